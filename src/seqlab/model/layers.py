@@ -1,0 +1,185 @@
+"""Building blocks of the Transformer: attention, feed-forward, residual, positions."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from seqlab.model.config import ModelConfig
+
+
+def padding_to_attn_mask(pad_mask: Tensor) -> Tensor:
+    """(B, S) bool, True at padding -> (B, 1, 1, S) bool, True where attention is allowed."""
+    return ~pad_mask[:, None, None, :]
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention over `n_heads` heads (Vaswani et al. 2017, 3.2).
+
+    Self-attention uses one fused (3d, d) projection for queries, keys and values;
+    cross-attention projects queries alone and keys/values with one fused (2d, d)
+    projection, so a decoder computes memory keys/values once per source.
+    """
+
+    def __init__(self, cfg: ModelConfig, cross: bool) -> None:
+        super().__init__()
+        d = cfg.d_model
+        self.n_heads, self.head_dim, self.cross = cfg.n_heads, cfg.head_dim, cross
+        self.dropout = cfg.attention_dropout
+        if cross:
+            self.q_proj = nn.Linear(d, d)
+            self.kv_proj = nn.Linear(d, 2 * d)
+        else:
+            self.qkv_proj = nn.Linear(d, 3 * d)
+        self.out_proj = nn.Linear(d, d)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
+
+    def memory_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of the encoder output, each (B, H, S, Dh)."""
+        k, v = self.kv_proj(memory).chunk(2, dim=-1)
+        return self.split_heads(k), self.split_heads(v)
+
+    def forward(
+        self,
+        x: Tensor,  # (B, T, d)
+        attn_mask: Tensor | None = None,  # broadcastable to (B, H, T, S); True = attend
+        is_causal: bool = False,
+        kv: tuple[Tensor, Tensor] | None = None,  # precomputed keys/values (cross or cached)
+        past_kv: tuple[Tensor, Tensor] | None = None,  # self-attention cache to extend
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        if self.cross:
+            q = self.split_heads(self.q_proj(x))
+            k, v = kv
+        else:
+            q, k, v = (self.split_heads(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
+            if past_kv is not None:
+                k = torch.cat([past_kv[0], k], dim=2)  # (B, H, T_past + T, Dh)
+                v = torch.cat([past_kv[1], v], dim=2)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+            dropout_p=self.dropout if self.training else 0.0,
+        )  # (B, H, T, Dh)
+        b, _, t, _ = out.shape
+        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # (B, T, d)
+        return self.out_proj(out), (k, v)
+
+
+class FeedForward(nn.Module):
+    """Position-wise FFN(x) = W2 act(W1 x + b1) + b2 (Vaswani et al. 2017, 3.3)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(cfg.d_model, cfg.d_ff)
+        self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.act: Callable[[Tensor], Tensor] = {"relu": F.relu, "gelu": F.gelu}[cfg.activation]
+        self.dropout = nn.Dropout(cfg.activation_dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.dropout(self.act(self.fc1(x))))
+
+
+class PostNormResidual(nn.Module):
+    """x = LN(x + dropout(f(x))), the original Transformer."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def before(self, x: Tensor) -> Tensor:
+        return x
+
+    def after(self, x: Tensor, y: Tensor) -> Tensor:
+        return self.norm(x + self.dropout(y))
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        return self.after(x, sublayer(self.before(x)))
+
+
+class PreNormResidual(PostNormResidual):
+    """x = x + dropout(f(LN(x))), as in Xiong et al. 2020 and fairseq's normalize_before."""
+
+    def before(self, x: Tensor) -> Tensor:
+        return self.norm(x)
+
+    def after(self, x: Tensor, y: Tensor) -> Tensor:
+        return x + self.dropout(y)
+
+
+def make_residual(cfg: ModelConfig) -> nn.Module:
+    """The one place where `norm_position` becomes a class."""
+    return {"post": PostNormResidual, "pre": PreNormResidual}[cfg.norm_position](cfg)
+
+
+def sinusoid_table(n_positions: int, dim: int) -> Tensor:
+    """The paper's fixed encoding, PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(...).
+
+    Departure from the paper, layout only: the sines fill the first half of the
+    vector and the cosines the second (as Marian and fairseq do) rather than
+    alternating. The set of frequencies is the paper's; a fixed permutation of
+    dimensions makes no difference to a model trained from scratch, and this
+    layout lets pretrained Marian models load unchanged.
+    """
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
+    inv_freq = torch.pow(10000.0, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    angles = pos * inv_freq  # (P, d/2)
+    return torch.cat([angles.sin(), angles.cos()], dim=1).float()  # (P, d)
+
+
+class SinusoidalPositions(nn.Module):
+    """Fixed positional encodings, a buffer (not a parameter, not saved)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.register_buffer("table", sinusoid_table(cfg.max_positions, cfg.d_model), persistent=False)
+
+    def forward(self, start: int, length: int) -> Tensor:
+        return self.table[start : start + length]  # (T, d)
+
+
+class LearnedPositions(nn.Module):
+    """One learned vector per position (Gehring et al. 2017)."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(cfg.max_positions, cfg.d_model))
+
+    def forward(self, start: int, length: int) -> Tensor:
+        return self.weight[start : start + length]  # (T, d)
+
+
+def make_positions(cfg: ModelConfig) -> nn.Module:
+    """The one place where `positions` becomes a class."""
+    return {"sinusoidal": SinusoidalPositions, "learned": LearnedPositions}[cfg.positions](cfg)
+
+
+class Embedder(nn.Module):
+    """Token embedding (optionally scaled by sqrt(d)) + positions [+ LayerNorm] + dropout."""
+
+    def __init__(self, cfg: ModelConfig, tokens: nn.Embedding) -> None:
+        super().__init__()
+        self.tokens = tokens
+        self.positions = make_positions(cfg)
+        self.scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
+        self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.layernorm_embedding else None
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.max_positions = cfg.max_positions
+
+    def forward(self, ids: Tensor, start: int = 0) -> Tensor:
+        length = ids.shape[1]
+        if start + length > self.max_positions:
+            raise ValueError(
+                f"sequence of {start + length} tokens exceeds model.max_positions={self.max_positions}; "
+                "truncate inputs or build the model with a larger max_positions"
+            )
+        x = self.tokens(ids) * self.scale + self.positions(start, length)  # (B, T, d)
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.dropout(x)

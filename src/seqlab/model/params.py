@@ -1,0 +1,117 @@
+"""Parameter counts: counted from a built model, and from the analytic formula.
+
+Per layer, with d = d_model and f = d_ff (biases on every projection):
+  attention      4d^2 + 4d          (q, k, v, out)
+  feed-forward   2df + f + d
+  LayerNorm      2d                 (gain and bias)
+  encoder layer  4d^2 + 2df + f + 9d      = 12d^2 + 13d when f = 4d
+  decoder layer  8d^2 + 2df + f + 15d     = 16d^2 + 19d when f = 4d
+Embeddings: |V|d per distinct matrix (1, 2 or 3 by tying), plus learned
+positions 2Pd, LayerNorm on embeddings 4d, final norms 4d, output bias |V_tgt|.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from seqlab.model.config import ModelConfig
+
+
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameter counts by component; shared tensors are counted once."""
+
+    embeddings: int
+    positions: int
+    encoder: int
+    decoder: int
+    norms: int
+    output: int
+
+    @property
+    def total(self) -> int:
+        return self.embeddings + self.positions + self.encoder + self.decoder + self.norms + self.output
+
+    def rows(self) -> list[tuple[str, int]]:
+        names = ("embeddings", "positions", "encoder", "decoder", "norms", "output")
+        return [(n, getattr(self, n)) for n in names] + [("total", self.total)]
+
+
+def analytic_counts(cfg: ModelConfig) -> ParamCounts:
+    """The standard closed-form count for `cfg`."""
+    d, f = cfg.d_model, cfg.d_ff
+    v_src, v_tgt = cfg.src_vocab_size, cfg.target_vocab_size
+    attention = 4 * d * d + 4 * d
+    ffn = 2 * d * f + f + d
+    norm = 2 * d
+    matrices = {"none": v_src * d + 2 * v_tgt * d, "decoder": (v_src + v_tgt) * d, "all": v_src * d}
+    return ParamCounts(
+        embeddings=matrices[cfg.tie_embeddings],
+        positions=2 * cfg.max_positions * d if cfg.positions == "learned" else 0,
+        encoder=cfg.encoder_layers * (attention + ffn + 2 * norm),
+        decoder=cfg.decoder_layers * (2 * attention + ffn + 3 * norm),
+        norms=(2 * norm if cfg.layernorm_embedding else 0) + (2 * norm if cfg.use_final_norm else 0),
+        output=v_tgt if cfg.output_bias else 0,
+    )
+
+
+def count_parameters(model: nn.Module) -> ParamCounts:
+    """Count a built Seq2SeqTransformer's parameters by component (shared storage once)."""
+    seen: set[int] = set()
+
+    def count(*tensors: Tensor) -> int:
+        total = 0
+        for t in tensors:
+            if id(t) not in seen:
+                seen.add(id(t))
+                total += t.numel()
+        return total
+
+    def params(*modules: nn.Module | None) -> list[Tensor]:
+        return [p for m in modules if m is not None for p in m.parameters()]
+
+    embed, output = model.src_embed, model.output
+    counts = ParamCounts(
+        embeddings=count(embed.tokens.weight, model.tgt_embed.tokens.weight, output.weight),
+        positions=count(*params(embed.positions, model.tgt_embed.positions)),
+        encoder=count(*params(model.encoder_layers)),
+        decoder=count(*params(model.decoder_layers)),
+        norms=count(*params(embed.norm, model.tgt_embed.norm, model.encoder_norm, model.decoder_norm)),
+        output=count(*params(output)),
+    )
+    if counts.total != sum(p.numel() for p in model.parameters()):
+        raise RuntimeError("count_parameters missed a parameter; update it with the model")
+    return counts
+
+
+def format_table(cfg: ModelConfig, counted: ParamCounts | None = None) -> str:
+    """A plain-text table of analytic (and, if given, counted) parameters."""
+    analytic = analytic_counts(cfg)
+    lines = [f"{'component':<12}{'analytic':>14}" + (f"{'counted':>14}" if counted else "")]
+    for (name, a), (_, c) in zip(analytic.rows(), (counted or analytic).rows(), strict=True):
+        lines.append(f"{name:<12}{a:>14,}" + (f"{c:>14,}" if counted else ""))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m seqlab.model.params --d_model 512 ...`: print the table for one config."""
+    from seqlab.model.transformer import Seq2SeqTransformer
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--vocab", type=int, default=37000, help="shared vocabulary size")
+    for name, default in (("d_model", 512), ("n_heads", 8), ("encoder_layers", 6),
+                          ("decoder_layers", 6), ("d_ff", 2048)):
+        parser.add_argument(f"--{name}", type=int, default=default)
+    parser.add_argument("--tie_embeddings", default="all")
+    parser.add_argument("--positions", default="sinusoidal")
+    parser.add_argument("--norm_position", default="post")
+    args = vars(parser.parse_args(argv))
+    cfg = ModelConfig(src_vocab_size=args.pop("vocab"), **args)
+    print(format_table(cfg, count_parameters(Seq2SeqTransformer(cfg))))
+
+
+if __name__ == "__main__":
+    main()

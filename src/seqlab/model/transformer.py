@@ -1,0 +1,211 @@
+"""Seq2SeqTransformer: encoder, decoder with an incremental cache, tied or untied embeddings."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from seqlab.model.config import ModelConfig
+from seqlab.model.layers import (
+    Embedder,
+    FeedForward,
+    LearnedPositions,
+    MultiHeadAttention,
+    make_residual,
+    padding_to_attn_mask,
+)
+
+KV = tuple[Tensor, Tensor]
+
+
+@dataclass(frozen=True)
+class DecoderCache:
+    """What incremental decoding keeps between steps, batch along dim 0 everywhere.
+
+    self_kv: per decoder layer, self-attention keys/values so far, each (B, H, T, Dh).
+    cross_kv: per decoder layer, keys/values of the encoder output, each (B, H, S, Dh),
+      computed once per source.
+    cross_mask: (B, 1, 1, S) bool, True where the source may be attended.
+    """
+
+    self_kv: tuple[KV, ...]
+    cross_kv: tuple[KV, ...]
+    cross_mask: Tensor
+
+    @property
+    def length(self) -> int:
+        return self.self_kv[0][0].shape[2] if self.self_kv else 0
+
+    def reorder(self, index: Tensor, cross: bool = True) -> DecoderCache:
+        """Select/reorder batch rows (beam reordering, dropping finished rows).
+
+        `cross=False` keeps the encoder keys/values as they are: correct when every
+        row of `index` maps to a row of the same source, as beam reordering does.
+        """
+        pick = lambda kv: (kv[0].index_select(0, index), kv[1].index_select(0, index))  # noqa: E731
+        return DecoderCache(
+            self_kv=tuple(pick(kv) for kv in self.self_kv),
+            cross_kv=tuple(pick(kv) for kv in self.cross_kv) if cross else self.cross_kv,
+            cross_mask=self.cross_mask.index_select(0, index) if cross else self.cross_mask,
+        )
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each inside a residual block."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg, cross=False)
+        self.self_attn_res = make_residual(cfg)
+        self.ffn = FeedForward(cfg)
+        self.ffn_res = make_residual(cfg)
+
+    def forward(self, x: Tensor, attn_mask: Tensor) -> Tensor:
+        y, _ = self.self_attn(self.self_attn_res.before(x), attn_mask)
+        x = self.self_attn_res.after(x, y)
+        return self.ffn_res(x, self.ffn)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention over the encoder output, feed-forward."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg, cross=False)
+        self.self_attn_res = make_residual(cfg)
+        self.cross_attn = MultiHeadAttention(cfg, cross=True)
+        self.cross_attn_res = make_residual(cfg)
+        self.ffn = FeedForward(cfg)
+        self.ffn_res = make_residual(cfg)
+
+    def forward(
+        self, x: Tensor, self_mask: Tensor | None, is_causal: bool,
+        past_kv: KV | None, cross_kv: KV, cross_mask: Tensor,
+    ) -> tuple[Tensor, KV]:
+        y, self_kv = self.self_attn(self.self_attn_res.before(x), self_mask, is_causal, past_kv=past_kv)
+        x = self.self_attn_res.after(x, y)
+        y, _ = self.cross_attn(self.cross_attn_res.before(x), cross_mask, kv=cross_kv)
+        x = self.cross_attn_res.after(x, y)
+        return self.ffn_res(x, self.ffn), self_kv
+
+
+def causal_mask(n_new: int, n_past: int, device: torch.device) -> Tensor:
+    """(T_new, T_past + T_new) bool: new position i may see keys up to n_past + i."""
+    q = torch.arange(n_new, device=device)[:, None] + n_past
+    k = torch.arange(n_past + n_new, device=device)[None, :]
+    return k <= q
+
+
+class Seq2SeqTransformer(nn.Module):
+    """Encoder-decoder Transformer (Vaswani et al. 2017) with the variants of ModelConfig.
+
+    Initialization follows fairseq: Xavier-uniform projections (q/k/v blocks with
+    gain 1/sqrt(2)), zero biases, token embeddings and an untied output projection
+    drawn from N(0, d^-1/2) with the pad row zeroed, learned positions N(0, d^-1/2).
+    The same embedding init is used with and without `scale_embedding`, so the two
+    variants differ in the multiplier alone.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.d_model
+        src_tokens = nn.Embedding(cfg.src_vocab_size, d, padding_idx=cfg.pad_id)
+        tgt_tokens = (
+            src_tokens if cfg.tie_embeddings == "all"
+            else nn.Embedding(cfg.target_vocab_size, d, padding_idx=cfg.pad_id)
+        )
+        self.src_embed = Embedder(cfg, src_tokens)
+        self.tgt_embed = Embedder(cfg, tgt_tokens)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        final = cfg.use_final_norm
+        self.encoder_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps) if final else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps) if final else nn.Identity()
+        self.output = nn.Linear(d, cfg.target_vocab_size, bias=cfg.output_bias)
+        self.reset_parameters()
+        if cfg.tie_embeddings != "none":
+            self.output.weight = tgt_tokens.weight
+
+    def reset_parameters(self) -> None:
+        d = self.cfg.d_model
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding | LearnedPositions):
+                nn.init.normal_(module.weight, mean=0.0, std=d**-0.5)
+        for module in self.modules():
+            if isinstance(module, MultiHeadAttention):
+                fused = module.kv_proj if module.cross else module.qkv_proj
+                for block in fused.weight.split(d, dim=0):
+                    nn.init.xavier_uniform_(block, gain=1 / math.sqrt(2))
+                if module.cross:
+                    nn.init.xavier_uniform_(module.q_proj.weight, gain=1 / math.sqrt(2))
+        nn.init.normal_(self.output.weight, mean=0.0, std=d**-0.5)
+        with torch.no_grad():
+            for emb in (self.src_embed.tokens, self.tgt_embed.tokens):
+                emb.weight[self.cfg.pad_id].zero_()
+
+    def encode(self, src_ids: Tensor, src_pad_mask: Tensor) -> Tensor:
+        """(B, S) ids and (B, S) pad mask -> memory (B, S, d)."""
+        x = self.src_embed(src_ids)
+        attn_mask = padding_to_attn_mask(src_pad_mask)
+        for layer in self.encoder_layers:
+            x = layer(x, attn_mask)
+        return self.encoder_norm(x)
+
+    def start_cache(self, memory: Tensor, src_pad_mask: Tensor) -> DecoderCache:
+        """An empty cache holding each layer's cross-attention keys/values of `memory`."""
+        return DecoderCache(
+            self_kv=(),
+            cross_kv=tuple(layer.cross_attn.memory_kv(memory) for layer in self.decoder_layers),
+            cross_mask=padding_to_attn_mask(src_pad_mask),
+        )
+
+    def decode(
+        self,
+        tgt_ids: Tensor,  # (B, T): the whole prefix, or only the new tokens when cache is given
+        memory: Tensor | None,  # (B, S, d); may be None when cache is given
+        src_pad_mask: Tensor | None,  # (B, S); may be None when cache is given
+        cache: DecoderCache | None = None,
+    ) -> tuple[Tensor, DecoderCache | None]:
+        """Decoder logits (B, T, V). With a cache, returns the cache extended by T steps.
+
+        Target padding needs no mask: it is on the right, and the causal mask
+        already hides it from every real position.
+        """
+        if cache is None:
+            cross_kv = [layer.cross_attn.memory_kv(memory) for layer in self.decoder_layers]
+            cross_mask = padding_to_attn_mask(src_pad_mask)
+            past: list[KV | None] = [None] * len(self.decoder_layers)
+            start = 0
+        else:
+            cross_kv, cross_mask = list(cache.cross_kv), cache.cross_mask
+            past = list(cache.self_kv) or [None] * len(self.decoder_layers)
+            start = cache.length
+        n_new = tgt_ids.shape[1]
+        if start == 0:
+            self_mask, is_causal = None, n_new > 1
+        else:
+            self_mask = None if n_new == 1 else causal_mask(n_new, start, tgt_ids.device)
+            is_causal = False
+        x = self.tgt_embed(tgt_ids, start)
+        new_kv = []
+        for layer, kv_past, kv_cross in zip(self.decoder_layers, past, cross_kv, strict=True):
+            x, kv = layer(x, self_mask, is_causal, kv_past, kv_cross, cross_mask)
+            new_kv.append(kv)
+        logits = self.output(self.decoder_norm(x))  # (B, T, V)
+        if cache is None:
+            return logits, None
+        return logits, DecoderCache(tuple(new_kv), tuple(cross_kv), cross_mask)
+
+    def forward(self, src_ids: Tensor, src_pad_mask: Tensor, tgt_in_ids: Tensor) -> Tensor:
+        """Teacher-forced logits (B, T, V) for decoder inputs `tgt_in_ids` (B, T)."""
+        memory = self.encode(src_ids, src_pad_mask)
+        logits, _ = self.decode(tgt_in_ids, memory, src_pad_mask)
+        return logits

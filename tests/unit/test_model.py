@@ -1,0 +1,156 @@
+"""Model variants: build, train a step, cache, causality, padding, parameter counts, bad configs."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from seqlab.constants import PAD_ID
+from seqlab.model import ConfigError, ModelConfig, Seq2SeqTransformer
+from seqlab.model.params import analytic_counts, count_parameters
+
+VARIANTS = list(itertools.product(["pre", "post"], ["sinusoidal", "learned"], ["none", "decoder", "all"], [True, False]))
+
+
+def tiny(norm="post", positions="sinusoidal", tie="decoder", scale=True, **kw) -> ModelConfig:
+    base = dict(src_vocab_size=50, tgt_vocab_size=None if tie == "all" else 60, d_model=16, n_heads=4,
+                encoder_layers=2, decoder_layers=2, d_ff=32, dropout=0.0, max_positions=64,
+                norm_position=norm, positions=positions, tie_embeddings=tie, scale_embedding=scale)
+    base.update(kw)
+    return ModelConfig(**base)
+
+
+def batch(cfg: ModelConfig, b=3, s=7, t=6):
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(4, cfg.src_vocab_size, (b, s), generator=g)
+    tgt = torch.randint(4, cfg.target_vocab_size, (b, t), generator=g)
+    pad = torch.zeros(b, s, dtype=torch.bool)
+    pad[0, -2:] = True  # mixed source lengths
+    src[pad] = PAD_ID
+    return src, pad, tgt
+
+
+@pytest.mark.parametrize(("norm", "positions", "tie", "scale"), VARIANTS)
+def test_every_variant_trains_a_step(norm, positions, tie, scale):
+    cfg = tiny(norm, positions, tie, scale, dropout=0.1)
+    model = Seq2SeqTransformer(cfg)
+    src, pad, tgt = batch(cfg)
+    logits = model(src, pad, tgt[:, :-1])
+    loss = F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten())
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize(("norm", "positions", "tie", "scale"), VARIANTS)
+def test_parameter_count_matches_formula(norm, positions, tie, scale):
+    for extra in ({}, {"layernorm_embedding": True, "final_norm": True, "output_bias": True}):
+        cfg = tiny(norm, positions, tie, scale, **extra)
+        model = Seq2SeqTransformer(cfg)
+        assert count_parameters(model) == analytic_counts(cfg)
+        assert sum(p.numel() for p in model.parameters()) == analytic_counts(cfg).total
+
+
+def test_tied_modes_share_storage():
+    m = Seq2SeqTransformer(tiny(tie="all"))
+    ptr = m.output.weight.data_ptr()
+    assert m.src_embed.tokens.weight.data_ptr() == ptr == m.tgt_embed.tokens.weight.data_ptr()
+    m = Seq2SeqTransformer(tiny(tie="decoder"))
+    assert m.tgt_embed.tokens.weight.data_ptr() == m.output.weight.data_ptr()
+    assert m.src_embed.tokens.weight.data_ptr() != m.output.weight.data_ptr()
+    m = Seq2SeqTransformer(tiny(tie="none"))
+    assert len({m.src_embed.tokens.weight.data_ptr(), m.tgt_embed.tokens.weight.data_ptr(),
+                m.output.weight.data_ptr()}) == 3
+
+
+def test_base_config_is_near_the_papers_65m():
+    cfg = ModelConfig(src_vocab_size=37000, tie_embeddings="all")
+    assert 60e6 < analytic_counts(cfg).total < 66e6
+
+
+@pytest.mark.parametrize(("norm", "positions", "tie", "scale"), VARIANTS)
+def test_incremental_cache_equals_teacher_forcing(norm, positions, tie, scale):
+    cfg = tiny(norm, positions, tie, scale)
+    model = Seq2SeqTransformer(cfg).eval()
+    src, pad, tgt = batch(cfg)
+    with torch.no_grad():
+        memory = model.encode(src, pad)
+        full, _ = model.decode(tgt, memory, pad)
+        cache = model.start_cache(memory, pad)
+        steps = []
+        for t in range(tgt.shape[1]):
+            logits, cache = model.decode(tgt[:, t : t + 1], None, None, cache)
+            steps.append(logits)
+        assert (torch.cat(steps, 1) - full).abs().max() <= 1e-5
+        # Reorder the cache halfway, as beam search does, and continue.
+        perm = torch.tensor([2, 0, 0])
+        cache = model.start_cache(memory, pad)
+        _, cache = model.decode(tgt[:, :3], None, None, cache)  # a multi-token prefix
+        cache = cache.reorder(perm)
+        rest, _ = model.decode(tgt[perm, 3:], None, None, cache)
+        ref, _ = model.decode(tgt[perm], memory[perm], pad[perm])
+        assert (rest - ref[:, 3:]).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_causality(norm):
+    cfg = tiny(norm)
+    model = Seq2SeqTransformer(cfg).eval()
+    src, pad, tgt = batch(cfg)
+    with torch.no_grad():
+        base = model(src, pad, tgt)
+        for t in range(tgt.shape[1]):
+            changed = tgt.clone()
+            changed[:, t] = (changed[:, t] + 1) % cfg.target_vocab_size
+            out = model(src, pad, changed)
+            assert torch.equal(out[:, :t], base[:, :t]) or (out[:, :t] - base[:, :t]).abs().max() <= 1e-6
+            assert (out[:, t:] - base[:, t:]).abs().max() > 0
+
+
+@pytest.mark.parametrize(("norm", "positions"), [("pre", "learned"), ("post", "sinusoidal")])
+def test_padding_leaves_real_positions_unchanged(norm, positions):
+    cfg = tiny(norm, positions)
+    model = Seq2SeqTransformer(cfg).eval()
+    src, pad, tgt = batch(cfg)
+    with torch.no_grad():
+        base = model(src, pad, tgt)
+        src_p = torch.cat([src, torch.full((3, 4), PAD_ID)], 1)
+        pad_p = torch.cat([pad, torch.ones(3, 4, dtype=torch.bool)], 1)
+        tgt_p = torch.cat([tgt, torch.full((3, 5), PAD_ID)], 1)
+        out = model(src_p, pad_p, tgt_p)
+    assert (out[:, : tgt.shape[1]] - base).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"norm_position": "middle"}, "model.norm_position='middle' is not valid; use one of ['pre', 'post']"),
+        ({"positions": "rotary"}, "model.positions='rotary'"),
+        ({"tie_embeddings": "encoder"}, "model.tie_embeddings='encoder'"),
+        ({"d_model": 100, "n_heads": 8}, "model.d_model=100 is not divisible by model.n_heads=8"),
+        ({"tie_embeddings": "all", "tgt_vocab_size": 70}, "joint vocabulary"),
+        ({"dropout": 1.5}, "model.dropout=1.5 must be in [0, 1)"),
+        ({"encoder_layers": 0}, "model.encoder_layers=0 must be at least 1"),
+    ],
+)
+def test_bad_configs_fail_at_construction(overrides, message):
+    base = dict(src_vocab_size=50, d_model=16, n_heads=4)
+    base.update(overrides)
+    with pytest.raises(ConfigError, match=None) as err:
+        ModelConfig(**base)
+    assert message in str(err.value)
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(ConfigError, match="norm_positon"):
+        ModelConfig.from_dict({"src_vocab_size": 10, "norm_positon": "pre"})
+
+
+def test_too_long_input_says_what_to_do():
+    model = Seq2SeqTransformer(tiny())
+    src = torch.full((1, 65), 5)
+    with pytest.raises(ValueError, match="max_positions=64"):
+        model.encode(src, torch.zeros_like(src, dtype=torch.bool))

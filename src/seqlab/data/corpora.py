@@ -1,0 +1,231 @@
+"""One corpus interface over embedded files, Hugging Face hub datasets and local files.
+
+Every source yields `Example(id, source, target)` per split. The data config
+says where the text is: a `translation` dict with `src_lang`/`tgt_lang` codes
+(iwslt2017, wmt14, the embedded Bible), or two columns (`article`/`highlights`,
+`document`/`summary`).
+
+JSON Lines (optionally gzip-compressed) and CSV/TSV are read by a strict
+line-by-line reader so a malformed line is reported by file and line number;
+Parquet and hub datasets go through `datasets`.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from seqlab.constants import SPLITS
+from seqlab.model.config import ConfigError, check_choice
+
+SourceKind = Literal["embedded", "hub", "files"]
+Task = Literal["translation", "summarization"]
+EMBEDDED_DIR = Path(__file__).resolve().parents[3] / "data"
+FILE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".tsv", ".parquet")
+
+
+class CorpusError(ValueError):
+    """A corpus that cannot be read; the message names the file, line and field."""
+
+
+@dataclass(frozen=True)
+class Example:
+    id: str
+    source: str
+    target: str
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """Where a corpus lives and which fields hold source and target text.
+
+    kind=embedded: `path` is a folder under the project's data/ (or absolute) with
+      `<split>.jsonl.gz` files. kind=files: `files` maps split -> local file.
+    kind=hub: `path` is a hub name (or a local folder in the hub's layout),
+      `hub_config` its configuration, `split_names` maps our split names to its own.
+    """
+
+    name: str
+    kind: SourceKind
+    task: Task
+    path: str = ""
+    hub_config: str | None = None
+    files: Mapping[str, str] = field(default_factory=dict)
+    split_names: Mapping[str, str] = field(default_factory=dict)
+    src_lang: str | None = None
+    tgt_lang: str | None = None
+    src_field: str | None = None
+    tgt_field: str | None = None
+    id_field: str | None = "id"
+
+    def __post_init__(self) -> None:
+        check_choice("data.corpus", "kind", self.kind, SourceKind)
+        check_choice("data.corpus", "task", self.task, Task)
+        by_lang = self.src_lang is not None and self.tgt_lang is not None
+        by_field = self.src_field is not None and self.tgt_field is not None
+        if by_lang == by_field:
+            raise ConfigError(
+                f"data.corpus ({self.name}): set either src_lang and tgt_lang (a `translation` dict) "
+                "or src_field and tgt_field (two columns), not both or neither"
+            )
+        if self.kind == "files" and not self.files:
+            raise ConfigError(f"data.corpus.files ({self.name}) must map split names to files for kind=files")
+        if self.kind != "files" and not self.path:
+            raise ConfigError(f"data.corpus.path ({self.name}) is required for kind={self.kind}")
+
+    def text_fields(self) -> tuple[str, str]:
+        """Human-readable names of the source and target fields, for messages."""
+        if self.src_lang is not None:
+            return f"translation.{self.src_lang}", f"translation.{self.tgt_lang}"
+        return str(self.src_field), str(self.tgt_field)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What identifies the corpus contents, for cache keys."""
+        files = {s: _stat(self.resolve_file(s)) for s in self.files} if self.kind == "files" else {}
+        embedded = {s: _stat(self.embedded_file(s)) for s in SPLITS} if self.kind == "embedded" else {}
+        return {"name": self.name, "kind": self.kind, "path": self.path, "hub_config": self.hub_config,
+                "fields": self.text_fields(), "files": files, "embedded": embedded}
+
+    def embedded_file(self, split: str) -> Path:
+        root = Path(self.path) if Path(self.path).is_absolute() else EMBEDDED_DIR / self.path
+        return root / f"{split}.jsonl.gz"
+
+    def resolve_file(self, split: str) -> Path:
+        if split not in self.files:
+            raise CorpusError(f"corpus {self.name}: no file for split '{split}' in data.corpus.files")
+        return Path(self.files[split]).expanduser()
+
+
+def _stat(path: Path) -> list[Any]:
+    return [str(path), path.stat().st_size, int(path.stat().st_mtime)] if path.exists() else [str(path)]
+
+
+def load_split(cfg: CorpusConfig, split: str) -> list[Example]:
+    """All examples of one split; raises CorpusError naming file, line and field."""
+    if cfg.kind == "hub":
+        examples = list(_from_rows(cfg, _hub_rows(cfg, split)))
+        where = f"hub dataset {cfg.path} ({cfg.hub_config}) split {cfg.split_names.get(split, split)}"
+    else:
+        path = cfg.embedded_file(split) if cfg.kind == "embedded" else cfg.resolve_file(split)
+        examples = list(_from_rows(cfg, read_rows(path)))
+        where = str(path)
+    if not examples:
+        raise CorpusError(f"{where}: split '{split}' of corpus {cfg.name} is empty; it needs at least one example")
+    return examples
+
+
+def _hub_rows(cfg: CorpusConfig, split: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    import datasets  # slow import, only when a hub corpus is used
+
+    hub_split = cfg.split_names.get(split, split)
+    dataset = datasets.load_dataset(cfg.path, cfg.hub_config, split=hub_split)
+    where = f"hub dataset {cfg.path} ({cfg.hub_config}) split {hub_split}"
+    for i, row in enumerate(dataset):
+        yield f"{where} row {i}", row
+
+
+def _from_rows(cfg: CorpusConfig, rows: Iterator[tuple[str, dict[str, Any]]]) -> Iterator[Example]:
+    src_name, tgt_name = cfg.text_fields()
+    for n, (where, row) in enumerate(rows):
+        if cfg.src_lang is not None:
+            pair = row.get("translation")
+            if not isinstance(pair, dict):
+                raise CorpusError(f"{where}: missing field 'translation' (a dict of language codes to text)")
+            src, tgt = _text(pair, cfg.src_lang, where, src_name), _text(pair, cfg.tgt_lang, where, tgt_name)
+        else:
+            src, tgt = _text(row, cfg.src_field, where, src_name), _text(row, cfg.tgt_field, where, tgt_name)
+        ident = row.get(cfg.id_field) if cfg.id_field else None
+        yield Example(id=str(ident) if ident is not None else str(n), source=src, target=tgt)
+
+
+def _text(row: Mapping[str, Any], key: str | None, where: str, name: str) -> str:
+    if key not in row:
+        raise CorpusError(f"{where}: missing field '{name}' (fields present: {sorted(row)})")
+    value = row[key]
+    if not isinstance(value, str):
+        raise CorpusError(f"{where}: field '{name}' must be text, got {type(value).__name__}")
+    return value
+
+
+def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(location, row) pairs from a local JSONL/JSON/CSV/TSV/Parquet file."""
+    if not path.exists():
+        raise CorpusError(f"{path}: file not found; check data.corpus.path / data.corpus.files")
+    name = path.name.lower()
+    if name.endswith((".jsonl", ".jsonl.gz")):
+        yield from _jsonl_rows(path)
+    elif name.endswith((".json", ".json.gz")):
+        yield from _json_rows(path)
+    elif name.endswith((".csv", ".tsv")):
+        yield from _csv_rows(path, delimiter="\t" if name.endswith(".tsv") else ",")
+    elif name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        for i, row in enumerate(pq.read_table(path).to_pylist()):
+            yield f"{path} row {i}", row
+    else:
+        raise CorpusError(f"{path}: unknown file type; use one of {list(FILE_SUFFIXES)}")
+
+
+def _open_bytes(path: Path) -> io.BufferedIOBase:
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")  # noqa: SIM115
+
+
+def _decode(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CorpusError(f"{where}: not valid UTF-8 (byte {err.start}); re-encode the file as UTF-8") from None
+
+
+def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    try:
+        with _open_bytes(path) as f:
+            for lineno, raw in enumerate(f, start=1):
+                where = f"{path}:{lineno}"
+                line = _decode(raw, where).strip()
+                if not line:
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise CorpusError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from None
+                if not isinstance(row, dict):
+                    raise CorpusError(f"{where}: expected a JSON object per line, got {type(row).__name__}")
+                yield where, row
+    except (OSError, EOFError) as err:
+        raise CorpusError(f"{path}: cannot be read ({err}); the file may be truncated or not gzip") from None
+
+
+def _json_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    with _open_bytes(path) as f:
+        text = _decode(f.read(), str(path))
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CorpusError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    rows = data.get("data") if isinstance(data, dict) else data
+    if not isinstance(rows, list):
+        raise CorpusError(f"{path}: expected a JSON list of objects, or an object with a 'data' list")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise CorpusError(f"{path} item {i}: expected a JSON object")
+        yield f"{path} item {i}", row
+
+
+def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    with _open_bytes(path) as f:
+        raw_lines = f.read().split(b"\n")
+    lines = [_decode(raw, f"{path}:{i}") for i, raw in enumerate(raw_lines, start=1)]
+    reader = csv.DictReader(io.StringIO("\n".join(lines)), delimiter=delimiter)
+    for row in reader:
+        where = f"{path}:{reader.line_num}"
+        if None in row or any(v is None for v in row.values()):
+            raise CorpusError(f"{where}: wrong number of columns (header has {len(reader.fieldnames or [])})")
+        yield where, row

@@ -1,0 +1,158 @@
+"""Subword tokenizer: SentencePiece (unigram or BPE) trained on the train split.
+
+The special ids come from `seqlab.constants` and are fixed at training time, so
+every model, batch and decoder agrees on them. A tokenizer is its model bytes:
+cached on disk under a key of corpus and settings, and saved inside checkpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import sentencepiece as spm
+
+from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from seqlab.model.config import ConfigError, check_choice
+
+log = logging.getLogger(__name__)
+ModelType = Literal["unigram", "bpe"]
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """SentencePiece settings. `joint=True` trains one vocabulary on source+target text."""
+
+    vocab_size: int = 8000
+    model_type: ModelType = "unigram"
+    joint: bool = True
+    character_coverage: float = 1.0
+    byte_fallback: bool = True  # unseen characters (emoji, new scripts) survive as bytes
+    normalization: str = "nmt_nfkc"
+    max_sentences: int = 2_000_000  # SentencePiece's input_sentence_size sample
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_choice("data.tokenizer", "model_type", self.model_type, ModelType)
+        if self.vocab_size < 300:
+            raise ConfigError(f"data.tokenizer.vocab_size={self.vocab_size} is too small; use at least 300")
+
+
+class Tokenizer:
+    """Source and target SentencePiece processors (one and the same when joint)."""
+
+    def __init__(self, src_model: bytes, tgt_model: bytes | None = None) -> None:
+        self.src_model, self.tgt_model = src_model, tgt_model
+        self.src = spm.SentencePieceProcessor(model_proto=src_model)
+        self.tgt = self.src if tgt_model is None else spm.SentencePieceProcessor(model_proto=tgt_model)
+        for sp in (self.src, self.tgt):
+            ids = (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id())
+            if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+                raise ConfigError(f"tokenizer special ids {ids} differ from seqlab's {(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}")
+
+    @property
+    def joint(self) -> bool:
+        return self.tgt_model is None
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self.src.get_piece_size()
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self.tgt.get_piece_size()
+
+    def encode_source(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text followed by EOS."""
+        return [ids + [EOS_ID] for ids in self.src.encode(list(texts))]
+
+    def encode_target(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text followed by EOS (BOS is prepended by the batch collator)."""
+        return [ids + [EOS_ID] for ids in self.tgt.encode(list(texts))]
+
+    def decode_target(self, ids: Sequence[int]) -> str:
+        """Detokenized text of target ids, stopping at the first EOS and dropping specials."""
+        out: list[int] = []
+        for i in ids:
+            if i == EOS_ID:
+                break
+            if i not in (PAD_ID, BOS_ID):
+                out.append(int(i))
+        return self.tgt.decode(out)
+
+    def decode_source(self, ids: Sequence[int]) -> str:
+        return self.src.decode([int(i) for i in ids if i not in (PAD_ID, BOS_ID, EOS_ID)])
+
+    def normalize(self, text: str, side: Literal["src", "tgt"] = "tgt") -> str:
+        """The text as the tokenizer sees it (NFKC, whitespace collapsed): what a round trip gives."""
+        normalized = (self.src if side == "src" else self.tgt).normalize(text)
+        return normalized.replace("\u2581", " ").strip(" ")  # SentencePiece marks spaces with U+2581
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"src_model": self.src_model, "tgt_model": self.tgt_model}
+
+    @classmethod
+    def from_dict(cls, state: dict[str, Any]) -> Tokenizer:
+        return cls(state["src_model"], state.get("tgt_model"))
+
+    @classmethod
+    def train(cls, sources: Sequence[str], targets: Sequence[str], cfg: TokenizerConfig) -> Tokenizer:
+        """Train on the given texts: one model on both sides, or one per side."""
+        if cfg.joint:
+            return cls(_train_model(list(sources) + list(targets), cfg))
+        return cls(_train_model(sources, cfg), _train_model(targets, cfg))
+
+    @classmethod
+    def cached(cls, cache_dir: Path, key_data: dict[str, Any], sources: Any, targets: Any,
+               cfg: TokenizerConfig) -> Tokenizer:
+        """Load the tokenizer for `key_data` from `cache_dir`, training and saving it once.
+
+        `sources`/`targets` are callables returning the training texts, so a cache hit
+        never reads the corpus.
+        """
+        key = cache_key({"tokenizer": asdict(cfg), "corpus": key_data})
+        path = cache_dir / f"tokenizer-{key}.json"
+        if path.exists():
+            state = json.loads(path.read_text())
+            return cls(bytes.fromhex(state["src"]), bytes.fromhex(state["tgt"]) if state["tgt"] else None)
+        log.info("training a %s tokenizer (vocab %d) -> %s", cfg.model_type, cfg.vocab_size, path)
+        tok = cls.train(sources(), targets(), cfg)
+        from seqlab.io import atomic_write_text
+
+        atomic_write_text(path, json.dumps({"src": tok.src_model.hex(),
+                                            "tgt": tok.tgt_model.hex() if tok.tgt_model else None}))
+        return tok
+
+
+def cache_key(data: Any) -> str:
+    """A short stable hash of JSON-able settings."""
+    return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _train_model(texts: Sequence[str], cfg: TokenizerConfig) -> bytes:
+    buffer = io.BytesIO()
+    spm.set_random_generator_seed(cfg.seed)  # sentence sampling is the only randomness
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter([t for t in texts if t.strip()]),
+        model_writer=buffer,
+        vocab_size=cfg.vocab_size,
+        model_type=cfg.model_type,
+        character_coverage=cfg.character_coverage,
+        byte_fallback=cfg.byte_fallback,
+        normalization_rule_name=cfg.normalization,
+        input_sentence_size=cfg.max_sentences,
+        shuffle_input_sentence=True,
+        seed_sentencepiece_size=1_000_000,
+        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        max_sentence_length=1 << 16,
+        hard_vocab_limit=False,  # small corpora get the vocabulary they can fill
+        num_threads=2,
+        minloglevel=2,
+    )
+    return buffer.getvalue()

@@ -45,7 +45,7 @@ class DataConfig:
         return cls(corpus=CorpusConfig(**d.pop("corpus")), tokenizer=TokenizerConfig(**d.pop("tokenizer")), **d)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Batch:
     """A padded batch. Decoder input is BOS + target, decoder output target + EOS."""
 

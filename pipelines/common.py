@@ -1,0 +1,91 @@
+"""The pipeline edge: Hydra DictConfig -> typed seqlab configs, validated before any data is read."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from seqlab.data import CorpusConfig, DataConfig, TokenizerConfig
+from seqlab.model import ModelConfig
+from seqlab.model.config import ConfigError
+from seqlab.tracking.wandb import TrackingConfig
+from seqlab.train.config import LoopConfig, OptimConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    model: ModelConfig  # vocabulary sizes are placeholders until the tokenizer exists
+    data: DataConfig
+    optim: OptimConfig
+    loop: LoopConfig
+    tracking: TrackingConfig
+
+
+def plain(cfg: DictConfig | Any) -> Any:
+    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+
+
+def typed(cls: type, values: dict[str, Any], where: str) -> Any:
+    """Build a dataclass, turning unknown keys and type errors into messages that name them."""
+    try:
+        return cls(**values)
+    except TypeError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+def data_config(cfg: DictConfig) -> DataConfig:
+    d = dict(plain(cfg.data))
+    corpus = typed(CorpusConfig, d.pop("corpus"), "data.corpus")
+    tokenizer = typed(TokenizerConfig, d.pop("tokenizer", {}), "data.tokenizer")
+    return typed(DataConfig, {"corpus": corpus, "tokenizer": tokenizer, "seed": cfg.seed, **d}, "data")
+
+
+def train_spec(cfg: DictConfig) -> TrainSpec:
+    """Every typed config of a training run; raises ConfigError naming the key on a bad value."""
+    data = data_config(cfg)
+    vocab = data.tokenizer.vocab_size
+    model_values = {"src_vocab_size": vocab, "tgt_vocab_size": None if data.tokenizer.joint else vocab,
+                    **plain(cfg.model)}
+    model = ModelConfig.from_dict(model_values)
+    optim_values = plain(cfg.optim)
+    optim_values["betas"] = tuple(optim_values.get("betas", (0.9, 0.98)))
+    optim = typed(OptimConfig, optim_values, "optim")
+    train = plain(cfg.train)
+    loop = LoopConfig(nan_policy=train["nan_policy"], quick_eval_size=train["quick_eval_size"],
+                      quick_eval_max_len=train["quick_eval_max_len"])
+    logger = plain(cfg.logger)
+    logger["tags"] = tuple(logger.get("tags") or ())
+    tracking = typed(TrackingConfig, logger, "logger")
+    return TrainSpec(model, data, optim, loop, tracking)
+
+
+def sweep_group(cfg: DictConfig) -> str:
+    """W&B group: the user's, else the sweep folder in a multirun, else the run name."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if cfg.logger.get("group"):
+        return str(cfg.logger.group)
+    try:
+        hc = HydraConfig.get()
+        if hc.mode is not None and hc.mode.name == "MULTIRUN":
+            return f"{cfg.run_name}-{os.path.basename(hc.sweep.dir)}"
+    except ValueError:
+        pass
+    return str(cfg.run_name)
+
+
+def job_name(cfg: DictConfig) -> str:
+    """A readable run name: the run name plus this job's command-line overrides."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith(("hydra.", "paths."))]
+    except ValueError:
+        overrides = []
+    return str(cfg.run_name) + ("/" + ",".join(overrides) if overrides else "")

@@ -1,0 +1,78 @@
+"""Train one model: `python pipelines/train.py [experiment=NAME] [key=value ...]` (Hydra)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import hydra
+import lightning as L
+from omegaconf import DictConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `pipelines` importable when run as a script
+
+from pipelines.common import job_name, plain, sweep_group, train_spec  # noqa: E402
+from seqlab.checkpoint import atomic_checkpoint_io, describe  # noqa: E402
+from seqlab.data import Seq2SeqDataModule  # noqa: E402
+from seqlab.tracking.wandb import finish, make_logger  # noqa: E402
+from seqlab.train.fit import checkpoint_callbacks, find_resume  # noqa: E402
+from seqlab.train.module import Seq2SeqModule  # noqa: E402
+
+log = logging.getLogger("seqlab.train")
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Validate the config, prepare data, fit, and return final metrics and checkpoint paths."""
+    spec = train_spec(cfg)  # fails here, before any data is read, on a bad key or value
+    out_dir = Path(cfg.paths.output_dir)
+    runs_root = Path(cfg.paths.log_dir) / cfg.task_name / cfg.run_name
+    ckpt_path = find_resume(cfg.train.resume, runs_root)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+
+    datamodule = Seq2SeqDataModule(spec.data)
+    datamodule.setup()
+    tok = datamodule.tokenizer
+    model_cfg = replace(spec.model, src_vocab_size=tok.src_vocab_size,
+                        tgt_vocab_size=None if tok.joint else tok.tgt_vocab_size)
+    resolved = plain(cfg)
+    module = Seq2SeqModule(model_cfg, spec.optim, spec.loop, seed=cfg.seed,
+                           describe=describe(tok, spec.data.to_dict(), resolved))
+    if spec.loop.quick_eval_size > 0:
+        from seqlab.train.quick_eval import QuickEval
+
+        module.quick_eval = QuickEval.from_datamodule(datamodule, spec.loop)
+
+    logger = make_logger(spec.tracking, out_dir, job_name(cfg), sweep_group(cfg), resolved)
+    trainer_kwargs = dict(
+        callbacks=checkpoint_callbacks(out_dir, cfg.train.checkpoint_every_n_steps),
+        logger=logger if logger is not None else False,
+        plugins=[atomic_checkpoint_io()],
+        default_root_dir=str(out_dir),
+        val_check_interval=cfg.train.val_every_n_steps,
+        check_val_every_n_epoch=None,
+        use_distributed_sampler=False,  # the token-budget sampler shards by rank itself
+    )
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, **trainer_kwargs)
+    try:
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+    finally:
+        finish()
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    best, last = trainer.checkpoint_callbacks[0], trainer.checkpoint_callbacks[1]
+    result = {"metrics": metrics, "best": best.best_model_path, "last": last.last_model_path or
+              (str(out_dir / "checkpoints" / "last.ckpt")), "step": trainer.global_step, "output_dir": str(out_dir)}
+    log.info("finished at step %d: %s", trainer.global_step, metrics)
+    return result
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    result = train(cfg)
+    return result["metrics"].get("val/loss")  # the value a Hydra sweeper would optimize
+
+
+if __name__ == "__main__":
+    main()

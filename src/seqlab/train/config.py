@@ -1,0 +1,49 @@
+"""Typed settings of the training loop (optimizer, schedule, loss, checkpoints, failures)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from seqlab.model.config import ConfigError, check_choice
+from seqlab.train.schedule import Schedule
+
+NanPolicy = Literal["stop", "skip"]
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """AdamW with warmup and a decaying schedule; label-smoothed loss; clipping."""
+
+    lr: float = 5e-4
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-8
+    weight_decay: float = 1e-4
+    schedule: Schedule = "inverse_sqrt"
+    warmup_steps: int = 4000
+    min_lr_ratio: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float | None = 1.0
+
+    def __post_init__(self) -> None:
+        check_choice("optim", "schedule", self.schedule, Schedule)
+        if self.lr <= 0:
+            raise ConfigError(f"optim.lr={self.lr} must be positive")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ConfigError(f"optim.label_smoothing={self.label_smoothing} must be in [0, 1)")
+        if self.warmup_steps < 0:
+            raise ConfigError(f"optim.warmup_steps={self.warmup_steps} must be >= 0")
+        if self.clip_norm is not None and self.clip_norm <= 0:
+            raise ConfigError(f"optim.clip_norm={self.clip_norm} must be positive, or null for no clipping")
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """What the module does besides optimizing: NaN handling and the quick validation decode."""
+
+    nan_policy: NanPolicy = "stop"
+    quick_eval_size: int = 200  # validation examples decoded greedily for BLEU/ROUGE; 0 = off
+    quick_eval_max_len: int = 128
+
+    def __post_init__(self) -> None:
+        check_choice("train", "nan_policy", self.nan_policy, NanPolicy)

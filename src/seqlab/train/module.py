@@ -1,0 +1,124 @@
+"""The LightningModule: label-smoothed CE, AdamW, warmup schedule, logging, NaN guard."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict
+from typing import Any
+
+import lightning as L
+import torch
+from torch import Tensor
+
+from seqlab.data.datamodule import Batch
+from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.train.config import LoopConfig, OptimConfig
+from seqlab.train.losses import label_smoothed_nll
+from seqlab.train.schedule import lr_multiplier
+
+log = logging.getLogger(__name__)
+
+
+class NonFiniteLossError(RuntimeError):
+    """Training produced a NaN or infinite loss."""
+
+
+class Seq2SeqModule(L.LightningModule):
+    """Trains a Seq2SeqTransformer; the checkpoint carries everything needed to rebuild it."""
+
+    def __init__(self, model_cfg: ModelConfig, optim: OptimConfig, loop: LoopConfig | None = None,
+                 seed: int = 0, describe: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.model_cfg, self.optim, self.loop, self.seed = model_cfg, optim, loop or LoopConfig(), seed
+        self.model = Seq2SeqTransformer(model_cfg)
+        self.describe = describe or {}  # tokenizer, data config, resolved run config
+        self.skipped_batches = 0
+        self.quick_eval: Any = None  # set by the pipeline: callable(module) -> dict of metrics
+        self._last_time: float | None = None
+
+    # -- training ---------------------------------------------------------------------------
+    def on_train_batch_start(self, batch: Batch, batch_idx: int) -> None:
+        # Dropout randomness is a function of (seed, epoch, batch, rank), so a resumed run
+        # draws exactly the masks an uninterrupted run would have drawn.
+        torch.manual_seed(hash((self.seed, self.current_epoch, batch_idx, self.global_rank)) % (2**63))
+
+    def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:
+        logits = self.model(batch.src_ids, batch.src_pad_mask, batch.tgt_in)
+        loss_sum, nll_sum, n_tgt = label_smoothed_nll(logits, batch.tgt_out, self.optim.label_smoothing)
+        loss = loss_sum / n_tgt
+        if not torch.isfinite(loss):
+            if self.loop.nan_policy == "skip":
+                self.skipped_batches += 1
+                self.log("train/skipped_batches", float(self.skipped_batches))
+                log.warning("non-finite loss at step %d; batch skipped (%d so far)", self.global_step,
+                            self.skipped_batches)
+                return None
+            raise NonFiniteLossError(self._nan_message())
+        now = time.perf_counter()
+        if self._last_time is not None:
+            self.log("train/tokens_per_s", batch.n_tokens / max(now - self._last_time, 1e-9))
+        self._last_time = now
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/nll", nll_sum / n_tgt)
+        self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
+        return loss
+
+    def _nan_message(self) -> str:
+        best = getattr(self.trainer.checkpoint_callback, "best_model_path", "") or "none yet"
+        last = getattr(self.trainer.checkpoint_callback, "last_model_path", "") or "none yet"
+        return (f"non-finite loss at step {self.global_step}; training stopped. Last good checkpoints: "
+                f"best={best}, last={last}. Resume with a lower optim.lr or set train.nan_policy=skip.")
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        clip = self.optim.clip_norm if self.optim.clip_norm is not None else math.inf
+        norm = torch.nn.utils.clip_grad_norm_(self.parameters(), clip)
+        self.log("train/grad_norm", norm)
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        decay, no_decay = [], []
+        for name, p in self.model.named_parameters():
+            (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": self.optim.weight_decay},
+             {"params": no_decay, "weight_decay": 0.0}],
+            lr=self.optim.lr, betas=tuple(self.optim.betas), eps=self.optim.eps)
+        max_steps = self.trainer.max_steps if self.trainer and self.trainer.max_steps > 0 else None
+        mult = lr_multiplier(self.optim.schedule, self.optim.warmup_steps, max_steps, self.optim.min_lr_ratio)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: mult(k + 1))  # update k+1 uses mult(k+1)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # -- validation -------------------------------------------------------------------------
+    def on_validation_epoch_start(self) -> None:
+        self._val_sums = torch.zeros(3, dtype=torch.float64)
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        logits = self.model(batch.src_ids, batch.src_pad_mask, batch.tgt_in)
+        loss_sum, nll_sum, n_tgt = label_smoothed_nll(logits, batch.tgt_out, self.optim.label_smoothing)
+        self._val_sums += torch.stack([loss_sum.double(), nll_sum.double(), n_tgt.double()]).cpu()
+
+    def on_validation_epoch_end(self) -> None:
+        sums = self.trainer.strategy.reduce(self._val_sums.to(self.device), reduce_op="sum").cpu()
+        loss, nll = (sums[:2] / sums[2].clamp(min=1)).tolist()
+        self.log("val/loss", loss, prog_bar=True, sync_dist=False)
+        self.log("val/nll", nll)
+        self.log("val/ppl", math.exp(min(nll, 50.0)))
+        if self.quick_eval is not None and not self.trainer.sanity_checking:
+            for key, value in self.quick_eval(self).items():
+                self.log(key, value)
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["seqlab"] = {
+            "model_config": self.model_cfg.to_dict(),
+            "optim_config": asdict(self.optim),
+            "loop_config": asdict(self.loop),
+            "seed": self.seed,
+            "step": self.global_step,
+            "skipped_batches": self.skipped_batches,
+            **self.describe,
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.skipped_batches = checkpoint.get("seqlab", {}).get("skipped_batches", 0)

@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `pipelines` impo
 from pipelines.common import job_name, plain, sweep_group, train_spec  # noqa: E402
 from seqlab.checkpoint import atomic_checkpoint_io, describe  # noqa: E402
 from seqlab.data import Seq2SeqDataModule  # noqa: E402
+from seqlab.perf import keep_freed_memory  # noqa: E402
 from seqlab.tracking.wandb import finish, make_logger  # noqa: E402
 from seqlab.train.fit import checkpoint_callbacks, find_resume  # noqa: E402
 from seqlab.train.module import Seq2SeqModule  # noqa: E402
@@ -27,6 +28,7 @@ log = logging.getLogger("seqlab.train")
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Validate the config, prepare data, fit, and return final metrics and checkpoint paths."""
     spec = train_spec(cfg)  # fails here, before any data is read, on a bad key or value
+    keep_freed_memory()
     out_dir = Path(cfg.paths.output_dir)
     runs_root = Path(cfg.paths.log_dir) / cfg.task_name / cfg.run_name
     ckpt_path = find_resume(cfg.train.resume, runs_root)

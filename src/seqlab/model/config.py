@@ -10,7 +10,7 @@ from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 NormPosition = Literal["pre", "post"]
 Positions = Literal["sinusoidal", "learned"]
 TieEmbeddings = Literal["none", "decoder", "all"]
-Activation = Literal["relu", "gelu"]
+Activation = Literal["relu", "gelu", "silu"]
 
 
 class ConfigError(ValueError):

@@ -78,7 +78,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(cfg.d_model, cfg.d_ff)
         self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model)
-        self.act: Callable[[Tensor], Tensor] = {"relu": F.relu, "gelu": F.gelu}[cfg.activation]
+        self.act: Callable[[Tensor], Tensor] = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}[cfg.activation]
         self.dropout = nn.Dropout(cfg.activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -1,0 +1,7 @@
+"""Decoding: search strategies, logits processors, generate() and score()."""
+
+from seqlab.decoding.config import DecodingConfig
+from seqlab.decoding.generate import GenerateOutput, build_processors, generate
+from seqlab.decoding.scoring import score
+
+__all__ = ["DecodingConfig", "GenerateOutput", "build_processors", "generate", "score"]

@@ -1,0 +1,113 @@
+"""DecodingConfig: one typed, validated description of a decoding method."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from seqlab.model.config import ConfigError, check_choice
+
+Method = Literal["greedy", "beam", "sample"]
+EarlyStopping = Literal[True, False, "never"]
+
+
+@dataclass(frozen=True)
+class DecodingConfig:
+    """How to turn a model's next-token distribution into sequences.
+
+    Lengths count generated tokens (EOS included, BOS not). The maximum is
+    `max_length` if set, else fairseq's `floor(max_len_a * src_len + max_len_b)`
+    with each example's own source length (so one example's limit never depends
+    on its neighbours), and always at most `max_positions - 1`.
+
+    Beam search follows Hugging Face `generate` exactly: each step keeps the top
+    2 * num_beams continuations; a continuation ending in EOS among the top
+    num_beams becomes a finished hypothesis scored `sum log p / len ** length_penalty`
+    (len counts generated tokens including EOS, as in fairseq); the other best
+    num_beams continue. `early_stopping=True` stops an example once num_beams
+    hypotheses are finished (= fairseq's stop rule); `False` stops when the best
+    running beam, scored at its current length, cannot beat the worst finished
+    one; `"never"` scores it at the maximum length when length_penalty > 0.
+
+    `None` turns a processor off. Sampling draws from the processed
+    distribution with randomness keyed on (seed, source tokens, sample index,
+    step), so a source's samples do not depend on the batch around it.
+    """
+
+    method: Method = "greedy"
+    num_beams: int = 1
+    n_best: int = 1  # beam: hypotheses returned; sample: samples per source
+    length_penalty: float = 1.0
+    early_stopping: EarlyStopping = True
+    min_length: int = 0
+    max_length: int | None = None
+    max_len_a: float = 1.2
+    max_len_b: int = 10
+    no_repeat_ngram_size: int | None = None
+    repetition_penalty: float | None = None
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    typical_p: float | None = None
+    epsilon: float | None = None
+    eta: float | None = None
+    top_n_sigma: float | None = None
+    seed: int = 0
+    name: str | None = None  # a label for reports, e.g. "beam5_lp0.6"
+
+    def __post_init__(self) -> None:
+        own = "decoding"
+        check_choice(own, "method", self.method, Method)
+        if self.early_stopping not in (True, False, "never"):
+            raise ConfigError(f"{own}.early_stopping={self.early_stopping!r}; use true, false or never")
+        if self.num_beams < 1:
+            raise ConfigError(f"{own}.num_beams={self.num_beams} must be >= 1; use 1 for greedy, 4-5 for beam search")
+        if self.n_best < 1:
+            raise ConfigError(f"{own}.n_best={self.n_best} must be >= 1")
+        if self.method == "beam" and self.n_best > self.num_beams:
+            raise ConfigError(f"{own}.n_best={self.n_best} > num_beams={self.num_beams}: beam search keeps only "
+                              f"num_beams hypotheses; use n_best <= {self.num_beams} or raise num_beams")
+        if self.method == "greedy" and (self.num_beams != 1 or self.n_best != 1):
+            raise ConfigError(f"{own}.method=greedy returns one hypothesis; use method=beam for num_beams/n_best > 1")
+        if self.method == "sample" and self.num_beams != 1:
+            raise ConfigError(f"{own}.method=sample does not use beams; set num_beams=1 (n_best = samples per source)")
+        if self.min_length < 0:
+            raise ConfigError(f"{own}.min_length={self.min_length} must be >= 0")
+        if self.max_length is not None and self.max_length < max(1, self.min_length):
+            raise ConfigError(f"{own}.max_length={self.max_length} must be >= max(1, min_length={self.min_length})")
+        if self.max_length is None and (self.max_len_a < 0 or self.max_len_b < 1):
+            raise ConfigError(f"{own}.max_len_a={self.max_len_a}, max_len_b={self.max_len_b}: need a >= 0, b >= 1")
+        if self.method != "sample":
+            sampling = [k for k in ("temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon", "eta",
+                                    "top_n_sigma") if getattr(self, k) is not None]
+            if sampling:
+                raise ConfigError(f"{own}.{sampling[0]} only applies to method=sample (got method={self.method}); "
+                                  f"use method=sample or set {sampling[0]}=null")
+        if self.temperature is not None and self.temperature <= 0:
+            raise ConfigError(f"{own}.temperature={self.temperature} must be > 0; for the argmax use method=greedy")
+        from seqlab.decoding.generate import build_processors  # each processor checks its own values
+
+        build_processors(self, _Ids())
+
+    @property
+    def label(self) -> str:
+        """A short readable name of the setting, for tables and plots."""
+        if self.name:
+            return self.name
+        if self.method == "greedy":
+            return "greedy"
+        if self.method == "beam":
+            return f"beam{self.num_beams}_lp{self.length_penalty:g}"
+        parts = [f"{k}{getattr(self, k):g}" for k in ("temperature", "top_k", "top_p", "min_p", "typical_p",
+                                                       "epsilon", "eta", "top_n_sigma") if getattr(self, k) is not None]
+        return "sample" + ("_" + "_".join(parts) if parts else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class _Ids:
+    """Stand-in special ids, to validate processor arguments without a model."""
+
+    pad_id, bos_id, eos_id = 0, 2, 3

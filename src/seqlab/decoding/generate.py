@@ -1,0 +1,107 @@
+"""generate(): encode, pick the search, return sequences, scores and token log-probs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from seqlab.decoding import processors as P
+from seqlab.decoding.config import DecodingConfig
+from seqlab.decoding.sampling import mix32, source_keys
+from seqlab.decoding.search import beam_search, model_step, sample_or_greedy
+from seqlab.model import Seq2SeqTransformer
+
+
+@dataclass
+class GenerateOutput:
+    """Hypotheses per source, best first; token ids exclude BOS and include EOS when emitted."""
+
+    sequences: Tensor  # (B, n_best, T) long, PAD after each hypothesis
+    scores: Tensor  # (B, n_best) ranking score (beam: after length penalty; else sum of log-probs)
+    token_logprobs: Tensor  # (B, n_best, T) model log-prob of each token, unwarped; 0 after the end
+    lengths: Tensor  # (B, n_best) generated tokens, EOS included
+
+    @property
+    def sequence_logprobs(self) -> Tensor:
+        """(B, n_best) sum of the model's log-probs of each hypothesis."""
+        return self.token_logprobs.sum(-1)
+
+
+def build_processors(cfg: DecodingConfig, model_cfg: object) -> list[P.LogitsProcessor]:
+    """Processors in Hugging Face's order: penalties and constraints first, then the sampling warpers."""
+    pad, bos, eos = model_cfg.pad_id, model_cfg.bos_id, model_cfg.eos_id
+    out: list[P.LogitsProcessor] = []
+    if cfg.repetition_penalty is not None:
+        out.append(P.RepetitionPenalty(cfg.repetition_penalty))
+    if cfg.no_repeat_ngram_size is not None:
+        out.append(P.NoRepeatNGram(cfg.no_repeat_ngram_size))
+    out.append(P.SuppressTokens([pad, bos] if bos != eos else [pad]))
+    if cfg.min_length > 0:
+        out.append(P.MinNewTokens(cfg.min_length, eos))
+    warpers = [
+        (cfg.temperature, P.Temperature), (cfg.top_k, P.TopK), (cfg.top_p, P.TopP), (cfg.min_p, P.MinP),
+        (cfg.typical_p, P.Typical), (cfg.epsilon, P.EpsilonCutoff), (cfg.eta, P.EtaCutoff),
+        (cfg.top_n_sigma, P.TopNSigma),
+    ]
+    out.extend(cls(value) for value, cls in warpers if value is not None)
+    return out
+
+
+def max_new_tokens(cfg: DecodingConfig, src_pad_mask: Tensor, max_positions: int) -> Tensor:
+    """(B,) generation limit per example: max_length, or floor(a * src_len + b); < max_positions."""
+    src_len = (~src_pad_mask).sum(dim=1)
+    if cfg.max_length is not None:
+        limit = torch.full_like(src_len, cfg.max_length)
+    else:
+        limit = torch.floor(cfg.max_len_a * src_len.double() + cfg.max_len_b).long()
+    return limit.clamp(min=max(1, cfg.min_length), max=max_positions - 1)
+
+
+@torch.no_grad()
+def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingConfig,
+             sample_keys: Tensor | None = None) -> GenerateOutput:
+    """Decode a batch. src_ids (B, S) long; src_pad_mask (B, S) bool, True at padding.
+
+    sample_keys: optional (B,) ints identifying each source for sampling; by default
+    a hash of the source tokens, so a source's samples are the same in any batch.
+    """
+    model_cfg = model.cfg
+    processors = build_processors(cfg, model_cfg)
+    was_training = model.training
+    model.eval()
+    try:
+        memory = model.encode(src_ids, src_pad_mask)
+        limits = max_new_tokens(cfg, src_pad_mask, model_cfg.max_positions)
+        step = model_step(model)
+        rows = cfg.num_beams if cfg.method == "beam" else cfg.n_best
+        if rows > 1:
+            memory = memory.repeat_interleave(rows, dim=0)
+            src_pad_mask = src_pad_mask.repeat_interleave(rows, dim=0)
+        cache = model.start_cache(memory, src_pad_mask)
+        if cfg.method == "beam":
+            result = beam_search(step, cache, model_cfg.bos_id, model_cfg.eos_id, model_cfg.pad_id, limits, cfg.num_beams,
+                                 cfg.length_penalty, cfg.early_stopping, processors)
+            n = cfg.n_best
+            result.tokens, result.scores = result.tokens[:, :n], result.scores[:, :n]
+            result.token_logprobs, result.lengths = result.token_logprobs[:, :n], result.lengths[:, :n]
+        else:
+            keys = None
+            if cfg.method == "sample":
+                base = source_keys(src_ids, src_pad_mask[:: rows]) if sample_keys is None else sample_keys.long()
+                keys = mix32(base.repeat_interleave(rows) * 0x01000193 + torch.arange(rows).repeat(len(base)))
+            result = sample_or_greedy(step, cache, model_cfg.bos_id, model_cfg.eos_id, model_cfg.pad_id,
+                                      limits.repeat_interleave(rows), processors, keys, cfg.seed)
+            b = src_ids.shape[0]
+            result.tokens = result.tokens.view(b, rows, -1)
+            result.token_logprobs = result.token_logprobs.view(b, rows, -1)
+            result.scores, result.lengths = result.scores.view(b, rows), result.lengths.view(b, rows)
+    finally:
+        model.train(was_training)
+    width = max(1, int(result.lengths.max()))
+    return GenerateOutput(result.tokens[..., :width], result.scores, result.token_logprobs[..., :width],
+                          result.lengths)
+
+
+__all__ = ["GenerateOutput", "build_processors", "generate"]

@@ -1,0 +1,221 @@
+"""Logits processors: small objects (prefix, scores) -> new scores, never editing their input.
+
+Each follows the Hugging Face processor of the same name exactly (the tests
+compare them on random logits), validates its arguments in `__init__`, and uses
+-inf to remove a token. `prefix` is (N, T) ids including the decoder start token,
+as HF's `input_ids` for encoder-decoder models.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from seqlab.model.config import ConfigError
+
+NEG_INF = -math.inf
+
+
+class LogitsProcessor:
+    """Base class: subclasses implement `__call__(prefix, scores)`."""
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({args})"
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise ConfigError(message)
+
+
+class SuppressTokens(LogitsProcessor):
+    """Never emit these ids (pad, and the decoder start token)."""
+
+    def __init__(self, ids: Sequence[int]) -> None:
+        self.ids = sorted(set(ids))
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        out = scores.clone()
+        out[:, self.ids] = NEG_INF
+        return out
+
+
+class MinNewTokens(LogitsProcessor):
+    """Forbid EOS until `min_new` tokens have been generated (HF MinNewTokensLengthLogitsProcessor)."""
+
+    def __init__(self, min_new: int, eos_id: int) -> None:
+        _check(min_new >= 0, f"decoding.min_length={min_new} must be >= 0")
+        self.min_new, self.eos_id = min_new, eos_id
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        if prefix.shape[1] - 1 >= self.min_new:
+            return scores
+        out = scores.clone()
+        out[:, self.eos_id] = NEG_INF
+        return out
+
+
+class RepetitionPenalty(LogitsProcessor):
+    """CTRL (Keskar et al. 2019) as in HF: a seen token's score s becomes s/p if s > 0, else s*p."""
+
+    def __init__(self, penalty: float) -> None:
+        _check(penalty > 0, f"decoding.repetition_penalty={penalty} must be > 0 (1.0 = no penalty; try 1.2)")
+        self.penalty = penalty
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        seen = scores.gather(1, prefix)
+        seen = torch.where(seen < 0, seen * self.penalty, seen / self.penalty)
+        return scores.scatter(1, prefix, seen)
+
+
+class NoRepeatNGram(LogitsProcessor):
+    """Ban any token that would repeat an n-gram already in the prefix (HF/fairseq rule)."""
+
+    def __init__(self, n: int) -> None:
+        _check(isinstance(n, int) and n >= 1, f"decoding.no_repeat_ngram_size={n} must be a positive integer")
+        self.n = n
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        n, length = self.n, prefix.shape[1]
+        if length + 1 < n:
+            return scores
+        out = scores.clone()
+        rows = prefix.tolist()
+        for i, tokens in enumerate(rows):
+            context = tuple(tokens[length + 1 - n :]) if n > 1 else ()
+            banned = [tokens[j + n - 1] for j in range(length - n + 1) if tuple(tokens[j : j + n - 1]) == context]
+            if banned:
+                out[i, banned] = NEG_INF
+        return out
+
+
+class Temperature(LogitsProcessor):
+    """scores / t."""
+
+    def __init__(self, temperature: float) -> None:
+        _check(temperature > 0, f"decoding.temperature={temperature} must be > 0; for the argmax use method=greedy")
+        self.temperature = temperature
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        return scores / self.temperature
+
+
+class TopK(LogitsProcessor):
+    """Keep the k highest scores (and ties with the k-th)."""
+
+    def __init__(self, k: int, min_keep: int = 1) -> None:
+        _check(isinstance(k, int) and k >= 1, f"decoding.top_k={k} must be a positive integer (null = off)")
+        self.k = max(k, min_keep)
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        k = min(self.k, scores.shape[-1])
+        kth = torch.topk(scores, k)[0][..., -1, None]
+        return scores.masked_fill(scores < kth, NEG_INF)
+
+
+class TopP(LogitsProcessor):
+    """Nucleus sampling (Holtzman et al. 2020): the smallest set with probability >= p."""
+
+    def __init__(self, p: float, min_keep: int = 1) -> None:
+        _check(0.0 < p <= 1.0, f"decoding.top_p={p} must be in (0, 1]; 0.9 or 0.95 are usual (null = off)")
+        self.p, self.min_keep = p, min_keep
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        sorted_scores, order = torch.sort(scores, descending=False)
+        cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+        remove = cumulative <= (1 - self.p)
+        remove[..., -self.min_keep :] = False
+        return scores.masked_fill(remove.scatter(1, order, remove), NEG_INF)
+
+
+class MinP(LogitsProcessor):
+    """Min-p (Nguyen et al. 2024): drop tokens with p < min_p * max p."""
+
+    def __init__(self, min_p: float, min_keep: int = 1) -> None:
+        _check(0.0 <= min_p <= 1.0, f"decoding.min_p={min_p} must be in [0, 1]; 0.05-0.1 are usual (null = off)")
+        self.min_p, self.min_keep = min_p, min_keep
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        probs = scores.softmax(dim=-1)
+        remove = probs < self.min_p * probs.amax(dim=-1, keepdim=True)
+        keep = torch.topk(probs, min(self.min_keep, probs.shape[-1]), dim=-1).indices
+        remove = remove.scatter(-1, keep, False)
+        return scores.masked_fill(remove, NEG_INF)
+
+
+class Typical(LogitsProcessor):
+    """Locally typical sampling (Meister et al. 2023): tokens closest to the entropy, up to mass p."""
+
+    def __init__(self, mass: float, min_keep: int = 1) -> None:
+        _check(0.0 < mass < 1.0, f"decoding.typical_p={mass} must be in (0, 1); 0.2-0.95 are usual (null = off)")
+        self.mass, self.min_keep = mass, min_keep
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        logp = scores.log_softmax(dim=-1)
+        entropy = -(logp * logp.exp()).nansum(-1, keepdim=True)
+        shifted = (-logp - entropy).abs()
+        sorted_shifted, order = torch.sort(shifted, descending=False)
+        cumulative = scores.gather(-1, order).softmax(dim=-1).cumsum(dim=-1)
+        last = (cumulative < self.mass).sum(dim=1).clamp(max=scores.shape[-1] - 1)
+        remove = sorted_shifted > sorted_shifted.gather(1, last.view(-1, 1))
+        remove[..., : self.min_keep] = False
+        return scores.masked_fill(remove.scatter(1, order, remove), NEG_INF)
+
+
+class EpsilonCutoff(LogitsProcessor):
+    """Epsilon sampling (Hewitt et al. 2022): drop tokens with p < epsilon."""
+
+    def __init__(self, epsilon: float, min_keep: int = 1) -> None:
+        _check(0.0 < epsilon < 1.0, f"decoding.epsilon={epsilon} must be in (0, 1); 3e-4 is usual (null = off)")
+        self.epsilon, self.min_keep = epsilon, min_keep
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        remove = scores.softmax(dim=-1) < self.epsilon
+        kth = torch.topk(scores, min(self.min_keep, scores.shape[-1]))[0][..., -1, None]
+        return scores.masked_fill(remove & (scores < kth), NEG_INF)
+
+
+class EtaCutoff(LogitsProcessor):
+    """Eta sampling (Hewitt et al. 2022): drop p < min(eta, sqrt(eta) * exp(-entropy))."""
+
+    def __init__(self, eta: float, min_keep: int = 1) -> None:
+        _check(0.0 < eta < 1.0, f"decoding.eta={eta} must be in (0, 1); 2e-3 is usual (null = off)")
+        self.eta, self.min_keep = eta, min_keep
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        probs = scores.softmax(dim=-1)
+        entropy = torch.distributions.Categorical(logits=scores).entropy()
+        eta = torch.tensor(self.eta, device=scores.device)
+        cutoff = torch.min(eta, eta.sqrt() * torch.exp(-entropy))[..., None]
+        kth = torch.topk(scores, min(self.min_keep, scores.shape[-1]))[0][..., -1, None]
+        return scores.masked_fill((probs < cutoff) & (scores < kth), NEG_INF)
+
+
+class TopNSigma(LogitsProcessor):
+    """Top-n-sigma (Tang et al. 2024): keep logits >= max - n * std, std over the finite logits."""
+
+    def __init__(self, n: float) -> None:
+        _check(n > 0, f"decoding.top_n_sigma={n} must be > 0; 1.0 is usual (null = off)")
+        self.n = n
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        finite = torch.isfinite(scores)
+        count = finite.sum(-1, keepdim=True).clamp(min=1)
+        values = scores.masked_fill(~finite, 0.0)
+        mean = values.sum(-1, keepdim=True) / count
+        std = (((values - mean) ** 2).masked_fill(~finite, 0.0).sum(-1, keepdim=True) / count).sqrt()
+        top = scores.amax(dim=-1, keepdim=True)
+        return scores.masked_fill(scores < top - self.n * std, NEG_INF)
+
+
+def apply(processors: Sequence[LogitsProcessor], prefix: Tensor, scores: Tensor) -> Tensor:
+    for processor in processors:
+        scores = processor(prefix, scores)
+    return scores

@@ -11,32 +11,50 @@ from seqlab.decoding import DecodingConfig, generate, score  # noqa: E402
 from seqlab.interop import from_hf, to_hf  # noqa: E402
 
 PAD, EOS, VOCAB = 59, 0, 60
+TRAIN_STEPS = 80
 
 
-def marian(seed: int, **overrides) -> transformers.MarianMTModel:
+def marian(seed: int, train_steps: int = 0, **overrides) -> transformers.MarianMTModel:
+    """A small random Marian; with train_steps, briefly trained to reverse its input.
+
+    A partly trained model gives varied lengths and real uncertainty (beam search
+    then differs from greedy), which random weights do not.
+    """
     torch.manual_seed(seed)
     cfg = dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
                pad_token_id=PAD, decoder_start_token_id=PAD, eos_token_id=EOS, forced_eos_token_id=None,
                scale_embedding=True, activation_function="swish", dropout=0.0)
     cfg.update(overrides)
-    model = transformers.MarianMTModel(transformers.MarianConfig(**cfg)).eval()
+    model = transformers.MarianMTModel(transformers.MarianConfig(**cfg))
     with torch.no_grad():  # random init leaves the output bias at zero; make it count
         model.final_logits_bias.normal_(0, 0.5)
-        for name, p in model.named_parameters():  # sharper distributions: fewer near-ties
-            if p.ndim == 2 and "embed_positions" not in name:
-                p.mul_(2.0)
-    return model
-
-
-def batch(seed: int = 0, b: int = 4, s: int = 9):
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(seed)
+    for _ in range(train_steps):
+        ids, pad = batch(g=g, b=32)
+        rev = torch.stack([torch.cat([r[~p][:-1].flip(0), r[~p][-1:], r[p]]) for r, p in zip(ids, pad)])
+        labels = rev.masked_fill(pad, -100)
+        loss = model(input_ids=ids, attention_mask=(~pad).long(), labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+def batch(seed: int = 0, b: int = 4, s: int = 9, g: torch.Generator | None = None):
+    g = g or torch.Generator().manual_seed(seed)
     ids = torch.randint(1, PAD, (b, s), generator=g)
-    lengths = torch.tensor([s, s - 3, 2, s - 1][:b])
+    lengths = torch.tensor([s, s - 3, 2, s - 1]) if b == 4 else torch.randint(2, s + 1, (b,), generator=g)
     pad = torch.arange(s)[None, :] >= lengths[:, None]  # mixed source lengths
     ids[pad] = PAD
     ids[torch.arange(b), lengths - 1] = EOS
     return ids, pad
+
+
+@pytest.fixture(scope="module")
+def trained() -> transformers.MarianMTModel:
+    return marian(3, train_steps=TRAIN_STEPS)
 
 
 def hf_generate(model, ids, pad, **kw):
@@ -59,8 +77,8 @@ def test_logits_match_and_round_trip(shared):
     assert (back - ref).abs().max() <= 1e-4
 
 
-def test_greedy_identical_to_hf():
-    hf = marian(2)
+def test_greedy_identical_to_hf(trained):
+    hf = trained
     ours = from_hf(hf)
     ids, pad = batch(1)
     ref = hf_generate(hf, ids, pad, num_beams=1, max_new_tokens=12, output_logits=True)
@@ -79,11 +97,12 @@ def test_greedy_identical_to_hf():
 
 @pytest.mark.parametrize("num_beams", [4, 5])
 @pytest.mark.parametrize("length_penalty", [0.6, 1.0])
-def test_beam_identical_to_hf(num_beams, length_penalty):
-    hf = marian(3)
+def test_beam_identical_to_hf(trained, num_beams, length_penalty):
+    hf = trained
     ours = from_hf(hf)
     ids, pad = batch(2)
     n_best = 2
+    assert len(set(generate(from_hf(hf), ids, pad, DecodingConfig(max_length=15)).lengths.view(-1).tolist())) > 1
     ref = hf_generate(hf, ids, pad, num_beams=num_beams, length_penalty=length_penalty, early_stopping=True,
                       max_new_tokens=15, num_return_sequences=n_best)
     cfg = DecodingConfig(method="beam", num_beams=num_beams, n_best=n_best, length_penalty=length_penalty,
@@ -110,8 +129,8 @@ def test_beam_identical_to_hf(num_beams, length_penalty):
     assert (recomputed - out.scores).abs().max() <= 1e-4
 
 
-def test_token_logprobs_equal_teacher_forcing():
-    ours = from_hf(marian(4))
+def test_token_logprobs_equal_teacher_forcing(trained):
+    ours = from_hf(trained)
     ids, pad = batch(3)
     out = generate(ours, ids, pad, DecodingConfig(method="beam", num_beams=4, max_length=10))
     seqs = out.sequences[:, 0]

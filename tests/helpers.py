@@ -1,0 +1,39 @@
+"""Test helpers: a model briefly trained on a toy task, so decoding has real uncertainty."""
+
+from __future__ import annotations
+
+import torch
+
+from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
+from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.train.losses import label_smoothed_nll
+
+
+def toy_batch(g: torch.Generator, n: int, vocab: int, max_len: int = 9) -> tuple[torch.Tensor, ...]:
+    """Sources of random tokens + EOS, right-padded; targets are the reversed sources."""
+    lengths = torch.randint(1, max_len, (n,), generator=g)
+    ids = torch.randint(4, vocab, (n, max_len + 1), generator=g)
+    pos = torch.arange(max_len + 1)[None, :]
+    pad = pos > lengths[:, None]
+    ids = ids.masked_fill(pad, PAD_ID)
+    ids[torch.arange(n), lengths] = EOS_ID
+    tgt = torch.stack([torch.cat([r[:k].flip(0), r[k:]]) for r, k in zip(ids, lengths.tolist(), strict=True)])
+    return ids, pad, tgt
+
+
+def trained_toy_model(steps: int = 60, vocab: int = 40, seed: int = 0) -> Seq2SeqTransformer:
+    """A tiny model trained for a few steps to reverse its input: varied lengths, uncertain choices."""
+    torch.manual_seed(seed)
+    cfg = ModelConfig(src_vocab_size=vocab, d_model=32, n_heads=4, encoder_layers=2, decoder_layers=2, d_ff=64,
+                      dropout=0.0, max_positions=64)
+    model = Seq2SeqTransformer(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        src, pad, tgt = toy_batch(g, 32, vocab)
+        tgt_in = torch.cat([torch.full_like(tgt[:, :1], BOS_ID), tgt[:, :-1]], 1)
+        loss, _, n = label_smoothed_nll(model(src, pad, tgt_in), tgt, 0.0)
+        opt.zero_grad()
+        (loss / n).backward()
+        opt.step()
+    return model.eval()

@@ -106,7 +106,7 @@ class Seq2SeqModule(L.LightningModule):
         self.log("val/ppl", math.exp(min(nll, 50.0)))
         if self.quick_eval is not None and not self.trainer.sanity_checking:
             for key, value in self.quick_eval(self).items():
-                self.log(key, value)
+                self.log(key, value, rank_zero_only=True)
 
     # -- checkpoints ------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -1,0 +1,62 @@
+# seqlab: `make help` lists the targets.
+SHELL := /bin/bash
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+ARGS ?=
+CKPT ?=
+RESULTS ?= outputs/eval_results
+
+.DEFAULT_GOAL := help
+.PHONY: help install train eval sweep-decoding sweep-arch report bench params test test-full lint clean
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP) ## Create .venv and install seqlab with its dev tools (idempotent)
+
+train: $(STAMP) ## Train the default experiment (mt_bible_small, 25 CPU minutes); ARGS="key=value ..." to change it
+	$(BIN)/python pipelines/train.py $(ARGS)
+
+eval: $(STAMP) ## Evaluate a checkpoint on the test split: CKPT=run_dir_or_file [ARGS="decoding=beam"]
+	@test -n "$(CKPT)" || { echo "usage: make eval CKPT=outputs/train/.../runs/<time> [ARGS=decoding=beam]"; exit 2; }
+	$(BIN)/python pipelines/evaluate.py ckpt=$(CKPT) $(ARGS)
+
+sweep-decoding: $(STAMP) ## Decode CKPT with the whole decoding grid (one W&B run each, one group), then the report
+	@test -n "$(CKPT)" || { echo "usage: make sweep-decoding CKPT=outputs/train/.../runs/<time>"; exit 2; }
+	$(BIN)/python pipelines/evaluate.py -m +sweep=decoding ckpt=$(CKPT) $(ARGS)
+	$(BIN)/python pipelines/report.py --results $(RESULTS)
+
+sweep-arch: $(STAMP) ## Train norm x positions x tying (12 short runs), evaluate each greedy and beam 5, report
+	bash pipelines/sweep_arch.sh $(BIN)/python "$(ARGS)"
+	$(BIN)/python pipelines/report.py --results $(RESULTS)
+
+report: $(STAMP) ## Build outputs/report.html from every evaluation result on disk
+	$(BIN)/python pipelines/report.py --results $(RESULTS)
+
+bench: $(STAMP) ## Speed against Hugging Face transformers (same shapes, same batches) -> results/bench.json
+	$(BIN)/python pipelines/bench.py $(ARGS)
+
+params: $(STAMP) ## Parameter table (analytic vs counted) for a model shape; ARGS="--d_model 512 ..."
+	$(BIN)/python -m seqlab.model.params $(ARGS)
+
+test: $(STAMP) ## Fast test suite (offline, a few minutes on 2 cores)
+	$(BIN)/python -m pytest -q
+
+test-full: $(STAMP) ## Every test, slow ones included (DDP, kill -9 and resume, full pipelines)
+	$(BIN)/python -m pytest -q -m "not gpu"
+
+lint: $(STAMP) ## ruff
+	$(BIN)/ruff check src pipelines tests
+
+clean: ## Remove outputs, caches and the virtual environment
+	rm -rf outputs multirun cache results wandb .ruff_cache $(VENV) src/*.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,116 @@
+"""Evaluate a checkpoint with one decoding setting: `python pipelines/evaluate.py ckpt=PATH [decoding=beam]`.
+
+Writes hypotheses.jsonl and metrics.json (atomically) under results_dir, logs the
+metrics to a W&B run (one per setting, grouped per sweep). A failing setting is
+recorded as failed, in metrics.json and in W&B; in a multirun the other jobs go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import hydra
+import torch
+from omegaconf import DictConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipelines.common import plain, sweep_group, typed  # noqa: E402
+from seqlab.checkpoint import load_for_inference, resolve  # noqa: E402
+from seqlab.data import DataConfig, load_split  # noqa: E402
+from seqlab.decoding import DecodingConfig  # noqa: E402
+from seqlab.evaluation import EvalSettings, evaluate  # noqa: E402
+from seqlab.perf import keep_freed_memory  # noqa: E402
+from seqlab.tracking.results import FAILED, OK, ResultDir  # noqa: E402
+from seqlab.tracking.wandb import TrackingConfig, finish, make_logger  # noqa: E402
+
+log = logging.getLogger("seqlab.evaluate")
+
+
+def decoding_config(cfg: DictConfig) -> DecodingConfig:
+    values = plain(cfg.decoding)
+    return typed(DecodingConfig, values, "decoding")
+
+
+def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
+    """Evaluate, or skip a setting that already has results; failures are recorded, then re-raised."""
+    keep_freed_memory()
+    decoding = None
+    label = str(cfg.decoding.get("name") or cfg.decoding.method)
+    ckpt = str(cfg.ckpt)
+    setting = {"ckpt": ckpt, "split": cfg.split, "limit": cfg.limit, "decoding": plain(cfg.decoding)}
+    out = ResultDir.for_setting(Path(cfg.results_dir), ckpt, label, setting)
+    if out.finished() and not cfg.force:
+        log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
+        return {"status": "skipped", "path": str(out.path)}
+    logger_cfg = plain(cfg.logger)
+    logger_cfg["tags"] = tuple(logger_cfg.get("tags") or ())
+    tracking = typed(TrackingConfig, logger_cfg, "logger")
+    payload: dict[str, Any] = {"setting": setting, "label": label, "split": cfg.split}
+    logger = None
+    try:
+        decoding = decoding_config(cfg)  # a bad value fails here, and is recorded
+        label = decoding.label
+        payload["label"] = label
+        payload["decoding"] = decoding.to_dict()
+        device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else str(cfg.device)
+        model, tokenizer, info = load_for_inference(resolve(ckpt), device=device)
+        payload["checkpoint"] = {"path": str(info.path), "step": info.step, "git_revision": info.git_revision,
+                                 "model": info.model_config.to_dict(),
+                                 "run_name": info.run_config.get("run_name"), "seed": info.run_config.get("seed")}
+        data_cfg = DataConfig.from_dict(info.data_config)
+        examples = load_split(data_cfg.corpus, cfg.split)[: cfg.limit or None]
+        logger = make_logger(tracking, out.path, f"{payload['checkpoint']['run_name']}/{label}", sweep_group(cfg),
+                             {"eval": {k: v for k, v in plain(cfg).items() if k != "decoding"},
+                              "decoding": decoding.to_dict(), "model": info.model_config.to_dict(),
+                              "checkpoint": payload["checkpoint"]})
+        settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
+                                score_references=cfg.score_references)
+        records, metrics = evaluate(model, tokenizer, examples, decoding, settings)
+        out.write_hypotheses([r.to_dict() for r in records])
+        payload.update(status=OK, metrics=metrics, settings=asdict(settings))
+        if logger is not None:
+            logger.log_metrics({f"{cfg.split}/{k}": v for k, v in metrics.items() if isinstance(v, int | float)})
+            logger.experiment.summary["status"] = OK
+        log.info("%s: %s", label, {k: round(v, 3) for k, v in metrics.items() if isinstance(v, float)})
+        return payload
+    except Exception as err:
+        payload.update(status=FAILED, error=f"{type(err).__name__}: {err}",
+                       traceback=traceback.format_exc(limit=5))
+        log.error("evaluation failed (%s): %s", label, payload["error"])
+        if logger is None and tracking.kind != "none":
+            logger = make_logger(tracking, out.path, f"failed/{label}", sweep_group(cfg), {"setting": setting})
+        if logger is not None and tracking.kind == "wandb":
+            logger.experiment.summary["status"] = FAILED
+            logger.experiment.summary["error"] = payload["error"]
+        raise
+    finally:
+        out.write_metrics(payload)
+        finish()
+
+
+def is_multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return HydraConfig.get().mode.name == "MULTIRUN"
+    except ValueError:
+        return False
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
+def main(cfg: DictConfig) -> None:
+    try:
+        run_evaluation(cfg)
+    except Exception:
+        if not is_multirun():
+            raise  # a single run fails loudly; in a sweep the failure is recorded and the rest go on
+
+
+if __name__ == "__main__":
+    main()

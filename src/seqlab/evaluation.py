@@ -1,0 +1,148 @@
+"""Decode a corpus with one DecodingConfig and compute every metric: the evaluation stage's core.
+
+Sources are tokenized, truncated to what the model can take (counted), sorted by
+length and decoded in batches of about `max_tokens` source tokens x rows (beams or
+samples), then put back in corpus order.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from seqlab.constants import EOS_ID
+from seqlab.data.corpora import Example
+from seqlab.data.tokenizer import Tokenizer
+from seqlab.decoding import DecodingConfig, generate, score
+from seqlab.metrics import corpus_distinct, logprob_summary, rouge_scores, sacrebleu_scores, sample_diversity
+from seqlab.metrics import keys as K
+from seqlab.model import Seq2SeqTransformer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """What to decode and how big the decoding batches are."""
+
+    split: str = "test"
+    limit: int | None = None  # first N examples only (quick looks); None = all
+    max_tokens: int = 8000  # source tokens x rows per decoding batch
+    score_references: bool = True
+
+
+@dataclass
+class Record:
+    """One source's outputs, as written to hypotheses.jsonl."""
+
+    id: str
+    source: str
+    reference: str
+    hypothesis: str
+    nbest: list[dict[str, Any]] = field(default_factory=list)
+    token_logprobs: list[float] = field(default_factory=list)
+    reference_token_logprobs: list[float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fit_ids(ids: list[int], limit: int) -> list[int]:
+    """At most `limit` ids, keeping the final EOS."""
+    return ids if len(ids) <= limit else ids[: limit - 1] + [EOS_ID]
+
+
+def length_batches(lengths: Sequence[int], budget: int, rows: int) -> list[list[int]]:
+    """Indices sorted by length (longest first) and cut so that n * max_len * rows <= budget."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches, current = [], []
+    for i in order:
+        longest = lengths[current[0]] if current else lengths[i]
+        if current and (len(current) + 1) * longest * rows > budget:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    for row, s in enumerate(seqs):
+        ids[row, : len(s)] = torch.tensor(s, dtype=torch.long)
+    ids = ids.to(device)
+    pad = torch.arange(width, device=device)[None, :] >= torch.tensor([len(s) for s in seqs], device=device)[:, None]
+    return ids, pad
+
+
+def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence[Example],
+             cfg: DecodingConfig, settings: EvalSettings) -> tuple[list[Record], dict[str, Any]]:
+    """Decode `examples`, score references, and return per-example records and corpus metrics."""
+    device = next(model.parameters()).device
+    max_src = model.cfg.max_positions
+    src_ids = tokenizer.encode_source([e.source for e in examples])
+    truncated = sum(len(s) > max_src for s in src_ids)
+    if truncated:
+        log.warning("%d of %d sources longer than max_positions=%d were truncated", truncated, len(src_ids), max_src)
+    src_ids = [fit_ids(s, max_src) for s in src_ids]
+    rows = cfg.num_beams if cfg.method == "beam" else cfg.n_best
+    outputs: list[Any] = [None] * len(examples)
+    generated, start = 0, time.perf_counter()
+    for idx in length_batches([len(s) for s in src_ids], settings.max_tokens, rows):
+        ids, pad = pad_batch([src_ids[i] for i in idx], model.cfg.pad_id, device)
+        out = generate(model, ids, pad, cfg)
+        generated += int(out.lengths.sum())
+        for row, i in enumerate(idx):
+            outputs[i] = [(out.sequences[row, j, : out.lengths[row, j]].tolist(), float(out.scores[row, j]),
+                           out.token_logprobs[row, j, : out.lengths[row, j]].tolist())
+                          for j in range(out.sequences.shape[1])]
+    elapsed = max(time.perf_counter() - start, 1e-9)
+
+    records = []
+    for ex, hyps in zip(examples, outputs, strict=True):
+        nbest = [{"text": tokenizer.decode_target(ids), "score": s, "logprob": sum(lp), "tokens": len(ids)}
+                 for ids, s, lp in hyps]
+        records.append(Record(ex.id, ex.source, ex.target, nbest[0]["text"], nbest, hyps[0][2]))
+
+    hyps_text = [r.hypothesis for r in records]
+    refs_text = [r.reference for r in records]
+    metrics: dict[str, Any] = {"n_examples": len(records), "n_truncated_sources": truncated}
+    metrics.update(sacrebleu_scores(hyps_text, refs_text))
+    metrics.update(rouge_scores(hyps_text, refs_text))
+    metrics.update(logprob_summary([r.token_logprobs for r in records], "hyp"))
+    metrics.update(corpus_distinct(hyps_text))
+    metrics[K.HYP_LEN] = sum(len(h.split()) for h in hyps_text) / max(len(records), 1)
+    metrics[K.REF_LEN] = sum(len(r.split()) for r in refs_text) / max(len(records), 1)
+    if rows > 1:
+        metrics.update(sample_diversity([[n["text"] for n in r.nbest] for r in records]))
+    metrics[K.TOKENS_PER_S] = generated / elapsed
+    metrics[K.SENTENCES_PER_S] = len(records) / elapsed
+    if settings.score_references:
+        ref_lps = score_references(model, tokenizer, refs_text, src_ids, settings.max_tokens)
+        for record, lps in zip(records, ref_lps, strict=True):
+            record.reference_token_logprobs = lps
+        metrics.update(logprob_summary(ref_lps, "ref"))
+    return records, metrics
+
+
+def score_references(model: Seq2SeqTransformer, tokenizer: Tokenizer, refs: Sequence[str],
+                     src_ids: Sequence[list[int]], max_tokens: int) -> list[list[float]]:
+    """Per-token log-probs of each reference by teacher forcing (EOS included)."""
+    device = next(model.parameters()).device
+    tgt_ids = [fit_ids(t, model.cfg.max_positions - 1) for t in tokenizer.encode_target(list(refs))]
+    result: list[list[float]] = [[] for _ in refs]
+    lengths = [max(len(s), len(t)) for s, t in zip(src_ids, tgt_ids, strict=True)]
+    for idx in length_batches(lengths, max_tokens, 1):
+        ids, pad = pad_batch([src_ids[i] for i in idx], model.cfg.pad_id, device)
+        tgt, _ = pad_batch([tgt_ids[i] for i in idx], model.cfg.pad_id, device)
+        lps = score(model, ids, pad, tgt)
+        for row, i in enumerate(idx):
+            result[i] = lps[row, : len(tgt_ids[i])].tolist()
+    return result

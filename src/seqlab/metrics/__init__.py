@@ -1,0 +1,8 @@
+"""Metrics: sacreBLEU, ROUGE, log-probs, lengths and diversity, under the names in `keys`."""
+
+from seqlab.metrics.diversity import corpus_distinct, distinct_n, sample_diversity
+from seqlab.metrics.logprob import logprob_summary
+from seqlab.metrics.text import rouge_scores, sacrebleu_scores
+
+__all__ = ["corpus_distinct", "distinct_n", "logprob_summary", "rouge_scores", "sacrebleu_scores",
+           "sample_diversity"]

@@ -1,0 +1,28 @@
+"""Metric names, defined once: every run logs the same keys, so dashboards line up."""
+
+from typing import Final
+
+BLEU: Final = "bleu"
+CHRF: Final = "chrf"
+ROUGE1: Final = "rouge1"
+ROUGE2: Final = "rouge2"
+ROUGEL: Final = "rougeL"
+ROUGELSUM: Final = "rougeLsum"
+HYP_TOKEN_LOGPROB: Final = "hyp_logprob_per_token"
+HYP_SEQ_LOGPROB: Final = "hyp_logprob_per_seq"
+REF_TOKEN_LOGPROB: Final = "ref_logprob_per_token"
+REF_SEQ_LOGPROB: Final = "ref_logprob_per_seq"
+REF_PPL: Final = "ref_perplexity"
+LENGTH_RATIO: Final = "length_ratio"
+HYP_LEN: Final = "hyp_len_words"
+REF_LEN: Final = "ref_len_words"
+HYP_TOKENS: Final = "hyp_len_tokens"
+DISTINCT1: Final = "distinct1"
+DISTINCT2: Final = "distinct2"
+SAMPLE_DISTINCT1: Final = "sample_distinct1"
+SAMPLE_DISTINCT2: Final = "sample_distinct2"
+SELF_BLEU: Final = "self_bleu"
+TOKENS_PER_S: Final = "decode_tokens_per_s"
+SENTENCES_PER_S: Final = "decode_sentences_per_s"
+
+QUALITY: Final = (BLEU, CHRF, ROUGE1, ROUGE2, ROUGEL, ROUGELSUM)

@@ -1,0 +1,146 @@
+"""A self-contained HTML report (PNG plots inlined) of every evaluation result on disk."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from seqlab.io import atomic_write_text
+from seqlab.metrics import keys as K
+from seqlab.tracking.results import OK
+
+VARIANT_KEYS = ("norm_position", "positions", "tie_embeddings", "scale_embedding", "d_model", "encoder_layers")
+SHOWN_METRICS = (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGE2, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.REF_PPL, K.DISTINCT2,
+                 K.SELF_BLEU, K.LENGTH_RATIO, K.TOKENS_PER_S)
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def describe(result: dict[str, Any]) -> dict[str, Any]:
+    """The config of one result as flat keys: decoding.*, model.*, split, checkpoint run."""
+    ckpt = result.get("checkpoint", {})
+    flat = {"run": ckpt.get("run_name") or Path(str(result.get("setting", {}).get("ckpt", "?"))).name,
+            "split": result.get("split")}
+    flat.update(flatten(result.get("decoding") or result.get("setting", {}).get("decoding", {}), "decoding."))
+    flat.update({f"model.{k}": v for k, v in (ckpt.get("model") or {}).items() if k in VARIANT_KEYS})
+    return flat
+
+
+def varying_keys(rows: list[dict[str, Any]]) -> list[str]:
+    """Config keys whose values differ between runs: what tells the runs apart."""
+    keys = sorted({k for r in rows for k in r})
+    return [k for k in keys if len({repr(r.get(k)) for r in rows}) > 1]
+
+
+def variant_name(result: dict[str, Any]) -> str:
+    model = result.get("checkpoint", {}).get("model") or {}
+    return f"{model.get('norm_position', '?')}-LN/{model.get('positions', '?')}/tie={model.get('tie_embeddings', '?')}"
+
+
+def _png(draw: Callable[[Any], None], width: float = 7.0, height: float = 3.6) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width, height))
+    draw(ax)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def _bars(ax: Any, labels: list[str], series: dict[str, list[float]], ylabel: str) -> None:
+    n = max(len(series), 1)
+    width = 0.8 / n
+    for i, (name, values) in enumerate(series.items()):
+        ax.bar([x + i * width for x in range(len(labels))], values, width=width, label=name)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))])
+    ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    if n > 1:
+        ax.legend(fontsize=8)
+
+
+def plots(ok: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(title, base64 PNG) for each plot the results support."""
+    out: list[tuple[str, str]] = []
+    if not ok:
+        return out
+    by_label = sorted(ok, key=lambda r: (r["decoding"]["method"] != "greedy", r["decoding"]["method"], r["label"]))
+    labels = [f"{r['label']} [{r.get('checkpoint', {}).get('run_name', '')}]" for r in by_label]
+    quality = [m for m in (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL) if all(m in r["metrics"] for r in by_label)]
+    out.append(("Metric per decoding method", _png(lambda ax: _bars(
+        ax, labels, {m: [r["metrics"][m] for r in by_label] for m in quality}, "score"), width=max(7, len(labels) * 0.5))))
+
+    temps = sorted((r for r in ok if r["decoding"]["method"] == "sample" and r["decoding"].get("temperature")
+                    and K.DISTINCT2 in r["metrics"]), key=lambda r: r["decoding"]["temperature"])
+    if temps:
+        def draw_tradeoff(ax: Any) -> None:
+            xs = [r["metrics"].get(K.SAMPLE_DISTINCT2, r["metrics"][K.DISTINCT2]) for r in temps]
+            ys = [r["metrics"][K.BLEU] for r in temps]
+            ax.plot(xs, ys, "o-")
+            for r, x, y in zip(temps, xs, ys, strict=True):
+                ax.annotate(r["label"], (x, y), fontsize=7)
+            ax.set_xlabel("distinct-2 (among samples of a source)")
+            ax.set_ylabel("BLEU")
+        out.append(("BLEU against distinct-2 across sampling settings", _png(draw_tradeoff)))
+
+    searches = [r for r in by_label if r["decoding"]["method"] in ("greedy", "beam")]
+    if searches:
+        out.append(("Mean sequence log-prob: beam vs greedy", _png(lambda ax: _bars(
+            ax, [f"{r['label']} [{r.get('checkpoint', {}).get('run_name', '')}]" for r in searches],
+            {"hypothesis log-prob / sequence": [r["metrics"][K.HYP_SEQ_LOGPROB] for r in searches]}, "nats"))))
+
+    variants = sorted({variant_name(r) for r in ok})
+    if len(variants) > 1:
+        methods = sorted({r["label"] for r in searches})
+        table = {m: [next((r["metrics"][K.BLEU] for r in searches if r["label"] == m and variant_name(r) == v),
+                          0.0) for v in variants] for m in methods}
+        out.append(("Architecture variants: BLEU by decoding", _png(lambda ax: _bars(ax, variants, table, "BLEU"),
+                                                                     width=max(7, len(variants) * 0.8))))
+    return out
+
+
+def render(results: list[dict[str, Any]], title: str = "seqlab report") -> str:
+    """The HTML page: a table of every run (what differs, metrics, status) and the plots."""
+    rows = [describe(r) for r in results]
+    keys = varying_keys(rows) or ["run"]
+    shown = [m for m in SHOWN_METRICS if any(m in r.get("metrics", {}) for r in results)]
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in ["status", *keys, *shown, "error"])
+    body = []
+    for result, row in zip(results, rows, strict=True):
+        metrics = result.get("metrics", {})
+        cells = [result.get("status", "?")] + [row.get(k, "") for k in keys]
+        cells += [f"{metrics[m]:.2f}" if isinstance(metrics.get(m), int | float) else "" for m in shown]
+        cells.append(result.get("error", ""))
+        cls = "failed" if result.get("status") != OK else ""
+        body.append(f"<tr class='{cls}'>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+    figures = "".join(f"<h2>{html.escape(t)}</h2><img src='data:image/png;base64,{png}'/>"
+                      for t, png in plots([r for r in results if r.get("status") == OK and "metrics" in r]))
+    failed = sum(r.get("status") != OK for r in results)
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:12px}}
+td,th{{border:1px solid #ccc;padding:3px 6px}}tr.failed{{background:#fdd}}img{{max-width:100%}}</style></head>
+<body><h1>{html.escape(title)}</h1><p>{len(results)} runs, {failed} failed. Columns: the settings that differ
+between runs, then metrics (BLEU/chrF: sacreBLEU; ROUGE: rouge-score F1 with stemming; log-probs in nats).</p>
+<table><tr>{head}</tr>{''.join(body)}</table>{figures}</body></html>"""
+
+
+def write_report(results: list[dict[str, Any]], path: Path, title: str = "seqlab report") -> Path:
+    return atomic_write_text(path, render(results, title))

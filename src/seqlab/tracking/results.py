@@ -1,0 +1,63 @@
+"""Evaluation results on disk: one folder per (checkpoint, split, decoding) with metrics.json.
+
+A folder's name holds a hash of everything that determines the result, so a
+re-run of a sweep finds finished settings and skips them, and the report reads
+all of them back.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from seqlab.data.tokenizer import cache_key
+from seqlab.io import atomic_write_text
+
+METRICS_FILE = "metrics.json"
+HYPOTHESES_FILE = "hypotheses.jsonl"
+OK, FAILED = "ok", "failed"
+
+
+@dataclass(frozen=True)
+class ResultDir:
+    path: Path
+
+    @classmethod
+    def for_setting(cls, root: Path, checkpoint: str, label: str, setting: dict[str, Any]) -> ResultDir:
+        name = Path(checkpoint).parent.parent.name if Path(checkpoint).parent.name == "checkpoints" else \
+            Path(checkpoint).stem
+        return cls(root / name / f"{label}-{cache_key(setting)}")
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / METRICS_FILE
+
+    def finished(self) -> bool:
+        if not self.metrics_path.exists():
+            return False
+        try:
+            return json.loads(self.metrics_path.read_text()).get("status") == OK
+        except (OSError, json.JSONDecodeError):
+            return False
+
+    def write_metrics(self, payload: dict[str, Any]) -> None:
+        atomic_write_text(self.metrics_path, json.dumps(payload, indent=2, sort_keys=True, default=str))
+
+    def write_hypotheses(self, records: list[dict[str, Any]]) -> None:
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        atomic_write_text(self.path / HYPOTHESES_FILE, text)
+
+
+def load_results(root: Path) -> list[dict[str, Any]]:
+    """Every metrics.json under root (finished or failed), sorted by path."""
+    found = []
+    for path in sorted(root.glob(f"**/{METRICS_FILE}")):
+        try:
+            payload = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        payload["_path"] = str(path.parent)
+        found.append(payload)
+    return found

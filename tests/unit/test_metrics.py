@@ -1,0 +1,51 @@
+"""Metrics equal direct calls of sacrebleu and rouge_score; diversity and log-prob summaries by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sacrebleu
+from rouge_score import rouge_scorer
+
+from seqlab.metrics import corpus_distinct, logprob_summary, rouge_scores, sacrebleu_scores, sample_diversity
+from seqlab.metrics import keys as K
+
+HYPS = ["The cat sat on the mat.", "He ran quickly to the houses", "", "God said: let there be light ✨"]
+REFS = ["The cat is sitting on the mat.", "He was running to the house.", "Nothing here.",
+        "God said, “Let there be light.”\nAnd there was light."]
+
+
+def test_bleu_and_chrf_equal_sacrebleu():
+    ours = sacrebleu_scores(HYPS, REFS)
+    assert ours[K.BLEU] == pytest.approx(sacrebleu.corpus_bleu(HYPS, [REFS]).score, abs=1e-9)
+    assert ours[K.CHRF] == pytest.approx(sacrebleu.corpus_chrf(HYPS, [REFS]).score, abs=1e-9)
+    assert ours["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
+
+
+def test_rouge_equals_rouge_score_with_stemming():
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"], use_stemmer=True)
+    direct = [scorer.score(r, h) for h, r in zip(HYPS, REFS, strict=True)]
+    ours = rouge_scores(HYPS, REFS)
+    for name in ("rouge1", "rouge2", "rougeL", "rougeLsum"):
+        assert ours[name] == pytest.approx(100 * sum(d[name].fmeasure for d in direct) / len(direct), abs=1e-9)
+    # Lsum splits on newlines only: with one-line texts it equals ROUGE-L.
+    one_line = [r.replace("\n", " ") for r in REFS]
+    flat = rouge_scores(HYPS, one_line)
+    assert flat["rougeLsum"] == pytest.approx(flat["rougeL"])
+
+
+def test_distinct_and_self_bleu():
+    assert corpus_distinct(["a b a b", "a c"]) == {K.DISTINCT1: 3 / 6, K.DISTINCT2: 3 / 4}
+    same = sample_diversity([["a b c d e", "a b c d e"], ["x y z w v", "x y z w v"]])
+    assert same[K.SELF_BLEU] == pytest.approx(100.0)
+    assert same[K.SAMPLE_DISTINCT1] == pytest.approx(0.5)
+    different = sample_diversity([["a b c d e", "v w x y z"], ["x y z w v", "a b c d e"]])
+    assert different[K.SELF_BLEU] < 5 and different[K.SAMPLE_DISTINCT1] == pytest.approx(1.0)
+
+
+def test_logprob_summary():
+    out = logprob_summary([[-1.0, -2.0], [-3.0]], "ref")
+    assert out[K.REF_TOKEN_LOGPROB] == pytest.approx(-2.0)
+    assert out[K.REF_SEQ_LOGPROB] == pytest.approx(-3.0)
+    assert out[K.REF_PPL] == pytest.approx(math.exp(2.0))

@@ -19,7 +19,7 @@ from seqlab.checkpoint import atomic_checkpoint_io, describe  # noqa: E402
 from seqlab.data import Seq2SeqDataModule  # noqa: E402
 from seqlab.perf import keep_freed_memory  # noqa: E402
 from seqlab.tracking.wandb import finish, make_logger  # noqa: E402
-from seqlab.train.fit import checkpoint_callbacks, find_resume  # noqa: E402
+from seqlab.train.fit import CHECKPOINT_DIR, GracefulStop, ProgressLog, checkpoint_callbacks, find_resume  # noqa: E402,E501
 from seqlab.train.module import Seq2SeqModule  # noqa: E402
 
 log = logging.getLogger("seqlab.train")
@@ -49,7 +49,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     logger = make_logger(spec.tracking, out_dir, job_name(cfg), sweep_group(cfg), resolved)
     trainer_kwargs = dict(
-        callbacks=checkpoint_callbacks(out_dir, cfg.train.checkpoint_every_n_steps),
+        callbacks=[*checkpoint_callbacks(out_dir, cfg.train.checkpoint_every_n_steps),
+                   ProgressLog(cfg.trainer.log_every_n_steps),
+                   GracefulStop(out_dir / CHECKPOINT_DIR / "last.ckpt")],
         logger=logger if logger is not None else False,
         plugins=[atomic_checkpoint_io()],
         default_root_dir=str(out_dir),
@@ -63,7 +65,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     finally:
         finish()
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-    best, last = trainer.checkpoint_callbacks[0], trainer.checkpoint_callbacks[1]
+    best, last = trainer.checkpoint_callbacks[:2]
     result = {"metrics": metrics, "best": best.best_model_path, "last": last.last_model_path or
               (str(out_dir / "checkpoints" / "last.ckpt")), "step": trainer.global_step, "output_dir": str(out_dir)}
     log.info("finished at step %d: %s", trainer.global_step, metrics)

@@ -13,8 +13,14 @@ from seqlab.model.config import ModelConfig
 
 
 def padding_to_attn_mask(pad_mask: Tensor) -> Tensor:
-    """(B, S) bool, True at padding -> (B, 1, 1, S) bool, True where attention is allowed."""
-    return ~pad_mask[:, None, None, :]
+    """(B, S) bool, True at padding -> (B, 1, 1, S) bool, True where attention is allowed.
+
+    A row that is all padding (an empty source) may attend to its first position,
+    so softmax never sees only -inf and no NaN spreads through the batch.
+    """
+    allowed = ~pad_mask
+    allowed[:, 0] |= pad_mask.all(dim=1)
+    return allowed[:, None, None, :]
 
 
 class MultiHeadAttention(nn.Module):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import netrc
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -14,7 +15,7 @@ from seqlab.model.config import check_choice
 log = logging.getLogger(__name__)
 LoggerKind = Literal["wandb", "csv", "none"]
 Mode = Literal["auto", "online", "offline"]
-SECRET_WORDS = ("api_key", "apikey", "token", "password", "secret")
+SECRET_KEY = re.compile(r"api_?key|secret|passw(or)?d|(^|_)token$|access_token|auth", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def resolve_mode(cfg: TrackingConfig) -> str:
 def scrub(config: Any) -> Any:
     """A copy of a nested config with every secret-looking value replaced."""
     if isinstance(config, dict):
-        return {k: "***" if any(w in str(k).lower() for w in SECRET_WORDS) else scrub(v) for k, v in config.items()}
+        return {k: "***" if SECRET_KEY.search(str(k)) else scrub(v) for k, v in config.items()}
     if isinstance(config, list | tuple):
         return [scrub(v) for v in config]
     return config

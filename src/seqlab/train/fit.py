@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import logging
+import signal
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
 from seqlab.checkpoint import BEST, LAST, CheckpointError, read_checkpoint
 
@@ -41,3 +45,60 @@ def find_resume(resume: str | None, runs_root: Path) -> str | None:
         return None
     read_checkpoint(resume)  # a clear error now rather than deep inside Lightning
     return str(Path(resume).expanduser())
+
+
+class ProgressLog(Callback):
+    """One log line every N optimizer steps (step, loss, lr, tokens/s, elapsed): readable without a progress bar."""
+
+    def __init__(self, every_n_steps: int) -> None:
+        self.every, self.start = max(1, every_n_steps), time.perf_counter()
+        self.tokens = 0
+
+    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.tokens += batch.n_tokens
+        step = trainer.global_step
+        if step % self.every or not trainer.is_global_zero or step == getattr(self, "_last", -1):
+            return
+        self._last = step
+        m = trainer.callback_metrics
+        elapsed = time.perf_counter() - self.start
+        log.info("step %d  loss %.3f  lr %.2e  %.0f tok/s  %.0fs", step, float(m.get("train/loss", float("nan"))),
+                 float(m.get("train/lr", float("nan"))), self.tokens / max(elapsed, 1e-9), elapsed)
+
+    def on_validation_end(self, trainer: Any, module: Any) -> None:
+        if trainer.is_global_zero and not trainer.sanity_checking:
+            shown = {k: round(float(v), 3) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+            log.info("step %d  validation %s", trainer.global_step, shown)
+
+
+class GracefulStop(Callback):
+    """On SIGTERM or SIGINT: finish the current step, write last.ckpt, stop cleanly.
+
+    A second SIGINT interrupts at once. SIGKILL cannot be caught: then the run
+    resumes (`train.resume=auto`) from the last periodic checkpoint, which is never
+    half-written because checkpoints are written to a temporary file and renamed.
+    """
+
+    def __init__(self, last_path: Path) -> None:
+        self.last_path, self.requested, self._previous = last_path, None, {}
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.requested is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = signal.Signals(signum).name
+        log.warning("%s received: stopping after this step and writing %s", self.requested, self.last_path)
+
+    def on_train_start(self, trainer: Any, module: Any) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._previous[sig] = signal.signal(sig, self._handler)
+
+    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self.requested is not None and not trainer.should_stop:
+            trainer.save_checkpoint(str(self.last_path))
+            trainer.should_stop = True
+
+    def on_train_end(self, trainer: Any, module: Any) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous = {}

@@ -1,0 +1,153 @@
+"""`make bench`: seqlab against Hugging Face MarianMTModel, same shapes, batches and precision.
+
+python pipelines/bench.py [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [bench.batch=64 ...]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import hydra
+import torch
+from omegaconf import DictConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pipelines.common import plain, typed  # noqa: E402
+from seqlab.benchmark import (  # noqa: E402
+    BenchConfig,
+    decode_sources,
+    forward_flops,
+    hf_decode,
+    hf_train_step,
+    matmul_peak,
+    random_batch,
+    seqlab_decode,
+    seqlab_train_step,
+    train_flops,
+    train_throughput,
+)
+from seqlab.interop import to_hf  # noqa: E402
+from seqlab.io import atomic_write_text  # noqa: E402
+from seqlab.model import Seq2SeqTransformer  # noqa: E402
+from seqlab.perf import keep_freed_memory  # noqa: E402
+
+log = logging.getLogger("seqlab.bench")
+
+
+def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool) -> dict[str, Any]:
+    keep_freed_memory()
+    torch.manual_seed(cfg.seed)
+    g = torch.Generator().manual_seed(cfg.seed)
+    tokenizer, texts = None, None
+    if ckpt:
+        from seqlab.checkpoint import load_for_inference
+        from seqlab.data import DataConfig, load_split
+
+        model, tokenizer, info = load_for_inference(ckpt)
+        texts = [e.source for e in load_split(DataConfig.from_dict(info.data_config).corpus, "test")]
+        model_cfg = model.cfg
+    else:
+        model_cfg = cfg.model_config()
+        model = Seq2SeqTransformer(model_cfg)
+    hf = to_hf(model)
+    result: dict[str, Any] = {"config": asdict(cfg), "ckpt": ckpt, "torch": torch.__version__,
+                              "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+                              "threads": torch.get_num_threads()}
+    n_steps = cfg.warmup_steps + cfg.train_steps
+    batches = [random_batch(cfg, g) for _ in range(n_steps)]
+    step_flops = train_flops(model_cfg, cfg.batch, cfg.seq_len, cfg.seq_len)
+    result["train_flops_per_step"] = step_flops
+    for precision, tag in (("32", "fp32"), ("bf16-mixed", "bf16")):
+        torch.manual_seed(cfg.seed)
+        ours = train_throughput(model, seqlab_train_step(model, cfg.label_smoothing), batches, precision,
+                                cfg.warmup_steps)
+        theirs = train_throughput(hf, hf_train_step(hf, cfg.label_smoothing), batches, precision, cfg.warmup_steps)
+        peak = matmul_peak(torch.float32 if tag == "fp32" else torch.bfloat16)
+        result[f"train_{tag}"] = {"seqlab": ours, "hf": theirs, "matmul_peak_flops": peak}
+        result[f"train_{tag}_ratio"] = ours["tokens_per_s"] / theirs["tokens_per_s"]
+        result[f"mfu_{tag}"] = step_flops / ours["step_s"] / peak
+        result[f"mfu_{tag}_hf"] = step_flops / theirs["step_s"] / peak
+        log.info("train %s: seqlab %.0f tok/s, HF %.0f tok/s", tag, ours["tokens_per_s"], theirs["tokens_per_s"])
+
+    model.eval()
+    hf.eval()
+    src, pad = decode_sources(cfg, g, tokenizer, texts)
+    identical = True
+    for name, beams in (("greedy", 1), ("beam", cfg.num_beams)):
+        ours_seqs, ours_s, ours_mem = seqlab_decode(model, src, pad, beams, cfg.max_new_tokens)
+        hf_seqs, hf_s, hf_mem = hf_decode(hf, src, pad, beams, cfg.max_new_tokens)
+        same = ours_seqs == hf_seqs
+        identical &= same
+        tokens = sum(len(s) for s in ours_seqs)
+        result[name] = {"seqlab_tokens_per_s": tokens / ours_s, "hf_tokens_per_s": tokens / hf_s,
+                        "seqlab_s": ours_s, "hf_s": hf_s, "seqlab_peak_mem_mb": ours_mem, "hf_peak_mem_mb": hf_mem,
+                        "identical": same, "generated_tokens": tokens,
+                        "differing_sources": sum(a != b for a, b in zip(ours_seqs, hf_seqs, strict=True))}
+        result[f"{name}_ratio"] = hf_s / ours_s
+        log.info("%s: seqlab %.2fs, HF %.2fs, identical=%s", name, ours_s, hf_s, same)
+    result["outputs_identical"] = identical
+    if scaling:
+        result["scaling"] = scaling_table(cfg, model, src, pad)
+    return result
+
+
+def scaling_table(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor) -> dict:
+    """seqlab alone: training step time against sequence length and model size, decoding against beams."""
+    g = torch.Generator().manual_seed(cfg.seed + 1)
+    table: dict[str, Any] = {"train_seq_len": {}, "train_model": {}, "decode_beams": {}}
+    for n in (20, 40, 80):
+        batches = [random_batch(cfg, g, seq_len=n) for _ in range(4)]
+        m = Seq2SeqTransformer(cfg.model_config())
+        r = train_throughput(m, seqlab_train_step(m, cfg.label_smoothing), batches, "32", 1)
+        table["train_seq_len"][n] = {"step_s": r["step_s"], "tokens_per_s": r["tokens_per_s"]}
+    for name, overrides in (("d256_3+3", {}), ("d512_3+3", {"d_model": 512, "n_heads": 8, "d_ff": 2048}),
+                            ("d512_6+6", {"d_model": 512, "n_heads": 8, "d_ff": 2048,
+                                          "encoder_layers": 6, "decoder_layers": 6})):
+        m = Seq2SeqTransformer(cfg.model_config(**overrides))
+        batches = [random_batch(cfg, g) for _ in range(4)]
+        r = train_throughput(m, seqlab_train_step(m, cfg.label_smoothing), batches, "32", 1)
+        table["train_model"][name] = {"step_s": r["step_s"], "tokens_per_s": r["tokens_per_s"],
+                                      "gflop_per_step": train_flops(m.cfg, cfg.batch, cfg.seq_len, cfg.seq_len) / 1e9}
+    for beams in (1, 2, 4, 8):
+        _, seconds, mem = seqlab_decode(model, src, pad, beams, cfg.max_new_tokens)
+        table["decode_beams"][beams] = {"seconds": seconds, "peak_mem_mb": mem}
+    return table
+
+
+def format_table(r: dict[str, Any]) -> str:
+    lines = [f"{'measure':<28}{'seqlab':>14}{'HF':>14}{'ratio':>9}"]
+    for tag in ("fp32", "bf16"):
+        t = r[f"train_{tag}"]
+        lines.append(f"{'train tok/s ' + tag:<28}{t['seqlab']['tokens_per_s']:>14,.0f}{t['hf']['tokens_per_s']:>14,.0f}"
+                     f"{r[f'train_{tag}_ratio']:>9.2f}")
+        lines.append(f"{'train peak MiB ' + tag:<28}{t['seqlab']['peak_mem_mb']:>14,.0f}{t['hf']['peak_mem_mb']:>14,.0f}")
+        lines.append(f"{'MFU ' + tag:<28}{r[f'mfu_{tag}']:>14.1%}{r[f'mfu_{tag}_hf']:>14.1%}")
+    for name in ("greedy", "beam"):
+        d = r[name]
+        lines.append(f"{name + ' decode tok/s':<28}{d['seqlab_tokens_per_s']:>14,.0f}{d['hf_tokens_per_s']:>14,.0f}"
+                     f"{r[f'{name}_ratio']:>9.2f}")
+        lines.append(f"{name + ' decode peak MiB':<28}{d['seqlab_peak_mem_mb']:>14,.0f}{d['hf_peak_mem_mb']:>14,.0f}")
+    lines.append(f"outputs identical: {r['outputs_identical']}; train GFLOP/step {r['train_flops_per_step'] / 1e9:.1f}; "
+                 f"matmul peak fp32 {r['train_fp32']['matmul_peak_flops'] / 1e9:.0f} GFLOP/s, "
+                 f"bf16 {r['train_bf16']['matmul_peak_flops'] / 1e9:.0f} GFLOP/s")
+    return "\n".join(lines)
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="bench")
+def main(cfg: DictConfig) -> None:
+    bench = typed(BenchConfig, plain(cfg.bench), "bench")
+    result = run_bench(bench, cfg.ckpt, cfg.scaling)
+    out = Path(cfg.out)
+    atomic_write_text(out, json.dumps(result, indent=2, default=str))
+    print(format_table(result))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

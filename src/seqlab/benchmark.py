@@ -1,0 +1,214 @@
+"""Speed measurements of seqlab against Hugging Face `MarianMTModel` with identical weights and batches.
+
+Both sides get the same model (seqlab's weights copied with `to_hf`), the same
+token batches, the same optimizer and the same precision; the decoding runs
+check that both produce identical outputs. FLOPs are counted analytically
+(`train_flops`), peak FLOP/s is measured with a large matmul on this machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
+from seqlab.decoding import DecodingConfig, generate
+from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.train.losses import label_smoothed_nll
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """Model shape, batch shape and repetitions."""
+
+    d_model: int = 256
+    n_heads: int = 4
+    layers: int = 3
+    d_ff: int = 1024
+    vocab: int = 8000
+    batch: int = 64
+    seq_len: int = 40
+    train_steps: int = 6
+    warmup_steps: int = 2
+    decode_sources: int = 64
+    max_new_tokens: int = 40
+    num_beams: int = 5
+    label_smoothing: float = 0.1
+    seed: int = 0
+
+    def model_config(self, **overrides: Any) -> ModelConfig:
+        values = dict(src_vocab_size=self.vocab, d_model=self.d_model, n_heads=self.n_heads,
+                      encoder_layers=self.layers, decoder_layers=self.layers, d_ff=self.d_ff, dropout=0.1,
+                      tie_embeddings="all", max_positions=512)
+        values.update(overrides)
+        return ModelConfig(**values)
+
+
+# -- memory ---------------------------------------------------------------------------------
+def reset_peak_memory() -> None:
+    """Reset the process's peak RSS (Linux: write 5 to clear_refs) and CUDA's peak counter."""
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def peak_memory_mb() -> float:
+    """Peak resident memory since the last reset (CUDA: peak allocated), in MiB."""
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+# -- FLOPs ----------------------------------------------------------------------------------
+def forward_flops(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> float:
+    """Forward-pass FLOPs (2 per multiply-add) of one padded batch: projections, attention, output layer."""
+    d, f, v = cfg.d_model, cfg.d_ff, cfg.target_vocab_size
+    enc = cfg.encoder_layers * src_len * (4 * d * d + 2 * d * f + 2 * src_len * d)
+    dec = cfg.decoder_layers * (tgt_len * (4 * d * d + 2 * d * d + 2 * d * f + 2 * tgt_len * d + 2 * src_len * d)
+                                + src_len * 2 * d * d)  # cross-attention keys/values, once per source token
+    out = tgt_len * d * v
+    return 2.0 * batch * (enc + dec + out)
+
+
+def train_flops(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> float:
+    """Forward + backward (backward = 2x forward)."""
+    return 3.0 * forward_flops(cfg, batch, src_len, tgt_len)
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
+    """Best measured FLOP/s of an n x n matmul in `dtype` on the current device."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    best = float("inf")
+    for _ in range(repeats):
+        _sync()
+        start = time.perf_counter()
+        a @ b
+        _sync()
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * n**3 / best
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+# -- inputs -----------------------------------------------------------------------------------
+def random_batch(cfg: BenchConfig, g: torch.Generator, seq_len: int | None = None) -> dict[str, torch.Tensor]:
+    """Full-length sources and targets (no padding), as in the `batch x seq_len` target shape."""
+    n = seq_len or cfg.seq_len
+    src = torch.randint(4, cfg.vocab, (cfg.batch, n), generator=g)
+    src[:, -1] = EOS_ID
+    tgt = torch.randint(4, cfg.vocab, (cfg.batch, n), generator=g)
+    tgt[:, -1] = EOS_ID
+    tgt_in = torch.cat([torch.full((cfg.batch, 1), BOS_ID), tgt[:, :-1]], 1)
+    return {"src": src, "pad": torch.zeros_like(src, dtype=torch.bool), "tgt_in": tgt_in, "tgt": tgt}
+
+
+# -- training -------------------------------------------------------------------------------
+def seqlab_train_step(model: Seq2SeqTransformer, eps: float) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
+    def step(b: dict[str, torch.Tensor]) -> torch.Tensor:
+        loss, _, n = label_smoothed_nll(model(b["src"], b["pad"], b["tgt_in"]), b["tgt"], eps)
+        return loss / n
+    return step
+
+
+def hf_train_step(model: Any, eps: float) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
+    """HF's forward plus the label-smoothed CE that HF's Trainer applies (`label_smoothing_factor`)."""
+    def step(b: dict[str, torch.Tensor]) -> torch.Tensor:
+        logits = model(input_ids=b["src"], attention_mask=(~b["pad"]).long(), decoder_input_ids=b["tgt_in"]).logits
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), b["tgt"].view(-1),
+                               ignore_index=PAD_ID, label_smoothing=eps)
+    return step
+
+
+def train_throughput(model: torch.nn.Module, step: Callable[[dict[str, torch.Tensor]], torch.Tensor],
+                     batches: list[dict[str, torch.Tensor]], precision: str, warmup: int) -> dict[str, float]:
+    """Source+target tokens per second over the batches after `warmup` steps, and peak memory."""
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    reset_peak_memory()
+    tokens, start = 0, 0.0
+    for i, b in enumerate(batches):
+        if i == warmup:
+            _sync()
+            start, tokens = time.perf_counter(), 0
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+            loss = step(b)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        tokens += int((~b["pad"]).sum() + (b["tgt"] != PAD_ID).sum())
+    _sync()
+    elapsed = time.perf_counter() - start
+    return {"tokens_per_s": tokens / elapsed, "step_s": elapsed / (len(batches) - warmup),
+            "peak_mem_mb": peak_memory_mb()}
+
+
+# -- decoding -------------------------------------------------------------------------------
+def decode_sources(cfg: BenchConfig, g: torch.Generator, tokenizer: Any = None,
+                   texts: list[str] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Real sentences when a tokenizer and texts are given, else random token sources of mixed lengths."""
+    if tokenizer is not None and texts:
+        seqs = tokenizer.encode_source(texts[: cfg.decode_sources])
+    else:
+        lengths = torch.randint(cfg.seq_len // 2, cfg.seq_len + 1, (cfg.decode_sources,), generator=g)
+        seqs = [torch.randint(4, cfg.vocab, (int(n) - 1,), generator=g).tolist() + [EOS_ID] for n in lengths]
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), PAD_ID, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s)
+    return ids, ids == PAD_ID
+
+
+def seqlab_decode(model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor, beams: int,
+                  max_new: int) -> tuple[list[list[int]], float, float]:
+    cfg = DecodingConfig(method="beam", num_beams=beams, max_length=max_new) if beams > 1 else \
+        DecodingConfig(max_length=max_new)
+    reset_peak_memory()
+    start = time.perf_counter()
+    out = generate(model, src, pad, cfg)
+    _sync()
+    elapsed = time.perf_counter() - start
+    seqs = [out.sequences[i, 0, : out.lengths[i, 0]].tolist() for i in range(src.shape[0])]
+    return seqs, elapsed, peak_memory_mb()
+
+
+def hf_decode(model: Any, src: torch.Tensor, pad: torch.Tensor, beams: int,
+              max_new: int) -> tuple[list[list[int]], float, float]:
+    """HF generate with the same rules: pad and BOS never emitted, HF's early stopping."""
+    reset_peak_memory()
+    start = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(input_ids=src, attention_mask=(~pad).long(), num_beams=beams, do_sample=False,
+                             max_new_tokens=max_new, early_stopping=True, length_penalty=1.0,
+                             bad_words_ids=[[PAD_ID], [BOS_ID]], decoder_start_token_id=BOS_ID,
+                             pad_token_id=PAD_ID, eos_token_id=EOS_ID, forced_eos_token_id=None)
+    _sync()
+    elapsed = time.perf_counter() - start
+    seqs = []
+    for row in out[:, 1:].tolist():
+        end = row.index(EOS_ID) + 1 if EOS_ID in row else len(row)
+        seqs.append(row[:end])
+    return seqs, elapsed, peak_memory_mb()

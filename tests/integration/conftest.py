@@ -1,0 +1,46 @@
+"""Compose Hydra configs the way the pipelines do, with every path inside a temporary folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, open_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory) -> Path:
+    """One tokenizer/data cache for the whole session: the smoke tokenizer is trained once."""
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def make_cfg(tmp_path, shared_cache):
+    """make_cfg(config_name, overrides) -> a composed DictConfig writing only under tmp_path."""
+
+    def make(name: str = "train", overrides: list[str] | None = None, out: Path | None = None) -> DictConfig:
+        GlobalHydra.instance().clear()
+        out = out or tmp_path / "run"
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose(config_name=name, overrides=list(overrides or []), return_hydra_config=True)
+        with open_dict(cfg):
+            cfg.paths.root_dir = str(ROOT)
+            cfg.paths.data_dir = str(ROOT / "data")
+            cfg.paths.log_dir = str(tmp_path / "outputs")
+            cfg.paths.output_dir = str(out)
+            cfg.paths.cache_dir = str(shared_cache)
+            if "data" in cfg:
+                cfg.data.cache_dir = str(shared_cache)
+            if "results_dir" in cfg:
+                cfg.results_dir = str(tmp_path / "outputs" / "eval_results")
+        HydraConfig.instance().set_config(cfg)
+        return cfg
+
+    yield make
+    GlobalHydra.instance().clear()

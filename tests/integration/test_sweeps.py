@@ -1,0 +1,84 @@
+"""Multiruns: one offline W&B run per job in one group; evaluation sweeps record failures and skip finished work."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
+
+
+def run(args: list[str], cwd: Path = ROOT, timeout: int = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=ENV, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def paths(tmp: Path, cache: Path) -> list[str]:
+    return [f"paths.log_dir={tmp / 'outputs'}", f"paths.cache_dir={cache}"]
+
+
+@pytest.fixture(scope="module")
+def smoke_ckpt(tmp_path_factory) -> tuple[Path, Path]:
+    """A smoke-trained run directory (and the cache it used), shared by this module's tests."""
+    tmp = tmp_path_factory.mktemp("smoke")
+    cache = tmp / "cache"
+    run(["pipelines/train.py", "experiment=smoke", "train.quick_eval_size=0", "trainer.max_steps=20",
+         f"hydra.run.dir={tmp / 'run'}", *paths(tmp, cache)])
+    return tmp / "run", cache
+
+
+def test_train_multirun_gives_one_offline_wandb_run_per_job_in_one_group(tmp_path, smoke_ckpt):
+    _, cache = smoke_ckpt
+    sweep = tmp_path / "sweep"
+    run(["pipelines/train.py", "-m", "experiment=smoke", "logger=wandb", "trainer.max_steps=2",
+         "train.quick_eval_size=0", "model.norm_position=pre,post", "model.tie_embeddings=none,all",
+         f"hydra.sweep.dir={sweep}", *paths(tmp_path, cache)])
+    runs = sorted(sweep.glob("*/wandb/offline-run-*/run-*.wandb"))
+    assert len(runs) == 4
+    group = f"smoke-{sweep.name}".encode()
+    assert all(group in r.read_bytes() for r in runs), "every job's W&B run carries the sweep's group"
+    assert len({r.parent.name for r in runs}) == 4
+
+
+def test_eval_sweep_records_failure_goes_on_and_skips_finished(tmp_path, smoke_ckpt):
+    ckpt, cache = smoke_ckpt
+    common = ["pipelines/evaluate.py", "-m", f"ckpt={ckpt}", "limit=6", "decoding.max_length=12", "logger=wandb",
+              f"hydra.sweep.dir={tmp_path / 'sweep'}", *paths(tmp_path, cache)]
+    run([*common, "decoding=top_p", "decoding.top_p=0.9,1.5,0.95"])  # the middle job has a bad value
+    results = [json.loads(p.read_text()) for p in sorted((tmp_path / "outputs" / "eval_results").glob("**/metrics.json"))]
+    statuses = sorted(r["status"] for r in results)
+    assert statuses == ["failed", "ok", "ok"]
+    failed = next(r for r in results if r["status"] == "failed")
+    assert "top_p=1.5" in failed["error"]
+    runs = list((tmp_path / "outputs" / "eval_results").glob("**/wandb/offline-run-*/run-*.wandb"))
+    assert len(runs) == 3, "the failed setting has a W&B run too"
+    # Re-running skips the finished settings (and retries the failed one).
+    again = run([*common, "decoding=top_p", "decoding.top_p=0.9,0.95"])
+    assert again.stdout.count("already evaluated") + again.stderr.count("already evaluated") == 2
+    # The report lists every run, the failure included, with its plots.
+    out = tmp_path / "report.html"
+    run(["pipelines/report.py", "--results", str(tmp_path / "outputs" / "eval_results"), "--out", str(out)])
+    page = out.read_text()
+    assert page.count("<tr class='failed'>") == 1 and "data:image/png;base64" in page
+
+
+@pytest.mark.slow
+def test_full_decoding_sweep_gives_one_group_and_a_report(tmp_path, smoke_ckpt):
+    ckpt, cache = smoke_ckpt
+    run(["pipelines/evaluate.py", "-m", "+sweep=decoding", f"ckpt={ckpt}", "limit=5", "decoding.max_length=10",
+         "logger=wandb", f"hydra.sweep.dir={tmp_path / 'sweep'}", *paths(tmp_path, cache)])
+    runs = list((tmp_path / "outputs" / "eval_results").glob("**/wandb/offline-run-*/run-*.wandb"))
+    assert len(runs) >= 10
+    groups = {r.read_bytes().count(b"decoding_sweep-") > 0 for r in runs}
+    assert groups == {True}
+    out = tmp_path / "report.html"
+    run(["pipelines/report.py", "--results", str(tmp_path / "outputs" / "eval_results"), "--out", str(out)])
+    assert out.read_text().count("data:image/png;base64") >= 3

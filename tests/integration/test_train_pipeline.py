@@ -1,0 +1,66 @@
+"""The training pipeline end to end on the smoke experiment: checkpoints, resume, bad configs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hydra.errors import ConfigCompositionException
+
+from pipelines.train import train
+from seqlab.checkpoint import load_for_inference, read_checkpoint
+from seqlab.model import ConfigError
+
+SMOKE = ["experiment=smoke", "logger=none"]
+
+
+def weights(path: str) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in read_checkpoint(path)["state_dict"].items()}
+
+
+def test_smoke_training_leaves_best_and_last_checkpoints(make_cfg, tmp_path):
+    result = train(make_cfg("train", [*SMOKE, "train.quick_eval_size=4"]))
+    assert result["step"] == 6
+    assert "val/loss" in result["metrics"] and "val/greedy_bleu" in result["metrics"]
+    for path in (result["best"], result["last"]):
+        model, tokenizer, info = load_for_inference(path)
+        assert info.model_config.d_model == 64 and tokenizer.src_vocab_size <= 1000
+        assert info.data_config["corpus"]["name"] == "bible_es_en"
+        assert info.run_config["run_name"] == "smoke"
+
+
+def test_resume_matches_uninterrupted_training(make_cfg, tmp_path):
+    common = [*SMOKE, "model.dropout=0.1", "train.quick_eval_size=0", "train.checkpoint_every_n_steps=4",
+              "train.val_every_n_steps=3"]
+    straight = train(make_cfg("train", [*common, "trainer.max_steps=8"], out=tmp_path / "straight"))
+    first = train(make_cfg("train", [*common, "trainer.max_steps=4"], out=tmp_path / "first"))
+    resumed = train(make_cfg("train", [*common, "trainer.max_steps=8", f"train.resume={first['last']}"],
+                             out=tmp_path / "resumed"))
+    assert resumed["step"] == 8
+    a, b = weights(straight["last"]), weights(resumed["last"])
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
+    c = weights(first["last"])
+    assert max((a[k] - c[k]).abs().max().item() for k in a) > 1e-4, "the second half must have trained"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["model.norm_position=middle"], "model.norm_position='middle'"),
+        (["model.d_model=100", "model.n_heads=8"], "model.d_model=100 is not divisible by model.n_heads=8"),
+        (["optim.schedule=linear"], "optim.schedule='linear'"),
+        (["data.corpus.kind=ftp"], "data.corpus.kind='ftp'"),
+    ],
+)
+def test_bad_values_fail_before_any_data_is_read(make_cfg, tmp_path, overrides, message):
+    cfg = make_cfg("train", [*SMOKE, *overrides])
+    cfg.data.cache_dir = str(tmp_path / "untouched")
+    with pytest.raises(ConfigError) as err:
+        train(cfg)
+    assert message in str(err.value)
+    assert not (tmp_path / "untouched").exists()
+
+
+def test_unknown_key_is_named(make_cfg):
+    with pytest.raises(ConfigCompositionException) as err:
+        make_cfg("train", [*SMOKE, "model.norm_positon=pre"])
+    assert "norm_positon" in str(err.value.__cause__ or err.value)

@@ -22,7 +22,6 @@ from pipelines.common import plain, typed  # noqa: E402
 from seqlab.benchmark import (  # noqa: E402
     BenchConfig,
     decode_sources,
-    forward_flops,
     hf_decode,
     hf_train_step,
     matmul_peak,
@@ -123,17 +122,18 @@ def scaling_table(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor
 def format_table(r: dict[str, Any]) -> str:
     lines = [f"{'measure':<28}{'seqlab':>14}{'HF':>14}{'ratio':>9}"]
     for tag in ("fp32", "bf16"):
-        t = r[f"train_{tag}"]
-        lines.append(f"{'train tok/s ' + tag:<28}{t['seqlab']['tokens_per_s']:>14,.0f}{t['hf']['tokens_per_s']:>14,.0f}"
+        ours, theirs = r[f"train_{tag}"]["seqlab"], r[f"train_{tag}"]["hf"]
+        lines.append(f"{'train tok/s ' + tag:<28}{ours['tokens_per_s']:>14,.0f}{theirs['tokens_per_s']:>14,.0f}"
                      f"{r[f'train_{tag}_ratio']:>9.2f}")
-        lines.append(f"{'train peak MiB ' + tag:<28}{t['seqlab']['peak_mem_mb']:>14,.0f}{t['hf']['peak_mem_mb']:>14,.0f}")
+        lines.append(f"{'train peak MiB ' + tag:<28}{ours['peak_mem_mb']:>14,.0f}{theirs['peak_mem_mb']:>14,.0f}")
         lines.append(f"{'MFU ' + tag:<28}{r[f'mfu_{tag}']:>14.1%}{r[f'mfu_{tag}_hf']:>14.1%}")
     for name in ("greedy", "beam"):
         d = r[name]
         lines.append(f"{name + ' decode tok/s':<28}{d['seqlab_tokens_per_s']:>14,.0f}{d['hf_tokens_per_s']:>14,.0f}"
                      f"{r[f'{name}_ratio']:>9.2f}")
         lines.append(f"{name + ' decode peak MiB':<28}{d['seqlab_peak_mem_mb']:>14,.0f}{d['hf_peak_mem_mb']:>14,.0f}")
-    lines.append(f"outputs identical: {r['outputs_identical']}; train GFLOP/step {r['train_flops_per_step'] / 1e9:.1f}; "
+    lines.append(f"outputs identical: {r['outputs_identical']}; "
+                 f"train GFLOP/step {r['train_flops_per_step'] / 1e9:.1f}; "
                  f"matmul peak fp32 {r['train_fp32']['matmul_peak_flops'] / 1e9:.0f} GFLOP/s, "
                  f"bf16 {r['train_bf16']['matmul_peak_flops'] / 1e9:.0f} GFLOP/s")
     return "\n".join(lines)

@@ -8,6 +8,7 @@ check that both produce identical outputs. FLOPs are counted analytically
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -58,10 +59,8 @@ def reset_peak_memory() -> None:
     """Reset the process's peak RSS (Linux: write 5 to clear_refs) and CUDA's peak counter."""
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
-    try:
+    with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
 
 
 def peak_memory_mb() -> float:

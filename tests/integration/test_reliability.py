@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from pipelines.train import train
+
 from seqlab.checkpoint import CheckpointError, load_for_inference, read_checkpoint
 from seqlab.data import Example
 from seqlab.decoding import DecodingConfig

@@ -53,7 +53,8 @@ def test_eval_sweep_records_failure_goes_on_and_skips_finished(tmp_path, smoke_c
     common = ["pipelines/evaluate.py", "-m", f"ckpt={ckpt}", "limit=6", "decoding.max_length=12", "logger=wandb",
               f"hydra.sweep.dir={tmp_path / 'sweep'}", *paths(tmp_path, cache)]
     run([*common, "decoding=top_p", "decoding.top_p=0.9,1.5,0.95"])  # the middle job has a bad value
-    results = [json.loads(p.read_text()) for p in sorted((tmp_path / "outputs" / "eval_results").glob("**/metrics.json"))]
+    found = sorted((tmp_path / "outputs" / "eval_results").glob("**/metrics.json"))
+    results = [json.loads(p.read_text()) for p in found]
     statuses = sorted(r["status"] for r in results)
     assert statuses == ["failed", "ok", "ok"]
     failed = next(r for r in results if r["status"] == "failed")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 from hydra.errors import ConfigCompositionException
-
 from pipelines.train import train
+
 from seqlab.checkpoint import load_for_inference, read_checkpoint
 from seqlab.model import ConfigError
 

@@ -33,7 +33,7 @@ def marian(seed: int, train_steps: int = 0, **overrides) -> transformers.MarianM
     g = torch.Generator().manual_seed(seed)
     for _ in range(train_steps):
         ids, pad = batch(g=g, b=32)
-        rev = torch.stack([torch.cat([r[~p][:-1].flip(0), r[~p][-1:], r[p]]) for r, p in zip(ids, pad)])
+        rev = torch.stack([torch.cat([r[~p][:-1].flip(0), r[~p][-1:], r[p]]) for r, p in zip(ids, pad, strict=True)])
         labels = rev.masked_fill(pad, -100)
         loss = model(input_ids=ids, attention_mask=(~pad).long(), labels=labels).loss
         opt.zero_grad()

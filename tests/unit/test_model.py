@@ -12,7 +12,8 @@ from seqlab.constants import PAD_ID
 from seqlab.model import ConfigError, ModelConfig, Seq2SeqTransformer
 from seqlab.model.params import analytic_counts, count_parameters
 
-VARIANTS = list(itertools.product(["pre", "post"], ["sinusoidal", "learned"], ["none", "decoder", "all"], [True, False]))
+VARIANTS = list(itertools.product(["pre", "post"], ["sinusoidal", "learned"], ["none", "decoder", "all"],
+                                  [True, False]))
 
 
 def tiny(norm="post", positions="sinusoidal", tie="decoder", scale=True, **kw) -> ModelConfig:

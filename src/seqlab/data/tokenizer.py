@@ -54,7 +54,8 @@ class Tokenizer:
         for sp in (self.src, self.tgt):
             ids = (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id())
             if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
-                raise ConfigError(f"tokenizer special ids {ids} differ from seqlab's {(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}")
+                expected = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
+                raise ConfigError(f"tokenizer special ids {ids} differ from seqlab's {expected}")
 
     @property
     def joint(self) -> bool:

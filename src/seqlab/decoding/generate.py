@@ -81,8 +81,9 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
             src_pad_mask = src_pad_mask.repeat_interleave(rows, dim=0)
         cache = model.start_cache(memory, src_pad_mask)
         if cfg.method == "beam":
-            result = beam_search(step, cache, model_cfg.bos_id, model_cfg.eos_id, model_cfg.pad_id, limits, cfg.num_beams,
-                                 cfg.length_penalty, cfg.early_stopping, processors)
+            ids = (model_cfg.bos_id, model_cfg.eos_id, model_cfg.pad_id)
+            result = beam_search(step, cache, *ids, limits, cfg.num_beams, cfg.length_penalty, cfg.early_stopping,
+                                 processors)
             n = cfg.n_best
             result.tokens, result.scores = result.tokens[:, :n], result.scores[:, :n]
             result.token_logprobs, result.lengths = result.token_logprobs[:, :n], result.lengths[:, :n]

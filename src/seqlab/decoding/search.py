@@ -78,6 +78,12 @@ def sample_or_greedy(
     return SearchResult(tokens[:, None], logprobs[:, None].sum(-1), logprobs[:, None], lengths[:, None])
 
 
+def _pick(old: Tensor, new: Tensor, best: Tensor) -> Tensor:
+    """Rows `best` (A, K) of old (A, K, ...) and new (A, C, ...) concatenated along dim 1."""
+    index = best.view(*best.shape, *([1] * (old.dim() - 2))).expand(-1, -1, *old.shape[2:])
+    return torch.cat([old, new], 1).gather(1, index)
+
+
 def beam_search(
     step: StepFn, cache: DecoderCache, bos: int, eos: int, pad: int, max_new: Tensor, num_beams: int,
     length_penalty: float, early_stopping: bool | str, processors: Sequence[LogitsProcessor],
@@ -129,12 +135,10 @@ def beam_search(
         new_scores = new_scores + (~just_fin).float() * NEG
         merged_scores = torch.cat([fin_scores[active], new_scores], dim=1)
         best = torch.topk(merged_scores, k)[1]  # (A, K)
-        pick = lambda old, new: torch.cat([old, new], 1).gather(  # noqa: E731
-            1, best.view(a, k, *([1] * (old.dim() - 2))).expand(-1, -1, *old.shape[2:]))
-        fin_seq[active] = pick(fin_seq[active], cand_seq)
-        fin_lp[active] = pick(fin_lp[active], cand_lp)
-        fin_len[active] = pick(fin_len[active], torch.full_like(tok, t + 1))
-        is_fin[active] = pick(is_fin[active], just_fin)
+        fin_seq[active] = _pick(fin_seq[active], cand_seq, best)
+        fin_lp[active] = _pick(fin_lp[active], cand_lp, best)
+        fin_len[active] = _pick(fin_len[active], torch.full_like(tok, t + 1), best)
+        is_fin[active] = _pick(is_fin[active], just_fin, best)
         fin_scores[active] = merged_scores.gather(1, best)
 
         # HF's early-stop heuristic: can the best running beam still beat the worst finished one?

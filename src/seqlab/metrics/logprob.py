@@ -15,5 +15,6 @@ def logprob_summary(token_logprobs: Sequence[Sequence[float]], prefix: str) -> d
     per_token = total / max(tokens, 1)
     per_seq = total / max(len(token_logprobs), 1)
     if prefix == "hyp":
-        return {K.HYP_TOKEN_LOGPROB: per_token, K.HYP_SEQ_LOGPROB: per_seq, K.HYP_TOKENS: tokens / max(len(token_logprobs), 1)}
+        mean_tokens = tokens / max(len(token_logprobs), 1)
+        return {K.HYP_TOKEN_LOGPROB: per_token, K.HYP_SEQ_LOGPROB: per_seq, K.HYP_TOKENS: mean_tokens}
     return {K.REF_TOKEN_LOGPROB: per_token, K.REF_SEQ_LOGPROB: per_seq, K.REF_PPL: math.exp(-per_token)}

@@ -67,7 +67,8 @@ class ModelConfig:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{own}.{name}={getattr(self, name)!r} must be a positive integer")
         if self.tgt_vocab_size is not None and self.tgt_vocab_size < 1:
-            raise ConfigError(f"{own}.tgt_vocab_size={self.tgt_vocab_size} must be positive, or null for a shared vocabulary")
+            raise ConfigError(f"{own}.tgt_vocab_size={self.tgt_vocab_size} must be positive, "
+                              "or null for a shared vocabulary")
         for name in ("encoder_layers", "decoder_layers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{own}.{name}={getattr(self, name)} must be at least 1")

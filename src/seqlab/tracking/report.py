@@ -85,8 +85,9 @@ def plots(ok: list[dict[str, Any]]) -> list[tuple[str, str]]:
     by_label = sorted(ok, key=lambda r: (r["decoding"]["method"] != "greedy", r["decoding"]["method"], r["label"]))
     labels = [f"{r['label']} [{r.get('checkpoint', {}).get('run_name', '')}]" for r in by_label]
     quality = [m for m in (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL) if all(m in r["metrics"] for r in by_label)]
-    out.append(("Metric per decoding method", _png(lambda ax: _bars(
-        ax, labels, {m: [r["metrics"][m] for r in by_label] for m in quality}, "score"), width=max(7, len(labels) * 0.5))))
+    series = {m: [r["metrics"][m] for r in by_label] for m in quality}
+    out.append(("Metric per decoding method",
+                _png(lambda ax: _bars(ax, labels, series, "score"), width=max(7, len(labels) * 0.5))))
 
     temps = sorted((r for r in ok if r["decoding"]["method"] == "sample" and r["decoding"].get("temperature")
                     and K.DISTINCT2 in r["metrics"]), key=lambda r: r["decoding"]["temperature"])

@@ -18,7 +18,7 @@ from pipelines.common import job_name, plain, sweep_group, train_spec  # noqa: E
 from seqlab.checkpoint import atomic_checkpoint_io, describe  # noqa: E402
 from seqlab.data import Seq2SeqDataModule  # noqa: E402
 from seqlab.perf import keep_freed_memory  # noqa: E402
-from seqlab.tracking.wandb import finish, make_logger  # noqa: E402
+from seqlab.tracking.wandb import finish, make_logger, scrub  # noqa: E402
 from seqlab.train.fit import CHECKPOINT_DIR, GracefulStop, ProgressLog, checkpoint_callbacks, find_resume  # noqa: E402,E501
 from seqlab.train.module import Seq2SeqModule  # noqa: E402
 
@@ -39,7 +39,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     tok = datamodule.tokenizer
     model_cfg = replace(spec.model, src_vocab_size=tok.src_vocab_size,
                         tgt_vocab_size=None if tok.joint else tok.tgt_vocab_size)
-    resolved = plain(cfg)
+    resolved = scrub(plain(cfg))
     module = Seq2SeqModule(model_cfg, spec.optim, spec.loop, seed=cfg.seed,
                            describe=describe(tok, spec.data.to_dict(), resolved))
     if spec.loop.quick_eval_size > 0:

@@ -1,0 +1,80 @@
+"""Loss, schedules, tracking helpers and the report, each alone."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from seqlab.tracking.report import render, varying_keys
+from seqlab.tracking.wandb import TrackingConfig, resolve_mode, scrub
+from seqlab.train.losses import label_smoothed_nll
+from seqlab.train.schedule import lr_multiplier
+
+
+def fairseq_reference(logits: torch.Tensor, target: torch.Tensor, eps: float, pad: int = 0):
+    """fairseq's label_smoothed_nll_loss, written out with log_softmax."""
+    lprobs = logits.log_softmax(-1).reshape(-1, logits.shape[-1])
+    target = target.reshape(-1, 1)
+    nll = -lprobs.gather(-1, target)
+    smooth = -lprobs.sum(-1, keepdim=True)
+    keep = target.ne(pad)
+    nll, smooth = nll[keep], smooth[keep]
+    eps_i = eps / (lprobs.size(-1) - 1)
+    return ((1.0 - eps - eps_i) * nll + eps_i * smooth).sum(), nll.sum()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_label_smoothed_loss_and_gradient_match_fairseq(eps):
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(3, 5, 17, generator=g, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(1, 17, (3, 5), generator=g)
+    target[0, 3:] = 0
+    loss, nll, n = label_smoothed_nll(logits, target, eps)
+    ref_loss, ref_nll = fairseq_reference(logits, target, eps)
+    assert n == 13
+    assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-5)
+    assert nll.item() == pytest.approx(ref_nll.item(), rel=1e-5)
+    ours = torch.autograd.grad(loss + 0.5 * nll, logits)[0]
+    ref = torch.autograd.grad(ref_loss + 0.5 * ref_nll, logits)[0]
+    assert (ours - ref).abs().max() < 1e-5
+
+
+def test_inverse_sqrt_and_cosine_schedules():
+    inv = lr_multiplier("inverse_sqrt", warmup_steps=100)
+    assert inv(1) == pytest.approx(0.01) and inv(100) == pytest.approx(1.0)
+    assert inv(400) == pytest.approx(0.5)
+    cos = lr_multiplier("cosine", warmup_steps=10, max_steps=110, min_ratio=0.1)
+    assert cos(10) == pytest.approx(1.0) and cos(60) == pytest.approx(0.55) and cos(110) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="max_steps"):
+        lr_multiplier("cosine", 10)(20)
+
+
+def test_wandb_mode_and_scrub(monkeypatch):
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("NETRC", "/nonexistent")
+    monkeypatch.setenv("HOME", "/nonexistent")
+    assert resolve_mode(TrackingConfig()) == "offline"
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    assert resolve_mode(TrackingConfig()) == "online"
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    assert resolve_mode(TrackingConfig()) == "offline"
+    cleaned = scrub({"logger": {"api_key": "secret"}, "data": {"tokenizer": {"vocab_size": 8}, "max_tokens": 4}})
+    assert cleaned == {"logger": {"api_key": "***"}, "data": {"tokenizer": {"vocab_size": 8}, "max_tokens": 4}}
+
+
+def test_report_shows_what_differs_and_failures():
+    ok = {"status": "ok", "label": "greedy", "split": "test", "decoding": {"method": "greedy", "num_beams": 1},
+          "checkpoint": {"run_name": "r", "model": {"norm_position": "post"}},
+          "metrics": {"bleu": 20.0, "chrf": 40.0, "hyp_logprob_per_seq": -10.0, "distinct2": 0.5}}
+    beam = {**ok, "label": "beam5_lp1", "decoding": {"method": "beam", "num_beams": 5},
+            "metrics": {**ok["metrics"], "bleu": 22.0, "hyp_logprob_per_seq": -8.0}}
+    bad = {"status": "failed", "label": "sample", "split": "test", "error": "ConfigError: top_p=1.5",
+           "setting": {"ckpt": "x", "decoding": {"method": "sample", "top_p": 1.5}}}
+    page = render([ok, beam, bad])
+    assert "decoding.num_beams" in page and "ConfigError: top_p=1.5" in page
+    assert page.count("data:image/png;base64") == 2  # per-method metrics, beam vs greedy log-prob
+    assert varying_keys([{"a": 1, "b": 2}, {"a": 1, "b": 3}]) == ["b"]
+    assert math.isfinite(ok["metrics"]["bleu"])

@@ -22,6 +22,9 @@ def atomic_write(path: Path | str, write: Callable[[IO[bytes]], None]) -> Path:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; give it the usual permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

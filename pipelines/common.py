@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from seqlab.data import CorpusConfig, DataConfig, TokenizerConfig
 from seqlab.model import ModelConfig
@@ -28,7 +28,12 @@ class TrainSpec:
 
 
 def plain(cfg: DictConfig | Any) -> Any:
-    return OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    """A resolved plain-Python copy of a config node, without Hydra's own `hydra` section."""
+    if not isinstance(cfg, DictConfig | ListConfig):
+        return cfg
+    if isinstance(cfg, ListConfig):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return {k: plain(cfg[k]) for k in cfg if k != "hydra"}
 
 
 def typed(cls: type, values: dict[str, Any], where: str) -> Any:

@@ -6,6 +6,7 @@ import logging
 import math
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -66,10 +67,11 @@ class Seq2SeqModule(L.LightningModule):
         return loss
 
     def _nan_message(self) -> str:
-        best = getattr(self.trainer.checkpoint_callback, "best_model_path", "") or "none yet"
-        last = getattr(self.trainer.checkpoint_callback, "last_model_path", "") or "none yet"
-        return (f"non-finite loss at step {self.global_step}; training stopped. Last good checkpoints: "
-                f"best={best}, last={last}. Resume with a lower optim.lr or set train.nan_policy=skip.")
+        found = {Path(p) for cb in self.trainer.checkpoint_callbacks for p in (cb.best_model_path, cb.last_model_path)
+                 if p and Path(p).exists()}
+        saved = ", ".join(sorted(str(p) for p in found)) or "none yet"
+        return (f"non-finite loss at step {self.global_step}; training stopped. Last good checkpoints: {saved}. "
+                "Resume from one with a lower optim.lr, or set train.nan_policy=skip to skip such batches.")
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         clip = self.optim.clip_norm if self.optim.clip_norm is not None else math.inf

@@ -112,11 +112,11 @@ def test_wandb_key_never_written_and_offline_fallback(tmp_path, shared_cache):
             assert key.encode() not in path.read_bytes(), f"API key written to {path}"
 
 
-def start_training(tmp_path: Path, cache: Path, *extra: str) -> subprocess.Popen:
+def start_training(tmp_path: Path, cache: Path, run_dir: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "pipelines/train.py", *SMOKE, "trainer.max_steps=400", "train.checkpoint_every_n_steps=5",
-         "train.val_every_n_steps=1000", "trainer.log_every_n_steps=1", f"hydra.run.dir={tmp_path / 'run'}",
-         f"paths.log_dir={tmp_path / 'outputs'}", f"paths.cache_dir={cache}", *extra],
+         "train.val_every_n_steps=1000", "trainer.log_every_n_steps=1", f"hydra.run.dir={run_dir}",
+         f"paths.log_dir={tmp_path / 'outputs'}", f"paths.cache_dir={cache}"],
         cwd=ROOT, env={**os.environ, "WANDB_MODE": "offline"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True)
 
@@ -131,7 +131,7 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 240) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_writes_last_checkpoint_and_stops(tmp_path, shared_cache, sig):
-    proc = start_training(tmp_path, shared_cache)
+    proc = start_training(tmp_path, shared_cache, tmp_path / "run")
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     wait_for(last, proc)
     proc.send_signal(sig)
@@ -144,8 +144,9 @@ def test_signal_writes_last_checkpoint_and_stops(tmp_path, shared_cache, sig):
 
 @pytest.mark.slow
 def test_kill_9_then_resume_auto(tmp_path, shared_cache):
-    proc = start_training(tmp_path, shared_cache)
-    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    first = tmp_path / "outputs" / "train" / "smoke" / "runs" / "first"  # where resume=auto looks
+    proc = start_training(tmp_path, shared_cache, first)
+    last = first / "checkpoints" / "last.ckpt"
     wait_for(last, proc)
     time.sleep(1.0)
     proc.kill()

@@ -5,6 +5,7 @@ python pipelines/bench.py [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true]
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import sys
@@ -64,9 +65,12 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool) -> dict[str, An
     result["train_flops_per_step"] = step_flops
     for precision, tag in (("32", "fp32"), ("bf16-mixed", "bf16")):
         torch.manual_seed(cfg.seed)
-        ours = train_throughput(model, seqlab_train_step(model, cfg.label_smoothing), batches, precision,
+        ours_model, hf_model = copy.deepcopy(model), to_hf(model)  # training changes weights: train copies
+        ours = train_throughput(ours_model, seqlab_train_step(ours_model, cfg.label_smoothing), batches, precision,
                                 cfg.warmup_steps)
-        theirs = train_throughput(hf, hf_train_step(hf, cfg.label_smoothing), batches, precision, cfg.warmup_steps)
+        theirs = train_throughput(hf_model, hf_train_step(hf_model, cfg.label_smoothing), batches, precision,
+                                  cfg.warmup_steps)
+        del ours_model, hf_model
         peak = matmul_peak(torch.float32 if tag == "fp32" else torch.bfloat16)
         result[f"train_{tag}"] = {"seqlab": ours, "hf": theirs, "matmul_peak_flops": peak}
         result[f"train_{tag}_ratio"] = ours["tokens_per_s"] / theirs["tokens_per_s"]

@@ -155,3 +155,34 @@ def test_too_long_input_says_what_to_do():
     src = torch.full((1, 65), 5)
     with pytest.raises(ValueError, match="max_positions=64"):
         model.encode(src, torch.zeros_like(src, dtype=torch.bool))
+
+
+def test_grouped_cache_equals_repeated_memory():
+    """Beams share one copy of their source's cross keys/values; results equal full repetition."""
+    cfg = tiny("pre", "learned")
+    model = Seq2SeqTransformer(cfg).eval()
+    src, pad, tgt = batch(cfg, b=2)
+    group = 3
+    rows = tgt[:, :4].repeat_interleave(group, 0) + torch.arange(2 * group)[:, None] % 5  # differing beams
+    with torch.no_grad():
+        memory = model.encode(src, pad)
+        grouped = model.start_cache(memory, pad, group=group)
+        flat = model.start_cache(memory.repeat_interleave(group, 0), pad.repeat_interleave(group, 0))
+        for t in range(rows.shape[1]):
+            a, grouped = model.decode(rows[:, t : t + 1], None, None, grouped)
+            b, flat = model.decode(rows[:, t : t + 1], None, None, flat)
+            assert (a - b).abs().max() <= 1e-5
+        # Beams trade places within their source (in place), then one source is dropped.
+        order = torch.tensor([2, 2, 0, 4, 3, 3])
+        grouped.rearrange_(order)
+        flat = flat.reorder(order)
+        nxt = rows[order, -1:]
+        a, grouped = model.decode(nxt, None, None, grouped)
+        b, flat = model.decode(nxt, None, None, flat)
+        assert (a - b).abs().max() <= 1e-5
+        keep = torch.tensor([3, 4, 5])
+        a, _ = model.decode(nxt[keep], None, None, grouped.reorder(keep))
+        b, _ = model.decode(nxt[keep], None, None, flat.reorder(keep))
+        assert (a - b).abs().max() <= 1e-5
+        with pytest.raises(ValueError, match="single source"):
+            grouped.reorder(torch.tensor([0, 1, 3, 3, 4, 5]))

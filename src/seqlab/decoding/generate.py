@@ -76,10 +76,7 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
         limits = max_new_tokens(cfg, src_pad_mask, model_cfg.max_positions)
         step = model_step(model)
         rows = cfg.num_beams if cfg.method == "beam" else cfg.n_best
-        if rows > 1:
-            memory = memory.repeat_interleave(rows, dim=0)
-            src_pad_mask = src_pad_mask.repeat_interleave(rows, dim=0)
-        cache = model.start_cache(memory, src_pad_mask)
+        cache = model.start_cache(memory, src_pad_mask, group=rows, capacity=int(limits.max()) + 1)
         if cfg.method == "beam":
             ids = (model_cfg.bos_id, model_cfg.eos_id, model_cfg.pad_id)
             result = beam_search(step, cache, *ids, limits, cfg.num_beams, cfg.length_penalty, cfg.early_stopping,
@@ -88,9 +85,10 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
             result.tokens, result.scores = result.tokens[:, :n], result.scores[:, :n]
             result.token_logprobs, result.lengths = result.token_logprobs[:, :n], result.lengths[:, :n]
         else:
+            cache = cache.ungroup()  # samples finish one by one: each row gets its own cross keys/values
             keys = None
             if cfg.method == "sample":
-                base = source_keys(src_ids, src_pad_mask[:: rows]) if sample_keys is None else sample_keys.long()
+                base = source_keys(src_ids, src_pad_mask) if sample_keys is None else sample_keys.long()
                 keys = mix32(base.repeat_interleave(rows) * 0x01000193 + torch.arange(rows).repeat(len(base)))
             result = sample_or_greedy(step, cache, model_cfg.bos_id, model_cfg.eos_id, model_cfg.pad_id,
                                       limits.repeat_interleave(rows), processors, keys, cfg.seed)

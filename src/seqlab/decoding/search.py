@@ -150,14 +150,13 @@ def beam_search(
         done = ~improvable[active] | (is_fin[active].all(dim=1) & (early_stopping is True))
         done |= t + 1 >= max_new[active]
         rows = (torch.arange(a, device=device)[:, None] * k + origin).view(-1)
-        if done.any():
+        if done.any():  # drop finished examples (their beams and cross keys/values) from the batch
             stay = (~done).nonzero().squeeze(1)
             if stay.numel() == 0:
                 break
-            rows = rows.view(a, k)[stay].view(-1)
             active = active[stay]
-            cache = cache.reorder(rows, cross=True)
+            cache = cache.reorder(rows.view(a, k)[stay].view(-1))
         else:
-            cache = cache.reorder(rows, cross=False)
+            cache.rearrange_(rows)  # beams moved within their example: copy only the rows that changed
     within = torch.arange(limit, device=device)[None, None, :] < fin_len[:, :, None]
     return SearchResult(fin_seq[:, :, 1:], fin_scores, fin_lp[:, :, 1:] * within, fin_len)

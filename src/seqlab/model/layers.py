@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from seqlab.model.cache import KVBuffer
 from seqlab.model.config import ModelConfig
 
 
@@ -57,24 +58,28 @@ class MultiHeadAttention(nn.Module):
         x: Tensor,  # (B, T, d)
         attn_mask: Tensor | None = None,  # broadcastable to (B, H, T, S); True = attend
         is_causal: bool = False,
-        kv: tuple[Tensor, Tensor] | None = None,  # precomputed keys/values (cross or cached)
-        past_kv: tuple[Tensor, Tensor] | None = None,  # self-attention cache to extend
-    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        kv: tuple[Tensor, Tensor] | None = None,  # cross: the memory's keys/values, (B / group, H, S, Dh)
+        cache: KVBuffer | None = None,  # self: the keys/values of earlier steps, extended in place
+        group: int = 1,  # cross: consecutive rows sharing one source (beams)
+    ) -> Tensor:
         if self.cross:
-            q = self.split_heads(self.q_proj(x))
+            q = self.split_heads(self.q_proj(x))  # (B, H, T, Dh)
             k, v = kv
         else:
             q, k, v = (self.split_heads(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
-            if past_kv is not None:
-                k = torch.cat([past_kv[0], k], dim=2)  # (B, H, T_past + T, Dh)
-                v = torch.cat([past_kv[1], v], dim=2)
+            if cache is not None:
+                k, v = cache.append(k, v)  # (B, H, T_past + T, Dh)
+        b, h, t, dh = q.shape
+        if group > 1:  # one source's beams form one group of queries over its keys: (G, H, K*T, Dh)
+            q = q.view(b // group, group, h, t, dh).transpose(1, 2).reshape(b // group, h, group * t, dh)
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, is_causal=is_causal,
             dropout_p=self.dropout if self.training else 0.0,
-        )  # (B, H, T, Dh)
-        b, _, t, _ = out.shape
-        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # (B, T, d)
-        return self.out_proj(out), (k, v)
+        )
+        if group > 1:
+            out = out.view(b // group, h, group, t, dh).transpose(1, 2).reshape(b, h, t, dh)
+        out = out.transpose(1, 2).reshape(b, t, h * dh)  # (B, T, d)
+        return self.out_proj(out)
 
 
 class FeedForward(nn.Module):

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor, nn
 
+from seqlab.model.cache import KV, DecoderCache, KVBuffer
 from seqlab.model.config import ModelConfig
 from seqlab.model.layers import (
     Embedder,
@@ -17,41 +16,6 @@ from seqlab.model.layers import (
     make_residual,
     padding_to_attn_mask,
 )
-
-KV = tuple[Tensor, Tensor]
-
-
-@dataclass(frozen=True)
-class DecoderCache:
-    """What incremental decoding keeps between steps, batch along dim 0 everywhere.
-
-    self_kv: per decoder layer, self-attention keys/values so far, each (B, H, T, Dh).
-    cross_kv: per decoder layer, keys/values of the encoder output, each (B, H, S, Dh),
-      computed once per source.
-    cross_mask: (B, 1, 1, S) bool, True where the source may be attended.
-    """
-
-    self_kv: tuple[KV, ...]
-    cross_kv: tuple[KV, ...]
-    cross_mask: Tensor
-
-    @property
-    def length(self) -> int:
-        return self.self_kv[0][0].shape[2] if self.self_kv else 0
-
-    def reorder(self, index: Tensor, cross: bool = True) -> DecoderCache:
-        """Select/reorder batch rows (beam reordering, dropping finished rows).
-
-        `cross=False` keeps the encoder keys/values as they are: correct when every
-        row of `index` maps to a row of the same source, as beam reordering does.
-        """
-        pick = lambda kv: (kv[0].index_select(0, index), kv[1].index_select(0, index))  # noqa: E731
-        return DecoderCache(
-            self_kv=tuple(pick(kv) for kv in self.self_kv),
-            cross_kv=tuple(pick(kv) for kv in self.cross_kv) if cross else self.cross_kv,
-            cross_mask=self.cross_mask.index_select(0, index) if cross else self.cross_mask,
-        )
-
 
 class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each inside a residual block."""
@@ -64,7 +28,7 @@ class EncoderLayer(nn.Module):
         self.ffn_res = make_residual(cfg)
 
     def forward(self, x: Tensor, attn_mask: Tensor) -> Tensor:
-        y, _ = self.self_attn(self.self_attn_res.before(x), attn_mask)
+        y = self.self_attn(self.self_attn_res.before(x), attn_mask)
         x = self.self_attn_res.after(x, y)
         return self.ffn_res(x, self.ffn)
 
@@ -83,13 +47,13 @@ class DecoderLayer(nn.Module):
 
     def forward(
         self, x: Tensor, self_mask: Tensor | None, is_causal: bool,
-        past_kv: KV | None, cross_kv: KV, cross_mask: Tensor,
-    ) -> tuple[Tensor, KV]:
-        y, self_kv = self.self_attn(self.self_attn_res.before(x), self_mask, is_causal, past_kv=past_kv)
+        cache: KVBuffer | None, cross_kv: KV, cross_mask: Tensor, group: int = 1,
+    ) -> Tensor:
+        y = self.self_attn(self.self_attn_res.before(x), self_mask, is_causal, cache=cache)
         x = self.self_attn_res.after(x, y)
-        y, _ = self.cross_attn(self.cross_attn_res.before(x), cross_mask, kv=cross_kv)
+        y = self.cross_attn(self.cross_attn_res.before(x), cross_mask, kv=cross_kv, group=group)
         x = self.cross_attn_res.after(x, y)
-        return self.ffn_res(x, self.ffn), self_kv
+        return self.ffn_res(x, self.ffn)
 
 
 def causal_mask(n_new: int, n_past: int, device: torch.device) -> Tensor:
@@ -159,13 +123,12 @@ class Seq2SeqTransformer(nn.Module):
             x = layer(x, attn_mask)
         return self.encoder_norm(x)
 
-    def start_cache(self, memory: Tensor, src_pad_mask: Tensor) -> DecoderCache:
-        """An empty cache holding each layer's cross-attention keys/values of `memory`."""
-        return DecoderCache(
-            self_kv=(),
-            cross_kv=tuple(layer.cross_attn.memory_kv(memory) for layer in self.decoder_layers),
-            cross_mask=padding_to_attn_mask(src_pad_mask),
-        )
+    def start_cache(self, memory: Tensor, src_pad_mask: Tensor, group: int = 1, capacity: int = 64) -> DecoderCache:
+        """An empty cache for decoding `group` rows per source (beams) with each layer's
+        cross-attention keys/values of `memory` (G, S, d) computed once.
+        """
+        cross_kv = tuple(layer.cross_attn.memory_kv(memory) for layer in self.decoder_layers)
+        return DecoderCache(cross_kv, padding_to_attn_mask(src_pad_mask), group=group, capacity=capacity)
 
     def decode(
         self,
@@ -174,20 +137,19 @@ class Seq2SeqTransformer(nn.Module):
         src_pad_mask: Tensor | None,  # (B, S); may be None when cache is given
         cache: DecoderCache | None = None,
     ) -> tuple[Tensor, DecoderCache | None]:
-        """Decoder logits (B, T, V). With a cache, returns the cache extended by T steps.
+        """Decoder logits (B, T, V). With a cache, extends it by T steps (in place) and returns it.
 
         Target padding needs no mask: it is on the right, and the causal mask
         already hides it from every real position.
         """
         if cache is None:
             cross_kv = [layer.cross_attn.memory_kv(memory) for layer in self.decoder_layers]
-            cross_mask = padding_to_attn_mask(src_pad_mask)
-            past: list[KV | None] = [None] * len(self.decoder_layers)
+            cross_mask, group = padding_to_attn_mask(src_pad_mask), 1
+            buffers: list[KVBuffer | None] = [None] * len(self.decoder_layers)
             start = 0
         else:
-            cross_kv, cross_mask = list(cache.cross_kv), cache.cross_mask
-            past = list(cache.self_kv) or [None] * len(self.decoder_layers)
-            start = cache.length
+            cross_kv, cross_mask, group = cache.cross_kv, cache.cross_mask, cache.group
+            buffers, start = cache.layers, cache.length
         n_new = tgt_ids.shape[1]
         if start == 0:
             self_mask, is_causal = None, n_new > 1
@@ -195,14 +157,9 @@ class Seq2SeqTransformer(nn.Module):
             self_mask = None if n_new == 1 else causal_mask(n_new, start, tgt_ids.device)
             is_causal = False
         x = self.tgt_embed(tgt_ids, start)
-        new_kv = []
-        for layer, kv_past, kv_cross in zip(self.decoder_layers, past, cross_kv, strict=True):
-            x, kv = layer(x, self_mask, is_causal, kv_past, kv_cross, cross_mask)
-            new_kv.append(kv)
-        logits = self.output(self.decoder_norm(x))  # (B, T, V)
-        if cache is None:
-            return logits, None
-        return logits, DecoderCache(tuple(new_kv), tuple(cross_kv), cross_mask)
+        for layer, buffer, kv in zip(self.decoder_layers, buffers, cross_kv, strict=True):
+            x = layer(x, self_mask, is_causal, buffer, kv, cross_mask, group)
+        return self.output(self.decoder_norm(x)), cache  # (B, T, V)
 
     def forward(self, src_ids: Tensor, src_pad_mask: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V) for decoder inputs `tgt_in_ids` (B, T)."""

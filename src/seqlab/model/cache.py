@@ -1,0 +1,108 @@
+"""The decoder's incremental-decoding cache: preallocated self-attention buffers, shared cross-attention.
+
+Self-attention keys/values of each layer live in (N, H, capacity, Dh) buffers:
+a step writes its new keys/values in place (no concatenation), and beam search
+rearranges rows in place, copying only the rows whose beam changed.
+Cross-attention keys/values are computed once per source and kept once per
+source: with `group` rows (beams) per source they are (N / group, H, S, Dh), and
+each source's beams attend to them together as one group of queries.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+KV = tuple[Tensor, Tensor]
+
+
+class KVBuffer:
+    """One layer's self-attention keys and values so far."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity, self.length = capacity, 0
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+
+    def append(self, k: Tensor, v: Tensor) -> KV:
+        """Store (N, H, T, Dh) new keys/values; return all of them so far as views."""
+        n, h, t, dh = k.shape
+        if self.k is None or self.length + t > self.k.shape[2]:
+            grown = max(self.capacity, 2 * (self.k.shape[2] if self.k is not None else 0), self.length + t)
+            new_k, new_v = k.new_empty(n, h, grown, dh), v.new_empty(n, h, grown, dh)
+            if self.k is not None:
+                new_k[:, :, : self.length] = self.k[:, :, : self.length]
+                new_v[:, :, : self.length] = self.v[:, :, : self.length]
+            self.k, self.v = new_k, new_v
+        self.k[:, :, self.length : self.length + t] = k
+        self.v[:, :, self.length : self.length + t] = v
+        self.length += t
+        return self.k[:, :, : self.length], self.v[:, :, : self.length]  # (N, H, T_all, Dh)
+
+    def select(self, index: Tensor) -> KVBuffer:
+        """A new buffer holding rows `index` (any subset or order)."""
+        out = KVBuffer(self.capacity)
+        if self.k is not None:
+            out.append(self.k[:, :, : self.length].index_select(0, index),
+                       self.v[:, :, : self.length].index_select(0, index))
+        return out
+
+    def rearrange_(self, index: Tensor, changed: Tensor) -> None:
+        """In place: row i becomes old row index[i]; only rows in `changed` are copied."""
+        if self.k is None or changed.numel() == 0:
+            return
+        source = index[changed]
+        self.k[changed, :, : self.length] = self.k[source, :, : self.length]  # right side is read first
+        self.v[changed, :, : self.length] = self.v[source, :, : self.length]
+
+
+class DecoderCache:
+    """Everything incremental decoding keeps between steps; rows along dim 0."""
+
+    def __init__(self, cross_kv: tuple[KV, ...], cross_mask: Tensor, group: int = 1, capacity: int = 64) -> None:
+        self.layers = [KVBuffer(capacity) for _ in cross_kv]
+        self.cross_kv, self.cross_mask, self.group = cross_kv, cross_mask, group  # cross: (G, H, S, Dh)
+
+    @property
+    def length(self) -> int:
+        return self.layers[0].length if self.layers else 0
+
+    def reorder(self, index: Tensor, cross: bool = True) -> DecoderCache:
+        """A new cache whose rows are rows `index` of this one (subset and/or reorder).
+
+        With group > 1 every group of `group` rows must come from one source (as beams
+        do); the per-source cross-attention keys/values follow. `cross=False` keeps
+        them as they are (the caller guarantees rows stay with their source).
+        """
+        out = DecoderCache.__new__(DecoderCache)
+        out.layers = [layer.select(index) for layer in self.layers]
+        out.group, out.cross_kv, out.cross_mask = self.group, self.cross_kv, self.cross_mask
+        if cross:
+            sources = index.view(-1, self.group)[:, 0] // self.group
+            if self.group > 1 and not bool((index // self.group == sources.repeat_interleave(self.group)).all()):
+                raise ValueError("reorder: each group of rows must come from a single source")
+            out.cross_kv = tuple((k.index_select(0, sources), v.index_select(0, sources)) for k, v in self.cross_kv)
+            out.cross_mask = self.cross_mask.index_select(0, sources)
+        return out
+
+    def rearrange_(self, index: Tensor) -> None:
+        """In place, for beam search: row i takes row index[i] (same source), copying only changed rows."""
+        changed = (index != self.arange(index)).nonzero().squeeze(1)
+        for layer in self.layers:
+            layer.rearrange_(index, changed)
+
+    def ungroup(self) -> DecoderCache:
+        """The same cache with cross-attention keys/values repeated per row (group 1)."""
+        if self.group == 1:
+            return self
+        out = DecoderCache.__new__(DecoderCache)
+        out.layers, out.group = self.layers, 1
+        out.cross_kv = tuple((k.repeat_interleave(self.group, 0), v.repeat_interleave(self.group, 0))
+                             for k, v in self.cross_kv)
+        out.cross_mask = self.cross_mask.repeat_interleave(self.group, 0)
+        return out
+
+    @staticmethod
+    def arange(index: Tensor) -> Tensor:
+        import torch
+
+        return torch.arange(index.shape[0], device=index.device)

@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Train the norm_position x positions x tie_embeddings grid for a short budget, then evaluate
-# every run with greedy and beam-5 decoding. Usage: sweep_arch.sh PYTHON "extra train overrides"
+# every run with greedy and beam-5 decoding.
+# Usage: sweep_arch.sh PYTHON ["extra train overrides"]
+# Environment: EXPERIMENT (mt_bible_small), BUDGET (00:00:04:00, DD:HH:MM:SS per run), LIMIT (300 test sentences)
 set -euo pipefail
 PY=${1:-python}
 EXTRA=${2:-}
+EXPERIMENT=${EXPERIMENT:-mt_bible_small}
+BUDGET=${BUDGET:-00:00:04:00}
+LIMIT=${LIMIT:-300}
 STAMP=$(date +%Y-%m-%d_%H-%M-%S)
-SWEEP=outputs/sweep_arch/$STAMP
+SWEEP=${SWEEP_DIR:-outputs/sweep_arch/$STAMP}
+GROUP=sweep_arch-$STAMP
 # shellcheck disable=SC2086
-"$PY" pipelines/train.py -m experiment=mt_bible_small \
+"$PY" pipelines/train.py -m experiment="$EXPERIMENT" \
   model.norm_position=pre,post model.positions=sinusoidal,learned model.tie_embeddings=none,decoder,all \
-  trainer.max_time=00:00:04:00 train.quick_eval_size=0 logger.group=sweep_arch-$STAMP \
-  hydra.sweep.dir="$SWEEP" $EXTRA
+  trainer.max_time="$BUDGET" train.quick_eval_size=0 logger.group="$GROUP" hydra.sweep.dir="$SWEEP" $EXTRA
 for run in "$SWEEP"/*/; do
   if [ -f "$run/checkpoints/best.ckpt" ]; then
-    "$PY" pipelines/evaluate.py -m ckpt="$run" decoding=greedy,beam split=test \
-      logger.group=sweep_arch-$STAMP limit=300
+    "$PY" pipelines/evaluate.py -m ckpt="$run" decoding=greedy,beam split=test limit="$LIMIT" logger.group="$GROUP"
   fi
 done

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+
 import torch
 from torch import Tensor, nn
 
@@ -16,6 +17,7 @@ from seqlab.model.layers import (
     make_residual,
     padding_to_attn_mask,
 )
+
 
 class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each inside a residual block."""

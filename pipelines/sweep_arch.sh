@@ -2,7 +2,8 @@
 # Train the norm_position x positions x tie_embeddings grid for a short budget, then evaluate
 # every run with greedy and beam-5 decoding.
 # Usage: sweep_arch.sh PYTHON ["extra train overrides"]
-# Environment: EXPERIMENT (mt_bible_small), BUDGET (00:00:04:00, DD:HH:MM:SS per run), LIMIT (300 test sentences)
+# Environment: EXPERIMENT (mt_bible_small), BUDGET (00:00:04:00, DD:HH:MM:SS per run), LIMIT (300 test
+# sentences), SWEEP_DIR (where the runs go), EVAL_ARGS (extra evaluation overrides)
 set -euo pipefail
 PY=${1:-python}
 EXTRA=${2:-}
@@ -18,6 +19,8 @@ GROUP=sweep_arch-$STAMP
   trainer.max_time="$BUDGET" train.quick_eval_size=0 logger.group="$GROUP" hydra.sweep.dir="$SWEEP" $EXTRA
 for run in "$SWEEP"/*/; do
   if [ -f "$run/checkpoints/best.ckpt" ]; then
-    "$PY" pipelines/evaluate.py -m ckpt="$run" decoding=greedy,beam split=test limit="$LIMIT" logger.group="$GROUP"
+    # shellcheck disable=SC2086
+    "$PY" pipelines/evaluate.py -m ckpt="$run" decoding=greedy,beam split=test limit="$LIMIT" \
+      logger.group="$GROUP" ${EVAL_ARGS:-}
   fi
 done

@@ -83,3 +83,20 @@ def test_full_decoding_sweep_gives_one_group_and_a_report(tmp_path, smoke_ckpt):
     out = tmp_path / "report.html"
     run(["pipelines/report.py", "--results", str(tmp_path / "outputs" / "eval_results"), "--out", str(out)])
     assert out.read_text().count("data:image/png;base64") >= 3
+
+
+@pytest.mark.slow
+def test_sweep_arch_trains_the_grid_and_evaluates_each(tmp_path, smoke_ckpt):
+    _, cache = smoke_ckpt
+    env = {**ENV, "EXPERIMENT": "smoke", "BUDGET": "null", "LIMIT": "4", "SWEEP_DIR": str(tmp_path / "sweep"),
+           "EVAL_ARGS": " ".join([*paths(tmp_path, cache), "decoding.max_length=8", "logger=csv"])}
+    extra = " ".join([*paths(tmp_path, cache), "trainer.max_steps=2", "logger=csv"])
+    proc = subprocess.run(["bash", "pipelines/sweep_arch.sh", sys.executable, extra], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(list((tmp_path / "sweep").glob("*/checkpoints/best.ckpt"))) == 12
+    results = [json.loads(p.read_text()) for p in (tmp_path / "outputs" / "eval_results").glob("**/metrics.json")]
+    assert len(results) == 24 and {r["status"] for r in results} == {"ok"}
+    variants = {(r["checkpoint"]["model"]["norm_position"], r["checkpoint"]["model"]["positions"],
+                 r["checkpoint"]["model"]["tie_embeddings"]) for r in results}
+    assert len(variants) == 12

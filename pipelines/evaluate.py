@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipelines.common import plain, sweep_group, typed  # noqa: E402
-from seqlab.checkpoint import load_for_inference, resolve  # noqa: E402
+from seqlab.checkpoint import CheckpointError, load_for_inference, resolve  # noqa: E402
 from seqlab.data import DataConfig, load_split  # noqa: E402
 from seqlab.decoding import DecodingConfig  # noqa: E402
 from seqlab.evaluation import EvalSettings, evaluate  # noqa: E402
@@ -43,7 +43,13 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     decoding = None
     label = str(cfg.decoding.get("name") or cfg.decoding.method)
     ckpt = str(cfg.ckpt)
-    setting = {"ckpt": ckpt, "split": cfg.split, "limit": cfg.limit, "decoding": plain(cfg.decoding)}
+    try:
+        stat = resolve(ckpt).stat()  # a retrained checkpoint at the same path is a new setting
+        version = [stat.st_size, int(stat.st_mtime)]
+    except CheckpointError:
+        version = None  # recorded as a failure below, with the reason
+    setting = {"ckpt": ckpt, "version": version, "split": cfg.split, "limit": cfg.limit,
+               "decoding": plain(cfg.decoding)}
     out = ResultDir.for_setting(Path(cfg.results_dir), ckpt, label, setting)
     if out.finished() and not cfg.force:
         log.info("already evaluated: %s (force=true to redo)", out.metrics_path)

@@ -19,6 +19,7 @@ from seqlab.decoding.sampling import gumbel_noise
 from seqlab.model import DecoderCache, Seq2SeqTransformer
 
 NEG = -1.0e9  # HF's "impossible" score: finite, so sums and top-k stay well defined
+COMPACT_EVERY = 8  # finished rows leave the batch once they are this fraction (1/8) of it: fewer cache copies
 
 
 @dataclass
@@ -56,8 +57,9 @@ def sample_or_greedy(
     device = max_new.device
     tokens = torch.full((n, limit), pad, dtype=torch.long, device=device)
     logprobs = torch.zeros((n, limit), device=device)
-    prefix = torch.full((n, 1), bos, dtype=torch.long, device=device)  # active rows only
-    active = torch.arange(n, device=device)
+    prefix = torch.full((n, 1), bos, dtype=torch.long, device=device)  # rows in the batch
+    active = torch.arange(n, device=device)  # their example index
+    running = torch.ones(n, dtype=torch.bool, device=device)  # not finished yet
     lengths = torch.zeros(n, dtype=torch.long, device=device)
     for t in range(limit):
         logits, cache = step(prefix[:, -1], cache)  # (A, V)
@@ -65,16 +67,18 @@ def sample_or_greedy(
         if keys is not None:
             scores = scores.double() + gumbel_noise(seed, keys[active], t, scores.shape[-1])
         next_tok = scores.argmax(dim=-1)  # (A,)
-        tokens[active, t] = next_tok
-        logprobs[active, t] = F.log_softmax(logits, dim=-1).gather(1, next_tok[:, None]).squeeze(1)
-        lengths[active] = t + 1
+        live = active[running]
+        tokens[live, t] = next_tok[running]
+        logprobs[live, t] = F.log_softmax(logits[running], dim=-1).gather(1, next_tok[running, None]).squeeze(1)
+        lengths[live] = t + 1
         prefix = torch.cat([prefix, next_tok[:, None]], dim=1)
-        running = (next_tok != eos) & (t + 1 < max_new[active])
-        if not running.all():
+        running &= (next_tok != eos) & (t + 1 < max_new[active])
+        finished = int((~running).sum())
+        if finished == running.numel():
+            break
+        if finished * COMPACT_EVERY >= running.numel():  # drop finished rows once they are 1/8 of the batch
             keep = running.nonzero().squeeze(1)
-            if keep.numel() == 0:
-                break
-            active, prefix, cache = active[keep], prefix[keep], cache.reorder(keep)
+            active, prefix, running, cache = active[keep], prefix[keep], running[keep], cache.reorder(keep)
     return SearchResult(tokens[:, None], logprobs[:, None].sum(-1), logprobs[:, None], lengths[:, None])
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -16,6 +17,10 @@ from seqlab.tracking.wandb import TrackingConfig
 from seqlab.train.config import LoopConfig, OptimConfig
 
 log = logging.getLogger(__name__)
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+# `${project_root:}` in conf/paths: resolvable before Hydra's own config exists (sweep folders need it).
+OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT), replace=True)
 
 
 @dataclass(frozen=True)

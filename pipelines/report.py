@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from seqlab.tracking.report import write_report  # noqa: E402
+from seqlab.tracking.report import markdown_table, write_report  # noqa: E402
 from seqlab.tracking.results import load_results  # noqa: E402
 
 log = logging.getLogger("seqlab.report")
@@ -28,9 +28,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--results", type=Path, default=Path("outputs/eval_results"))
     parser.add_argument("--out", type=Path, default=Path("outputs/report.html"))
+    parser.add_argument("--markdown", action="store_true", help="also print a markdown table of the settings")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     print(build_report(args.results, args.out))
+    if args.markdown:
+        print(markdown_table(load_results(args.results)))
 
 
 if __name__ == "__main__":

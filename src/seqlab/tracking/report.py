@@ -145,3 +145,21 @@ between runs, then metrics (BLEU/chrF: sacreBLEU; ROUGE: rouge-score F1 with ste
 
 def write_report(results: list[dict[str, Any]], path: Path, title: str = "seqlab report") -> Path:
     return atomic_write_text(path, render(results, title))
+
+
+MARKDOWN_METRICS = (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU,
+                    K.LENGTH_RATIO, K.TOKENS_PER_S)
+
+
+def markdown_table(results: list[dict[str, Any]]) -> str:
+    """One row per finished setting (decoding label), the main metrics as columns: for READMEs."""
+    ok = sorted((r for r in results if r.get("status") == OK), key=lambda r: (r["decoding"]["method"] != "greedy",
+                                                                             r["decoding"]["method"], r["label"]))
+    shown = [m for m in MARKDOWN_METRICS if any(m in r["metrics"] for r in ok)]
+    lines = ["| setting | " + " | ".join(shown) + " |", "|---" * (len(shown) + 1) + "|"]
+    for r in ok:
+        cells = [f"{r['metrics'][m]:.2f}" if m in r["metrics"] else "" for m in shown]
+        lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
+    failed = [r for r in results if r.get("status") != OK]
+    lines += [f"| {r.get('label')} | failed: {r.get('error', '')} |" for r in failed]
+    return "\n".join(lines)

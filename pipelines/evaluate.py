@@ -82,7 +82,10 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         payload.update(status=OK, metrics=metrics, settings=asdict(settings))
         if logger is not None:
             logger.log_metrics({f"{cfg.split}/{k}": v for k, v in metrics.items() if isinstance(v, int | float)})
-            logger.experiment.summary["status"] = OK
+            if tracking.kind == "wandb":
+                logger.experiment.summary["status"] = OK
+            else:
+                logger.save()
         log.info("%s: %s", label, {k: round(v, 3) for k, v in metrics.items() if isinstance(v, float)})
         return payload
     except Exception as err:

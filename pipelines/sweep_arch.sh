@@ -18,7 +18,7 @@ GROUP=sweep_arch-$STAMP
   model.norm_position=pre,post model.positions=sinusoidal,learned model.tie_embeddings=none,decoder,all \
   trainer.max_time="$BUDGET" train.quick_eval_size=0 logger.group="$GROUP" hydra.sweep.dir="$SWEEP" $EXTRA
 for run in "$SWEEP"/*/; do
-  if [ -f "$run/checkpoints/best.ckpt" ]; then
+  if [ -f "$run/checkpoints/best.ckpt" ] || [ -f "$run/checkpoints/last.ckpt" ]; then
     # shellcheck disable=SC2086
     "$PY" pipelines/evaluate.py -m ckpt="$run" decoding=greedy,beam split=test limit="$LIMIT" \
       logger.group="$GROUP" ${EVAL_ARGS:-}

@@ -90,7 +90,7 @@ def test_sweep_arch_trains_the_grid_and_evaluates_each(tmp_path, smoke_ckpt):
     _, cache = smoke_ckpt
     env = {**ENV, "EXPERIMENT": "smoke", "BUDGET": "null", "LIMIT": "4", "SWEEP_DIR": str(tmp_path / "sweep"),
            "EVAL_ARGS": " ".join([*paths(tmp_path, cache), "decoding.max_length=8", "logger=csv"])}
-    extra = " ".join([*paths(tmp_path, cache), "trainer.max_steps=2", "logger=csv"])
+    extra = " ".join([*paths(tmp_path, cache), "trainer.max_steps=3", "logger=csv"])
     proc = subprocess.run(["bash", "pipelines/sweep_arch.sh", sys.executable, extra], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -100,3 +100,13 @@ def test_sweep_arch_trains_the_grid_and_evaluates_each(tmp_path, smoke_ckpt):
     variants = {(r["checkpoint"]["model"]["norm_position"], r["checkpoint"]["model"]["positions"],
                  r["checkpoint"]["model"]["tie_embeddings"]) for r in results}
     assert len(variants) == 12
+
+
+def test_single_eval_with_csv_logger(tmp_path, smoke_ckpt):
+    ckpt, cache = smoke_ckpt
+    run(["pipelines/evaluate.py", f"ckpt={ckpt}", "limit=3", "decoding=beam", "decoding.max_length=8", "logger=csv",
+         f"hydra.run.dir={tmp_path / 'run'}", *paths(tmp_path, cache)])
+    (result,) = [json.loads(p.read_text()) for p in (tmp_path / "outputs" / "eval_results").glob("**/metrics.json")]
+    assert result["status"] == "ok" and result["metrics"]["n_examples"] == 3
+    hyps = next((tmp_path / "outputs" / "eval_results").glob("**/hypotheses.jsonl")).read_text().splitlines()
+    assert len(hyps) == 3 and {"id", "source", "reference", "hypothesis", "nbest"} <= set(json.loads(hyps[0]))

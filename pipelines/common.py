@@ -69,10 +69,25 @@ def train_spec(cfg: DictConfig) -> TrainSpec:
     train = plain(cfg.train)
     loop = LoopConfig(nan_policy=train["nan_policy"], quick_eval_size=train["quick_eval_size"],
                       quick_eval_max_len=train["quick_eval_max_len"])
-    logger = plain(cfg.logger)
-    logger["tags"] = tuple(logger.get("tags") or ())
-    tracking = typed(TrackingConfig, logger, "logger")
-    return TrainSpec(model, data, optim, loop, tracking)
+    return TrainSpec(model, data, optim, loop, tracking_config(cfg))
+
+
+def tracking_config(cfg: DictConfig) -> TrackingConfig:
+    """The `logger` group as a TrackingConfig (tags as a tuple)."""
+    values = plain(cfg.logger)
+    values["tags"] = tuple(values.get("tags") or ())
+    return typed(TrackingConfig, values, "logger")
+
+
+def is_multirun() -> bool:
+    """Whether this job is one of a Hydra multirun (False outside Hydra)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        mode = HydraConfig.get().mode
+    except ValueError:
+        return False
+    return mode is not None and mode.name == "MULTIRUN"
 
 
 def sweep_group(cfg: DictConfig) -> str:
@@ -81,12 +96,8 @@ def sweep_group(cfg: DictConfig) -> str:
 
     if cfg.logger.get("group"):
         return str(cfg.logger.group)
-    try:
-        hc = HydraConfig.get()
-        if hc.mode is not None and hc.mode.name == "MULTIRUN":
-            return f"{cfg.run_name}-{os.path.basename(hc.sweep.dir)}"
-    except ValueError:
-        pass
+    if is_multirun():
+        return f"{cfg.run_name}-{os.path.basename(HydraConfig.get().sweep.dir)}"
     return str(cfg.run_name)
 
 

@@ -20,14 +20,14 @@ from omegaconf import DictConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipelines.common import plain, sweep_group, typed  # noqa: E402
+from pipelines.common import is_multirun, plain, sweep_group, tracking_config, typed  # noqa: E402
 from seqlab.checkpoint import CheckpointError, load_for_inference, resolve  # noqa: E402
 from seqlab.data import DataConfig, load_split  # noqa: E402
 from seqlab.decoding import DecodingConfig  # noqa: E402
 from seqlab.evaluation import EvalSettings, evaluate  # noqa: E402
 from seqlab.perf import keep_freed_memory  # noqa: E402
 from seqlab.tracking.results import FAILED, OK, ResultDir  # noqa: E402
-from seqlab.tracking.wandb import TrackingConfig, finish, make_logger  # noqa: E402
+from seqlab.tracking.wandb import finish, make_logger  # noqa: E402
 
 log = logging.getLogger("seqlab.evaluate")
 
@@ -40,7 +40,6 @@ def decoding_config(cfg: DictConfig) -> DecodingConfig:
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     """Evaluate, or skip a setting that already has results; failures are recorded, then re-raised."""
     keep_freed_memory()
-    decoding = None
     label = str(cfg.decoding.get("name") or cfg.decoding.method)
     ckpt = str(cfg.ckpt)
     try:
@@ -54,9 +53,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     if out.finished() and not cfg.force:
         log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
         return {"status": "skipped", "path": str(out.path)}
-    logger_cfg = plain(cfg.logger)
-    logger_cfg["tags"] = tuple(logger_cfg.get("tags") or ())
-    tracking = typed(TrackingConfig, logger_cfg, "logger")
+    tracking = tracking_config(cfg)
     payload: dict[str, Any] = {"setting": setting, "label": label, "split": cfg.split}
     logger = None
     try:
@@ -101,15 +98,6 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     finally:
         out.write_metrics(payload)
         finish()
-
-
-def is_multirun() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-
-    try:
-        return HydraConfig.get().mode.name == "MULTIRUN"
-    except ValueError:
-        return False
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval")

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import sentencepiece as spm
 
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from seqlab.io import atomic_write_text
 from seqlab.model.config import ConfigError, check_choice
 
 log = logging.getLogger(__name__)
@@ -124,8 +125,6 @@ class Tokenizer:
             return cls(bytes.fromhex(state["src"]), bytes.fromhex(state["tgt"]) if state["tgt"] else None)
         log.info("training a %s tokenizer (vocab %d) -> %s", cfg.model_type, cfg.vocab_size, path)
         tok = cls.train(sources(), targets(), cfg)
-        from seqlab.io import atomic_write_text
-
         atomic_write_text(path, json.dumps({"src": tok.src_model.hex(),
                                             "tgt": tok.tgt_model.hex() if tok.tgt_model else None}))
         return tok

@@ -111,24 +111,26 @@ def beam_search(
     active = torch.arange(b, device=device)  # examples still searching
     for t in range(limit):
         a = active.shape[0]
-        prefix = seq[active, :, : t + 1].reshape(a * k, t + 1)
+        seq_a, tok_lp_a = seq[active], tok_lp[active]  # (A, K, L + 1)
+        prefix = seq_a[:, :, : t + 1].reshape(a * k, t + 1)
         logits, cache = step(prefix[:, -1], cache)  # (A*K, V)
         vocab = logits.shape[-1]
         raw_lp = F.log_softmax(logits, dim=-1)
         scores = apply(processors, prefix, raw_lp).view(a, k, vocab) + run_scores[active][:, :, None]
         top_scores, top_idx = torch.topk(scores.view(a, k * vocab), c)  # (A, C)
         src_beam, tok = top_idx // vocab, top_idx % vocab
-        cand_seq = seq[active].gather(1, src_beam[:, :, None].expand(-1, -1, limit + 1)).clone()
+        cand_seq = seq_a.gather(1, src_beam[:, :, None].expand(-1, -1, limit + 1))
         cand_seq[:, :, t + 1] = tok
-        cand_lp = tok_lp[active].gather(1, src_beam[:, :, None].expand(-1, -1, limit + 1)).clone()
+        cand_lp = tok_lp_a.gather(1, src_beam[:, :, None].expand(-1, -1, limit + 1))
         cand_lp[:, :, t + 1] = raw_lp.view(a, k * vocab).gather(1, top_idx)
         hits = (tok == eos) | (t + 1 >= max_new[active])[:, None]  # (A, C)
 
         # The best K candidates that did not stop continue.
-        keep = torch.topk(top_scores + hits.float() * NEG, k)[1]  # (A, K)
+        continuing = top_scores + hits.float() * NEG
+        keep = torch.topk(continuing, k)[1]  # (A, K)
         seq[active] = cand_seq.gather(1, keep[:, :, None].expand(-1, -1, limit + 1))
         tok_lp[active] = cand_lp.gather(1, keep[:, :, None].expand(-1, -1, limit + 1))
-        run_scores[active] = (top_scores + hits.float() * NEG).gather(1, keep)
+        run_scores[active] = continuing.gather(1, keep)
         origin = src_beam.gather(1, keep)  # (A, K) beam each survivor came from
 
         # Stopped candidates among the top K join the finished set if they beat it.

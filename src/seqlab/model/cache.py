@@ -10,6 +10,7 @@ each source's beams attend to them together as one group of queries.
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor
 
 KV = tuple[Tensor, Tensor]
@@ -66,27 +67,26 @@ class DecoderCache:
     def length(self) -> int:
         return self.layers[0].length if self.layers else 0
 
-    def reorder(self, index: Tensor, cross: bool = True) -> DecoderCache:
+    def reorder(self, index: Tensor) -> DecoderCache:
         """A new cache whose rows are rows `index` of this one (subset and/or reorder).
 
         With group > 1 every group of `group` rows must come from one source (as beams
-        do); the per-source cross-attention keys/values follow. `cross=False` keeps
-        them as they are (the caller guarantees rows stay with their source).
+        do); the per-source cross-attention keys/values follow. To move beams within
+        their sources without copying everything, use `rearrange_`.
         """
+        sources = index.view(-1, self.group)[:, 0] // self.group
+        if self.group > 1 and not bool((index // self.group == sources.repeat_interleave(self.group)).all()):
+            raise ValueError("reorder: each group of rows must come from a single source")
         out = DecoderCache.__new__(DecoderCache)
         out.layers = [layer.select(index) for layer in self.layers]
-        out.group, out.cross_kv, out.cross_mask = self.group, self.cross_kv, self.cross_mask
-        if cross:
-            sources = index.view(-1, self.group)[:, 0] // self.group
-            if self.group > 1 and not bool((index // self.group == sources.repeat_interleave(self.group)).all()):
-                raise ValueError("reorder: each group of rows must come from a single source")
-            out.cross_kv = tuple((k.index_select(0, sources), v.index_select(0, sources)) for k, v in self.cross_kv)
-            out.cross_mask = self.cross_mask.index_select(0, sources)
+        out.group = self.group
+        out.cross_kv = tuple((k.index_select(0, sources), v.index_select(0, sources)) for k, v in self.cross_kv)
+        out.cross_mask = self.cross_mask.index_select(0, sources)
         return out
 
     def rearrange_(self, index: Tensor) -> None:
         """In place, for beam search: row i takes row index[i] (same source), copying only changed rows."""
-        changed = (index != self.arange(index)).nonzero().squeeze(1)
+        changed = (index != torch.arange(index.shape[0], device=index.device)).nonzero().squeeze(1)
         for layer in self.layers:
             layer.rearrange_(index, changed)
 
@@ -100,9 +100,3 @@ class DecoderCache:
                              for k, v in self.cross_kv)
         out.cross_mask = self.cross_mask.repeat_interleave(self.group, 0)
         return out
-
-    @staticmethod
-    def arange(index: Tensor) -> Tensor:
-        import torch
-
-        return torch.arange(index.shape[0], device=index.device)

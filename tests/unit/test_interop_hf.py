@@ -137,3 +137,13 @@ def test_token_logprobs_equal_teacher_forcing(trained):
     forced = score(ours, ids, pad, seqs)
     within = torch.arange(seqs.shape[1])[None, :] < out.lengths[:, :1]
     assert (forced * within - out.token_logprobs[:, 0]).abs().max() <= 1e-4
+
+
+def test_variants_marian_cannot_express_are_refused():
+    from seqlab.interop.hf import InteropError
+    from seqlab.model import ModelConfig, Seq2SeqTransformer
+
+    cfg = ModelConfig(src_vocab_size=40, d_model=16, n_heads=4, tie_embeddings="all", copy_attention=True,
+                      norm_position="pre")
+    with pytest.raises(InteropError, match="norm_position must be post.*copy_attention must be off"):
+        to_hf(Seq2SeqTransformer(cfg))

@@ -135,6 +135,7 @@ def test_padding_leaves_real_positions_unchanged(norm, positions):
         ({"tie_embeddings": "all", "tgt_vocab_size": 70}, "joint vocabulary"),
         ({"dropout": 1.5}, "model.dropout=1.5 must be in [0, 1)"),
         ({"encoder_layers": 0}, "model.encoder_layers=0 must be at least 1"),
+        ({"copy_attention": True, "tgt_vocab_size": 70, "tie_embeddings": "decoder"}, "copy_attention=true"),
     ],
 )
 def test_bad_configs_fail_at_construction(overrides, message):

@@ -76,7 +76,8 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
         limits = max_new_tokens(cfg, src_pad_mask, model_cfg.max_positions)
         step = model_step(model)
         rows = cfg.num_beams if cfg.method == "beam" else cfg.n_best
-        cache = model.start_cache(memory, src_pad_mask, group=rows, capacity=int(limits.max()) + 1)
+        cache = model.start_cache(memory, src_pad_mask, group=rows, capacity=int(limits.max()) + 1,
+                                  src_ids=src_ids)
         if cfg.method == "beam":
             ids = (model_cfg.bos_id, model_cfg.eos_id, model_cfg.pad_id)
             result = beam_search(step, cache, *ids, limits, cfg.num_beams, cfg.length_penalty, cfg.early_stopping,

@@ -120,6 +120,7 @@ def to_hf(model: Seq2SeqTransformer) -> Any:
         (cfg.positions != "sinusoidal", "positions must be sinusoidal"),
         (cfg.layernorm_embedding, "layernorm_embedding must be off"),
         (cfg.use_final_norm, "final_norm must be off"),
+        (cfg.copy_attention, "copy_attention must be off"),
     ] if bad]
     if problems:
         raise InteropError("Marian cannot express this variant: " + "; ".join(problems))

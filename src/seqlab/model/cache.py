@@ -5,13 +5,16 @@ a step writes its new keys/values in place (no concatenation), and beam search
 rearranges rows in place, copying only the rows whose beam changed.
 Cross-attention keys/values are computed once per source and kept once per
 source: with `group` rows (beams) per source they are (N / group, H, S, Dh), and
-each source's beams attend to them together as one group of queries.
+each source's beams attend to them together as one group of queries. A model
+with copy attention keeps its copy keys and source ids the same way.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+from seqlab.model.copy import CopySource
 
 KV = tuple[Tensor, Tensor]
 
@@ -59,9 +62,11 @@ class KVBuffer:
 class DecoderCache:
     """Everything incremental decoding keeps between steps; rows along dim 0."""
 
-    def __init__(self, cross_kv: tuple[KV, ...], cross_mask: Tensor, group: int = 1, capacity: int = 64) -> None:
+    def __init__(self, cross_kv: tuple[KV, ...], cross_mask: Tensor, group: int = 1, capacity: int = 64,
+                 copy: CopySource | None = None) -> None:
         self.layers = [KVBuffer(capacity) for _ in cross_kv]
         self.cross_kv, self.cross_mask, self.group = cross_kv, cross_mask, group  # cross: (G, H, S, Dh)
+        self.copy = copy  # per source, like cross_kv
 
     @property
     def length(self) -> int:
@@ -82,6 +87,7 @@ class DecoderCache:
         out.group = self.group
         out.cross_kv = tuple((k.index_select(0, sources), v.index_select(0, sources)) for k, v in self.cross_kv)
         out.cross_mask = self.cross_mask.index_select(0, sources)
+        out.copy = self.copy.select(sources) if self.copy is not None else None
         return out
 
     def rearrange_(self, index: Tensor) -> None:
@@ -99,4 +105,5 @@ class DecoderCache:
         out.cross_kv = tuple((k.repeat_interleave(self.group, 0), v.repeat_interleave(self.group, 0))
                              for k, v in self.cross_kv)
         out.cross_mask = self.cross_mask.repeat_interleave(self.group, 0)
+        out.copy = self.copy.repeat(self.group) if self.copy is not None else None
         return out

@@ -31,6 +31,8 @@ class ModelConfig:
     `tgt_vocab_size=None` means one vocabulary shared by source and target.
     `final_norm=None` means "what the variant needs": a LayerNorm after each
     stack for pre-LN (Xiong et al. 2020), none for post-LN (Vaswani et al. 2017).
+    `copy_attention` adds a pointer-generator output (model/copy.py); the model
+    then returns log-probabilities, and needs a shared vocabulary.
     """
 
     src_vocab_size: int
@@ -52,6 +54,7 @@ class ModelConfig:
     layernorm_embedding: bool = False
     final_norm: bool | None = None
     output_bias: bool = False
+    copy_attention: bool = False
     layer_norm_eps: float = 1e-5
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID
@@ -86,7 +89,13 @@ class ModelConfig:
             raise ConfigError(
                 f"{own}.tie_embeddings=all shares one matrix across encoder and decoder, but "
                 f"src_vocab_size={self.src_vocab_size} != tgt_vocab_size={self.tgt_vocab_size}; "
-                "train a joint vocabulary (data.joint_vocab=true) or use tie_embeddings=decoder"
+                "train a joint vocabulary (data.tokenizer.joint=true) or use tie_embeddings=decoder"
+            )
+        if self.copy_attention and not self.shared_vocab:
+            raise ConfigError(
+                f"{own}.copy_attention=true copies source ids into the output, but "
+                f"src_vocab_size={self.src_vocab_size} != tgt_vocab_size={self.tgt_vocab_size}; "
+                "train a joint vocabulary (data.tokenizer.joint=true) or turn copy_attention off"
             )
         for name in ("pad_id", "bos_id", "eos_id"):
             if not 0 <= getattr(self, name) < min(self.src_vocab_size, self.target_vocab_size):

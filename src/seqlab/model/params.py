@@ -7,13 +7,14 @@ Per layer, with d = d_model and f = d_ff (biases on every projection):
   encoder layer  4d^2 + 2df + f + 9d      = 12d^2 + 13d when f = 4d
   decoder layer  8d^2 + 2df + f + 15d     = 16d^2 + 19d when f = 4d
 Embeddings: |V|d per distinct matrix (1, 2 or 3 by tying), plus learned
-positions 2Pd, LayerNorm on embeddings 4d, final norms 4d, output bias |V_tgt|.
+positions 2Pd, LayerNorm on embeddings 4d, final norms 4d, output bias |V_tgt|,
+copy attention 2d^2 + 3d + 1 (query, key, gate).
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from torch import Tensor, nn
 
@@ -30,14 +31,14 @@ class ParamCounts:
     decoder: int
     norms: int
     output: int
+    copy: int
 
     @property
     def total(self) -> int:
-        return self.embeddings + self.positions + self.encoder + self.decoder + self.norms + self.output
+        return sum(getattr(self, f.name) for f in fields(self))
 
     def rows(self) -> list[tuple[str, int]]:
-        names = ("embeddings", "positions", "encoder", "decoder", "norms", "output")
-        return [(n, getattr(self, n)) for n in names] + [("total", self.total)]
+        return [(f.name, getattr(self, f.name)) for f in fields(self)] + [("total", self.total)]
 
 
 def analytic_counts(cfg: ModelConfig) -> ParamCounts:
@@ -55,6 +56,7 @@ def analytic_counts(cfg: ModelConfig) -> ParamCounts:
         decoder=cfg.decoder_layers * (2 * attention + ffn + 3 * norm),
         norms=(2 * norm if cfg.layernorm_embedding else 0) + (2 * norm if cfg.use_final_norm else 0),
         output=v_tgt if cfg.output_bias else 0,
+        copy=2 * d * d + 3 * d + 1 if cfg.copy_attention else 0,
     )
 
 
@@ -81,6 +83,7 @@ def count_parameters(model: nn.Module) -> ParamCounts:
         decoder=count(*params(model.decoder_layers)),
         norms=count(*params(embed.norm, model.tgt_embed.norm, model.encoder_norm, model.decoder_norm)),
         output=count(*params(output)),
+        copy=count(*params(model.pointer)),
     )
     if counts.total != sum(p.numel() for p in model.parameters()):
         raise RuntimeError("count_parameters missed a parameter; update it with the model")

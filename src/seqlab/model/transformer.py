@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from seqlab.model.cache import KV, DecoderCache, KVBuffer
 from seqlab.model.config import ModelConfig
+from seqlab.model.copy import CopySource, PointerGenerator
 from seqlab.model.layers import (
     Embedder,
     FeedForward,
@@ -92,6 +93,7 @@ class Seq2SeqTransformer(nn.Module):
         self.encoder_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps) if final else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps) if final else nn.Identity()
         self.output = nn.Linear(d, cfg.target_vocab_size, bias=cfg.output_bias)
+        self.pointer = PointerGenerator(cfg) if cfg.copy_attention else None
         self.reset_parameters()
         if cfg.tie_embeddings != "none":
             self.output.weight = tgt_tokens.weight
@@ -125,12 +127,23 @@ class Seq2SeqTransformer(nn.Module):
             x = layer(x, attn_mask)
         return self.encoder_norm(x)
 
-    def start_cache(self, memory: Tensor, src_pad_mask: Tensor, group: int = 1, capacity: int = 64) -> DecoderCache:
+    def start_cache(self, memory: Tensor, src_pad_mask: Tensor, group: int = 1, capacity: int = 64,
+                    src_ids: Tensor | None = None) -> DecoderCache:
         """An empty cache for decoding `group` rows per source (beams) with each layer's
         cross-attention keys/values of `memory` (G, S, d) computed once.
+        A model with copy attention also needs the source ids (G, S).
         """
         cross_kv = tuple(layer.cross_attn.memory_kv(memory) for layer in self.decoder_layers)
-        return DecoderCache(cross_kv, padding_to_attn_mask(src_pad_mask), group=group, capacity=capacity)
+        return DecoderCache(cross_kv, padding_to_attn_mask(src_pad_mask), group=group, capacity=capacity,
+                            copy=self.copy_source(memory, src_ids))
+
+    def copy_source(self, memory: Tensor, src_ids: Tensor | None) -> CopySource | None:
+        """What copy attention needs from the sources; None for a model without it."""
+        if self.pointer is None:
+            return None
+        if src_ids is None:
+            raise ValueError("this model has copy attention: pass src_ids to decode/start_cache")
+        return self.pointer.source(memory, src_ids)
 
     def decode(
         self,
@@ -138,8 +151,10 @@ class Seq2SeqTransformer(nn.Module):
         memory: Tensor | None,  # (B, S, d); may be None when cache is given
         src_pad_mask: Tensor | None,  # (B, S); may be None when cache is given
         cache: DecoderCache | None = None,
+        src_ids: Tensor | None = None,  # (B, S); copy attention only, and only when cache is None
     ) -> tuple[Tensor, DecoderCache | None]:
-        """Decoder logits (B, T, V). With a cache, extends it by T steps (in place) and returns it.
+        """Decoder logits (B, T, V) (log-probabilities with copy attention).
+        With a cache, extends it by T steps (in place) and returns it.
 
         Target padding needs no mask: it is on the right, and the causal mask
         already hides it from every real position.
@@ -149,9 +164,11 @@ class Seq2SeqTransformer(nn.Module):
             cross_mask, group = padding_to_attn_mask(src_pad_mask), 1
             buffers: list[KVBuffer | None] = [None] * len(self.decoder_layers)
             start = 0
+            copy = self.copy_source(memory, src_ids)
         else:
             cross_kv, cross_mask, group = cache.cross_kv, cache.cross_mask, cache.group
             buffers, start = cache.layers, cache.length
+            copy = cache.copy
         n_new = tgt_ids.shape[1]
         if start == 0:
             self_mask, is_causal = None, n_new > 1
@@ -161,10 +178,14 @@ class Seq2SeqTransformer(nn.Module):
         x = self.tgt_embed(tgt_ids, start)
         for layer, buffer, kv in zip(self.decoder_layers, buffers, cross_kv, strict=True):
             x = layer(x, self_mask, is_causal, buffer, kv, cross_mask, group)
-        return self.output(self.decoder_norm(x)), cache  # (B, T, V)
+        h = self.decoder_norm(x)
+        logits = self.output(h)  # (B, T, V)
+        if self.pointer is not None:
+            logits = self.pointer(h, logits, copy, cross_mask, group)
+        return logits, cache
 
     def forward(self, src_ids: Tensor, src_pad_mask: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V) for decoder inputs `tgt_in_ids` (B, T)."""
         memory = self.encode(src_ids, src_pad_mask)
-        logits, _ = self.decode(tgt_in_ids, memory, src_pad_mask)
+        logits, _ = self.decode(tgt_in_ids, memory, src_pad_mask, src_ids=src_ids)
         return logits

@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tie_embeddings", default="all")
     parser.add_argument("--positions", default="sinusoidal")
     parser.add_argument("--norm_position", default="post")
+    parser.add_argument("--copy_attention", action="store_true", help="add a pointer-generator output")
     args = vars(parser.parse_args(argv))
     cfg = ModelConfig(src_vocab_size=args.pop("vocab"), **args)
     print(format_table(cfg, count_parameters(Seq2SeqTransformer(cfg))))

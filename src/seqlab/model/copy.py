@@ -78,7 +78,7 @@ class PointerGenerator(nn.Module):
         scores = scores.masked_fill(~allowed[:, 0], float("-inf"))
         attn = scores.softmax(dim=-1).view(b, t, s)
         ids = src.ids if group == 1 else src.ids.repeat_interleave(group, 0)  # (B, S)
-        copy = torch.zeros_like(logits, dtype=torch.float32).scatter_add_(2, ids[:, None, :].expand(b, t, s), attn)
         p_gen = torch.sigmoid(self.gate(h).float())  # (B, T, 1)
-        probs = p_gen * logits.float().softmax(dim=-1) + (1.0 - p_gen) * copy
+        probs = p_gen * logits.float().softmax(dim=-1)  # (B, T, V)
+        probs = probs.scatter_add(2, ids[:, None, :].expand(b, t, s), (1.0 - p_gen) * attn)
         return probs.clamp_min(TINY).log()

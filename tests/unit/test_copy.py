@@ -1,4 +1,7 @@
-"""Copy attention (pointer-generator): the mixture against a direct computation, cache, beams, training."""
+"""Copy attention (pointer-generator): the mixture against a direct computation, training, generation.
+
+Its cache, beam grouping and parameter count are checked with the other variants in test_model.py.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +12,13 @@ import torch
 
 from seqlab.decoding import DecodingConfig, generate, score
 from seqlab.model import ConfigError, ModelConfig, Seq2SeqTransformer
-from seqlab.model.params import analytic_counts, count_parameters
 from seqlab.train.losses import label_smoothed_nll
 from tests.unit.test_model import batch, tiny
 
 
-def copy_model(norm: str = "pre", positions: str = "sinusoidal") -> Seq2SeqTransformer:
+def copy_model() -> Seq2SeqTransformer:
     torch.manual_seed(0)
-    return Seq2SeqTransformer(tiny(norm, positions, tie="all", copy_attention=True)).eval()
+    return Seq2SeqTransformer(tiny("pre", tie="all", copy_attention=True)).eval()
 
 
 def test_output_is_the_mixture_computed_directly():
@@ -45,47 +47,6 @@ def test_output_is_the_mixture_computed_directly():
     assert (out.exp().sum(-1) - 1).abs().max() <= 1e-5  # a distribution
 
 
-@pytest.mark.parametrize(("norm", "positions"), [("pre", "sinusoidal"), ("post", "learned")])
-def test_cache_equals_teacher_forcing_with_copy(norm, positions):
-    model = copy_model(norm, positions)
-    src, pad, tgt = batch(model.cfg)
-    with torch.no_grad():
-        memory = model.encode(src, pad)
-        full, _ = model.decode(tgt, memory, pad, src_ids=src)
-        cache = model.start_cache(memory, pad, src_ids=src)
-        steps = []
-        for t in range(tgt.shape[1]):
-            out, cache = model.decode(tgt[:, t : t + 1], None, None, cache)
-            steps.append(out)
-        assert (torch.cat(steps, 1) - full).abs().max() <= 1e-5
-        perm = torch.tensor([2, 0, 0])
-        cache = model.start_cache(memory, pad, src_ids=src)
-        _, cache = model.decode(tgt[:, :3], None, None, cache)
-        rest, _ = model.decode(tgt[perm, 3:], None, None, cache.reorder(perm))
-        ref, _ = model.decode(tgt[perm], memory[perm], pad[perm], src_ids=src[perm])
-        assert (rest - ref[:, 3:]).abs().max() <= 1e-5
-
-
-def test_grouped_cache_with_copy_equals_repeated_sources():
-    model = copy_model()
-    src, pad, tgt = batch(model.cfg, b=2)
-    group = 3
-    rows = (tgt[:, :4].repeat_interleave(group, 0) + torch.arange(2 * group)[:, None]) % model.cfg.src_vocab_size
-    with torch.no_grad():
-        memory = model.encode(src, pad)
-        grouped = model.start_cache(memory, pad, group=group, src_ids=src)
-        flat = model.start_cache(memory.repeat_interleave(group, 0), pad.repeat_interleave(group, 0),
-                                 src_ids=src.repeat_interleave(group, 0))
-        for t in range(rows.shape[1]):
-            a, grouped = model.decode(rows[:, t : t + 1], None, None, grouped)
-            b, flat = model.decode(rows[:, t : t + 1], None, None, flat)
-            assert (a - b).abs().max() <= 1e-5
-        keep = torch.tensor([3, 4, 5])
-        a, _ = model.decode(rows[keep, -1:], None, None, grouped.reorder(keep))
-        b, _ = model.decode(rows[keep, -1:], None, None, grouped.ungroup().reorder(keep))
-        assert (a - b).abs().max() <= 1e-5
-
-
 def test_copy_needs_source_ids_and_a_joint_vocabulary():
     model = copy_model()
     src, pad, tgt = batch(model.cfg)
@@ -94,14 +55,6 @@ def test_copy_needs_source_ids_and_a_joint_vocabulary():
     with pytest.raises(ConfigError, match="copy_attention=true copies source ids"):
         ModelConfig(src_vocab_size=50, tgt_vocab_size=60, d_model=16, n_heads=4, tie_embeddings="decoder",
                     copy_attention=True)
-
-
-def test_parameter_count_with_copy():
-    for norm in ("pre", "post"):
-        cfg = tiny(norm, tie="all", copy_attention=True)
-        model = Seq2SeqTransformer(cfg)
-        assert count_parameters(model) == analytic_counts(cfg)
-        assert analytic_counts(cfg).copy == 2 * 16 * 16 + 3 * 16 + 1
 
 
 def test_copy_model_learns_to_copy_unseen_tokens_fast():

@@ -48,11 +48,16 @@ def test_every_variant_trains_a_step(norm, positions, tie, scale):
 
 @pytest.mark.parametrize(("norm", "positions", "tie", "scale"), VARIANTS)
 def test_parameter_count_matches_formula(norm, positions, tie, scale):
-    for extra in ({}, {"layernorm_embedding": True, "final_norm": True, "output_bias": True}):
+    extras = [{}, {"layernorm_embedding": True, "final_norm": True, "output_bias": True}]
+    if tie == "all":  # copy attention needs the shared vocabulary
+        extras.append({"copy_attention": True})
+    for extra in extras:
         cfg = tiny(norm, positions, tie, scale, **extra)
         model = Seq2SeqTransformer(cfg)
         assert count_parameters(model) == analytic_counts(cfg)
         assert sum(p.numel() for p in model.parameters()) == analytic_counts(cfg).total
+        if cfg.copy_attention:
+            assert analytic_counts(cfg).copy == 2 * 16 * 16 + 3 * 16 + 1
 
 
 def test_tied_modes_share_storage():
@@ -72,15 +77,20 @@ def test_base_config_is_near_the_papers_65m():
     assert 60e6 < analytic_counts(cfg).total < 66e6
 
 
-@pytest.mark.parametrize(("norm", "positions", "tie", "scale"), VARIANTS)
-def test_incremental_cache_equals_teacher_forcing(norm, positions, tie, scale):
-    cfg = tiny(norm, positions, tie, scale)
+# Every variant without copy attention, and copy attention (shared vocabulary) under both norms.
+CACHE_CASES = [(*v, False) for v in VARIANTS] + [("pre", "sinusoidal", "all", True, True),
+                                                 ("post", "learned", "all", True, True)]
+
+
+@pytest.mark.parametrize(("norm", "positions", "tie", "scale", "copy"), CACHE_CASES)
+def test_incremental_cache_equals_teacher_forcing(norm, positions, tie, scale, copy):
+    cfg = tiny(norm, positions, tie, scale, copy_attention=copy)
     model = Seq2SeqTransformer(cfg).eval()
     src, pad, tgt = batch(cfg)
     with torch.no_grad():
         memory = model.encode(src, pad)
-        full, _ = model.decode(tgt, memory, pad)
-        cache = model.start_cache(memory, pad)
+        full, _ = model.decode(tgt, memory, pad, src_ids=src)
+        cache = model.start_cache(memory, pad, src_ids=src)
         steps = []
         for t in range(tgt.shape[1]):
             logits, cache = model.decode(tgt[:, t : t + 1], None, None, cache)
@@ -88,11 +98,11 @@ def test_incremental_cache_equals_teacher_forcing(norm, positions, tie, scale):
         assert (torch.cat(steps, 1) - full).abs().max() <= 1e-5
         # Reorder the cache halfway, as beam search does, and continue.
         perm = torch.tensor([2, 0, 0])
-        cache = model.start_cache(memory, pad)
+        cache = model.start_cache(memory, pad, src_ids=src)
         _, cache = model.decode(tgt[:, :3], None, None, cache)  # a multi-token prefix
         cache = cache.reorder(perm)
         rest, _ = model.decode(tgt[perm, 3:], None, None, cache)
-        ref, _ = model.decode(tgt[perm], memory[perm], pad[perm])
+        ref, _ = model.decode(tgt[perm], memory[perm], pad[perm], src_ids=src[perm])
         assert (rest - ref[:, 3:]).abs().max() <= 1e-5
 
 
@@ -158,17 +168,19 @@ def test_too_long_input_says_what_to_do():
         model.encode(src, torch.zeros_like(src, dtype=torch.bool))
 
 
-def test_grouped_cache_equals_repeated_memory():
-    """Beams share one copy of their source's cross keys/values; results equal full repetition."""
-    cfg = tiny("pre", "learned")
+@pytest.mark.parametrize("copy", [False, True])
+def test_grouped_cache_equals_repeated_memory(copy):
+    """Beams share one copy of their source's cross keys/values (and copy state); results equal full repetition."""
+    cfg = tiny("pre", "learned", tie="all" if copy else "decoder", copy_attention=copy)
     model = Seq2SeqTransformer(cfg).eval()
     src, pad, tgt = batch(cfg, b=2)
     group = 3
-    rows = tgt[:, :4].repeat_interleave(group, 0) + torch.arange(2 * group)[:, None] % 5  # differing beams
+    rows = (tgt[:, :4].repeat_interleave(group, 0) + torch.arange(2 * group)[:, None]) % cfg.target_vocab_size
     with torch.no_grad():
         memory = model.encode(src, pad)
-        grouped = model.start_cache(memory, pad, group=group)
-        flat = model.start_cache(memory.repeat_interleave(group, 0), pad.repeat_interleave(group, 0))
+        grouped = model.start_cache(memory, pad, group=group, src_ids=src)
+        flat = model.start_cache(memory.repeat_interleave(group, 0), pad.repeat_interleave(group, 0),
+                                 src_ids=src.repeat_interleave(group, 0))
         for t in range(rows.shape[1]):
             a, grouped = model.decode(rows[:, t : t + 1], None, None, grouped)
             b, flat = model.decode(rows[:, t : t + 1], None, None, flat)
@@ -185,5 +197,7 @@ def test_grouped_cache_equals_repeated_memory():
         a, _ = model.decode(nxt[keep], None, None, grouped.reorder(keep))
         b, _ = model.decode(nxt[keep], None, None, flat.reorder(keep))
         assert (a - b).abs().max() <= 1e-5
+        c, _ = model.decode(nxt[keep], None, None, grouped.ungroup().reorder(keep))
+        assert (a - c).abs().max() <= 1e-5
         with pytest.raises(ValueError, match="single source"):
             grouped.reorder(torch.tensor([0, 1, 3, 3, 4, 5]))

@@ -11,6 +11,8 @@ with copy attention keeps its copy keys and source ids the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
@@ -76,19 +78,14 @@ class DecoderCache:
         """A new cache whose rows are rows `index` of this one (subset and/or reorder).
 
         With group > 1 every group of `group` rows must come from one source (as beams
-        do); the per-source cross-attention keys/values follow. To move beams within
+        do); the per-source tensors (cross-attention keys/values, copy state) follow. To move beams within
         their sources without copying everything, use `rearrange_`.
         """
         sources = index.view(-1, self.group)[:, 0] // self.group
         if self.group > 1 and not bool((index // self.group == sources.repeat_interleave(self.group)).all()):
             raise ValueError("reorder: each group of rows must come from a single source")
-        out = DecoderCache.__new__(DecoderCache)
-        out.layers = [layer.select(index) for layer in self.layers]
-        out.group = self.group
-        out.cross_kv = tuple((k.index_select(0, sources), v.index_select(0, sources)) for k, v in self.cross_kv)
-        out.cross_mask = self.cross_mask.index_select(0, sources)
-        out.copy = self.copy.select(sources) if self.copy is not None else None
-        return out
+        return self._with_sources([layer.select(index) for layer in self.layers], self.group,
+                                  lambda t: t.index_select(0, sources))
 
     def rearrange_(self, index: Tensor) -> None:
         """In place, for beam search: row i takes row index[i] (same source), copying only changed rows."""
@@ -97,13 +94,16 @@ class DecoderCache:
             layer.rearrange_(index, changed)
 
     def ungroup(self) -> DecoderCache:
-        """The same cache with cross-attention keys/values repeated per row (group 1)."""
+        """The same cache with its per-source tensors repeated per row (group 1)."""
         if self.group == 1:
             return self
+        return self._with_sources(self.layers, 1, lambda t: t.repeat_interleave(self.group, 0))
+
+    def _with_sources(self, layers: list[KVBuffer], group: int, pick: Callable[[Tensor], Tensor]) -> DecoderCache:
+        """A cache with these self-attention buffers and every per-source tensor passed through `pick`."""
         out = DecoderCache.__new__(DecoderCache)
-        out.layers, out.group = self.layers, 1
-        out.cross_kv = tuple((k.repeat_interleave(self.group, 0), v.repeat_interleave(self.group, 0))
-                             for k, v in self.cross_kv)
-        out.cross_mask = self.cross_mask.repeat_interleave(self.group, 0)
-        out.copy = self.copy.repeat(self.group) if self.copy is not None else None
+        out.layers, out.group = layers, group
+        out.cross_kv = tuple((pick(k), pick(v)) for k, v in self.cross_kv)
+        out.cross_mask = pick(self.cross_mask)
+        out.copy = CopySource(pick(self.copy.keys), pick(self.copy.ids)) if self.copy is not None else None
         return out

@@ -40,12 +40,6 @@ class CopySource:
     keys: Tensor  # (G, S, d): projected encoder output
     ids: Tensor  # (G, S): source token ids
 
-    def select(self, sources: Tensor) -> CopySource:
-        return CopySource(self.keys.index_select(0, sources), self.ids.index_select(0, sources))
-
-    def repeat(self, n: int) -> CopySource:
-        return CopySource(self.keys.repeat_interleave(n, 0), self.ids.repeat_interleave(n, 0))
-
 
 class PointerGenerator(nn.Module):
     """Mixes the vocabulary distribution with a copy distribution over the source."""

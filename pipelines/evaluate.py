@@ -26,6 +26,7 @@ from seqlab.data import DataConfig, load_split  # noqa: E402
 from seqlab.decoding import DecodingConfig  # noqa: E402
 from seqlab.evaluation import EvalSettings, evaluate  # noqa: E402
 from seqlab.perf import keep_freed_memory  # noqa: E402
+from seqlab.data.tokenizer import cache_key  # noqa: E402
 from seqlab.tracking.results import FAILED, OK, ResultDir  # noqa: E402
 from seqlab.tracking.wandb import finish, make_logger  # noqa: E402
 
@@ -35,6 +36,24 @@ log = logging.getLogger("seqlab.evaluate")
 def decoding_config(cfg: DictConfig) -> DecodingConfig:
     values = plain(cfg.decoding)
     return typed(DecodingConfig, values, "decoding")
+
+
+def variant_key(run_config: dict[str, Any]) -> str:
+    """A digest of the training config without its seed and paths: runs that differ only in seed share it."""
+    kept = {k: v for k, v in run_config.items() if k not in ("seed", "paths", "logger")}
+    kept["train"] = {k: v for k, v in (kept.get("train") or {}).items() if k != "resume"}
+    return cache_key(kept)
+
+
+def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """What a dashboard can plot: numbers, and each interval as `<key>_low` / `<key>_high`."""
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        if isinstance(value, int | float):
+            out[key] = value
+        elif isinstance(value, list) and len(value) == 2 and key.endswith("_ci"):
+            out[f"{key}_low"], out[f"{key}_high"] = value
+    return out
 
 
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
@@ -65,7 +84,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         model, tokenizer, info = load_for_inference(resolve(ckpt), device=device)
         payload["checkpoint"] = {"path": str(info.path), "step": info.step, "git_revision": info.git_revision,
                                  "model": info.model_config.to_dict(),
-                                 "run_name": info.run_config.get("run_name"), "seed": info.run_config.get("seed")}
+                                 "run_name": info.run_config.get("run_name"), "seed": info.run_config.get("seed"),
+                                 "variant": variant_key(info.run_config)}
         data_cfg = DataConfig.from_dict(info.data_config)
         examples = load_split(data_cfg.corpus, cfg.split)[: cfg.limit or None]
         logger = make_logger(tracking, out.path, f"{payload['checkpoint']['run_name']}/{label}", sweep_group(cfg),
@@ -73,12 +93,13 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
                               "decoding": decoding.to_dict(), "model": info.model_config.to_dict(),
                               "checkpoint": payload["checkpoint"]})
         settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
-                                score_references=cfg.score_references)
+                                score_references=cfg.score_references, ci_seed=cfg.ci_seed,
+                                n_bootstrap=cfg.n_bootstrap)
         records, metrics = evaluate(model, tokenizer, examples, decoding, settings)
         out.write_hypotheses([r.to_dict() for r in records])
         payload.update(status=OK, metrics=metrics, settings=asdict(settings))
         if logger is not None:
-            logger.log_metrics({f"{cfg.split}/{k}": v for k, v in metrics.items() if isinstance(v, int | float)})
+            logger.log_metrics({f"{cfg.split}/{k}": v for k, v in scalar_metrics(metrics).items()})
             if tracking.kind == "wandb":
                 logger.experiment.summary["status"] = OK
             else:

@@ -20,7 +20,9 @@ from seqlab.data.corpora import Example
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate, score
 from seqlab.metrics import corpus_distinct, logprob_summary, rouge_scores, sacrebleu_scores, sample_diversity
+from seqlab.metrics import intervals
 from seqlab.metrics import keys as K
+from seqlab.metrics.significance import N_BOOTSTRAP, SACREBLEU_DEFAULT_SEED
 from seqlab.model import Seq2SeqTransformer
 
 log = logging.getLogger(__name__)
@@ -34,6 +36,8 @@ class EvalSettings:
     limit: int | None = None  # first N examples only (quick looks); None = all
     max_tokens: int = 8000  # source tokens x rows per decoding batch
     score_references: bool = True
+    ci_seed: int = SACREBLEU_DEFAULT_SEED  # resampling seed of the confidence intervals
+    n_bootstrap: int = N_BOOTSTRAP  # resamples per interval; 0 = no intervals
 
 
 @dataclass
@@ -116,6 +120,9 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     metrics: dict[str, Any] = {"n_examples": len(records), "n_truncated_sources": truncated}
     metrics.update(sacrebleu_scores(hyps_text, refs_text))
     metrics.update(rouge_scores(hyps_text, refs_text))
+    if settings.n_bootstrap > 1:
+        for name, interval in intervals(hyps_text, refs_text, settings.ci_seed, settings.n_bootstrap).items():
+            metrics[K.ci(name)] = [interval.low, interval.high]
     metrics.update(logprob_summary([r.token_logprobs for r in records], "hyp"))
     metrics.update(corpus_distinct(hyps_text))
     metrics[K.HYP_LEN] = sum(len(h.split()) for h in hyps_text) / max(len(records), 1)

@@ -2,7 +2,7 @@
 
 from seqlab.metrics.diversity import corpus_distinct, distinct_n, sample_diversity
 from seqlab.metrics.logprob import logprob_summary
-from seqlab.metrics.text import rouge_scores, sacrebleu_scores
+from seqlab.metrics.text import intervals, rouge_scores, sacrebleu_scores
 
-__all__ = ["corpus_distinct", "distinct_n", "logprob_summary", "rouge_scores", "sacrebleu_scores",
+__all__ = ["corpus_distinct", "distinct_n", "intervals", "logprob_summary", "rouge_scores", "sacrebleu_scores",
            "sample_diversity"]

@@ -26,3 +26,8 @@ TOKENS_PER_S: Final = "decode_tokens_per_s"
 SENTENCES_PER_S: Final = "decode_sentences_per_s"
 
 QUALITY: Final = (BLEU, CHRF, ROUGE1, ROUGE2, ROUGEL, ROUGELSUM)
+
+
+def ci(metric: str) -> str:
+    """The key of a metric's 95% confidence interval, `[low, high]`, in metrics.json."""
+    return f"{metric}_ci"

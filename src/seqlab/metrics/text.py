@@ -1,10 +1,12 @@
 """Text metrics by the reference implementations: sacreBLEU (BLEU, chrF) and rouge-score.
 
-All take detokenized strings. ROUGE uses rouge-score's default tokenizer with
-Porter stemming; for ROUGE-Lsum, sentences are split on newlines, which is what
-rouge-score does (it does not split sentences itself): put one sentence per line
-in hypotheses and references (CNN/DailyMail highlights already are) or Lsum
-equals ROUGE-L.
+All take detokenized strings and a list of reference streams (one list of strings per
+reference; several streams = several references per example, as sacreBLEU takes them).
+ROUGE uses rouge-score's default tokenizer with Porter stemming and, with several
+references, the best reference per example (rouge-score's `score_multi`). For
+ROUGE-Lsum, sentences are split on newlines, which is what rouge-score does (it does
+not split sentences itself): put one sentence per line in hypotheses and references
+(CNN/DailyMail highlights already are) or Lsum equals ROUGE-L.
 """
 
 from __future__ import annotations
@@ -12,31 +14,70 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from seqlab.metrics import keys as K
+from seqlab.metrics.significance import (
+    N_BOOTSTRAP,
+    ROUGE_METRICS,
+    SACREBLEU_DEFAULT_SEED,
+    SACREBLEU_METRICS,
+    Interval,
+    mean_interval,
+    resample_indices,
+    sacrebleu_interval,
+)
+
+ROUGE_NAMES = (K.ROUGE1, K.ROUGE2, K.ROUGEL, K.ROUGELSUM)
 
 
-def sacrebleu_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float | str]:
+def streams(refs: Sequence[str] | Sequence[Sequence[str]]) -> list[list[str]]:
+    """Reference streams from either one stream (a list of strings) or several."""
+    if refs and isinstance(refs[0], str):
+        return [list(refs)]  # type: ignore[arg-type]
+    return [list(r) for r in refs]
+
+
+def sacrebleu_scores(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]]) -> dict[str, float | str]:
     """Corpus BLEU and chrF with sacreBLEU's defaults, plus their signatures and length statistics."""
     from sacrebleu.metrics import BLEU, CHRF
 
     bleu, chrf = BLEU(), CHRF()
-    b = bleu.corpus_score(list(hyps), [list(refs)])
-    c = chrf.corpus_score(list(hyps), [list(refs)])
+    b = bleu.corpus_score(list(hyps), streams(refs))
+    c = chrf.corpus_score(list(hyps), streams(refs))
     return {
         K.BLEU: b.score, K.CHRF: c.score, K.LENGTH_RATIO: b.sys_len / max(b.ref_len, 1),
         "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature()),
     }
 
 
-def rouge_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
-    """Mean F1 (x100) of ROUGE-1/2/L/Lsum over the corpus, with stemming."""
+def rouge_per_example(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]],
+                      names: Sequence[str] = ROUGE_NAMES) -> dict[str, list[float]]:
+    """F1 (x100) of each ROUGE variant for every example; the best reference when there are several."""
     from rouge_score import rouge_scorer
 
-    names = [K.ROUGE1, K.ROUGE2, K.ROUGEL, K.ROUGELSUM]
-    scorer = rouge_scorer.RougeScorer(names, use_stemmer=True)
-    totals = dict.fromkeys(names, 0.0)
-    for hyp, ref in zip(hyps, refs, strict=True):
-        scores = scorer.score(ref, hyp)  # rouge-score's order: (target, prediction)
+    scorer = rouge_scorer.RougeScorer(list(names), use_stemmer=True)
+    ref_streams = streams(refs)
+    out: dict[str, list[float]] = {name: [] for name in names}
+    for i, hyp in enumerate(hyps):
+        targets = [s[i] for s in ref_streams]
+        # rouge-score's order: (target, prediction)
+        scores = scorer.score(targets[0], hyp) if len(targets) == 1 else scorer.score_multi(targets, hyp)
         for name in names:
-            totals[name] += scores[name].fmeasure
+            out[name].append(100.0 * scores[name].fmeasure)
+    return out
+
+
+def rouge_scores(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]]) -> dict[str, float]:
+    """Mean F1 (x100) of ROUGE-1/2/L/Lsum over the corpus, with stemming."""
+    per_example = rouge_per_example(hyps, refs)
     n = max(len(hyps), 1)
-    return {name: 100.0 * total / n for name, total in totals.items()}
+    return {name: sum(values) / n for name, values in per_example.items()}
+
+
+def intervals(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]],
+              seed: int = SACREBLEU_DEFAULT_SEED, n: int = N_BOOTSTRAP) -> dict[str, Interval]:
+    """95% bootstrap intervals of BLEU, chrF (sacreBLEU's) and ROUGE-1/2/L (resampled examples), seeded."""
+    ref_streams = streams(refs)
+    out = {m: sacrebleu_interval(m, hyps, ref_streams, seed, n) for m in SACREBLEU_METRICS}
+    idx = resample_indices(len(hyps), seed, n)
+    per_example = rouge_per_example(hyps, ref_streams, ROUGE_METRICS)
+    out.update({m: mean_interval(per_example[m], idx) for m in ROUGE_METRICS})
+    return out

@@ -1,0 +1,295 @@
+"""Paired significance between systems: `python -m seqlab.compare BASE_RESULT OTHER_RESULT ... [--json PATH]`.
+
+Systems are evaluation result folders (each with hypotheses.jsonl, as `make eval`
+writes them), the first being the baseline; or plain-text files for outputs seqlab did
+not produce: `--refs REF.txt [--refs REF2.txt] --hyps BASE.txt OTHER.txt ...` (one
+segment per line; several `--refs` are several references).
+
+For every system and metric: the score and its 95% bootstrap interval; for every
+system against the baseline: the difference, the paired bootstrap p-value (1,000
+resamples) and, for BLEU and chrF, the approximate randomization p-value (10,000
+trials), all from sacreBLEU's `PairedTest`; ROUGE by paired bootstrap over examples
+(seqlab.metrics.significance). Runs that differ only in their training seed are also
+aggregated (mean +- sd over seeds, seqlab.metrics.seeds); each is then compared with
+the baseline variant's run of the same seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from seqlab.io import atomic_write_text
+from seqlab.metrics import keys as K
+from seqlab.metrics.seeds import SeedComparison, SeedSummary, summarize
+from seqlab.metrics.seeds import compare as compare_seeds
+from seqlab.metrics.significance import (
+    N_AR,
+    N_BOOTSTRAP,
+    ROUGE_METRICS,
+    SACREBLEU_DEFAULT_SEED,
+    Comparison,
+    Interval,
+    mean_interval,
+    paired_bootstrap_p,
+    resample_indices,
+    sacrebleu_paired,
+)
+from seqlab.metrics.text import rouge_per_example
+from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE
+
+log = logging.getLogger(__name__)
+METRICS = (K.BLEU, K.CHRF, *ROUGE_METRICS)
+
+
+class CompareError(ValueError):
+    """Inputs that cannot be compared; the message names them."""
+
+
+@dataclass
+class System:
+    """One system's outputs on one test set, and where they came from."""
+
+    name: str
+    hypotheses: list[str]
+    references: list[list[str]]  # reference streams
+    sources: list[str] | None = None
+    origin: str = ""
+    variant: str | None = None  # what identifies the system apart from its training seed
+    seed: int | None = None
+    group_label: str | None = None  # the variant's name when its seeds are aggregated
+
+
+@dataclass
+class Report:
+    intervals: dict[str, dict[str, Interval]] = field(default_factory=dict)
+    comparisons: list[Comparison] = field(default_factory=list)
+    seed_groups: dict[str, dict[str, SeedSummary]] = field(default_factory=dict)
+    seed_comparisons: list[tuple[str, str, str, SeedComparison]] = field(default_factory=list)
+
+    def to_dict(self, systems: Sequence[System]) -> dict[str, Any]:
+        return {
+            "systems": [{"name": s.name, "n": len(s.hypotheses), "origin": s.origin, "variant": s.variant,
+                         "seed": s.seed, "metrics": {m: self.intervals[s.name][m].to_dict() for m in METRICS}}
+                        for s in systems],
+            "comparisons": [{"base": c.base, "system": c.system, "metric": c.metric, "delta": c.delta,
+                             "p_bootstrap": c.p_bootstrap, "p_ar": c.p_ar} for c in self.comparisons],
+            "seed_groups": [{"variant": v, "metrics": {m: s.to_dict() for m, s in ms.items()}}
+                            for v, ms in self.seed_groups.items()],
+            "seed_comparisons": [{"base": a, "system": b, "metric": m, **c.to_dict()}
+                                 for a, b, m, c in self.seed_comparisons],
+        }
+
+
+def read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    except OSError as err:
+        raise CompareError(f"{path}: cannot read ({err.strerror})") from None
+    except UnicodeDecodeError as err:
+        raise CompareError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+
+
+def from_text_files(refs: Sequence[Path], hyps: Sequence[Path]) -> list[System]:
+    streams = [read_lines(p) for p in refs]
+    for path, stream in zip(refs[1:], streams[1:], strict=True):
+        if len(stream) != len(streams[0]):
+            raise CompareError(f"references {refs[0]} ({len(streams[0])} lines) and {path} ({len(stream)} lines) "
+                               "differ in length; every reference file needs one line per segment")
+    return [System(p.name if sum(q.name == p.name for q in hyps) == 1 else str(p), read_lines(p), streams,
+                   origin=str(p)) for p in hyps]
+
+
+def variant_of(payload: dict[str, Any]) -> str:
+    """Everything that identifies a result apart from the training seed (older results: run name + model)."""
+    ckpt = payload.get("checkpoint", {})
+    what = ckpt.get("variant") or json.dumps([ckpt.get("run_name"), ckpt.get("model")], sort_keys=True)
+    return json.dumps([what, payload.get("label"), payload.get("split"), payload.get("setting", {}).get("limit")])
+
+
+def from_result_dir(path: Path) -> System:
+    hyp_file = path / HYPOTHESES_FILE
+    if not hyp_file.is_file():
+        raise CompareError(f"{path}: no {HYPOTHESES_FILE}; pass an evaluation result folder (made by `make eval`)")
+    records = []
+    for n, line in enumerate(hyp_file.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise CompareError(f"{hyp_file}:{n}: not valid JSON ({err.msg})") from None
+    try:
+        payload = json.loads((path / METRICS_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        payload = {}
+    ckpt = payload.get("checkpoint", {})
+    refs = [r.get("references") or [r["reference"]] for r in records]
+    n_refs = {len(r) for r in refs}
+    if len(n_refs) > 1:
+        raise CompareError(f"{hyp_file}: examples have different numbers of references ({sorted(n_refs)})")
+    streams = [[r[i] for r in refs] for i in range(n_refs.pop() if n_refs else 1)]
+    name = f"{path.parent.name}/{payload.get('label') or path.name}"
+    return System(name, [r["hypothesis"] for r in records], streams, [r["source"] for r in records], str(path),
+                  variant_of(payload) if payload else None, ckpt.get("seed"),
+                  f"{ckpt.get('run_name')}/{payload.get('label')}" if payload else None)
+
+
+def check_comparable(base: System, other: System) -> None:
+    """Same number of segments, same sources and references, or a message naming both inputs."""
+    if len(other.hypotheses) != len(base.hypotheses):
+        raise CompareError(f"{other.origin} has {len(other.hypotheses)} segments but {base.origin} has "
+                           f"{len(base.hypotheses)}: systems must be outputs for the same test set")
+    if base.sources is not None and other.sources is not None and base.sources != other.sources:
+        line = next(i for i, (a, b) in enumerate(zip(base.sources, other.sources, strict=True)) if a != b) + 1
+        raise CompareError(f"{other.origin} and {base.origin} translate different sources (first at segment "
+                           f"{line}): compare outputs for the same test set")
+    if base.references != other.references:
+        raise CompareError(f"{other.origin} and {base.origin} are scored against different references: "
+                           "compare outputs for the same test set and references")
+
+
+def compare(systems: Sequence[System], seed: int = SACREBLEU_DEFAULT_SEED, n_bootstrap: int = N_BOOTSTRAP,
+            n_ar: int = N_AR) -> Report:
+    """Intervals for every system; paired tests against the baseline (the same seed's, when seeds vary)."""
+    if not systems:
+        raise CompareError("nothing to compare: give at least one system")
+    if seed <= 0:
+        raise CompareError(f"seed={seed}: sacreBLEU treats 0 as 'unseeded'; use a positive seed")
+    names = [s.name for s in systems]
+    if len(set(names)) != len(names):
+        raise CompareError(f"two systems have the same name: {names}")
+    for other in systems[1:]:
+        check_comparable(systems[0], other)
+    report = Report()
+    refs = systems[0].references
+    idx = resample_indices(len(systems[0].hypotheses), seed, n_bootstrap)
+    rouge = {s.name: rouge_per_example(s.hypotheses, refs, ROUGE_METRICS) for s in systems}
+    for base, group in baseline_groups(systems):
+        intervals, comparisons = sacrebleu_paired([(s.name, s.hypotheses) for s in [base, *group]], refs, seed,
+                                                  n_bootstrap, n_ar)
+        for name, by_metric in intervals.items():
+            report.intervals.setdefault(name, {}).update(by_metric)
+        report.comparisons += comparisons
+        for s in [base, *group]:
+            report.intervals[s.name].update({m: mean_interval(rouge[s.name][m], idx) for m in ROUGE_METRICS})
+        report.comparisons += [
+            Comparison(base.name, s.name, m, report.intervals[s.name][m].score - report.intervals[base.name][m].score,
+                       paired_bootstrap_p(rouge[base.name][m], rouge[s.name][m], idx), None)
+            for s in group for m in ROUGE_METRICS]
+    add_seed_aggregates(report, systems)
+    return report
+
+
+def baseline_groups(systems: Sequence[System]) -> list[tuple[System, list[System]]]:
+    """(baseline, systems compared with it): the first system, or per seed the baseline variant's run."""
+    first = systems[0]
+    base_by_seed = {s.seed: s for s in systems if s.variant is not None and s.variant == first.variant}
+    if first.variant is None or len(base_by_seed) < 2:
+        return [(first, list(systems[1:]))]
+    groups: dict[str, tuple[System, list[System]]] = {}
+    for s in systems:
+        base = base_by_seed.get(s.seed, first)
+        entry = groups.setdefault(base.name, (base, []))
+        if s is not base:
+            entry[1].append(s)
+    return list(groups.values())
+
+
+def add_seed_aggregates(report: Report, systems: Sequence[System]) -> None:
+    """Mean +- sd over seeds for every variant run with several seeds, and each variant against the first."""
+    by_variant: dict[str, list[System]] = {}
+    for s in systems:
+        if s.variant is not None and s.seed is not None:
+            by_variant.setdefault(s.variant, []).append(s)
+    if not any(len(group) > 1 for group in by_variant.values()):
+        return
+    labels: dict[str, str] = {}
+    for variant, group in by_variant.items():
+        label = group[0].group_label or group[0].name
+        labels[variant] = label if label not in labels.values() else f"{label}#{len(labels)}"
+    for variant, group in by_variant.items():
+        report.seed_groups[labels[variant]] = {
+            m: summarize({s.seed: report.intervals[s.name][m].score for s in group}) for m in METRICS}
+    base_label = labels.get(systems[0].variant or "")
+    if base_label is None:
+        return
+    for label, summaries in report.seed_groups.items():
+        if label != base_label:
+            report.seed_comparisons += [(base_label, label, m, compare_seeds(report.seed_groups[base_label][m],
+                                                                             summaries[m])) for m in METRICS]
+
+
+def format_table(report: Report, systems: Sequence[System], alpha: float = 0.05) -> str:
+    """A readable table: per metric, each system's score, CI, delta and p-values (* = p < alpha for both)."""
+    found = {(c.system, c.metric): c for c in report.comparisons}
+    width = max(len(s.name) for s in systems)
+    lines = [f"{'metric':8} {'system':{width}} {'score':>7} {'95% CI':>17} {'delta':>7} {'p(bs)':>7} {'p(ar)':>7}"]
+    for metric in METRICS:
+        for s in systems:
+            iv = report.intervals[s.name][metric]
+            row = f"{metric:8} {s.name:{width}} {iv.score:7.2f} [{iv.low:6.2f}, {iv.high:6.2f}]"
+            c = found.get((s.name, metric))
+            if c is not None:
+                p_ar = f"{c.p_ar:7.4f}" if c.p_ar is not None else f"{'-':>7}"
+                row += f" {c.delta:+7.2f} {c.p_bootstrap:7.4f} {p_ar}" + (" *" if c.significant(alpha) else "")
+            lines.append(row)
+        lines.append("")
+    lines.append(f"* p < {alpha} (paired bootstrap, and approximate randomization where given)")
+    if report.seed_groups:
+        lines += ["", "over seeds: mean +- sd (each seed's value); delta against the first variant",
+                  "(> spread: |delta| > 2 x pooled seed sd; p(perm): exact permutation test over seeds)"]
+        seed_cmp = {(b, m): c for _, b, m, c in report.seed_comparisons}
+        for metric in METRICS:
+            for label, summaries in report.seed_groups.items():
+                s = summaries[metric]
+                values = ", ".join(f"{v:.2f}" for v in s.values.values())
+                row = f"{metric:8} {label:{width}} {s.mean:7.2f} +- {s.sd:5.2f} ({values})"
+                c = seed_cmp.get((label, metric))
+                if c is not None:
+                    row += f"  delta {c.delta:+.2f}{' > spread' if c.exceeds_spread else ''}  p(perm) " \
+                           f"{c.p_permutation:.2f}"
+                lines.append(row)
+            lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m seqlab.compare", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results", nargs="*", type=Path, help="evaluation result folders, the baseline first")
+    parser.add_argument("--refs", action="append", type=Path, default=[], help="reference file (repeatable)")
+    parser.add_argument("--hyps", nargs="+", type=Path, default=[], help="hypothesis files, the baseline first")
+    parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument("--seed", type=int, default=SACREBLEU_DEFAULT_SEED, help="resampling seed (> 0)")
+    parser.add_argument("--n-bootstrap", type=int, default=N_BOOTSTRAP)
+    parser.add_argument("--n-ar", type=int, default=N_AR)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    try:
+        if args.results and (args.refs or args.hyps):
+            raise CompareError("give either result folders or --refs/--hyps files, not both")
+        if args.hyps or args.refs:
+            if not (args.hyps and args.refs):
+                raise CompareError("plain-text systems need both --refs REF.txt and --hyps BASE.txt OTHER.txt ...")
+            systems = from_text_files(args.refs, args.hyps)
+        elif args.results:
+            systems = [from_result_dir(p) for p in args.results]
+        else:
+            raise CompareError("nothing to compare: give result folders, or --refs and --hyps")
+        report = compare(systems, args.seed, args.n_bootstrap, args.n_ar)
+    except CompareError as err:
+        print(f"seqlab.compare: {err}", file=sys.stderr)
+        return 2
+    print(format_table(report, systems))
+    if args.json:
+        atomic_write_text(args.json, json.dumps(report.to_dict(systems), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""Confidence intervals and paired significance tests, through the libraries that define them.
+
+BLEU and chrF use sacreBLEU's own machinery: `corpus_score(..., n_bootstrap=N)` for a
+system's interval and `PairedTest` (paired bootstrap resampling, Koehn 2004, and
+approximate randomization, Riezler & Maxwell 2005) for comparisons. sacreBLEU reports
+an interval as `mean +- ci`, where `mean` is the bootstrap mean and `ci` half the
+distance between the 2.5th and 97.5th percentiles of the resampled scores; `ci` below
+is `[mean - ci, mean + ci]`, the numbers `sacrebleu --confidence` prints. Its RNG is
+seeded from the SACREBLEU_SEED environment variable (default 12345), which
+`sacrebleu_seed` sets for the duration of a call.
+
+ROUGE is a mean of per-example F1 scores, so its interval is rouge-score's
+`BootstrapAggregator`'s: the 2.5th and 97.5th percentiles of the means of N resamples
+of the examples, drawn exactly as rouge-score draws them (`np.random.choice` per
+resample) but from a seeded `RandomState` instead of the global one. ROUGE's paired
+test follows sacreBLEU's paired bootstrap on those same resamples: the p-value is the
+share of resampled |differences|, re-centred on their mean, that exceed the observed
+|difference| (with the +1 correction).
+
+One correction to sacreBLEU, applied to both tests: it counts resampled statistics
+strictly greater than the observed one, so a zero observed difference (identical
+systems, or identical scores) gets p = 1/(N+1) and would be called significant. A
+zero difference is reported with p = 1: there is no difference to explain.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from seqlab.metrics import keys as K
+
+SACREBLEU_DEFAULT_SEED = 12345
+N_BOOTSTRAP = 1000
+N_AR = 10000
+SACREBLEU_METRICS = (K.BLEU, K.CHRF)
+ROUGE_METRICS = (K.ROUGE1, K.ROUGE2, K.ROUGEL)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A corpus score and its 95% bootstrap confidence interval."""
+
+    score: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, float | list[float]]:
+        return {"score": self.score, "ci": [self.low, self.high]}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One system against the baseline on one metric."""
+
+    base: str
+    system: str
+    metric: str
+    delta: float  # system - base
+    p_bootstrap: float
+    p_ar: float | None  # approximate randomization (BLEU, chrF); None for ROUGE
+
+    def significant(self, alpha: float = 0.05) -> bool:
+        return self.p_bootstrap < alpha and (self.p_ar is None or self.p_ar < alpha)
+
+
+@contextmanager
+def sacrebleu_seed(seed: int) -> Iterator[None]:
+    """sacreBLEU reads its resampling seed from the environment; set it for this block only."""
+    previous = os.environ.get("SACREBLEU_SEED")
+    os.environ["SACREBLEU_SEED"] = str(seed)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("SACREBLEU_SEED", None)
+        else:
+            os.environ["SACREBLEU_SEED"] = previous
+
+
+def sacrebleu_metric(name: str):  # noqa: ANN201  (a sacrebleu Metric)
+    from sacrebleu.metrics import BLEU, CHRF
+
+    return {K.BLEU: BLEU, K.CHRF: CHRF}[name]()
+
+
+def sacrebleu_interval(name: str, hyps: Sequence[str], refs: Sequence[Sequence[str]],
+                       seed: int = SACREBLEU_DEFAULT_SEED, n: int = N_BOOTSTRAP) -> Interval:
+    """BLEU or chrF with sacreBLEU's bootstrap interval; `refs` is a list of reference streams."""
+    with sacrebleu_seed(seed):
+        score = sacrebleu_metric(name).corpus_score(list(hyps), [list(r) for r in refs], n_bootstrap=n)
+    return Interval(float(score.score), float(score._mean - score._ci), float(score._mean + score._ci))
+
+
+def resample_indices(n_examples: int, seed: int = SACREBLEU_DEFAULT_SEED, n: int = N_BOOTSTRAP) -> np.ndarray:
+    """(n, n_examples) example indices, drawn as rouge-score's BootstrapAggregator draws them."""
+    rng = np.random.RandomState(seed)
+    return np.stack([rng.choice(np.arange(n_examples), size=n_examples) for _ in range(n)])
+
+
+def mean_interval(values: Sequence[float], idx: np.ndarray) -> Interval:
+    """Mean of per-example values, with the 2.5/97.5 percentiles of its resampled means."""
+    array = np.asarray(values, dtype=np.float64)
+    means = array[idx].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return Interval(float(array.mean()), float(low), float(high))
+
+
+def paired_bootstrap_p(base: Sequence[float], system: Sequence[float], idx: np.ndarray) -> float:
+    """sacreBLEU's paired bootstrap p-value for a mean of per-example scores."""
+    a, b = np.asarray(base, dtype=np.float64), np.asarray(system, dtype=np.float64)
+    observed = abs(a.mean() - b.mean())
+    if observed == 0:
+        return 1.0
+    sample_diffs = np.abs(b[idx].mean(axis=1) - a[idx].mean(axis=1))
+    centred = sample_diffs - sample_diffs.mean()
+    return float((np.sum(centred > observed) + 1) / (len(centred) + 1))
+
+
+def sacrebleu_paired(systems: Sequence[tuple[str, Sequence[str]]], refs: Sequence[Sequence[str]],
+                     seed: int = SACREBLEU_DEFAULT_SEED, n_bootstrap: int = N_BOOTSTRAP,
+                     n_ar: int = N_AR) -> tuple[dict[str, dict[str, Interval]], list[Comparison]]:
+    """Intervals of every system and comparisons with the first, for BLEU and chrF, by `PairedTest`."""
+    from sacrebleu.significance import PairedTest
+
+    names = [name for name, _ in systems]
+    named = [(name, list(hyps)) for name, hyps in systems]
+    streams = [list(r) for r in refs]
+    metrics = {m: sacrebleu_metric(m) for m in SACREBLEU_METRICS}
+    with sacrebleu_seed(seed):
+        _, bs = PairedTest(named, metrics, streams, test_type="bs", n_samples=n_bootstrap)()
+        ar = PairedTest(named, {m: sacrebleu_metric(m) for m in SACREBLEU_METRICS}, streams, test_type="ar",
+                        n_samples=n_ar)()[1] if len(systems) > 1 else {}
+    intervals: dict[str, dict[str, Interval]] = {name: {} for name in names}
+    comparisons = []
+    for metric, (bs_key, bs_results) in zip(SACREBLEU_METRICS, [(k, v) for k, v in bs.items() if k != "System"],
+                                            strict=True):
+        base_score = bs_results[0].score
+        for i, (name, result) in enumerate(zip(names, bs_results, strict=True)):
+            intervals[name][metric] = Interval(float(result.score), float(result.mean - result.ci),
+                                               float(result.mean + result.ci))
+            if i:
+                delta = float(result.score - base_score)
+                p_bs, p_ar = (float(result.p_value), float(ar[bs_key][i].p_value)) if delta != 0 else (1.0, 1.0)
+                comparisons.append(Comparison(names[0], name, metric, delta, p_bs, p_ar))
+    return intervals, comparisons

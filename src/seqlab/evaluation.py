@@ -19,8 +19,7 @@ from seqlab.constants import EOS_ID
 from seqlab.data.corpora import Example
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate, score
-from seqlab.metrics import corpus_distinct, logprob_summary, rouge_scores, sacrebleu_scores, sample_diversity
-from seqlab.metrics import intervals
+from seqlab.metrics import corpus_distinct, intervals, logprob_summary, rouge_scores, sacrebleu_scores, sample_diversity
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import N_BOOTSTRAP, SACREBLEU_DEFAULT_SEED
 from seqlab.model import Seq2SeqTransformer

@@ -18,10 +18,11 @@ from seqlab.metrics.seeds import compare as compare_seeds
 from seqlab.metrics.seeds import permutation_p, summarize
 from seqlab.metrics.significance import mean_interval, resample_indices, sacrebleu_seed
 
-WORDS = "the a cat dog sat on mat house red blue green tree ran fast slow".split()
+WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "house", "red", "blue", "green", "tree", "ran", "fast", "slow"]
 
 
-def corpus(n: int = 120, keep: float = 0.6, seed: int = 0, refs: list[str] | None = None) -> tuple[list[str], list[str]]:
+def corpus(n: int = 120, keep: float = 0.6, seed: int = 0,
+           refs: list[str] | None = None) -> tuple[list[str], list[str]]:
     """References (random words, or the given ones) and a hypothesis keeping each word with probability `keep`."""
     rng = random.Random(seed)
     refs = refs or [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 12))) for _ in range(n)]

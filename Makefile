@@ -7,9 +7,11 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 CKPT ?=
 RESULTS ?= outputs/eval_results
+SEEDS ?=
+RUNS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install train eval sweep-decoding sweep-arch report bench params test test-full lint clean
+.PHONY: help install train eval sweep-decoding sweep-arch study study-norm study-tying study-positions compare report bench params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -35,9 +37,24 @@ sweep-decoding: $(STAMP) ## Decode CKPT with the whole decoding grid (one W&B ru
 	$(BIN)/python pipelines/evaluate.py -m +sweep=decoding ckpt=$(CKPT) $(ARGS)
 	$(BIN)/python pipelines/report.py --results $(RESULTS)
 
-sweep-arch: $(STAMP) ## Train norm x positions x tying (12 short runs), evaluate each greedy and beam 5, report
-	bash pipelines/sweep_arch.sh $(BIN)/python "$(ARGS)"
-	$(BIN)/python pipelines/report.py --results $(RESULTS)
+sweep-arch: $(STAMP) ## Train norm x positions x tying (12 short runs x SEEDS seeds), evaluate greedy and beam 5, report
+	SEEDS=$(or $(SEEDS),1) bash pipelines/sweep_arch.sh $(BIN)/python "$(ARGS)"; status=$$?; \
+	$(BIN)/python pipelines/report.py --results $(RESULTS) && exit $$status
+
+study: $(STAMP) ## The architecture study: every question, SEEDS seeds per variant (default 3), tables -> results/arch_study
+	SEEDS=$(or $(SEEDS),3) bash pipelines/arch_study.sh $(BIN)/python all
+
+study-norm: $(STAMP) ## Study question: post-LN vs pre-LN x warm-up {0, default}
+	SEEDS=$(or $(SEEDS),3) bash pipelines/arch_study.sh $(BIN)/python norm_warmup
+
+study-tying: $(STAMP) ## Study question: tied embeddings none / decoder / all
+	SEEDS=$(or $(SEEDS),3) bash pipelines/arch_study.sh $(BIN)/python tying
+
+study-positions: $(STAMP) ## Study question: sinusoidal vs learned positions
+	SEEDS=$(or $(SEEDS),3) bash pipelines/arch_study.sh $(BIN)/python positions
+
+compare: $(STAMP) ## Paired significance: RUNS="base_result other_result ..." or ARGS="--refs R.txt --hyps A.txt B.txt"
+	$(BIN)/python -m seqlab.compare $(RUNS) $(ARGS)
 
 report: $(STAMP) ## Build outputs/report.html from every evaluation result on disk
 	$(BIN)/python pipelines/report.py --results $(RESULTS)
@@ -58,5 +75,5 @@ lint: $(STAMP) ## ruff
 	$(BIN)/ruff check src pipelines tests
 
 clean: ## Remove outputs, caches and the virtual environment
-	rm -rf outputs multirun cache results wandb .ruff_cache $(VENV) src/*.egg-info
+	rm -rf outputs multirun cache results/bench.json wandb .ruff_cache $(VENV) src/*.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

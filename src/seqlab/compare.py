@@ -42,7 +42,7 @@ from seqlab.metrics.significance import (
     sacrebleu_paired,
 )
 from seqlab.metrics.text import rouge_per_example
-from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE
+from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, variant_of
 
 log = logging.getLogger(__name__)
 METRICS = (K.BLEU, K.CHRF, *ROUGE_METRICS)
@@ -104,13 +104,6 @@ def from_text_files(refs: Sequence[Path], hyps: Sequence[Path]) -> list[System]:
                                "differ in length; every reference file needs one line per segment")
     return [System(p.name if sum(q.name == p.name for q in hyps) == 1 else str(p), read_lines(p), streams,
                    origin=str(p)) for p in hyps]
-
-
-def variant_of(payload: dict[str, Any]) -> str:
-    """Everything that identifies a result apart from the training seed (older results: run name + model)."""
-    ckpt = payload.get("checkpoint", {})
-    what = ckpt.get("variant") or json.dumps([ckpt.get("run_name"), ckpt.get("model")], sort_keys=True)
-    return json.dumps([what, payload.get("label"), payload.get("split"), payload.get("setting", {}).get("limit")])
 
 
 def from_result_dir(path: Path) -> System:

@@ -1,4 +1,8 @@
-"""A self-contained HTML report (PNG plots inlined) of every evaluation result on disk."""
+"""A self-contained HTML report (PNG plots inlined) of every evaluation result on disk.
+
+Results that differ only in their training seed are also shown together: mean +- sd
+over seeds with each seed's value, and their validation-loss curves per variant.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,8 @@ from typing import Any
 
 from seqlab.io import atomic_write_text
 from seqlab.metrics import keys as K
-from seqlab.tracking.results import OK
+from seqlab.metrics.seeds import summarize
+from seqlab.tracking.results import OK, read_val_curve, variant_of
 
 VARIANT_KEYS = ("norm_position", "positions", "tie_embeddings", "scale_embedding", "d_model", "encoder_layers")
 SHOWN_METRICS = (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGE2, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.REF_PPL, K.DISTINCT2,
@@ -118,6 +123,15 @@ def plots(ok: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return out
 
 
+def format_metric(metrics: dict[str, Any], name: str) -> str:
+    """`25.50 [24.10, 26.90]`: the value and, where the evaluation computed one, its 95% interval."""
+    value = metrics.get(name)
+    if not isinstance(value, int | float):
+        return ""
+    ci = metrics.get(K.ci(name))
+    return f"{value:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 else "")
+
+
 def render(results: list[dict[str, Any]], title: str = "seqlab report") -> str:
     """The HTML page: a table of every run (what differs, metrics, status) and the plots."""
     rows = [describe(r) for r in results]
@@ -128,18 +142,20 @@ def render(results: list[dict[str, Any]], title: str = "seqlab report") -> str:
     for result, row in zip(results, rows, strict=True):
         metrics = result.get("metrics", {})
         cells = [result.get("status", "?")] + [row.get(k, "") for k in keys]
-        cells += [f"{metrics[m]:.2f}" if isinstance(metrics.get(m), int | float) else "" for m in shown]
+        cells += [format_metric(metrics, m) for m in shown]
         cells.append(result.get("error", ""))
         cls = "failed" if result.get("status") != OK else ""
         body.append(f"<tr class='{cls}'>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     figures = "".join(f"<h2>{html.escape(t)}</h2><img src='data:image/png;base64,{png}'/>"
                       for t, png in plots([r for r in results if r.get("status") == OK and "metrics" in r]))
+    figures += seed_section([r for r in results if r.get("status") == OK and "metrics" in r])
     failed = sum(r.get("status") != OK for r in results)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:12px}}
 td,th{{border:1px solid #ccc;padding:3px 6px}}tr.failed{{background:#fdd}}img{{max-width:100%}}</style></head>
 <body><h1>{html.escape(title)}</h1><p>{len(results)} runs, {failed} failed. Columns: the settings that differ
-between runs, then metrics (BLEU/chrF: sacreBLEU; ROUGE: rouge-score F1 with stemming; log-probs in nats).</p>
+between runs, then metrics (BLEU/chrF: sacreBLEU; ROUGE: rouge-score F1 with stemming; log-probs in nats),
+with 95% bootstrap intervals in brackets.</p>
 <table><tr>{head}</tr>{''.join(body)}</table>{figures}</body></html>"""
 
 
@@ -163,3 +179,53 @@ def markdown_table(results: list[dict[str, Any]]) -> str:
     failed = [r for r in results if r.get("status") != OK]
     lines += [f"| {r.get('label')} | failed: {r.get('error', '')} |" for r in failed]
     return "\n".join(lines)
+
+
+def seed_groups(ok: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Results grouped by everything but the training seed; only groups with several seeds."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in ok:
+        if r.get("checkpoint", {}).get("seed") is not None:
+            groups.setdefault(variant_of(r), []).append(r)
+    return {k: v for k, v in groups.items() if len({r["checkpoint"]["seed"] for r in v}) > 1}
+
+
+def val_curve(result: dict[str, Any]) -> list[tuple[int, float]]:
+    """The validation-loss curve of the training run behind a result, from its CSV log (empty if none)."""
+    path = Path(str(result.get("checkpoint", {}).get("path", "")))
+    run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+    return read_val_curve(run_dir / "csv" / "metrics.csv")
+
+
+def seed_section(ok: list[dict[str, Any]]) -> str:
+    """HTML: per variant, mean +- sd over seeds (each seed's value), and validation-loss curves per variant."""
+    groups = seed_groups(ok)
+    if not groups:
+        return ""
+    metrics = [m for m in (K.BLEU, K.CHRF, K.ROUGEL, K.HYP_SEQ_LOGPROB) if all(m in r["metrics"] for g in
+                                                                             groups.values() for r in g)]
+    head = "".join(f"<th>{html.escape(m)}</th>" for m in ["variant", "seeds", *metrics])
+    rows, curves = [], {}
+    for group in groups.values():
+        name = f"{group[0]['checkpoint'].get('run_name')}/{group[0].get('label')}"
+        cells = [name, str(len(group))]
+        for m in metrics:
+            s = summarize({r["checkpoint"]["seed"]: r["metrics"][m] for r in group})
+            cells.append(f"{s.mean:.2f} ± {s.sd:.2f} (" + ", ".join(f"{v:.2f}" for v in s.values.values()) + ")")
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+        found = [c for c in (val_curve(r) for r in group) if c]
+        if found:
+            curves[str(group[0]["checkpoint"].get("run_name"))] = found
+    out = f"<h2>Over seeds (mean ± sd, each seed's value)</h2><table><tr>{head}</tr>{''.join(rows)}</table>"
+    if curves:
+        def draw(ax: Any) -> None:
+            for name, runs in sorted(curves.items()):
+                for i, curve in enumerate(runs):
+                    ax.plot([s for s, _ in curve], [v for _, v in curve], color=f"C{sorted(curves).index(name)}",
+                            alpha=0.7, label=name if i == 0 else None)
+            ax.set_xlabel("step")
+            ax.set_ylabel("validation loss")
+            ax.legend(fontsize=7)
+        out += ("<h2>Validation loss per variant (one line per seed)</h2>"
+                f"<img src='data:image/png;base64,{_png(draw)}'/>")
+    return out

@@ -7,6 +7,7 @@ all of them back.
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from seqlab.io import atomic_write_text
 METRICS_FILE = "metrics.json"
 HYPOTHESES_FILE = "hypotheses.jsonl"
 OK, FAILED = "ok", "failed"
+VAL_LOSS = "val/loss"
 
 
 @dataclass(frozen=True)
@@ -61,3 +63,18 @@ def load_results(root: Path) -> list[dict[str, Any]]:
         payload["_path"] = str(path.parent)
         found.append(payload)
     return found
+
+
+def variant_of(payload: dict[str, Any]) -> str:
+    """Everything that identifies a result apart from the training seed (older results: run name + model)."""
+    ckpt = payload.get("checkpoint", {})
+    what = ckpt.get("variant") or json.dumps([ckpt.get("run_name"), ckpt.get("model")], sort_keys=True)
+    return json.dumps([what, payload.get("label"), payload.get("split"), payload.get("setting", {}).get("limit")])
+
+
+def read_val_curve(metrics_csv: Path) -> list[tuple[int, float]]:
+    """(step, val/loss) rows of a Lightning CSVLogger file; steps counted from 1."""
+    if not metrics_csv.is_file():
+        return []
+    with metrics_csv.open(newline="") as f:
+        return [(int(row["step"]) + 1, float(row[VAL_LOSS])) for row in csv.DictReader(f) if row.get(VAL_LOSS)]

@@ -1,0 +1,87 @@
+"""The architecture study's archive and tables, and the report's seed aggregation, on a synthetic study folder."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from sacrebleu.metrics import BLEU
+
+from seqlab.metrics import sacrebleu_scores
+from seqlab.model import ModelConfig
+from seqlab.model.params import analytic_counts
+from seqlab.study import main
+from seqlab.tracking.report import render
+from seqlab.tracking.results import load_results
+
+WORDS = ["in", "the", "beginning", "god", "created", "heaven", "and", "earth", "light", "was", "good", "day", "night"]
+
+
+def make_study(root: Path, variants: dict[str, dict], seeds: int = 3) -> list[str]:
+    rng = random.Random(0)
+    refs = [" ".join(rng.choice(WORDS) for _ in range(8)) for _ in range(30)]
+    for variant, model_delta in variants.items():
+        keep = 0.9 if variant == "tie_none" else 0.5
+        for seed in range(seeds):
+            name = f"{variant}-seed{seed}"
+            hyps = [" ".join(w if rng.random() < keep else rng.choice(WORDS) for w in r.split()) for r in refs]
+            folder = root / "results" / name / "greedy-abc"
+            folder.mkdir(parents=True)
+            folder.joinpath("hypotheses.jsonl").write_text("".join(
+                json.dumps({"id": str(i), "source": f"s{i}", "reference": r, "hypothesis": h}) + "\n"
+                for i, (r, h) in enumerate(zip(refs, hyps, strict=True))))
+            model = ModelConfig(src_vocab_size=100, d_model=16, n_heads=2, d_ff=32, encoder_layers=1,
+                                decoder_layers=1, **model_delta).to_dict()
+            run_dir = root / "runs" / name
+            folder.joinpath("metrics.json").write_text(json.dumps({
+                "status": "ok", "label": "greedy", "split": "test", "decoding": {"method": "greedy"},
+                "metrics": {**sacrebleu_scores(hyps, refs), "rougeL": 10.0 + seed, "hyp_logprob_per_seq": -1.0},
+                "checkpoint": {"run_name": f"arch_{variant}", "seed": seed, "variant": variant, "step": 30,
+                               "model": model, "path": str(run_dir / "checkpoints" / "best.ckpt")}}))
+            (run_dir / "csv").mkdir(parents=True)
+            rows = [f"0,{s - 1},,{6.0 - s / 10 + seed / 100 + (0.5 if variant == 'tie_none' else 0)}"
+                    for s in (10, 20, 30)]
+            (run_dir / "csv" / "metrics.csv").write_text("epoch,step,train/loss,val/loss\n" + "\n".join(rows) + "\n")
+    return refs
+
+
+def test_study_tables_from_a_study_folder_and_from_the_archive(tmp_path: Path) -> None:
+    study, archive = tmp_path / "study", tmp_path / "archive"
+    make_study(study, {"baseline": {"tie_embeddings": "all"}, "tie_none": {"tie_embeddings": "none"}})
+    assert main([str(study), "--archive", str(archive), "--questions", "tying"]) == 0
+    summary = json.loads((archive / "summary.json").read_text())["tying"]
+    base, none = summary["variants"]["baseline"], summary["variants"]["tie_none"]
+    hyps = (archive / "baseline-seed1.hyps.txt.gz").exists()
+    assert hyps and (archive / "val_loss.png").stat().st_size > 1000
+    assert base["val_loss"]["values"] == {"0": pytest.approx(3.0), "1": pytest.approx(3.01), "2": pytest.approx(3.02)}
+    assert none["val_loss"]["mean"] == pytest.approx(3.51)
+    tied = ModelConfig(src_vocab_size=100, d_model=16, n_heads=2, d_ff=32, encoder_layers=1, decoder_layers=1,
+                       tie_embeddings="all")
+    untied = ModelConfig(**{**tied.to_dict(), "tie_embeddings": "none"})
+    assert base["params"] == analytic_counts(tied).total
+    (cmp,) = summary["comparisons"]
+    assert cmp["delta_params"] == analytic_counts(untied).total - analytic_counts(tied).total == 2 * 100 * 16
+    refs = [json.loads(line)["reference"] for line in
+            (study / "results/baseline-seed0/greedy-abc/hypotheses.jsonl").read_text().splitlines()]
+    bleu = {v: [BLEU().corpus_score(
+        [json.loads(line)["hypothesis"] for line in
+         (study / f"results/{v}-seed{s}/greedy-abc/hypotheses.jsonl").read_text().splitlines()], [refs]).score
+        for s in range(3)] for v in ("baseline", "tie_none")}
+    assert cmp["bleu"]["delta"] == pytest.approx(sum(bleu["tie_none"]) / 3 - sum(bleu["baseline"]) / 3)
+    assert cmp["bleu"]["exceeds_spread"] and cmp["val_loss"]["delta"] == pytest.approx(0.5)
+    assert set(cmp["p_test_bleu"]) == {f"tie_none-seed{s}" for s in range(3)}
+    first = (archive / "summary.md").read_text()
+    assert main(["--from-archive", "--archive", str(archive), "--questions", "tying"]) == 0
+    assert (archive / "summary.md").read_text() == first  # the archive alone regenerates the tables
+
+
+def test_report_aggregates_seeds_and_draws_validation_curves(tmp_path: Path) -> None:
+    make_study(tmp_path, {"baseline": {}, "tie_none": {"tie_embeddings": "none"}}, seeds=2)
+    results = load_results(tmp_path / "results")
+    page = render(results)
+    assert "Over seeds (mean ± sd" in page
+    assert "arch_baseline/greedy" in page and "arch_tie_none/greedy" in page
+    assert "10.50 ± 0.71 (10.00, 11.00)" in page  # rougeL over seeds 0 and 1
+    assert "Validation loss per variant" in page

@@ -34,8 +34,8 @@ eval: $(STAMP) ## Evaluate a checkpoint on the test split: CKPT=run_dir_or_file 
 
 sweep-decoding: $(STAMP) ## Decode CKPT with the whole decoding grid (one W&B run each, one group), then the report
 	@test -n "$(CKPT)" || { echo "usage: make sweep-decoding CKPT=outputs/train/.../runs/<time>"; exit 2; }
-	$(BIN)/python pipelines/evaluate.py -m +sweep=decoding ckpt=$(CKPT) $(ARGS)
-	$(BIN)/python pipelines/report.py --results $(RESULTS)
+	$(BIN)/python pipelines/evaluate.py -m +sweep=decoding ckpt=$(CKPT) $(ARGS); status=$$?; \
+	$(BIN)/python pipelines/report.py --results $(RESULTS) && exit $$status
 
 sweep-arch: $(STAMP) ## Train norm x positions x tying (12 short runs x SEEDS seeds), evaluate greedy and beam 5, report
 	SEEDS=$(or $(SEEDS),1) bash pipelines/sweep_arch.sh $(BIN)/python "$(ARGS)"; status=$$?; \

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,11 @@ def plain(cfg: DictConfig | Any) -> Any:
 
 def typed(cls: type, values: dict[str, Any], where: str) -> Any:
     """Build a dataclass, turning unknown keys and type errors into messages that name them."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        names = ", ".join(f"{where}.{k}" for k in unknown)
+        raise ConfigError(f"unknown key(s) {names}; valid keys under {where}: {sorted(known)}")
     try:
         return cls(**values)
     except TypeError as err:
@@ -66,10 +71,23 @@ def train_spec(cfg: DictConfig) -> TrainSpec:
     optim_values = plain(cfg.optim)
     optim_values["betas"] = tuple(optim_values.get("betas", (0.9, 0.98)))
     optim = typed(OptimConfig, optim_values, "optim")
-    train = plain(cfg.train)
-    loop = LoopConfig(nan_policy=train["nan_policy"], quick_eval_size=train["quick_eval_size"],
-                      quick_eval_max_len=train["quick_eval_max_len"])
+    loop = typed(LoopConfig, plain(cfg.train), "train")
+    check_trainer(cfg)
     return TrainSpec(model, data, optim, loop, tracking_config(cfg))
+
+
+def check_trainer(cfg: DictConfig) -> None:
+    """The Trainer values Lightning would only reject after the data is prepared."""
+    for key in ("max_steps", "log_every_n_steps", "devices", "num_nodes", "accumulate_grad_batches"):
+        value = cfg.trainer.get(key)
+        if value is None or (isinstance(value, str) and key == "devices"):
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f"trainer.{key}={value!r} must be an integer")
+        if key == "max_steps" and value != -1 and value < 1:
+            raise ConfigError(f"trainer.max_steps={value} must be positive, or -1 for no step limit")
+        if key != "max_steps" and value < 1:
+            raise ConfigError(f"trainer.{key}={value} must be at least 1")
 
 
 def tracking_config(cfg: DictConfig) -> TrackingConfig:

@@ -8,6 +8,7 @@ recorded as failed, in metrics.json and in W&B; in a multirun the other jobs go 
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 import traceback
 from dataclasses import asdict
@@ -27,7 +28,7 @@ from seqlab.data.tokenizer import cache_key  # noqa: E402
 from seqlab.decoding import DecodingConfig  # noqa: E402
 from seqlab.evaluation import EvalSettings, evaluate  # noqa: E402
 from seqlab.perf import keep_freed_memory  # noqa: E402
-from seqlab.tracking.results import FAILED, OK, ResultDir  # noqa: E402
+from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir  # noqa: E402
 from seqlab.tracking.wandb import finish, make_logger  # noqa: E402
 
 log = logging.getLogger("seqlab.evaluate")
@@ -106,6 +107,11 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
                 logger.save()
         log.info("%s: %s", label, {k: round(v, 3) for k, v in metrics.items() if isinstance(v, float)})
         return payload
+    except KeyboardInterrupt:
+        payload.update(status=INTERRUPTED, error="interrupted (Ctrl-C or SIGTERM) before the end; run it again to "
+                                                 "finish (finished settings are skipped)")
+        log.error("evaluation interrupted (%s); recorded in %s", label, out.metrics_path)
+        raise
     except Exception as err:
         payload.update(status=FAILED, error=f"{type(err).__name__}: {err}",
                        traceback=traceback.format_exc(limit=5))
@@ -121,14 +127,40 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         finish()
 
 
+FINISHED: list[str] = []  # this process's settings, for the summary at the end of a sweep
+FAILURES: list[str] = []
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM (a cluster's time limit, `kill`) ends an evaluation like Ctrl-C: recorded as interrupted."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
 def main(cfg: DictConfig) -> None:
+    label = str(cfg.decoding.get("name") or cfg.decoding.method)
     try:
-        run_evaluation(cfg)
-    except Exception:
+        result = run_evaluation(cfg)
+        FINISHED.append(f"{result.get('label', label)} ({result.get('status', OK)})")
+    except Exception as err:
+        FAILURES.append(f"{label}: {type(err).__name__}: {err}")
         if not is_multirun():
             raise  # a single run fails loudly; in a sweep the failure is recorded and the rest go on
 
 
+def sweep_summary() -> int:
+    """Print what a sweep finished and what failed; the exit status: 1 if anything failed."""
+    if FAILURES or len(FINISHED) > 1:
+        print(f"evaluation sweep: {len(FINISHED)} finished, {len(FAILURES)} failed", file=sys.stderr)
+        for failure in FAILURES:
+            print(f"  failed: {failure}", file=sys.stderr)
+    return 1 if FAILURES else 0
+
+
 if __name__ == "__main__":
+    interrupt_on_sigterm()
     main()
+    sys.exit(sweep_summary())

@@ -14,12 +14,21 @@ from omegaconf import DictConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `pipelines` importable when run as a script
 
-from pipelines.common import job_name, plain, sweep_group, train_spec  # noqa: E402
-from seqlab.checkpoint import atomic_checkpoint_io, describe  # noqa: E402
+from pipelines.common import TrainSpec, job_name, plain, sweep_group, train_spec  # noqa: E402
+from seqlab.checkpoint import atomic_checkpoint_io, describe, remove_stale_temporaries  # noqa: E402
 from seqlab.data import Seq2SeqDataModule  # noqa: E402
 from seqlab.perf import keep_freed_memory  # noqa: E402
 from seqlab.tracking.wandb import finish, make_logger, scrub  # noqa: E402
-from seqlab.train.fit import CHECKPOINT_DIR, GracefulStop, ProgressLog, checkpoint_callbacks, find_resume  # noqa: E402,E501
+from seqlab.train.fit import (  # noqa: E402
+    CHECKPOINT_DIR,
+    FinalCheckpoint,
+    GracefulStop,
+    ProgressLog,
+    RunFolderLock,
+    check_fresh_start,
+    checkpoint_callbacks,
+    find_resume,
+)
 from seqlab.train.module import Seq2SeqModule  # noqa: E402
 
 log = logging.getLogger("seqlab.train")
@@ -30,8 +39,17 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     spec = train_spec(cfg)  # fails here, before any data is read, on a bad key or value
     keep_freed_memory()
     out_dir = Path(cfg.paths.output_dir)
+    with RunFolderLock(out_dir):
+        remove_stale_temporaries(out_dir / CHECKPOINT_DIR)
+        return _train_locked(cfg, spec, out_dir)
+
+
+def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, Any]:
     runs_root = Path(cfg.paths.log_dir) / cfg.task_name / cfg.run_name
-    ckpt_path = find_resume(cfg.train.resume, runs_root)
+    ckpt_path = find_resume(spec.loop.resume, runs_root, out_dir)
+    check_fresh_start(out_dir, ckpt_path, spec.loop.overwrite)
+    if ckpt_path is not None:
+        remove_stale_temporaries(Path(ckpt_path).parent)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
     datamodule = Seq2SeqDataModule(spec.data)
@@ -49,13 +67,14 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     logger = make_logger(spec.tracking, out_dir, job_name(cfg), sweep_group(cfg), resolved)
     trainer_kwargs = dict(
-        callbacks=[*checkpoint_callbacks(out_dir, cfg.train.checkpoint_every_n_steps),
+        callbacks=[*checkpoint_callbacks(out_dir, spec.loop.checkpoint_every_n_steps),
                    ProgressLog(cfg.trainer.log_every_n_steps),
-                   GracefulStop(out_dir / CHECKPOINT_DIR / "last.ckpt")],
+                   GracefulStop(out_dir / CHECKPOINT_DIR / "last.ckpt"),
+                   FinalCheckpoint(out_dir / CHECKPOINT_DIR / "last.ckpt")],
         logger=logger if logger is not None else False,
         plugins=[atomic_checkpoint_io()],
         default_root_dir=str(out_dir),
-        val_check_interval=cfg.train.val_every_n_steps,
+        val_check_interval=spec.loop.val_every_n_steps,
         check_val_every_n_epoch=None,
         use_distributed_sampler=False,  # the token-budget sampler shards by rank itself
     )

@@ -5,6 +5,8 @@ A crash mid-write leaves the old file (or none), never a truncated one.
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
 import tempfile
 from collections.abc import Callable
@@ -17,20 +19,91 @@ def atomic_write(path: Path | str, write: Callable[[IO[bytes]], None]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    recorder = _WriteErrors(os.fdopen(fd, "wb"))
     try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
+        with recorder.file:
+            write(recorder)  # type: ignore[arg-type]
+            recorder.file.flush()
+            os.fsync(recorder.file.fileno())
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; give it the usual permissions
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if recorder.no_space or (isinstance(err, OSError) and err.errno == errno.ENOSPC):
+            raise OSError(errno.ENOSPC, f"no space left on device while writing {path}; the previous "
+                                        "version (if any) is unchanged; free some space and retry") from err
         raise
     return path
 
 
+class _WriteErrors:
+    """A file wrapper that remembers a disk-full error, which writers such as torch.save re-raise as
+    an unrelated RuntimeError ("enforce fail at inline_container.cc")."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self.file, self.no_space = file, False
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as err:
+            self.no_space = self.no_space or err.errno == errno.ENOSPC
+            raise
+
+    def __getattr__(self, name: str):  # noqa: ANN204  flush, tell, seek, fileno ... of the real file
+        return getattr(self.file, name)
+
+
 def atomic_write_text(path: Path | str, text: str) -> Path:
     return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def publish_once(path: Path | str, data: bytes) -> bool:
+    """Write `data` to `path` unless it exists, atomically; True if this call wrote it.
+
+    The file is written under a temporary name and then hard-linked into place,
+    which fails if another process published first: the first writer wins and
+    everybody reads the same bytes afterwards (a rename would let the last win).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def file_digest(path: Path | str, chunk: int = 1 << 20) -> str:
+    """SHA-256 of a file's contents, read in chunks; remembered per (path, size, mtime, ctime, inode).
+
+    Identifies a file by what it holds: an edit that keeps size and mtime (`cp -p`,
+    rsync, tar) still changes the digest. The memo makes repeated calls free; ctime
+    changes on every write and cannot be set back, so a stale memo entry never matches.
+    """
+    path = Path(path)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    if key not in _DIGESTS:
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            while block := f.read(chunk):
+                h.update(block)
+        _DIGESTS[key] = h.hexdigest()
+    return _DIGESTS[key]
+
+
+_DIGESTS: dict[tuple[str, int, int, int, int], str] = {}

@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
 
 
-def run(args: list[str], cwd: Path = ROOT, timeout: int = 600) -> subprocess.CompletedProcess:
+def run(args: list[str], cwd: Path = ROOT, timeout: int = 600, expect: int = 0) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, *args], cwd=cwd, env=ENV, capture_output=True, text=True,
                           timeout=timeout)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == expect, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
 
@@ -52,7 +52,9 @@ def test_eval_sweep_records_failure_goes_on_and_skips_finished(tmp_path, smoke_c
     ckpt, cache = smoke_ckpt
     common = ["pipelines/evaluate.py", "-m", f"ckpt={ckpt}", "limit=6", "decoding.max_length=12", "logger=wandb",
               f"hydra.sweep.dir={tmp_path / 'sweep'}", *paths(tmp_path, cache)]
-    run([*common, "decoding=top_p", "decoding.top_p=0.9,1.5,0.95"])  # the middle job has a bad value
+    # the middle job has a bad value: the others finish, then the sweep exits 1 with a summary
+    proc = run([*common, "decoding=top_p", "decoding.top_p=0.9,1.5,0.95"], expect=1)
+    assert "evaluation sweep: 2 finished, 1 failed" in proc.stderr and "top_p=1.5" in proc.stderr
     found = sorted((tmp_path / "outputs" / "eval_results").glob("**/metrics.json"))
     results = [json.loads(p.read_text()) for p in found]
     statuses = sorted(r["status"] for r in results)

@@ -16,14 +16,17 @@ import csv
 import gzip
 import io
 import json
+import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from seqlab.constants import SPLITS
-from seqlab.model.config import ConfigError, check_choice
+from seqlab.io import file_digest
+from seqlab.model.config import ConfigError, check_choice, check_types
 
+log = logging.getLogger(__name__)
 SourceKind = Literal["embedded", "hub", "files"]
 Task = Literal["translation", "summarization"]
 EMBEDDED_DIR = Path(__file__).resolve().parents[3] / "data"
@@ -65,6 +68,11 @@ class CorpusConfig:
     id_field: str | None = "id"
 
     def __post_init__(self) -> None:
+        check_types(self, "data.corpus")
+        for name in ("files", "split_names"):
+            unknown = sorted(set(getattr(self, name)) - set(SPLITS))
+            if unknown:
+                raise ConfigError(f"data.corpus.{name} has unknown split(s) {unknown}; use {list(SPLITS)}")
         check_choice("data.corpus", "kind", self.kind, SourceKind)
         check_choice("data.corpus", "task", self.task, Task)
         by_lang = self.src_lang is not None and self.tgt_lang is not None
@@ -103,7 +111,8 @@ class CorpusConfig:
 
 
 def _stat(path: Path) -> list[Any]:
-    return [str(path), path.stat().st_size, int(path.stat().st_mtime)] if path.exists() else [str(path)]
+    """A file's identity for cache keys: its path and a hash of its contents (not size and mtime)."""
+    return [str(path), file_digest(path)] if path.exists() else [str(path)]
 
 
 def load_split(cfg: CorpusConfig, split: str) -> list[Example]:
@@ -117,7 +126,18 @@ def load_split(cfg: CorpusConfig, split: str) -> list[Example]:
         where = str(path)
     if not examples:
         raise CorpusError(f"{where}: split '{split}' of corpus {cfg.name} is empty; it needs at least one example")
+    warn_duplicate_ids(examples, where)
     return examples
+
+
+def warn_duplicate_ids(examples: list[Example], where: str) -> int:
+    """Log (not fail) repeated ids: results keyed by id would mix them up. Returns how many repeat."""
+    seen: set[str] = set()
+    repeated = [e.id for e in examples if e.id in seen or seen.add(e.id)]  # type: ignore[func-returns-value]
+    if repeated:
+        log.warning("%s: %d example ids are repeated (first: %r); ids should be unique", where, len(repeated),
+                    repeated[0])
+    return len(repeated)
 
 
 def _hub_rows(cfg: CorpusConfig, split: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -150,6 +170,12 @@ def _text(row: Mapping[str, Any], key: str | None, where: str, name: str) -> str
     value = row[key]
     if not isinstance(value, str):
         raise CorpusError(f"{where}: field '{name}' must be text, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        bad = f"U+{ord(value[err.start]):04X}"
+        raise CorpusError(f"{where}: field '{name}' holds {bad} at character {err.start}, a lone surrogate that "
+                          "is not text (often a broken JSON escape); fix or drop this line") from None
     return value
 
 
@@ -162,8 +188,10 @@ def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         yield from _jsonl_rows(path)
     elif name.endswith((".json", ".json.gz")):
         yield from _json_rows(path)
-    elif name.endswith((".csv", ".tsv")):
-        yield from _csv_rows(path, delimiter="\t" if name.endswith(".tsv") else ",")
+    elif name.endswith(".csv"):
+        yield from _csv_rows(path)
+    elif name.endswith(".tsv"):
+        yield from _tsv_rows(path)
     elif name.endswith(".parquet"):
         import pyarrow.parquet as pq
 
@@ -204,8 +232,12 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _json_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    with _open_bytes(path) as f:
-        text = _decode(f.read(), str(path))
+    try:
+        with _open_bytes(path) as f:
+            raw = f.read()
+    except (OSError, EOFError) as err:
+        raise CorpusError(f"{path}: cannot be read ({err}); the file may be truncated or not gzip") from None
+    text = _decode(raw, str(path))
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -219,13 +251,41 @@ def _json_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         yield f"{path} item {i}", row
 
 
-def _csv_rows(path: Path, delimiter: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    with _open_bytes(path) as f:
-        raw_lines = f.read().split(b"\n")
+def _read_lines(path: Path) -> list[str]:
+    """The file's lines as text (a UTF-8 byte-order mark dropped); clear errors for bad bytes or gzip."""
+    try:
+        with _open_bytes(path) as f:
+            raw_lines = f.read().split(b"\n")
+    except (OSError, EOFError) as err:
+        raise CorpusError(f"{path}: cannot be read ({err}); the file may be truncated or not gzip") from None
     lines = [_decode(raw, f"{path}:{i}") for i, raw in enumerate(raw_lines, start=1)]
-    reader = csv.DictReader(io.StringIO("\n".join(lines)), delimiter=delimiter)
-    for row in reader:
-        where = f"{path}:{reader.line_num}"
-        if None in row or any(v is None for v in row.values()):
-            raise CorpusError(f"{where}: wrong number of columns (header has {len(reader.fieldnames or [])})")
-        yield where, row
+    if lines and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]
+    return lines
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """CSV with RFC 4180 quoting (a field may hold commas, quotes and newlines)."""
+    reader = csv.DictReader(io.StringIO("\n".join(_read_lines(path))), strict=True)
+    try:
+        for row in reader:
+            where = f"{path}:{reader.line_num}"
+            if None in row or any(v is None for v in row.values()):
+                raise CorpusError(f"{where}: wrong number of columns (header has {len(reader.fieldnames or [])})")
+            yield where, row
+    except csv.Error as err:
+        raise CorpusError(f"{path}:{reader.line_num}: malformed CSV ({err}); check the quotes on this line") from None
+
+
+def _tsv_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Plain tab-separated text: no quoting, so quotes are kept and a row is exactly one line."""
+    lines = _read_lines(path)
+    header = lines[0].rstrip("\r").split("\t") if lines else []
+    for lineno, line in enumerate(lines[1:], start=2):
+        line = line.rstrip("\r")
+        if not line:
+            continue
+        cells = line.split("\t")
+        if len(cells) != len(header):
+            raise CorpusError(f"{path}:{lineno}: {len(cells)} tab-separated columns, the header has {len(header)}")
+        yield f"{path}:{lineno}", dict(zip(header, cells, strict=True))

@@ -18,6 +18,7 @@ from seqlab.data.batching import TokenBudgetBatchSampler
 from seqlab.data.corpora import CorpusConfig, Example, load_split
 from seqlab.data.tokenizer import Tokenizer, TokenizerConfig, cache_key
 from seqlab.io import atomic_write
+from seqlab.model.config import ConfigError, check_types
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,16 @@ class DataConfig:
     num_workers: int = 0
     seed: int = 0
     cache_dir: str = "cache"
+
+    def __post_init__(self) -> None:
+        check_types(self, "data")
+        for name in ("max_source_len", "max_target_len", "max_tokens"):
+            if getattr(self, name) < 2:
+                raise ConfigError(f"data.{name}={getattr(self, name)} must be at least 2 (a token and EOS)")
+        if self.max_sentences is not None and self.max_sentences < 1:
+            raise ConfigError(f"data.max_sentences={self.max_sentences} must be positive, or null for no limit")
+        if self.num_workers < 0:
+            raise ConfigError(f"data.num_workers={self.num_workers} must be >= 0")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -142,7 +153,7 @@ def load_tokenizer(cfg: DataConfig) -> Tokenizer:
 
 def tokenized_split(cfg: DataConfig, tokenizer: Tokenizer, split: str) -> TokenizedSplit:
     """Token ids of a split after length handling, cached under a key of every input that matters."""
-    key = cache_key({"corpus": cfg.corpus.fingerprint(), "tokenizer": tokenizer.src_model.hex()[-64:],
+    key = cache_key({"corpus": cfg.corpus.fingerprint(), "tokenizer": tokenizer.digest,
                      "tok_cfg": asdict(cfg.tokenizer), "max": (cfg.max_source_len, cfg.max_target_len),
                      "task": cfg.corpus.task})
     path = Path(cfg.cache_dir) / f"data-{key}" / f"{split}.npz"

@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import logging
+import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,11 +20,12 @@ from typing import Any, Literal
 import sentencepiece as spm
 
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from seqlab.io import atomic_write_text
-from seqlab.model.config import ConfigError, check_choice
+from seqlab.io import publish_once
+from seqlab.model.config import ConfigError, check_choice, check_types
 
 log = logging.getLogger(__name__)
 ModelType = Literal["unigram", "bpe"]
+SAMPLING_VERSION = 2  # 2: the training sample is drawn by seqlab (deterministic), not by SentencePiece
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class TokenizerConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        check_types(self, "data.tokenizer")
         check_choice("data.tokenizer", "model_type", self.model_type, ModelType)
         if self.vocab_size < 300:
             raise ConfigError(f"data.tokenizer.vocab_size={self.vocab_size} is too small; use at least 300")
@@ -57,6 +60,13 @@ class Tokenizer:
             if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
                 expected = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
                 raise ConfigError(f"tokenizer special ids {ids} differ from seqlab's {expected}")
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the whole model(s): what token ids in a cache were made with."""
+        h = hashlib.sha256(self.src_model)
+        h.update(b"\0" + (self.tgt_model or b""))
+        return h.hexdigest()
 
     @property
     def joint(self) -> bool:
@@ -118,16 +128,17 @@ class Tokenizer:
         `sources`/`targets` are callables returning the training texts, so a cache hit
         never reads the corpus.
         """
-        key = cache_key({"tokenizer": asdict(cfg), "corpus": key_data})
+        key = cache_key({"tokenizer": asdict(cfg), "corpus": key_data, "sampling": SAMPLING_VERSION})
         path = cache_dir / f"tokenizer-{key}.json"
-        if path.exists():
-            state = json.loads(path.read_text())
-            return cls(bytes.fromhex(state["src"]), bytes.fromhex(state["tgt"]) if state["tgt"] else None)
-        log.info("training a %s tokenizer (vocab %d) -> %s", cfg.model_type, cfg.vocab_size, path)
-        tok = cls.train(sources(), targets(), cfg)
-        atomic_write_text(path, json.dumps({"src": tok.src_model.hex(),
-                                            "tgt": tok.tgt_model.hex() if tok.tgt_model else None}))
-        return tok
+        if not path.exists():
+            log.info("training a %s tokenizer (vocab %d) -> %s", cfg.model_type, cfg.vocab_size, path)
+            tok = cls.train(sources(), targets(), cfg)
+            state = {"src": tok.src_model.hex(), "tgt": tok.tgt_model.hex() if tok.tgt_model else None}
+            if publish_once(path, json.dumps(state).encode()):
+                return tok
+            log.info("another process published %s first; using that one", path)
+        state = json.loads(path.read_text())
+        return cls(bytes.fromhex(state["src"]), bytes.fromhex(state["tgt"]) if state["tgt"] else None)
 
 
 def cache_key(data: Any) -> str:
@@ -135,19 +146,33 @@ def cache_key(data: Any) -> str:
     return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def training_sample(texts: Sequence[str], cfg: TokenizerConfig) -> list[str]:
+    """At most `cfg.max_sentences` non-empty texts, chosen by `cfg.seed` alone, in corpus order.
+
+    SentencePiece's own sampling (`input_sentence_size` with shuffling) gives a different
+    sample, hence a different vocabulary, in every process even with its generator
+    seeded; sampling here makes training a function of the texts and the config.
+    """
+    kept = [t for t in texts if t.strip()]
+    if len(kept) <= cfg.max_sentences:
+        return kept
+    chosen = sorted(random.Random(cfg.seed).sample(range(len(kept)), cfg.max_sentences))
+    return [kept[i] for i in chosen]
+
+
 def _train_model(texts: Sequence[str], cfg: TokenizerConfig) -> bytes:
     buffer = io.BytesIO()
-    spm.set_random_generator_seed(cfg.seed)  # sentence sampling is the only randomness
+    spm.set_random_generator_seed(cfg.seed)
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter([t for t in texts if t.strip()]),
+        sentence_iterator=iter(training_sample(texts, cfg)),
         model_writer=buffer,
         vocab_size=cfg.vocab_size,
         model_type=cfg.model_type,
         character_coverage=cfg.character_coverage,
         byte_fallback=cfg.byte_fallback,
         normalization_rule_name=cfg.normalization,
-        input_sentence_size=cfg.max_sentences,
-        shuffle_input_sentence=True,
+        input_sentence_size=0,  # the sample is already drawn
+        shuffle_input_sentence=False,
         seed_sentencepiece_size=1_000_000,
         pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
         max_sentence_length=1 << 16,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import types
+from collections import abc
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 
@@ -15,6 +18,49 @@ Activation = Literal["relu", "gelu", "silu"]
 
 class ConfigError(ValueError):
     """A configuration value or combination that cannot work; the message says the fix."""
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """Whether a config value fits a field's annotation (numbers: ints are floats; bools are not ints)."""
+    origin = get_origin(hint)
+    if hint is Any or origin is Literal:
+        return True  # Literal options are checked by check_choice, with the options in the message
+    if origin in (Union, types.UnionType):
+        return any(_matches(value, arg) for arg in get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if origin in (tuple, list):
+        return isinstance(value, tuple | list)
+    if origin is not None:
+        return isinstance(value, Mapping) if origin in (dict, Mapping, abc.Mapping) else True
+    return isinstance(value, hint) if isinstance(hint, type) else True
+
+
+def _describe(hint: Any) -> str:
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in get_args(hint))
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string", type(None): "null"}
+    return names.get(hint, getattr(origin or hint, "__name__", str(hint)))
+
+
+def check_types(obj: Any, owner: str) -> None:
+    """Fail, naming `owner.field`, on any dataclass field whose value does not fit its annotation.
+
+    Hydra passes command-line values through as typed by YAML (`model.encoder_layers=abc` is
+    a string): without this a wrong type fails later, deep inside, with a bare TypeError.
+    """
+    hints = get_type_hints(type(obj))
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if not _matches(value, hints[f.name]):
+            raise ConfigError(f"{owner}.{f.name}={value!r} must be {_describe(hints[f.name])}")
 
 
 def check_choice(owner: str, name: str, value: Any, literal: Any) -> None:
@@ -62,6 +108,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         own = "model"
+        check_types(self, own)
         check_choice(own, "norm_position", self.norm_position, NormPosition)
         check_choice(own, "positions", self.positions, Positions)
         check_choice(own, "tie_embeddings", self.tie_embeddings, TieEmbeddings)
@@ -85,17 +132,17 @@ class ModelConfig:
             )
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"{own}.d_model={self.d_model} must be even for sinusoidal positions")
+        separate = (f"the source and target have separate vocabularies (data.tokenizer.joint=false, "
+                    f"tgt_vocab_size={self.tgt_vocab_size}), where the same id means different pieces")
         if self.tie_embeddings == "all" and not self.shared_vocab:
             raise ConfigError(
-                f"{own}.tie_embeddings=all shares one matrix across encoder and decoder, but "
-                f"src_vocab_size={self.src_vocab_size} != tgt_vocab_size={self.tgt_vocab_size}; "
-                "train a joint vocabulary (data.tokenizer.joint=true) or use tie_embeddings=decoder"
+                f"{own}.tie_embeddings=all shares one matrix across encoder and decoder, but {separate}; "
+                "train a joint vocabulary (data.tokenizer.joint=true) or use model.tie_embeddings=decoder"
             )
         if self.copy_attention and not self.shared_vocab:
             raise ConfigError(
-                f"{own}.copy_attention=true copies source ids into the output, but "
-                f"src_vocab_size={self.src_vocab_size} != tgt_vocab_size={self.tgt_vocab_size}; "
-                "train a joint vocabulary (data.tokenizer.joint=true) or turn copy_attention off"
+                f"{own}.copy_attention=true copies source ids into the output, but {separate}; "
+                "train a joint vocabulary (data.tokenizer.joint=true) or set model.copy_attention=false"
             )
         for name in ("pad_id", "bos_id", "eos_id"):
             if not 0 <= getattr(self, name) < min(self.src_vocab_size, self.target_vocab_size):
@@ -103,7 +150,9 @@ class ModelConfig:
 
     @property
     def shared_vocab(self) -> bool:
-        return self.tgt_vocab_size is None or self.tgt_vocab_size == self.src_vocab_size
+        """One vocabulary for both sides (`tgt_vocab_size=None`). Two vocabularies of equal size are
+        not shared: id 737 can be a different piece in each."""
+        return self.tgt_vocab_size is None
 
     @property
     def target_vocab_size(self) -> int:

@@ -18,7 +18,7 @@ from seqlab.io import atomic_write_text
 
 METRICS_FILE = "metrics.json"
 HYPOTHESES_FILE = "hypotheses.jsonl"
-OK, FAILED = "ok", "failed"
+OK, FAILED, INTERRUPTED = "ok", "failed", "interrupted"
 VAL_LOSS = "val/loss"
 
 

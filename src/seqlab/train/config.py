@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from seqlab.model.config import ConfigError, check_choice
+from seqlab.model.config import ConfigError, check_choice, check_types
 from seqlab.train.schedule import Schedule
 
 NanPolicy = Literal["stop", "skip"]
@@ -26,6 +26,7 @@ class OptimConfig:
     clip_norm: float | None = 1.0
 
     def __post_init__(self) -> None:
+        check_types(self, "optim")
         check_choice("optim", "schedule", self.schedule, Schedule)
         if self.lr <= 0:
             raise ConfigError(f"optim.lr={self.lr} must be positive")
@@ -39,11 +40,20 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class LoopConfig:
-    """What the module does besides optimizing: NaN handling and the quick validation decode."""
+    """The `train:` group: resuming, checkpoints, validation, NaN handling, the quick validation decode."""
 
+    resume: str | None = None  # None | "auto" (this run folder, else the newest run of this name) | a path
+    overwrite: bool = False  # start fresh in a run folder that already holds checkpoints
+    checkpoint_every_n_steps: int = 200  # 0 = only the final (and best) checkpoint
+    val_every_n_steps: int = 500
     nan_policy: NanPolicy = "stop"
     quick_eval_size: int = 200  # validation examples decoded greedily for BLEU/ROUGE; 0 = off
     quick_eval_max_len: int = 128
 
     def __post_init__(self) -> None:
+        check_types(self, "train")
         check_choice("train", "nan_policy", self.nan_policy, NanPolicy)
+        for name, low in (("checkpoint_every_n_steps", 0), ("val_every_n_steps", 1), ("quick_eval_size", 0),
+                          ("quick_eval_max_len", 1)):
+            if getattr(self, name) < low:
+                raise ConfigError(f"train.{name}={getattr(self, name)} must be >= {low}")

@@ -27,12 +27,16 @@ def checkpoint_callbacks(run_dir: Path, every_n_steps: int) -> list[ModelCheckpo
     return [best, last]
 
 
-def find_resume(resume: str | None, runs_root: Path) -> str | None:
-    """`None`: start fresh. `auto`: the newest last.ckpt under runs_root (fresh if none). Else a path."""
+def find_resume(resume: str | None, runs_root: Path, run_dir: Path | None = None) -> str | None:
+    """`None`: start fresh. `auto`: this run folder's last.ckpt, else the newest last.ckpt under
+    runs_root (fresh if none). Else a path."""
     if resume is None:
         return None
     if resume == "auto":
         found = sorted(runs_root.glob(f"**/{CHECKPOINT_DIR}/{LAST}.ckpt"), key=lambda p: p.stat().st_mtime)
+        own = run_dir / CHECKPOINT_DIR / f"{LAST}.ckpt" if run_dir is not None else None
+        if own is not None and own.is_file():
+            found = [p for p in found if p.resolve() != own.resolve()] + [own]  # this folder's first
         for candidate in reversed(found):
             try:
                 read_checkpoint(candidate)
@@ -45,6 +49,69 @@ def find_resume(resume: str | None, runs_root: Path) -> str | None:
         return None
     read_checkpoint(resume)  # a clear error now rather than deep inside Lightning
     return str(Path(resume).expanduser())
+
+
+class RunFolderBusy(RuntimeError):
+    """Another process is training in this run folder."""
+
+
+class RunFolderLock:
+    """An exclusive lock on a run folder for the life of a training (flock: released if the process dies).
+
+    Two trainings in one folder would interleave their logs and overwrite each other's
+    checkpoints; the second one fails at once instead.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / ".lock"
+        self._file: Any = None
+
+    def __enter__(self) -> RunFolderLock:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a")
+        try:
+            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._file.close()
+            raise RunFolderBusy(f"{self.path.parent}: another training is running in this run folder; give this "
+                                "one its own folder (hydra.run.dir=...) or wait for the other") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._file.close()
+
+
+def check_fresh_start(run_dir: Path, resume: str | None, overwrite: bool) -> None:
+    """Refuse to start from scratch over a run folder's checkpoints unless told to."""
+    existing = sorted((run_dir / CHECKPOINT_DIR).glob("*.ckpt"))
+    if existing and resume is None and not overwrite:
+        from seqlab.model.config import ConfigError
+
+        raise ConfigError(f"{run_dir} already holds checkpoints ({', '.join(p.name for p in existing)}); "
+                          "continue it with train.resume=auto, or start over with train.overwrite=true")
+
+
+class FinalCheckpoint(Callback):
+    """`last.ckpt` always holds the final step, whatever the checkpoint interval (and with interval 0)."""
+
+    def __init__(self, last_path: Path) -> None:
+        self.last_path = last_path
+        self.saved_step = -1
+
+    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if 0 < trainer.max_steps <= trainer.global_step and self.saved_step != trainer.global_step:
+            trainer.save_checkpoint(str(self.last_path))
+            self.saved_step = trainer.global_step
+
+    def on_train_end(self, trainer: Any, module: Any) -> None:
+        last = next((c for c in trainer.checkpoint_callbacks if Path(c.dirpath or "") == self.last_path.parent
+                     and c.filename == LAST), None)
+        saved = max(self.saved_step, getattr(last, "_last_global_step_saved", -1))
+        if trainer.global_step > 0 and saved != trainer.global_step and not trainer.sanity_checking:
+            trainer.save_checkpoint(str(self.last_path))
+            self.saved_step = trainer.global_step
 
 
 class ProgressLog(Callback):

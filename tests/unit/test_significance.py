@@ -190,3 +190,10 @@ def test_compare_aggregates_result_folders_over_seeds(tmp_path: Path) -> None:
                                                                       for s in range(3)]))
     (bleu_cmp,) = [c for c in got["seed_comparisons"] if c["metric"] == "bleu"]
     assert bleu_cmp["delta"] > 0 and bleu_cmp["exceeds_spread"]
+
+
+def test_intervals_survive_resamples_that_score_zero() -> None:
+    refs = ["a b c d", "e f g h", "i j k l"]
+    hyps = ["a b c d", "x y z w", "q r s t"]  # most resamples have no 4-gram match: BLEU 0
+    iv = intervals(hyps, refs, n=200)["bleu"]
+    assert iv.low <= iv.high  # sacreBLEU's mean +- half-width (it can dip below 0 on 3 segments)

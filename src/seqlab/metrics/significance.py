@@ -90,10 +90,21 @@ def sacrebleu_metric(name: str):  # noqa: ANN201  (a sacrebleu Metric)
 
 def sacrebleu_interval(name: str, hyps: Sequence[str], refs: Sequence[Sequence[str]],
                        seed: int = SACREBLEU_DEFAULT_SEED, n: int = N_BOOTSTRAP) -> Interval:
-    """BLEU or chrF with sacreBLEU's bootstrap interval; `refs` is a list of reference streams."""
+    """BLEU or chrF with sacreBLEU's bootstrap interval; `refs` is a list of reference streams.
+
+    The steps of `corpus_score(..., n_bootstrap=n)`, as `PairedTest` runs them for its
+    baseline, but with sacreBLEU's numpy `estimate_ci`: `Score.estimate_ci` fails with
+    "can't coerce float and float32" when some resamples score exactly 0.
+    """
+    from sacrebleu.significance import _bootstrap_resample, estimate_ci
+
+    metric = sacrebleu_metric(name)
+    stats = metric._extract_corpus_statistics(list(hyps), [list(r) for r in refs])
+    score = float(metric._aggregate_and_compute(stats).score)
     with sacrebleu_seed(seed):
-        score = sacrebleu_metric(name).corpus_score(list(hyps), [list(r) for r in refs], n_bootstrap=n)
-    return Interval(float(score.score), float(score._mean - score._ci), float(score._mean + score._ci))
+        _, resampled = _bootstrap_resample(stats, metric, n)
+    mean, half = estimate_ci(np.array([float(s.score) for s in resampled]))
+    return Interval(score, float(mean - half), float(mean + half))
 
 
 def resample_indices(n_examples: int, seed: int = SACREBLEU_DEFAULT_SEED, n: int = N_BOOTSTRAP) -> np.ndarray:

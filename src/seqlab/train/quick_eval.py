@@ -31,5 +31,5 @@ class QuickEval:
         if module.global_rank != 0:
             return {}
         _, metrics = evaluate(module.model, self.tokenizer, self.examples, self.decoding,
-                              EvalSettings(split=VALIDATION, score_references=False))
+                              EvalSettings(split=VALIDATION, score_references=False, n_bootstrap=0))
         return {f"val/greedy_{k}": float(metrics[k]) for k in (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL)}

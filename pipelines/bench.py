@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,7 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipelines.common import plain, typed  # noqa: E402
-from seqlab.benchmark import (  # noqa: E402
+from seqlab.benchmark import (
     BenchConfig,
     decode_sources,
     hf_decode,
@@ -32,10 +28,11 @@ from seqlab.benchmark import (  # noqa: E402
     train_flops,
     train_throughput,
 )
-from seqlab.interop import to_hf  # noqa: E402
-from seqlab.io import atomic_write_text  # noqa: E402
-from seqlab.model import Seq2SeqTransformer  # noqa: E402
-from seqlab.perf import keep_freed_memory  # noqa: E402
+from seqlab.interop import to_hf
+from seqlab.io import atomic_write_text
+from seqlab.model import Seq2SeqTransformer
+from seqlab.perf import keep_freed_memory
+from seqlab.pipeline import plain, typed
 
 log = logging.getLogger("seqlab.bench")
 

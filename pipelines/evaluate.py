@@ -19,17 +19,15 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from pipelines.common import is_multirun, plain, sweep_group, tracking_config, typed  # noqa: E402
-from seqlab.checkpoint import CheckpointError, load_for_inference, resolve  # noqa: E402
-from seqlab.data import DataConfig, load_split  # noqa: E402
-from seqlab.data.tokenizer import cache_key  # noqa: E402
-from seqlab.decoding import DecodingConfig  # noqa: E402
-from seqlab.evaluation import EvalSettings, evaluate  # noqa: E402
-from seqlab.perf import keep_freed_memory  # noqa: E402
-from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir  # noqa: E402
-from seqlab.tracking.wandb import finish, make_logger  # noqa: E402
+from seqlab.checkpoint import CheckpointError, load_for_inference, resolve
+from seqlab.data import DataConfig, load_split
+from seqlab.decoding import DecodingConfig
+from seqlab.evaluation import EvalSettings, evaluate
+from seqlab.io import cache_key
+from seqlab.perf import keep_freed_memory
+from seqlab.pipeline import is_multirun, plain, sweep_group, tracking_config, typed
+from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir
+from seqlab.tracking.wandb import finish, make_logger
 
 log = logging.getLogger("seqlab.evaluate")
 

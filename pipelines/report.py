@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from seqlab.tracking.report import markdown_table, write_report  # noqa: E402
-from seqlab.tracking.results import load_results  # noqa: E402
+from seqlab.tracking.report import markdown_table, write_report
+from seqlab.tracking.results import load_results
 
 log = logging.getLogger("seqlab.report")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,15 +11,12 @@ import hydra
 import lightning as L
 from omegaconf import DictConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `pipelines` importable when run as a script
-
-from pipelines.common import TrainSpec, job_name, plain, sweep_group, train_spec  # noqa: E402
-from seqlab.checkpoint import atomic_checkpoint_io, describe, remove_stale_temporaries  # noqa: E402
-from seqlab.data import Seq2SeqDataModule  # noqa: E402
-from seqlab.perf import keep_freed_memory  # noqa: E402
-from seqlab.tracking.wandb import finish, make_logger, scrub  # noqa: E402
-from seqlab.train.fit import (  # noqa: E402
-    CHECKPOINT_DIR,
+from seqlab.checkpoint import LAST, atomic_checkpoint_io, checkpoint_file, describe, remove_stale_temporaries
+from seqlab.data import Seq2SeqDataModule
+from seqlab.perf import keep_freed_memory
+from seqlab.pipeline import TrainSpec, job_name, plain, sweep_group, train_spec
+from seqlab.tracking.wandb import finish, make_logger, scrub
+from seqlab.train.fit import (
     FinalCheckpoint,
     GracefulStop,
     ProgressLog,
@@ -29,7 +25,7 @@ from seqlab.train.fit import (  # noqa: E402
     checkpoint_callbacks,
     find_resume,
 )
-from seqlab.train.module import Seq2SeqModule  # noqa: E402
+from seqlab.train.module import Seq2SeqModule
 
 log = logging.getLogger("seqlab.train")
 
@@ -40,7 +36,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     keep_freed_memory()
     out_dir = Path(cfg.paths.output_dir)
     with RunFolderLock(out_dir):
-        remove_stale_temporaries(out_dir / CHECKPOINT_DIR)
+        remove_stale_temporaries(checkpoint_file(out_dir).parent)
         return _train_locked(cfg, spec, out_dir)
 
 
@@ -69,8 +65,8 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     trainer_kwargs = dict(
         callbacks=[*checkpoint_callbacks(out_dir, spec.loop.checkpoint_every_n_steps),
                    ProgressLog(cfg.trainer.log_every_n_steps),
-                   GracefulStop(out_dir / CHECKPOINT_DIR / "last.ckpt"),
-                   FinalCheckpoint(out_dir / CHECKPOINT_DIR / "last.ckpt")],
+                   GracefulStop(checkpoint_file(out_dir, LAST)),
+                   FinalCheckpoint(checkpoint_file(out_dir, LAST))],
         logger=logger if logger is not None else False,
         plugins=[atomic_checkpoint_io()],
         default_root_dir=str(out_dir),
@@ -86,7 +82,7 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     best, last = trainer.checkpoint_callbacks[:2]
     result = {"metrics": metrics, "best": best.best_model_path, "last": last.last_model_path or
-              (str(out_dir / "checkpoints" / "last.ckpt")), "step": trainer.global_step, "output_dir": str(out_dir)}
+              str(checkpoint_file(out_dir, LAST)), "step": trainer.global_step, "output_dir": str(out_dir)}
     log.info("finished at step %d: %s", trainer.global_step, metrics)
     return result
 

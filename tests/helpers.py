@@ -25,6 +25,7 @@ def trained_toy_model(steps: int = 60, vocab: int = 40, seed: int = 0) -> Seq2Se
     """A tiny model trained for a few steps to reverse its input: varied lengths, uncertain choices."""
     torch.manual_seed(seed)
     cfg = ModelConfig(src_vocab_size=vocab, d_model=32, n_heads=4, encoder_layers=2, decoder_layers=2, d_ff=64,
+                      tie_embeddings="decoder",
                       dropout=0.0, max_positions=64)
     model = Seq2SeqTransformer(cfg)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
+from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 from seqlab.train.losses import label_smoothed_nll
@@ -174,11 +175,7 @@ def decode_sources(cfg: BenchConfig, g: torch.Generator, tokenizer: Any = None,
     else:
         lengths = torch.randint(cfg.seq_len // 2, cfg.seq_len + 1, (cfg.decode_sources,), generator=g)
         seqs = [torch.randint(4, cfg.vocab, (int(n) - 1,), generator=g).tolist() + [EOS_ID] for n in lengths]
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), PAD_ID, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = torch.tensor(s)
-    return ids, ids == PAD_ID
+    return pad_right(seqs, PAD_ID)
 
 
 def seqlab_decode(model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor, beams: int,

@@ -17,12 +17,24 @@ from typing import Any
 
 import torch
 
+from seqlab.config import ConfigError
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.model import ModelConfig, Seq2SeqTransformer
-from seqlab.model.config import ConfigError
 
 CKPT_SUFFIX = ".ckpt"
 BEST, LAST = "best", "last"
+CHECKPOINT_DIR = "checkpoints"  # a training run folder keeps checkpoints/best.ckpt and checkpoints/last.ckpt
+
+
+def checkpoint_file(run_dir: Path | str, which: str = LAST) -> Path:
+    """Where a run folder keeps its `best` or `last` checkpoint."""
+    return Path(run_dir) / CHECKPOINT_DIR / f"{which}{CKPT_SUFFIX}"
+
+
+def run_dir_of(checkpoint: Path | str) -> Path:
+    """The training run folder a checkpoint file belongs to (its own folder for a loose file)."""
+    path = Path(checkpoint)
+    return path.parent.parent if path.parent.name == CHECKPOINT_DIR else path.parent
 
 
 class CheckpointError(RuntimeError):
@@ -59,10 +71,10 @@ def resolve(path: Path | str) -> Path:
     path = Path(path).expanduser()
     if path.is_dir():
         for name in (BEST, LAST):
-            for candidate in (path / "checkpoints" / f"{name}{CKPT_SUFFIX}", path / f"{name}{CKPT_SUFFIX}"):
+            for candidate in (checkpoint_file(path, name), path / f"{name}{CKPT_SUFFIX}"):
                 if candidate.is_file():
                     return candidate
-        raise CheckpointError(f"{path}: no checkpoints/{BEST}{CKPT_SUFFIX} or {LAST}{CKPT_SUFFIX} in this run "
+        raise CheckpointError(f"{path}: no {CHECKPOINT_DIR}/{BEST}{CKPT_SUFFIX} or {LAST}{CKPT_SUFFIX} in this run "
                               "directory; pass a .ckpt file or a finished training run")
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found; pass a .ckpt file or a training run directory")

@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from seqlab.constants import EOS_ID
 from seqlab.data.corpora import Example
+from seqlab.data.sequences import pad_right, truncate
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate, score
 from seqlab.metrics import corpus_distinct, intervals, logprob_summary, rouge_scores, sacrebleu_scores, sample_diversity
@@ -55,11 +55,6 @@ class Record:
         return asdict(self)
 
 
-def fit_ids(ids: list[int], limit: int) -> list[int]:
-    """At most `limit` ids, keeping the final EOS."""
-    return ids if len(ids) <= limit else ids[: limit - 1] + [EOS_ID]
-
-
 def length_batches(lengths: Sequence[int], budget: int, rows: int) -> list[list[int]]:
     """Indices sorted by length (longest first) and cut so that n * max_len * rows <= budget."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
@@ -76,13 +71,8 @@ def length_batches(lengths: Sequence[int], budget: int, rows: int) -> list[list[
 
 
 def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    for row, s in enumerate(seqs):
-        ids[row, : len(s)] = torch.tensor(s, dtype=torch.long)
-    ids = ids.to(device)
-    pad = torch.arange(width, device=device)[None, :] >= torch.tensor([len(s) for s in seqs], device=device)[:, None]
-    return ids, pad
+    ids, pad = pad_right(seqs, pad_id)
+    return ids.to(device), pad.to(device)
 
 
 def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence[Example],
@@ -94,7 +84,7 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     truncated = sum(len(s) > max_src for s in src_ids)
     if truncated:
         log.warning("%d of %d sources longer than max_positions=%d were truncated", truncated, len(src_ids), max_src)
-    src_ids = [fit_ids(s, max_src) for s in src_ids]
+    src_ids = [truncate(s, max_src, model.cfg.eos_id) for s in src_ids]
     rows = cfg.num_beams if cfg.method == "beam" else cfg.n_best
     outputs: list[Any] = [None] * len(examples)
     generated, start = 0, time.perf_counter()
@@ -142,7 +132,7 @@ def score_references(model: Seq2SeqTransformer, tokenizer: Tokenizer, refs: Sequ
                      src_ids: Sequence[list[int]], max_tokens: int) -> list[list[float]]:
     """Per-token log-probs of each reference by teacher forcing (EOS included)."""
     device = next(model.parameters()).device
-    tgt_ids = [fit_ids(t, model.cfg.max_positions - 1) for t in tokenizer.encode_target(list(refs))]
+    tgt_ids = [truncate(t, model.cfg.max_positions - 1, model.cfg.eos_id) for t in tokenizer.encode_target(list(refs))]
     result: list[list[float]] = [[] for _ in refs]
     lengths = [max(len(s), len(t)) for s, t in zip(src_ids, tgt_ids, strict=True)]
     for idx in length_batches(lengths, max_tokens, 1):

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 
 def atomic_write(path: Path | str, write: Callable[[IO[bytes]], None]) -> Path:
@@ -107,3 +108,8 @@ def file_digest(path: Path | str, chunk: int = 1 << 20) -> str:
 
 
 _DIGESTS: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def cache_key(data: Any) -> str:
+    """A short stable hash of JSON-able settings (cache folders, result folders, variants)."""
+    return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]

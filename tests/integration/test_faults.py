@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from pipelines.common import train_spec
 from pipelines.train import train
 
 from seqlab.checkpoint import CheckpointError, load_for_inference, read_checkpoint
@@ -20,6 +19,7 @@ from seqlab.data.datamodule import load_tokenizer, tokenized_split
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.io import atomic_write, publish_once
 from seqlab.model import ConfigError
+from seqlab.pipeline import train_spec
 from seqlab.train.fit import RunFolderBusy, RunFolderLock
 
 ROOT = Path(__file__).resolve().parents[2]

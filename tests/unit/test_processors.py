@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from seqlab.config import ConfigError
 from seqlab.decoding import processors as P
-from seqlab.model.config import ConfigError
 
 hf = pytest.importorskip("transformers.generation.logits_process")
 

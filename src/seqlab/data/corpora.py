@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from seqlab.config import ConfigError, check_choice, check_types
 from seqlab.constants import SPLITS
 from seqlab.io import file_digest
-from seqlab.model.config import ConfigError, check_choice, check_types
 
 log = logging.getLogger(__name__)
 SourceKind = Literal["embedded", "hub", "files"]

@@ -13,12 +13,13 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, TRAIN, VALIDATION
+from seqlab.config import ConfigError, check_types
+from seqlab.constants import BOS_ID, PAD_ID, TRAIN, VALIDATION
 from seqlab.data.batching import TokenBudgetBatchSampler
 from seqlab.data.corpora import CorpusConfig, Example, load_split
-from seqlab.data.tokenizer import Tokenizer, TokenizerConfig, cache_key
-from seqlab.io import atomic_write
-from seqlab.model.config import ConfigError, check_types
+from seqlab.data.sequences import pad_right, truncate
+from seqlab.data.tokenizer import Tokenizer, TokenizerConfig
+from seqlab.io import atomic_write, cache_key
 
 log = logging.getLogger(__name__)
 
@@ -115,11 +116,6 @@ def _flatten(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return flat, offsets
 
 
-def truncate(ids: list[int], max_len: int) -> list[int]:
-    """Keep the first max_len - 1 tokens and the final EOS."""
-    return ids if len(ids) <= max_len else ids[: max_len - 1] + [EOS_ID]
-
-
 def fit_lengths(src: list[list[int]], tgt: list[list[int]], cfg: DataConfig, split: str
                 ) -> tuple[list[list[int]], list[list[int]]]:
     """Summarization truncates long sources/targets; translation drops over-long pairs. Both are logged."""
@@ -169,19 +165,12 @@ def tokenized_split(cfg: DataConfig, tokenizer: Tokenizer, split: str) -> Tokeni
 
 def collate(items: list[tuple[int, np.ndarray, np.ndarray]]) -> Batch:
     """Right-pad sources and targets; the decoder input starts with BOS."""
-    n = len(items)
-    s_len = max(len(s) for _, s, _ in items)
-    t_len = max(len(t) for _, _, t in items)
-    src = torch.full((n, s_len), PAD_ID, dtype=torch.long)
-    tgt_in = torch.full((n, t_len), PAD_ID, dtype=torch.long)
-    tgt_out = torch.full((n, t_len), PAD_ID, dtype=torch.long)
-    for row, (_, s, t) in enumerate(items):
-        src[row, : len(s)] = torch.from_numpy(s.astype(np.int64))
-        tgt_out[row, : len(t)] = torch.from_numpy(t.astype(np.int64))
-        tgt_in[row, 0] = BOS_ID
-        tgt_in[row, 1 : len(t)] = tgt_out[row, : len(t) - 1]
+    src, src_pad = pad_right([s for _, s, _ in items], PAD_ID)
+    tgt_out, tgt_pad = pad_right([t for _, _, t in items], PAD_ID)
+    tgt_in = torch.cat([torch.full_like(tgt_out[:, :1], BOS_ID), tgt_out[:, :-1]], dim=1)  # shift right
+    tgt_in = tgt_in.masked_fill(tgt_pad, PAD_ID)  # (B, T): EOS is only ever an output
     index = torch.tensor([i for i, _, _ in items], dtype=torch.long)
-    return Batch(src, src == PAD_ID, tgt_in, tgt_out, index)
+    return Batch(src, src_pad, tgt_in, tgt_out, index)
 
 
 class ResumableLoader(DataLoader):

@@ -19,9 +19,9 @@ from typing import Any, Literal
 
 import sentencepiece as spm
 
+from seqlab.config import ConfigError, check_choice, check_types
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from seqlab.io import publish_once
-from seqlab.model.config import ConfigError, check_choice, check_types
+from seqlab.io import cache_key, publish_once
 
 log = logging.getLogger(__name__)
 ModelType = Literal["unigram", "bpe"]
@@ -139,11 +139,6 @@ class Tokenizer:
             log.info("another process published %s first; using that one", path)
         state = json.loads(path.read_text())
         return cls(bytes.fromhex(state["src"]), bytes.fromhex(state["tgt"]) if state["tgt"] else None)
-
-
-def cache_key(data: Any) -> str:
-    """A short stable hash of JSON-able settings."""
-    return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def training_sample(texts: Sequence[str], cfg: TokenizerConfig) -> list[str]:

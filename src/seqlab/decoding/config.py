@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from seqlab.model.config import ConfigError, check_choice
+from seqlab.config import ConfigError, check_choice
 
 Method = Literal["greedy", "beam", "sample"]
 EarlyStopping = Literal[True, False, "never"]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from seqlab.model.config import ConfigError
+from seqlab.config import ConfigError
 
 NEG_INF = -math.inf
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
+from seqlab.config import ConfigError
 from seqlab.model import ModelConfig, Seq2SeqTransformer
-from seqlab.model.config import ConfigError
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}
 

@@ -2,72 +2,18 @@
 
 from __future__ import annotations
 
-import types
-from collections import abc
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal
 
+from seqlab.config import ConfigError, check_choice, check_types
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
+
+__all__ = ["ConfigError", "ModelConfig", "check_choice", "check_types"]
 
 NormPosition = Literal["pre", "post"]
 Positions = Literal["sinusoidal", "learned"]
 TieEmbeddings = Literal["none", "decoder", "all"]
 Activation = Literal["relu", "gelu", "silu"]
-
-
-class ConfigError(ValueError):
-    """A configuration value or combination that cannot work; the message says the fix."""
-
-
-def _matches(value: Any, hint: Any) -> bool:
-    """Whether a config value fits a field's annotation (numbers: ints are floats; bools are not ints)."""
-    origin = get_origin(hint)
-    if hint is Any or origin is Literal:
-        return True  # Literal options are checked by check_choice, with the options in the message
-    if origin in (Union, types.UnionType):
-        return any(_matches(value, arg) for arg in get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if origin in (tuple, list):
-        return isinstance(value, tuple | list)
-    if origin is not None:
-        return isinstance(value, Mapping) if origin in (dict, Mapping, abc.Mapping) else True
-    return isinstance(value, hint) if isinstance(hint, type) else True
-
-
-def _describe(hint: Any) -> str:
-    origin = get_origin(hint)
-    if origin in (Union, types.UnionType):
-        return " or ".join(_describe(a) for a in get_args(hint))
-    names = {int: "an integer", float: "a number", bool: "true or false", str: "a string", type(None): "null"}
-    return names.get(hint, getattr(origin or hint, "__name__", str(hint)))
-
-
-def check_types(obj: Any, owner: str) -> None:
-    """Fail, naming `owner.field`, on any dataclass field whose value does not fit its annotation.
-
-    Hydra passes command-line values through as typed by YAML (`model.encoder_layers=abc` is
-    a string): without this a wrong type fails later, deep inside, with a bare TypeError.
-    """
-    hints = get_type_hints(type(obj))
-    for f in fields(obj):
-        value = getattr(obj, f.name)
-        if not _matches(value, hints[f.name]):
-            raise ConfigError(f"{owner}.{f.name}={value!r} must be {_describe(hints[f.name])}")
-
-
-def check_choice(owner: str, name: str, value: Any, literal: Any) -> None:
-    """Fail unless `value` is one of the options of a Literal type."""
-    options = get_args(literal)
-    if value not in options:
-        raise ConfigError(f"{owner}.{name}={value!r} is not valid; use one of {list(options)}")
 
 
 @dataclass(frozen=True)
@@ -95,7 +41,7 @@ class ModelConfig:
     max_positions: int = 1024
     norm_position: NormPosition = "post"
     positions: Positions = "sinusoidal"
-    tie_embeddings: TieEmbeddings = "decoder"
+    tie_embeddings: TieEmbeddings = "all"
     scale_embedding: bool = True
     layernorm_embedding: bool = False
     final_norm: bool | None = None

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from seqlab.checkpoint import run_dir_of
 from seqlab.io import atomic_write_text
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import summarize
@@ -192,9 +193,7 @@ def seed_groups(ok: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 def val_curve(result: dict[str, Any]) -> list[tuple[int, float]]:
     """The validation-loss curve of the training run behind a result, from its CSV log (empty if none)."""
-    path = Path(str(result.get("checkpoint", {}).get("path", "")))
-    run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
-    return read_val_curve(run_dir / "csv" / "metrics.csv")
+    return read_val_curve(run_dir_of(str(result.get("checkpoint", {}).get("path", ""))) / "csv" / "metrics.csv")
 
 
 def seed_section(ok: list[dict[str, Any]]) -> str:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seqlab.data.tokenizer import cache_key
-from seqlab.io import atomic_write_text
+from seqlab.checkpoint import CHECKPOINT_DIR, run_dir_of
+from seqlab.io import atomic_write_text, cache_key
 
 METRICS_FILE = "metrics.json"
 HYPOTHESES_FILE = "hypotheses.jsonl"
@@ -28,8 +28,8 @@ class ResultDir:
 
     @classmethod
     def for_setting(cls, root: Path, checkpoint: str, label: str, setting: dict[str, Any]) -> ResultDir:
-        name = Path(checkpoint).parent.parent.name if Path(checkpoint).parent.name == "checkpoints" else \
-            Path(checkpoint).stem
+        path = Path(checkpoint)
+        name = run_dir_of(path).name if path.parent.name == CHECKPOINT_DIR else path.stem
         return cls(root / name / f"{label}-{cache_key(setting)}")
 
     @property

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from seqlab.model.config import check_choice
+from seqlab.config import check_choice
 
 log = logging.getLogger(__name__)
 LoggerKind = Literal["wandb", "csv", "none"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from seqlab.model.config import ConfigError, check_choice, check_types
+from seqlab.config import ConfigError, check_choice, check_types
 from seqlab.train.schedule import Schedule
 
 NanPolicy = Literal["stop", "skip"]

@@ -11,10 +11,9 @@ from typing import Any
 
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 
-from seqlab.checkpoint import BEST, LAST, CheckpointError, read_checkpoint
+from seqlab.checkpoint import BEST, CHECKPOINT_DIR, LAST, CheckpointError, checkpoint_file, read_checkpoint
 
 log = logging.getLogger(__name__)
-CHECKPOINT_DIR = "checkpoints"
 
 
 def checkpoint_callbacks(run_dir: Path, every_n_steps: int) -> list[ModelCheckpoint]:
@@ -33,8 +32,8 @@ def find_resume(resume: str | None, runs_root: Path, run_dir: Path | None = None
     if resume is None:
         return None
     if resume == "auto":
-        found = sorted(runs_root.glob(f"**/{CHECKPOINT_DIR}/{LAST}.ckpt"), key=lambda p: p.stat().st_mtime)
-        own = run_dir / CHECKPOINT_DIR / f"{LAST}.ckpt" if run_dir is not None else None
+        found = sorted(runs_root.glob(f"**/{checkpoint_file('', LAST)}"), key=lambda p: p.stat().st_mtime)
+        own = checkpoint_file(run_dir, LAST) if run_dir is not None else None
         if own is not None and own.is_file():
             found = [p for p in found if p.resolve() != own.resolve()] + [own]  # this folder's first
         for candidate in reversed(found):
@@ -87,7 +86,7 @@ def check_fresh_start(run_dir: Path, resume: str | None, overwrite: bool) -> Non
     """Refuse to start from scratch over a run folder's checkpoints unless told to."""
     existing = sorted((run_dir / CHECKPOINT_DIR).glob("*.ckpt"))
     if existing and resume is None and not overwrite:
-        from seqlab.model.config import ConfigError
+        from seqlab.config import ConfigError
 
         raise ConfigError(f"{run_dir} already holds checkpoints ({', '.join(p.name for p in existing)}); "
                           "continue it with train.resume=auto, or start over with train.overwrite=true")

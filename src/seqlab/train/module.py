@@ -47,7 +47,8 @@ class Seq2SeqModule(L.LightningModule):
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:
         logits = self.model(batch.src_ids, batch.src_pad_mask, batch.tgt_in)
-        loss_sum, nll_sum, n_tgt = label_smoothed_nll(logits, batch.tgt_out, self.optim.label_smoothing)
+        loss_sum, nll_sum, n_tgt = label_smoothed_nll(logits, batch.tgt_out, self.optim.label_smoothing,
+                                                      self.model_cfg.pad_id)
         loss = loss_sum / n_tgt
         if not torch.isfinite(loss):
             if self.loop.nan_policy == "skip":
@@ -97,7 +98,8 @@ class Seq2SeqModule(L.LightningModule):
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         logits = self.model(batch.src_ids, batch.src_pad_mask, batch.tgt_in)
-        loss_sum, nll_sum, n_tgt = label_smoothed_nll(logits, batch.tgt_out, self.optim.label_smoothing)
+        loss_sum, nll_sum, n_tgt = label_smoothed_nll(logits, batch.tgt_out, self.optim.label_smoothing,
+                                                      self.model_cfg.pad_id)
         self._val_sums += torch.stack([loss_sum.double(), nll_sum.double(), n_tgt.double()]).cpu()
 
     def on_validation_epoch_end(self) -> None:

@@ -1,4 +1,10 @@
-"""The pipeline edge: Hydra DictConfig -> typed seqlab configs, validated before any data is read."""
+"""The pipeline edge: Hydra DictConfig -> typed seqlab configs, validated before any data is read.
+
+Importing this module also registers the dataclass defaults with Hydra's ConfigStore
+(`model/dataclass_defaults`, `decoding/dataclass_defaults`): the YAML files in
+conf/model and conf/decoding extend them with only what differs, so every default
+lives in one place, the dataclass.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +16,34 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from seqlab.config import ConfigError
 from seqlab.data import CorpusConfig, DataConfig, TokenizerConfig
+from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig
-from seqlab.model.config import ConfigError
 from seqlab.tracking.wandb import TrackingConfig
 from seqlab.train.config import LoopConfig, OptimConfig
 
 log = logging.getLogger(__name__)
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DATACLASS_DEFAULTS = "dataclass_defaults"
+# Fields a config file never sets: vocabulary sizes come from the tokenizer, special ids are constants.
+MODEL_FIELDS_FROM_ELSEWHERE = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
 
 # `${project_root:}` in conf/paths: resolvable before Hydra's own config exists (sweep folders need it).
 OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT), replace=True)
+
+
+def register_configs() -> None:
+    """Register ModelConfig's and DecodingConfig's defaults as Hydra configs the YAML files extend."""
+    from hydra.core.config_store import ConfigStore
+
+    store = ConfigStore.instance()
+    model = {f.name: f.default for f in fields(ModelConfig) if f.name not in MODEL_FIELDS_FROM_ELSEWHERE}
+    store.store(group="model", name=DATACLASS_DEFAULTS, node=model)
+    store.store(group="decoding", name=DATACLASS_DEFAULTS, node=DecodingConfig().to_dict())
+
+
+register_configs()
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from seqlab.train.fit import (
     find_resume,
 )
 from seqlab.train.module import Seq2SeqModule
+from seqlab.train.quick_eval import QuickEval
 
 log = logging.getLogger("seqlab.train")
 
@@ -56,17 +57,14 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     resolved = scrub(plain(cfg))
     module = Seq2SeqModule(model_cfg, spec.optim, spec.loop, seed=cfg.seed,
                            describe=describe(tok, spec.data.to_dict(), resolved))
-    if spec.loop.quick_eval_size > 0:
-        from seqlab.train.quick_eval import QuickEval
-
-        module.quick_eval = QuickEval.from_datamodule(datamodule, spec.loop)
+    quick_eval = [QuickEval.from_datamodule(datamodule, spec.loop)] if spec.loop.quick_eval_size > 0 else []
 
     logger = make_logger(spec.tracking, out_dir, job_name(cfg), sweep_group(cfg), resolved)
     trainer_kwargs = dict(
         callbacks=[*checkpoint_callbacks(out_dir, spec.loop.checkpoint_every_n_steps),
                    ProgressLog(cfg.trainer.log_every_n_steps),
                    GracefulStop(checkpoint_file(out_dir, LAST)),
-                   FinalCheckpoint(checkpoint_file(out_dir, LAST))],
+                   FinalCheckpoint(checkpoint_file(out_dir, LAST)), *quick_eval],
         logger=logger if logger is not None else False,
         plugins=[atomic_checkpoint_io()],
         default_root_dir=str(out_dir),

@@ -1,12 +1,23 @@
 """Names and ids defined once for the whole package."""
 
-from typing import Final
+from typing import Final, NamedTuple
 
 # Special token ids: the tokenizer is trained to use exactly these.
 PAD_ID: Final = 0
 UNK_ID: Final = 1
 BOS_ID: Final = 2
 EOS_ID: Final = 3
+
+
+class SpecialIds(NamedTuple):
+    """The ids decoding needs; a model's own (ModelConfig) may differ, e.g. for an imported model."""
+
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+
+
+DEFAULT_IDS: Final = SpecialIds()
 
 # Split names, as Hugging Face `datasets` spells them.
 TRAIN: Final = "train"

@@ -85,7 +85,7 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     if truncated:
         log.warning("%d of %d sources longer than max_positions=%d were truncated", truncated, len(src_ids), max_src)
     src_ids = [truncate(s, max_src, model.cfg.eos_id) for s in src_ids]
-    rows = cfg.num_beams if cfg.method == "beam" else cfg.n_best
+    rows = cfg.rows_per_source
     outputs: list[Any] = [None] * len(examples)
     generated, start = 0, time.perf_counter()
     for idx in length_batches([len(s) for s in src_ids], settings.max_tokens, rows):

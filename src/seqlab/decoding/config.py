@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from seqlab.config import ConfigError, check_choice
+from seqlab.constants import DEFAULT_IDS
+from seqlab.decoding.processors import WARPERS, build_processors
 
 Method = Literal["greedy", "beam", "sample"]
 EarlyStopping = Literal[True, False, "never"]
@@ -72,23 +74,21 @@ class DecodingConfig:
             raise ConfigError(f"{own}.method=greedy returns one hypothesis; use method=beam for num_beams/n_best > 1")
         if self.method == "sample" and self.num_beams != 1:
             raise ConfigError(f"{own}.method=sample does not use beams; set num_beams=1 (n_best = samples per source)")
-        if self.min_length < 0:
-            raise ConfigError(f"{own}.min_length={self.min_length} must be >= 0")
         if self.max_length is not None and self.max_length < max(1, self.min_length):
             raise ConfigError(f"{own}.max_length={self.max_length} must be >= max(1, min_length={self.min_length})")
         if self.max_length is None and (self.max_len_a < 0 or self.max_len_b < 1):
             raise ConfigError(f"{own}.max_len_a={self.max_len_a}, max_len_b={self.max_len_b}: need a >= 0, b >= 1")
         if self.method != "sample":
-            sampling = [k for k in ("temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon", "eta",
-                                    "top_n_sigma") if getattr(self, k) is not None]
+            sampling = [k for k in WARPERS if getattr(self, k) is not None]
             if sampling:
                 raise ConfigError(f"{own}.{sampling[0]} only applies to method=sample (got method={self.method}); "
                                   f"use method=sample or set {sampling[0]}=null")
-        if self.temperature is not None and self.temperature <= 0:
-            raise ConfigError(f"{own}.temperature={self.temperature} must be > 0; for the argmax use method=greedy")
-        from seqlab.decoding.generate import build_processors  # each processor checks its own values
+        build_processors(self, DEFAULT_IDS)  # each processor checks its own value
 
-        build_processors(self, _Ids())
+    @property
+    def rows_per_source(self) -> int:
+        """Decoder rows per source: beams for beam search, samples (or 1) otherwise."""
+        return self.num_beams if self.method == "beam" else self.n_best
 
     @property
     def label(self) -> str:
@@ -99,15 +99,8 @@ class DecodingConfig:
             return "greedy"
         if self.method == "beam":
             return f"beam{self.num_beams}_lp{self.length_penalty:g}"
-        parts = [f"{k}{getattr(self, k):g}" for k in ("temperature", "top_k", "top_p", "min_p", "typical_p",
-                                                       "epsilon", "eta", "top_n_sigma") if getattr(self, k) is not None]
+        parts = [f"{k}{getattr(self, k):g}" for k in WARPERS if getattr(self, k) is not None]
         return "sample" + ("_" + "_".join(parts) if parts else "")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class _Ids:
-    """Stand-in special ids, to validate processor arguments without a model."""
-
-    pad_id, bos_id, eos_id = 0, 2, 3

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from seqlab.decoding import processors as P
 from seqlab.decoding.config import DecodingConfig
+from seqlab.decoding.processors import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import beam_search, model_step, sample_or_greedy
 from seqlab.model import Seq2SeqTransformer
@@ -27,26 +27,6 @@ class GenerateOutput:
     def sequence_logprobs(self) -> Tensor:
         """(B, n_best) sum of the model's log-probs of each hypothesis."""
         return self.token_logprobs.sum(-1)
-
-
-def build_processors(cfg: DecodingConfig, model_cfg: object) -> list[P.LogitsProcessor]:
-    """Processors in Hugging Face's order: penalties and constraints first, then the sampling warpers."""
-    pad, bos, eos = model_cfg.pad_id, model_cfg.bos_id, model_cfg.eos_id
-    out: list[P.LogitsProcessor] = []
-    if cfg.repetition_penalty is not None:
-        out.append(P.RepetitionPenalty(cfg.repetition_penalty))
-    if cfg.no_repeat_ngram_size is not None:
-        out.append(P.NoRepeatNGram(cfg.no_repeat_ngram_size))
-    out.append(P.SuppressTokens([pad, bos] if bos != eos else [pad]))
-    if cfg.min_length > 0:
-        out.append(P.MinNewTokens(cfg.min_length, eos))
-    warpers = [
-        (cfg.temperature, P.Temperature), (cfg.top_k, P.TopK), (cfg.top_p, P.TopP), (cfg.min_p, P.MinP),
-        (cfg.typical_p, P.Typical), (cfg.epsilon, P.EpsilonCutoff), (cfg.eta, P.EtaCutoff),
-        (cfg.top_n_sigma, P.TopNSigma),
-    ]
-    out.extend(cls(value) for value, cls in warpers if value is not None)
-    return out
 
 
 def max_new_tokens(cfg: DecodingConfig, src_pad_mask: Tensor, max_positions: int) -> Tensor:
@@ -75,7 +55,7 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
         memory = model.encode(src_ids, src_pad_mask)
         limits = max_new_tokens(cfg, src_pad_mask, model_cfg.max_positions)
         step = model_step(model)
-        rows = cfg.num_beams if cfg.method == "beam" else cfg.n_best
+        rows = cfg.rows_per_source
         cache = model.start_cache(memory, src_pad_mask, group=rows, capacity=int(limits.max()) + 1,
                                   src_ids=src_ids)
         if cfg.method == "beam":

@@ -36,7 +36,6 @@ class Seq2SeqModule(L.LightningModule):
         self.model = Seq2SeqTransformer(model_cfg)
         self.describe = describe or {}  # tokenizer, data config, resolved run config
         self.skipped_batches = 0
-        self.quick_eval: Any = None  # set by the pipeline: callable(module) -> dict of metrics
         self._last_time: float | None = None
 
     # -- training ---------------------------------------------------------------------------
@@ -108,9 +107,6 @@ class Seq2SeqModule(L.LightningModule):
         self.log("val/loss", loss, prog_bar=True, sync_dist=False)
         self.log("val/nll", nll)
         self.log("val/ppl", math.exp(min(nll, 50.0)))
-        if self.quick_eval is not None and not self.trainer.sanity_checking:
-            for key, value in self.quick_eval(self).items():
-                self.log(key, value, rank_zero_only=True)
 
     # -- checkpoints ------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

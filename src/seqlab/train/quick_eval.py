@@ -1,9 +1,11 @@
-"""A quick greedy BLEU/ROUGE on a fixed validation subset, logged at each validation."""
+"""A quick greedy BLEU/ROUGE on a fixed validation subset, logged at each validation (a Lightning callback)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from lightning.pytorch.callbacks import Callback
 
 from seqlab.constants import VALIDATION
 from seqlab.data.corpora import Example, load_split
@@ -15,8 +17,8 @@ from seqlab.train.config import LoopConfig
 
 
 @dataclass
-class QuickEval:
-    """Greedy decoding of the first N validation examples (the same ones every time)."""
+class QuickEval(Callback):
+    """Greedy decoding of the first N validation examples (the same ones every time), after each validation."""
 
     examples: list[Example]
     tokenizer: Tokenizer
@@ -27,9 +29,13 @@ class QuickEval:
         examples = load_split(datamodule.cfg.corpus, VALIDATION)[: loop.quick_eval_size]
         return cls(examples, datamodule.tokenizer, DecodingConfig(max_length=loop.quick_eval_max_len))
 
-    def __call__(self, module: Any) -> dict[str, float]:
-        if module.global_rank != 0:
-            return {}
+    def metrics(self, module: Any) -> dict[str, float]:
         _, metrics = evaluate(module.model, self.tokenizer, self.examples, self.decoding,
                               EvalSettings(split=VALIDATION, score_references=False, n_bootstrap=0))
         return {f"val/greedy_{k}": float(metrics[k]) for k in (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL)}
+
+    def on_validation_epoch_end(self, trainer: Any, module: Any) -> None:
+        if trainer.sanity_checking or trainer.global_rank != 0:
+            return
+        for key, value in self.metrics(module).items():
+            module.log(key, value, rank_zero_only=True)

@@ -96,37 +96,24 @@ class FeedForward(nn.Module):
         return self.fc2(self.dropout(self.act(self.fc1(x))))
 
 
-class PostNormResidual(nn.Module):
-    """x = LN(x + dropout(f(x))), the original Transformer."""
+class Residual(nn.Module):
+    """A sublayer f inside its residual connection, the Annotated Transformer's `sublayer(x, f)`.
+
+    post (Vaswani et al. 2017): x = LN(x + dropout(f(x)));
+    pre (Xiong et al. 2020, fairseq's normalize_before): x = x + dropout(f(LN(x))).
+    This is the one place where `norm_position` takes effect.
+    """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
+        self.pre = cfg.norm_position == "pre"
         self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def before(self, x: Tensor) -> Tensor:
-        return x
-
-    def after(self, x: Tensor, y: Tensor) -> Tensor:
-        return self.norm(x + self.dropout(y))
-
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
-        return self.after(x, sublayer(self.before(x)))
-
-
-class PreNormResidual(PostNormResidual):
-    """x = x + dropout(f(LN(x))), as in Xiong et al. 2020 and fairseq's normalize_before."""
-
-    def before(self, x: Tensor) -> Tensor:
-        return self.norm(x)
-
-    def after(self, x: Tensor, y: Tensor) -> Tensor:
-        return x + self.dropout(y)
-
-
-def make_residual(cfg: ModelConfig) -> nn.Module:
-    """The one place where `norm_position` becomes a class."""
-    return {"post": PostNormResidual, "pre": PreNormResidual}[cfg.norm_position](cfg)
+        if self.pre:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
 
 
 def sinusoid_table(n_positions: int, dim: int) -> Tensor:

@@ -15,7 +15,7 @@ from seqlab.model.layers import (
     FeedForward,
     LearnedPositions,
     MultiHeadAttention,
-    make_residual,
+    Residual,
     padding_to_attn_mask,
 )
 
@@ -26,13 +26,12 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg, cross=False)
-        self.self_attn_res = make_residual(cfg)
+        self.self_attn_res = Residual(cfg)
         self.ffn = FeedForward(cfg)
-        self.ffn_res = make_residual(cfg)
+        self.ffn_res = Residual(cfg)
 
     def forward(self, x: Tensor, attn_mask: Tensor) -> Tensor:
-        y = self.self_attn(self.self_attn_res.before(x), attn_mask)
-        x = self.self_attn_res.after(x, y)
+        x = self.self_attn_res(x, lambda h: self.self_attn(h, attn_mask))
         return self.ffn_res(x, self.ffn)
 
 
@@ -42,20 +41,18 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg, cross=False)
-        self.self_attn_res = make_residual(cfg)
+        self.self_attn_res = Residual(cfg)
         self.cross_attn = MultiHeadAttention(cfg, cross=True)
-        self.cross_attn_res = make_residual(cfg)
+        self.cross_attn_res = Residual(cfg)
         self.ffn = FeedForward(cfg)
-        self.ffn_res = make_residual(cfg)
+        self.ffn_res = Residual(cfg)
 
     def forward(
         self, x: Tensor, self_mask: Tensor | None, is_causal: bool,
         cache: KVBuffer | None, cross_kv: KV, cross_mask: Tensor, group: int = 1,
     ) -> Tensor:
-        y = self.self_attn(self.self_attn_res.before(x), self_mask, is_causal, cache=cache)
-        x = self.self_attn_res.after(x, y)
-        y = self.cross_attn(self.cross_attn_res.before(x), cross_mask, kv=cross_kv, group=group)
-        x = self.cross_attn_res.after(x, y)
+        x = self.self_attn_res(x, lambda h: self.self_attn(h, self_mask, is_causal, cache=cache))
+        x = self.cross_attn_res(x, lambda h: self.cross_attn(h, cross_mask, kv=cross_kv, group=group))
         return self.ffn_res(x, self.ffn)
 
 

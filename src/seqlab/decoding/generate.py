@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor
 
+from seqlab.constants import SpecialIds
 from seqlab.decoding.config import DecodingConfig
 from seqlab.decoding.processors import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
-from seqlab.decoding.search import beam_search, model_step, sample_or_greedy
+from seqlab.decoding.search import GenerateOutput, beam_search, model_step, sample_or_greedy
 from seqlab.model import Seq2SeqTransformer
-
-
-@dataclass
-class GenerateOutput:
-    """Hypotheses per source, best first; token ids exclude BOS and include EOS when emitted."""
-
-    sequences: Tensor  # (B, n_best, T) long, PAD after each hypothesis
-    scores: Tensor  # (B, n_best) ranking score (beam: after length penalty; else sum of log-probs)
-    token_logprobs: Tensor  # (B, n_best, T) model log-prob of each token, unwarped; 0 after the end
-    lengths: Tensor  # (B, n_best) generated tokens, EOS included
-
-    @property
-    def sequence_logprobs(self) -> Tensor:
-        """(B, n_best) sum of the model's log-probs of each hypothesis."""
-        return self.token_logprobs.sum(-1)
 
 
 def max_new_tokens(cfg: DecodingConfig, src_pad_mask: Tensor, max_positions: int) -> Tensor:
@@ -49,6 +33,7 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
     """
     model_cfg = model.cfg
     processors = build_processors(cfg, model_cfg)
+    ids = SpecialIds(model_cfg.pad_id, model_cfg.bos_id, model_cfg.eos_id)
     was_training = model.training
     model.eval()
     try:
@@ -59,11 +44,11 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
         cache = model.start_cache(memory, src_pad_mask, group=rows, capacity=int(limits.max()) + 1,
                                   src_ids=src_ids)
         if cfg.method == "beam":
-            ids = (model_cfg.bos_id, model_cfg.eos_id, model_cfg.pad_id)
-            result = beam_search(step, cache, *ids, limits, cfg.num_beams, cfg.length_penalty, cfg.early_stopping,
-                                 processors)
+            result = beam_search(step, cache, ids=ids, max_new=limits, num_beams=cfg.num_beams,
+                                 length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping,
+                                 processors=processors)
             n = cfg.n_best
-            result.tokens, result.scores = result.tokens[:, :n], result.scores[:, :n]
+            result.sequences, result.scores = result.sequences[:, :n], result.scores[:, :n]
             result.token_logprobs, result.lengths = result.token_logprobs[:, :n], result.lengths[:, :n]
         else:
             cache = cache.ungroup()  # samples finish one by one: each row gets its own cross keys/values
@@ -71,16 +56,16 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
             if cfg.method == "sample":
                 base = source_keys(src_ids, src_pad_mask) if sample_keys is None else sample_keys.long()
                 keys = mix32(base.repeat_interleave(rows) * 0x01000193 + torch.arange(rows).repeat(len(base)))
-            result = sample_or_greedy(step, cache, model_cfg.bos_id, model_cfg.eos_id, model_cfg.pad_id,
-                                      limits.repeat_interleave(rows), processors, keys, cfg.seed)
+            result = sample_or_greedy(step, cache, ids=ids, max_new=limits.repeat_interleave(rows),
+                                      processors=processors, keys=keys, seed=cfg.seed)
             b = src_ids.shape[0]
-            result.tokens = result.tokens.view(b, rows, -1)
+            result.sequences = result.sequences.view(b, rows, -1)
             result.token_logprobs = result.token_logprobs.view(b, rows, -1)
             result.scores, result.lengths = result.scores.view(b, rows), result.lengths.view(b, rows)
     finally:
         model.train(was_training)
     width = max(1, int(result.lengths.max()))
-    return GenerateOutput(result.tokens[..., :width], result.scores, result.token_logprobs[..., :width],
+    return GenerateOutput(result.sequences[..., :width], result.scores, result.token_logprobs[..., :width],
                           result.lengths)
 
 

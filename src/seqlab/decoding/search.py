@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from seqlab.constants import SpecialIds
 from seqlab.decoding.processors import LogitsProcessor, apply
 from seqlab.decoding.sampling import gumbel_noise
 from seqlab.model import DecoderCache, Seq2SeqTransformer
@@ -23,13 +24,18 @@ COMPACT_EVERY = 8  # finished rows leave the batch once they are this fraction (
 
 
 @dataclass
-class SearchResult:
-    """Per example: n hypotheses of generated ids (EOS included), their scores and token log-probs."""
+class GenerateOutput:
+    """Hypotheses per source, best first; token ids exclude BOS and include EOS when emitted."""
 
-    tokens: Tensor  # (B, n, L) long, PAD after the end
-    scores: Tensor  # (B, n) float
-    token_logprobs: Tensor  # (B, n, L) float, 0 after the end
-    lengths: Tensor  # (B, n) long
+    sequences: Tensor  # (B, n, T) long, PAD after each hypothesis
+    scores: Tensor  # (B, n) ranking score (beam: after length penalty; else sum of log-probs)
+    token_logprobs: Tensor  # (B, n, T) model log-prob of each token, unwarped; 0 after the end
+    lengths: Tensor  # (B, n) generated tokens, EOS included
+
+    @property
+    def sequence_logprobs(self) -> Tensor:
+        """(B, n) sum of the model's log-probs of each hypothesis."""
+        return self.token_logprobs.sum(-1)
 
 
 StepFn = Callable[[Tensor, DecoderCache], tuple[Tensor, DecoderCache]]
@@ -46,13 +52,14 @@ def model_step(model: Seq2SeqTransformer) -> StepFn:
 
 
 def sample_or_greedy(
-    step: StepFn, cache: DecoderCache, bos: int, eos: int, pad: int, max_new: Tensor,
+    step: StepFn, cache: DecoderCache, *, ids: SpecialIds, max_new: Tensor,
     processors: Sequence[LogitsProcessor], keys: Tensor | None, seed: int,
-) -> SearchResult:
+) -> GenerateOutput:
     """One hypothesis per row: argmax of the processed scores, or a keyed Gumbel-max sample.
 
     max_new: (N,) per-row limit on generated tokens. keys: (N,) per-row sampling keys or None (greedy).
     """
+    bos, eos, pad = ids.bos_id, ids.eos_id, ids.pad_id
     n, limit = max_new.shape[0], int(max_new.max())
     device = max_new.device
     tokens = torch.full((n, limit), pad, dtype=torch.long, device=device)
@@ -79,7 +86,7 @@ def sample_or_greedy(
         if finished * COMPACT_EVERY >= running.numel():  # drop finished rows once they are 1/8 of the batch
             keep = running.nonzero().squeeze(1)
             active, prefix, running, cache = active[keep], prefix[keep], running[keep], cache.reorder(keep)
-    return SearchResult(tokens[:, None], logprobs[:, None].sum(-1), logprobs[:, None], lengths[:, None])
+    return GenerateOutput(tokens[:, None], logprobs[:, None].sum(-1), logprobs[:, None], lengths[:, None])
 
 
 def _pick(old: Tensor, new: Tensor, best: Tensor) -> Tensor:
@@ -88,72 +95,134 @@ def _pick(old: Tensor, new: Tensor, best: Tensor) -> Tensor:
     return torch.cat([old, new], 1).gather(1, index)
 
 
+def _rows(x: Tensor, index: Tensor) -> Tensor:
+    """x (A, C, ...) at candidate positions index (A, K): (A, K, ...)."""
+    return x.gather(1, index.view(*index.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:]))
+
+
+def normalized(score: Tensor, length: Tensor | float, alpha: float) -> Tensor:
+    """The length-normalized score of a hypothesis: sum of log-probs / length ** alpha (HF, fairseq)."""
+    return score / length**alpha
+
+
+@dataclass
+class Beams:
+    """The state of beam search for the examples still searching (A of them, K beams each)."""
+
+    seq: Tensor  # (A, K, L + 1) BOS + tokens of each running beam
+    tok_lp: Tensor  # (A, K, L + 1) unwarped log-prob of each token
+    scores: Tensor  # (A, K) running score: sum of processed log-probs
+
+
+@dataclass
+class Finished:
+    """The best K finished hypotheses per example (all B examples), NEG where there are fewer."""
+
+    seq: Tensor  # (B, K, L + 1)
+    tok_lp: Tensor  # (B, K, L + 1)
+    scores: Tensor  # (B, K) normalized score
+    lengths: Tensor  # (B, K)
+    is_fin: Tensor  # (B, K) bool: a real hypothesis in this slot
+
+
+@dataclass
+class Candidates:
+    """The top 2K continuations of one step (fairseq's `Search.step`), per example."""
+
+    seq: Tensor  # (A, C, L + 1)
+    tok_lp: Tensor  # (A, C, L + 1)
+    scores: Tensor  # (A, C) running score
+    source_beam: Tensor  # (A, C) the beam each continues
+    stops: Tensor  # (A, C) bool: ends in EOS or at the length limit
+
+
+def expand(beams: Beams, scores: Tensor, raw_lp: Tensor, t: int, eos: int, at_limit: Tensor) -> Candidates:
+    """scores (A, K, V) processed log-probs + running scores -> the top 2K candidates."""
+    a, k, vocab = scores.shape
+    top_scores, top_idx = torch.topk(scores.view(a, k * vocab), 2 * k)  # (A, C)
+    src_beam, tok = top_idx // vocab, top_idx % vocab
+    seq = _rows(beams.seq, src_beam)
+    seq[:, :, t + 1] = tok
+    tok_lp = _rows(beams.tok_lp, src_beam)
+    tok_lp[:, :, t + 1] = raw_lp.view(a, k * vocab).gather(1, top_idx)
+    return Candidates(seq, tok_lp, top_scores, src_beam, (tok == eos) | at_limit[:, None])
+
+
+def select_running(cand: Candidates, k: int) -> tuple[Beams, Tensor]:
+    """The best K candidates that did not stop continue; returns them and the beam each came from."""
+    keep = torch.topk(cand.scores + cand.stops.float() * NEG, k)[1]  # (A, K)
+    beams = Beams(_rows(cand.seq, keep), _rows(cand.tok_lp, keep), cand.scores.gather(1, keep))
+    return beams, cand.source_beam.gather(1, keep)
+
+
+def finalize(fin: Finished, active: Tensor, cand: Candidates, t: int, length_penalty: float,
+             accepting: Tensor) -> None:
+    """Stopped candidates among the top K join the finished set if they beat it (fairseq's `finalize_hypos`).
+
+    accepting: (A,) whether each example still takes new hypotheses.
+    """
+    k = fin.scores.shape[1]
+    just_fin = cand.stops & (torch.arange(2 * k, device=cand.stops.device) < k)[None, :]
+    new_scores = normalized(cand.scores, float(t + 1), length_penalty)
+    new_scores = new_scores + (~just_fin).float() * NEG + (~accepting[:, None]).float() * NEG
+    merged = torch.cat([fin.scores[active], new_scores], dim=1)
+    best = torch.topk(merged, k)[1]  # (A, K)
+    fin.seq[active] = _pick(fin.seq[active], cand.seq, best)
+    fin.tok_lp[active] = _pick(fin.tok_lp[active], cand.tok_lp, best)
+    fin.lengths[active] = _pick(fin.lengths[active], torch.full_like(cand.source_beam, t + 1), best)
+    fin.is_fin[active] = _pick(fin.is_fin[active], just_fin, best)
+    fin.scores[active] = merged.gather(1, best)
+
+
+def can_improve(fin: Finished, active: Tensor, beams: Beams, t: int, max_new: Tensor, length_penalty: float,
+                early_stopping: bool | str) -> Tensor:
+    """(A,) HF's early-stop bound: can the best running beam still beat the worst finished hypothesis?
+
+    The running beam is scored at its current length, or with early_stopping="never" (and
+    length_penalty > 0) at the maximum length, the most it could still gain.
+    """
+    never = early_stopping == "never" and length_penalty > 0
+    length = max_new[active, None].float() if never else float(t + 1)
+    best_running = normalized(beams.scores[:, :1], length, length_penalty)
+    is_fin = fin.is_fin[active]
+    worst = torch.where(is_fin, fin.scores[active].min(dim=1, keepdim=True)[0], NEG)
+    return (best_running > worst).any(dim=1)
+
+
 def beam_search(
-    step: StepFn, cache: DecoderCache, bos: int, eos: int, pad: int, max_new: Tensor, num_beams: int,
+    step: StepFn, cache: DecoderCache, *, ids: SpecialIds, max_new: Tensor, num_beams: int,
     length_penalty: float, early_stopping: bool | str, processors: Sequence[LogitsProcessor],
-) -> SearchResult:
+) -> GenerateOutput:
     """Hugging Face's beam search (see DecodingConfig), with done examples dropped from the batch.
 
     cache holds B * num_beams rows, example-major. max_new: (B,) per-example limits.
+    Each step: expand the running beams to 2K candidates, keep the best K that did not stop,
+    move stopped ones into the finished set, then stop examples that cannot improve.
     """
-    b, k, c = max_new.shape[0], num_beams, 2 * num_beams
+    b, k = max_new.shape[0], num_beams
     limit, device = int(max_new.max()), max_new.device
-    seq = torch.full((b, k, limit + 1), pad, dtype=torch.long, device=device)
-    seq[:, :, 0] = bos
-    tok_lp = torch.zeros((b, k, limit + 1), device=device)  # unwarped log-prob of each token
-    run_scores = torch.zeros((b, k), device=device)
-    run_scores[:, 1:] = NEG  # all beams start identical: expand only the first
-    fin_seq, fin_lp = seq.clone(), tok_lp.clone()
-    fin_scores = torch.full((b, k), NEG, device=device)
-    fin_len = torch.zeros((b, k), dtype=torch.long, device=device)
-    is_fin = torch.zeros((b, k), dtype=torch.bool, device=device)
+    seq = torch.full((b, k, limit + 1), ids.pad_id, dtype=torch.long, device=device)
+    seq[:, :, 0] = ids.bos_id
+    start_scores = torch.zeros((b, k), device=device)
+    start_scores[:, 1:] = NEG  # all beams start identical: expand only the first
+    beams = Beams(seq, torch.zeros((b, k, limit + 1), device=device), start_scores)
+    fin = Finished(seq.clone(), beams.tok_lp.clone(), torch.full((b, k), NEG, device=device),
+                   torch.zeros((b, k), dtype=torch.long, device=device),
+                   torch.zeros((b, k), dtype=torch.bool, device=device))
     improvable = torch.ones(b, dtype=torch.bool, device=device)
-    active = torch.arange(b, device=device)  # examples still searching
+    active = torch.arange(b, device=device)  # examples still searching; `beams` holds their rows only
     for t in range(limit):
         a = active.shape[0]
-        seq_a, tok_lp_a = seq[active], tok_lp[active]  # (A, K, L + 1)
-        prefix = seq_a[:, :, : t + 1].reshape(a * k, t + 1)
+        prefix = beams.seq[:, :, : t + 1].reshape(a * k, t + 1)
         logits, cache = step(prefix[:, -1], cache)  # (A*K, V)
-        vocab = logits.shape[-1]
         raw_lp = F.log_softmax(logits, dim=-1)
-        scores = apply(processors, prefix, raw_lp).view(a, k, vocab) + run_scores[active][:, :, None]
-        top_scores, top_idx = torch.topk(scores.view(a, k * vocab), c)  # (A, C)
-        src_beam, tok = top_idx // vocab, top_idx % vocab
-        cand_seq = seq_a.gather(1, src_beam[:, :, None].expand(-1, -1, limit + 1))
-        cand_seq[:, :, t + 1] = tok
-        cand_lp = tok_lp_a.gather(1, src_beam[:, :, None].expand(-1, -1, limit + 1))
-        cand_lp[:, :, t + 1] = raw_lp.view(a, k * vocab).gather(1, top_idx)
-        hits = (tok == eos) | (t + 1 >= max_new[active])[:, None]  # (A, C)
-
-        # The best K candidates that did not stop continue.
-        continuing = top_scores + hits.float() * NEG
-        keep = torch.topk(continuing, k)[1]  # (A, K)
-        seq[active] = cand_seq.gather(1, keep[:, :, None].expand(-1, -1, limit + 1))
-        tok_lp[active] = cand_lp.gather(1, keep[:, :, None].expand(-1, -1, limit + 1))
-        run_scores[active] = continuing.gather(1, keep)
-        origin = src_beam.gather(1, keep)  # (A, K) beam each survivor came from
-
-        # Stopped candidates among the top K join the finished set if they beat it.
-        just_fin = hits & (torch.arange(c, device=device) < k)[None, :]
-        new_scores = top_scores / float(t + 1) ** length_penalty
-        full = is_fin[active].all(dim=1, keepdim=True) & (early_stopping is True)
-        new_scores = new_scores + full.float() * NEG + (~improvable[active])[:, None].float() * NEG
-        new_scores = new_scores + (~just_fin).float() * NEG
-        merged_scores = torch.cat([fin_scores[active], new_scores], dim=1)
-        best = torch.topk(merged_scores, k)[1]  # (A, K)
-        fin_seq[active] = _pick(fin_seq[active], cand_seq, best)
-        fin_lp[active] = _pick(fin_lp[active], cand_lp, best)
-        fin_len[active] = _pick(fin_len[active], torch.full_like(tok, t + 1), best)
-        is_fin[active] = _pick(is_fin[active], just_fin, best)
-        fin_scores[active] = merged_scores.gather(1, best)
-
-        # HF's early-stop heuristic: can the best running beam still beat the worst finished one?
-        never = early_stopping == "never" and length_penalty > 0
-        cur = max_new[active, None].float() if never else torch.tensor(float(t + 1), device=device)
-        best_running = run_scores[active][:, :1] / cur**length_penalty
-        worst = torch.where(is_fin[active], fin_scores[active].min(dim=1, keepdim=True)[0], NEG)
-        improvable[active] &= (best_running > worst).any(dim=1)
-        done = ~improvable[active] | (is_fin[active].all(dim=1) & (early_stopping is True))
+        scores = apply(processors, prefix, raw_lp).view(a, k, -1) + beams.scores[:, :, None]
+        cand = expand(beams, scores, raw_lp, t, ids.eos_id, t + 1 >= max_new[active])
+        beams, origin = select_running(cand, k)
+        all_fin = fin.is_fin[active].all(dim=1)
+        finalize(fin, active, cand, t, length_penalty, improvable[active] & ~(all_fin & (early_stopping is True)))
+        improvable[active] &= can_improve(fin, active, beams, t, max_new, length_penalty, early_stopping)
+        done = ~improvable[active] | (fin.is_fin[active].all(dim=1) & (early_stopping is True))
         done |= t + 1 >= max_new[active]
         rows = (torch.arange(a, device=device)[:, None] * k + origin).view(-1)
         if done.any():  # drop finished examples (their beams and cross keys/values) from the batch
@@ -161,8 +230,9 @@ def beam_search(
             if stay.numel() == 0:
                 break
             active = active[stay]
+            beams = Beams(beams.seq[stay], beams.tok_lp[stay], beams.scores[stay])
             cache = cache.reorder(rows.view(a, k)[stay].view(-1))
         else:
             cache.rearrange_(rows)  # beams moved within their example: copy only the rows that changed
-    within = torch.arange(limit, device=device)[None, None, :] < fin_len[:, :, None]
-    return SearchResult(fin_seq[:, :, 1:], fin_scores, fin_lp[:, :, 1:] * within, fin_len)
+    within = torch.arange(limit, device=device)[None, None, :] < fin.lengths[:, :, None]
+    return GenerateOutput(fin.seq[:, :, 1:], fin.scores, fin.tok_lp[:, :, 1:] * within, fin.lengths)

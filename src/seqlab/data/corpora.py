@@ -228,16 +228,24 @@ def _jsonl_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                     raise CorpusError(f"{where}: expected a JSON object per line, got {type(row).__name__}")
                 yield where, row
     except (OSError, EOFError) as err:
-        raise CorpusError(f"{path}: cannot be read ({err}); the file may be truncated or not gzip") from None
+        raise unreadable(path, err) from None
+
+
+def unreadable(path: Path, err: Exception) -> CorpusError:
+    return CorpusError(f"{path}: cannot be read ({err}); the file may be truncated or not gzip")
+
+
+def _read_all(path: Path) -> bytes:
+    """The whole (decompressed) file; a truncated gzip or unreadable file is named."""
+    try:
+        with _open_bytes(path) as f:
+            return f.read()
+    except (OSError, EOFError) as err:
+        raise unreadable(path, err) from None
 
 
 def _json_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    try:
-        with _open_bytes(path) as f:
-            raw = f.read()
-    except (OSError, EOFError) as err:
-        raise CorpusError(f"{path}: cannot be read ({err}); the file may be truncated or not gzip") from None
-    text = _decode(raw, str(path))
+    text = _decode(_read_all(path), str(path))
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -253,12 +261,7 @@ def _json_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def _read_lines(path: Path) -> list[str]:
     """The file's lines as text (a UTF-8 byte-order mark dropped); clear errors for bad bytes or gzip."""
-    try:
-        with _open_bytes(path) as f:
-            raw_lines = f.read().split(b"\n")
-    except (OSError, EOFError) as err:
-        raise CorpusError(f"{path}: cannot be read ({err}); the file may be truncated or not gzip") from None
-    lines = [_decode(raw, f"{path}:{i}") for i, raw in enumerate(raw_lines, start=1)]
+    lines = [_decode(raw, f"{path}:{i}") for i, raw in enumerate(_read_all(path).split(b"\n"), start=1)]
     if lines and lines[0].startswith("\ufeff"):
         lines[0] = lines[0][1:]
     return lines

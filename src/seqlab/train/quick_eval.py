@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from lightning.pytorch.callbacks import Callback
@@ -16,13 +15,14 @@ from seqlab.metrics import keys as K
 from seqlab.train.config import LoopConfig
 
 
-@dataclass
 class QuickEval(Callback):
-    """Greedy decoding of the first N validation examples (the same ones every time), after each validation."""
+    """Greedy decoding of the first N validation examples (the same ones every time), after each validation.
 
-    examples: list[Example]
-    tokenizer: Tokenizer
-    decoding: DecodingConfig
+    A plain class, not a dataclass: Hydra would turn a dataclass among the Trainer's arguments into a config.
+    """
+
+    def __init__(self, examples: list[Example], tokenizer: Tokenizer, decoding: DecodingConfig) -> None:
+        self.examples, self.tokenizer, self.decoding = examples, tokenizer, decoding
 
     @classmethod
     def from_datamodule(cls, datamodule: Any, loop: LoopConfig) -> QuickEval:

@@ -16,11 +16,11 @@ RUNS ?=
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt torch
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,hf]'
 	touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install seqlab with its dev tools (idempotent)

@@ -12,7 +12,7 @@ import pytest
 
 from seqlab.data import CorpusConfig, CorpusError, Tokenizer, TokenizerConfig, load_split
 from seqlab.data.batching import TokenBudgetBatchSampler
-from seqlab.data.corpora import EMBEDDED_DIR
+from seqlab.data.corpora import embedded_dir
 
 BIBLE = CorpusConfig(name="bible", kind="embedded", task="translation", path="bible_es_en",
                      src_lang="es", tgt_lang="en")
@@ -21,7 +21,7 @@ DEBIAN = CorpusConfig(name="debian", kind="embedded", task="summarization", path
 
 
 def documented_sizes() -> dict[tuple[str, str], int]:
-    rows = re.findall(r"^\| (\w+) \| (\w+) \| (\d+) \|$", (EMBEDDED_DIR / "DATA.md").read_text(), re.M)
+    rows = re.findall(r"^\| (\w+) \| (\w+) \| (\d+) \|$", (embedded_dir() / "DATA.md").read_text(), re.M)
     return {(corpus, split): int(n) for corpus, split, n in rows}
 
 

@@ -17,6 +17,7 @@ import gzip
 import io
 import json
 import logging
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,12 @@ from seqlab.io import file_digest
 log = logging.getLogger(__name__)
 SourceKind = Literal["embedded", "hub", "files"]
 Task = Literal["translation", "summarization"]
-EMBEDDED_DIR = Path(__file__).resolve().parents[3] / "data"
+DATA_DIR_ENV = "SEQLAB_DATA_DIR"
+
+
+def embedded_dir() -> Path:
+    """Where the embedded corpora live: $SEQLAB_DATA_DIR, else the checkout's data/ folder."""
+    return Path(os.environ.get(DATA_DIR_ENV) or Path(__file__).resolve().parents[3] / "data")
 FILE_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".json.gz", ".csv", ".tsv", ".parquet")
 
 
@@ -101,7 +107,7 @@ class CorpusConfig:
                 "fields": self.text_fields(), "files": files, "embedded": embedded}
 
     def embedded_file(self, split: str) -> Path:
-        root = Path(self.path) if Path(self.path).is_absolute() else EMBEDDED_DIR / self.path
+        root = Path(self.path) if Path(self.path).is_absolute() else embedded_dir() / self.path
         return root / f"{split}.jsonl.gz"
 
     def resolve_file(self, split: str) -> Path:
@@ -122,7 +128,7 @@ def load_split(cfg: CorpusConfig, split: str) -> list[Example]:
         where = f"hub dataset {cfg.path} ({cfg.hub_config}) split {cfg.split_names.get(split, split)}"
     else:
         path = cfg.embedded_file(split) if cfg.kind == "embedded" else cfg.resolve_file(split)
-        examples = list(_from_rows(cfg, read_rows(path)))
+        examples = list(_from_rows(cfg, read_rows(path, cfg.kind)))
         where = str(path)
     if not examples:
         raise CorpusError(f"{where}: split '{split}' of corpus {cfg.name} is empty; it needs at least one example")
@@ -179,10 +185,12 @@ def _text(row: Mapping[str, Any], key: str | None, where: str, name: str) -> str
     return value
 
 
-def read_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+def read_rows(path: Path, cfg_kind: str = "files") -> Iterator[tuple[str, dict[str, Any]]]:
     """(location, row) pairs from a local JSONL/JSON/CSV/TSV/Parquet file."""
     if not path.exists():
-        raise CorpusError(f"{path}: file not found; check data.corpus.path / data.corpus.files")
+        hint = (f"; the embedded corpora are in the project's data/ folder: point {DATA_DIR_ENV} at it "
+                "(an installed, non-editable seqlab has no checkout around it)") if cfg_kind == "embedded" else ""
+        raise CorpusError(f"{path}: file not found; check data.corpus.path / data.corpus.files{hint}")
     name = path.name.lower()
     if name.endswith((".jsonl", ".jsonl.gz")):
         yield from _jsonl_rows(path)

@@ -9,9 +9,10 @@ CKPT ?=
 RESULTS ?= outputs/eval_results
 SEEDS ?=
 RUNS ?=
+INPUT ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install train eval sweep-decoding sweep-arch study study-norm study-tying study-positions compare report bench params test test-full lint clean
+.PHONY: help install train eval translate sweep-decoding sweep-arch study study-norm study-tying study-positions compare report bench params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -31,6 +32,10 @@ train: $(STAMP) ## Train the default experiment (mt_bible_small, 25 CPU minutes)
 eval: $(STAMP) ## Evaluate a checkpoint on the test split: CKPT=run_dir_or_file [ARGS="decoding=beam"]
 	@test -n "$(CKPT)" || { echo "usage: make eval CKPT=outputs/train/.../runs/<time> [ARGS=decoding=beam]"; exit 2; }
 	$(BIN)/python pipelines/evaluate.py ckpt=$(CKPT) $(ARGS)
+
+translate: $(STAMP) ## Translate/summarize stdin or INPUT=file to stdout: CKPT=... [ARGS="decoding=beam format=fairseq"]
+	@test -n "$(CKPT)" || { echo "usage: make translate CKPT=run_dir_or_file [INPUT=in.txt] [ARGS=...] > out.txt" >&2; exit 2; }
+	@$(BIN)/python pipelines/translate.py ckpt=$(CKPT) $(if $(INPUT),input=$(INPUT)) $(ARGS)
 
 sweep-decoding: $(STAMP) ## Decode CKPT with the whole decoding grid (one W&B run each, one group), then the report
 	@test -n "$(CKPT)" || { echo "usage: make sweep-decoding CKPT=outputs/train/.../runs/<time>"; exit 2; }

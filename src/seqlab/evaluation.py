@@ -75,20 +75,31 @@ def pad_batch(seqs: list[list[int]], pad_id: int, device: torch.device) -> tuple
     return ids.to(device), pad.to(device)
 
 
-def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence[Example],
-             cfg: DecodingConfig, settings: EvalSettings) -> tuple[list[Record], dict[str, Any]]:
-    """Decode `examples`, score references, and return per-example records and corpus metrics."""
+@dataclass
+class Decoded:
+    """The n-best hypotheses of every source, in input order, and what decoding them took."""
+
+    hypotheses: list[list[tuple[list[int], float, list[float]]]]  # per source: (ids, score, token log-probs)
+    src_ids: list[list[int]]  # the sources as decoded (after truncation)
+    n_truncated: int
+    generated_tokens: int
+    seconds: float
+
+
+def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Sequence[str], cfg: DecodingConfig,
+                 max_tokens: int, on_batch: Any = None) -> Decoded:
+    """Tokenize, truncate to what the model takes, decode in length-sorted token-budget batches, and
+    return the hypotheses in input order. `on_batch(n_sources)` is called after each batch (progress)."""
     device = next(model.parameters()).device
     max_src = model.cfg.max_positions
-    src_ids = tokenizer.encode_source([e.source for e in examples])
+    src_ids = tokenizer.encode_source(list(sources))
     truncated = sum(len(s) > max_src for s in src_ids)
     if truncated:
         log.warning("%d of %d sources longer than max_positions=%d were truncated", truncated, len(src_ids), max_src)
     src_ids = [truncate(s, max_src, model.cfg.eos_id) for s in src_ids]
-    rows = cfg.rows_per_source
-    outputs: list[Any] = [None] * len(examples)
+    outputs: list[Any] = [None] * len(src_ids)
     generated, start = 0, time.perf_counter()
-    for idx in length_batches([len(s) for s in src_ids], settings.max_tokens, rows):
+    for idx in length_batches([len(s) for s in src_ids], max_tokens, cfg.rows_per_source):
         ids, pad = pad_batch([src_ids[i] for i in idx], model.cfg.pad_id, device)
         out = generate(model, ids, pad, cfg)
         generated += int(out.lengths.sum())
@@ -96,10 +107,20 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
             outputs[i] = [(out.sequences[row, j, : out.lengths[row, j]].tolist(), float(out.scores[row, j]),
                            out.token_logprobs[row, j, : out.lengths[row, j]].tolist())
                           for j in range(out.sequences.shape[1])]
-    elapsed = max(time.perf_counter() - start, 1e-9)
+        if on_batch is not None:
+            on_batch(len(idx))
+    return Decoded(outputs, src_ids, truncated, generated, max(time.perf_counter() - start, 1e-9))
 
+
+def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence[Example],
+             cfg: DecodingConfig, settings: EvalSettings) -> tuple[list[Record], dict[str, Any]]:
+    """Decode `examples`, score references, and return per-example records and corpus metrics."""
+    decoded = decode_texts(model, tokenizer, [e.source for e in examples], cfg, settings.max_tokens)
+    src_ids, truncated, generated, elapsed = decoded.src_ids, decoded.n_truncated, decoded.generated_tokens, \
+        decoded.seconds
+    rows = cfg.rows_per_source
     records = []
-    for ex, hyps in zip(examples, outputs, strict=True):
+    for ex, hyps in zip(examples, decoded.hypotheses, strict=True):
         nbest = [{"text": tokenizer.decode_target(ids), "score": s, "logprob": sum(lp), "tokens": len(ids)}
                  for ids, s, lp in hyps]
         records.append(Record(ex.id, ex.source, ex.target, nbest[0]["text"], nbest, hyps[0][2]))

@@ -149,30 +149,9 @@ def flip_byte_in_record(src: Path, dst: Path, record_suffix: str) -> None:
     dst.write_bytes(bytes(data))
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory, shared_cache_module) -> Path:
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import open_dict
-
-    out = tmp_path_factory.mktemp("ckpt")
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=[*SMOKE, "trainer.max_steps=2"], return_hydra_config=True)
-    with open_dict(cfg):
-        cfg.paths.log_dir = str(out / "outputs")
-        cfg.paths.output_dir = str(out / "run")
-        cfg.data.cache_dir = str(shared_cache_module)
-    HydraConfig.instance().set_config(cfg)
-    result = train(cfg)
-    GlobalHydra.instance().clear()
-    return Path(result["last"])
-
-
-@pytest.fixture(scope="module")
-def shared_cache_module(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("cache")
+@pytest.fixture
+def checkpoint(smoke_checkpoint) -> Path:
+    return smoke_checkpoint
 
 
 @pytest.mark.parametrize("record", ["data.pkl", "/data/0"])

@@ -1,0 +1,90 @@
+"""Translate or summarize text: `python pipelines/translate.py ckpt=PATH [decoding=beam] [input=FILE] < in > out`.
+
+One output line per input line, in input order, on stdout (an empty line for an empty
+line); `format=fairseq` prints fairseq's S-/H-/P- lines with `decoding.n_best` hypotheses.
+Logs and progress go to stderr, so `... < in.txt > out.txt` gives a clean file. On a
+terminal it is interactive: a prompt per line, answered at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import hydra
+import torch
+from omegaconf import DictConfig
+
+from seqlab.checkpoint import load_for_inference, resolve
+from seqlab.config import ConfigError, check_choice
+from seqlab.decoding import DecodingConfig
+from seqlab.perf import keep_freed_memory
+from seqlab.pipeline import plain, typed
+from seqlab.translate import Format, format_output, translate, translate_stream
+
+log = logging.getLogger("seqlab.translate")
+
+
+def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int:
+    """Translate `input` (or stdin) to stdout; returns the number of lines."""
+    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+    check_choice("translate", "format", cfg.format, Format)
+    decoding = typed(DecodingConfig, plain(cfg.decoding), "decoding")
+    if cfg.format == "plain" and decoding.n_best > 1:
+        raise ConfigError("decoding.n_best > 1 prints several hypotheses per line: add format=fairseq")
+    keep_freed_memory()
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else str(cfg.device)
+    model, tokenizer, info = load_for_inference(resolve(str(cfg.ckpt)), device=device)
+    log.info("%s (step %d), decoding %s", info.path, info.step, decoding.label)
+    if cfg.input is None and stdin.isatty():
+        return interactive(model, tokenizer, decoding, cfg.format, stdin, stdout)
+    progress = Progress()
+    if cfg.input is not None:
+        with open(cfg.input, encoding="utf-8") as f:
+            n = translate_stream(model, tokenizer, f, stdout, decoding, cfg.format, cfg.max_tokens, cfg.chunk_size,
+                                 progress)
+    else:
+        n = translate_stream(model, tokenizer, stdin, stdout, decoding, cfg.format, cfg.max_tokens, cfg.chunk_size,
+                             progress)
+    log.info("translated %d lines", n)
+    return n
+
+
+class Progress:
+    """Sources decoded so far, logged (to stderr) at most every 10 seconds."""
+
+    def __init__(self) -> None:
+        import time
+
+        self.clock, self.start, self.last, self.done = time.perf_counter, time.perf_counter(), 0.0, 0
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        now = self.clock() - self.start
+        if now - self.last >= 10:
+            self.last = now
+            log.info("%d sources decoded, %.1f per second", self.done, self.done / max(now, 1e-9))
+
+
+def interactive(model: Any, tokenizer: Any, decoding: DecodingConfig, fmt: str, stdin: Any, stdout: Any) -> int:
+    """A prompt per line (on stderr), each answered at once; Ctrl-D ends."""
+    n = 0
+    while True:
+        print("> ", end="", file=sys.stderr, flush=True)
+        line = stdin.readline()
+        if not line:
+            return n
+        source = line.rstrip("\n")
+        stdout.write(format_output(n, source, translate(model, tokenizer, [source], decoding)[0], fmt))
+        stdout.flush()
+        n += 1
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="translate")
+def main(cfg: DictConfig) -> None:
+    run_translate(cfg)
+
+
+if __name__ == "__main__":
+    main()

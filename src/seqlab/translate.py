@@ -1,0 +1,79 @@
+"""Translate or summarize text with a checkpoint: one output line per input line, in input order.
+
+`pipelines/translate.py` is the command (`make translate CKPT=...`); these functions are
+what it and the tests call. Empty (or blank) input lines give empty output lines without
+being decoded, so the output never shifts against the input. `fairseq` format prints, per
+input line i, fairseq-generate's lines: `S-i` (source), then per hypothesis `H-i<TAB>score<TAB>text`
+and `P-i<TAB>per-token log-probs`, scores and log-probs in base 2 as fairseq prints them
+(beam: the length-normalized score; otherwise the sequence log-prob).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, TextIO
+
+from seqlab.data.tokenizer import Tokenizer
+from seqlab.decoding import DecodingConfig
+from seqlab.evaluation import decode_texts
+from seqlab.model import Seq2SeqTransformer
+
+Format = Literal["plain", "fairseq"]
+LN2 = math.log(2)
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    text: str
+    score: float  # natural log
+    token_logprobs: list[float]
+
+
+def translate(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: Sequence[str], cfg: DecodingConfig,
+              max_tokens: int = 8000, on_batch: Callable[[int], None] | None = None) -> list[list[Hypothesis]]:
+    """The n-best hypotheses of every line (none for a blank line), in input order."""
+    keep = [i for i, line in enumerate(lines) if line.strip()]
+    decoded = decode_texts(model, tokenizer, [lines[i] for i in keep], cfg, max_tokens, on_batch)
+    out: list[list[Hypothesis]] = [[] for _ in lines]
+    for i, hyps in zip(keep, decoded.hypotheses, strict=True):
+        out[i] = [Hypothesis(tokenizer.decode_target(ids), score, lps) for ids, score, lps in hyps]
+    return out
+
+
+def format_output(index: int, source: str, hyps: list[Hypothesis], fmt: Format) -> str:
+    """The text written for one input line (with its trailing newline)."""
+    if fmt == "plain":
+        return (hyps[0].text if hyps else "") + "\n"
+    lines = [f"S-{index}\t{source}"]
+    for h in hyps:
+        lines.append(f"H-{index}\t{h.score / LN2:.4f}\t{h.text}")
+        lines.append(f"P-{index}\t" + " ".join(f"{lp / LN2:.4f}" for lp in h.token_logprobs))
+    return "\n".join(lines) + "\n"
+
+
+def chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
+    """Lines (newline stripped) in chunks of at most `size`: memory stays bounded on large files."""
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line.rstrip("\n").rstrip("\r"))
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def translate_stream(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: Iterable[str], out: TextIO,
+                     cfg: DecodingConfig, fmt: Format = "plain", max_tokens: int = 8000, chunk_size: int = 2000,
+                     on_batch: Callable[[int], None] | None = None) -> int:
+    """Translate every line of `lines` to `out`, chunk by chunk; returns the number of lines."""
+    done = 0
+    for chunk in chunks(lines, chunk_size):
+        for i, (source, hyps) in enumerate(zip(chunk, translate(model, tokenizer, chunk, cfg, max_tokens, on_batch),
+                                               strict=True)):
+            out.write(format_output(done + i, source, hyps, fmt))
+        out.flush()
+        done += len(chunk)
+    return done

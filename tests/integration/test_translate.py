@@ -1,0 +1,71 @@
+"""Translate: one output line per input line, in order; the evaluation's hypotheses; fairseq's n-best format."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pipelines.translate import run_translate
+
+from seqlab.checkpoint import load_for_inference
+from seqlab.data import Example
+from seqlab.decoding import DecodingConfig
+from seqlab.evaluation import EvalSettings, evaluate
+from seqlab.translate import translate
+
+ROOT = Path(__file__).resolve().parents[2]
+LINES = ["En el principio creó Dios los cielos y la tierra.", "", "Y la tierra estaba desordenada y vacía,",
+         "   ", " ".join(["y dijo Dios: Sea la luz; y fue la luz."] * 60), "Dios"]
+
+
+def run(make_cfg, ckpt: Path, lines: list[str], *overrides: str) -> list[str]:
+    cfg = make_cfg("translate", [f"ckpt={ckpt}", "decoding.max_length=12", *overrides])
+    out = io.StringIO()
+    run_translate(cfg, stdin=io.StringIO("".join(line + "\n" for line in lines)), stdout=out)
+    return out.getvalue().split("\n")[:-1]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 2000])
+def test_one_line_out_per_line_in_and_blank_lines_stay_blank(make_cfg, smoke_checkpoint, chunk):
+    out = run(make_cfg, smoke_checkpoint, LINES, f"chunk_size={chunk}", "max_tokens=64")
+    assert len(out) == len(LINES)
+    assert [o == "" for o in out] == [not line.strip() for line in LINES]  # models this small still emit tokens
+
+
+def test_translations_equal_the_evaluations_hypotheses(make_cfg, smoke_checkpoint):
+    model, tokenizer, _ = load_for_inference(smoke_checkpoint)
+    decoding = DecodingConfig(method="beam", num_beams=3, max_length=12)
+    sources = [line for line in LINES if line.strip()]
+    records, _ = evaluate(model, tokenizer, [Example(str(i), s, "ref") for i, s in enumerate(sources)], decoding,
+                          EvalSettings(score_references=False, n_bootstrap=0))
+    ours = translate(model, tokenizer, sources, decoding, max_tokens=50)  # other batches, same outputs
+    assert [h[0].text for h in ours] == [r.hypothesis for r in records]
+    cli = run(make_cfg, smoke_checkpoint, sources, "decoding=beam", "decoding.num_beams=3")
+    assert cli == [r.hypothesis for r in records]
+
+
+def test_fairseq_nbest_format(make_cfg, smoke_checkpoint):
+    out = run(make_cfg, smoke_checkpoint, LINES[:3], "decoding=beam", "decoding.num_beams=3", "decoding.n_best=2",
+              "format=fairseq")
+    assert [line.split("\t")[0] for line in out] == ["S-0", "H-0", "P-0", "H-0", "P-0", "S-1",
+                                                    "S-2", "H-2", "P-2", "H-2", "P-2"]
+    h, p = out[1].split("\t"), out[2].split("\t")
+    assert float(h[1]) <= 0 and len(p[1].split()) >= 1 and out[0] == f"S-0\t{LINES[0]}"
+    with pytest.raises(Exception, match="format=fairseq"):
+        run(make_cfg, smoke_checkpoint, LINES[:1], "decoding=beam", "decoding.n_best=2")
+
+
+def test_command_line_keeps_stdout_clean(smoke_checkpoint, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("Dios\n\nla luz\n")
+    proc = subprocess.run([sys.executable, "pipelines/translate.py", f"ckpt={smoke_checkpoint}",
+                           "decoding.max_length=8"], cwd=ROOT, stdin=src.open(), capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(proc.stdout.split("\n")) == 4 and proc.stdout.split("\n")[1] == "" and proc.stdout.endswith("\n")
+    assert "translated 3 lines" in proc.stderr
+    assert not list(ROOT.glob(".hydra")), "nothing written next to the output"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from omegaconf import DictConfig
 from seqlab.checkpoint import LAST, atomic_checkpoint_io, checkpoint_file, describe, remove_stale_temporaries
 from seqlab.data import Seq2SeqDataModule
 from seqlab.perf import keep_freed_memory
-from seqlab.pipeline import TrainSpec, job_name, plain, sweep_group, train_spec
+from seqlab.pipeline import TrainSpec, is_multirun, job_name, plain, sweep_group, train_spec
 from seqlab.tracking.wandb import finish, make_logger, scrub
 from seqlab.train.fit import (
     FinalCheckpoint,
@@ -85,11 +86,26 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     return result
 
 
+FAILURES: list[str] = []  # failed jobs of this process's multirun, for the summary at the end
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    result = train(cfg)
+    try:
+        result = train(cfg)
+    except Exception as err:
+        if not is_multirun():
+            raise  # a single run fails loudly; in a multirun the other jobs go on
+        FAILURES.append(f"{job_name(cfg)}: {type(err).__name__}: {err}")
+        log.exception("training failed: %s", FAILURES[-1])
+        return None
     return result["metrics"].get("val/loss")  # the value a Hydra sweeper would optimize
 
 
 if __name__ == "__main__":
     main()
+    if FAILURES:
+        print(f"training multirun: {len(FAILURES)} failed", file=sys.stderr)
+        for failure in FAILURES:
+            print(f"  failed: {failure}", file=sys.stderr)
+        sys.exit(1)

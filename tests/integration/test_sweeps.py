@@ -112,3 +112,12 @@ def test_single_eval_with_csv_logger(tmp_path, smoke_ckpt):
     assert result["status"] == "ok" and result["metrics"]["n_examples"] == 3
     hyps = next((tmp_path / "outputs" / "eval_results").glob("**/hypotheses.jsonl")).read_text().splitlines()
     assert len(hyps) == 3 and {"id", "source", "reference", "hypothesis", "nbest"} <= set(json.loads(hyps[0]))
+
+
+def test_train_multirun_goes_on_after_a_failed_job_and_exits_1(tmp_path, smoke_ckpt):
+    _, cache = smoke_ckpt
+    sweep = tmp_path / "sweep"
+    proc = run(["pipelines/train.py", "-m", "experiment=smoke", "trainer.max_steps=2", "train.quick_eval_size=0",
+                "model.n_heads=3,4", f"hydra.sweep.dir={sweep}", *paths(tmp_path, cache)], expect=1)
+    assert "training multirun: 1 failed" in proc.stderr and "model.n_heads=3" in proc.stderr
+    assert (sweep / "1" / "checkpoints" / "last.ckpt").exists(), "the job after the failed one still trained"

@@ -16,7 +16,7 @@ from seqlab.checkpoint import LAST, atomic_checkpoint_io, checkpoint_file, descr
 from seqlab.data import Seq2SeqDataModule
 from seqlab.perf import keep_freed_memory
 from seqlab.pipeline import TrainSpec, is_multirun, job_name, plain, sweep_group, train_spec
-from seqlab.tracking.wandb import finish, make_logger, scrub
+from seqlab.tracking.wandb import finish, make_logger, metric_history, scrub
 from seqlab.train.fit import (
     FinalCheckpoint,
     GracefulStop,
@@ -61,12 +61,13 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     quick_eval = [QuickEval.from_datamodule(datamodule, spec.loop)] if spec.loop.quick_eval_size > 0 else []
 
     logger = make_logger(spec.tracking, out_dir, job_name(cfg), sweep_group(cfg), resolved)
+    loggers = [logger, metric_history(out_dir)] if spec.tracking.kind == "wandb" else [logger]
     trainer_kwargs = dict(
         callbacks=[*checkpoint_callbacks(out_dir, spec.loop.checkpoint_every_n_steps),
                    ProgressLog(cfg.trainer.log_every_n_steps),
                    GracefulStop(checkpoint_file(out_dir, LAST)),
                    FinalCheckpoint(checkpoint_file(out_dir, LAST)), *quick_eval],
-        logger=logger if logger is not None else False,
+        logger=[lg for lg in loggers if lg is not None] or False,
         plugins=[atomic_checkpoint_io()],
         default_root_dir=str(out_dir),
         val_check_interval=spec.loop.val_every_n_steps,

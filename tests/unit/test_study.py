@@ -85,3 +85,4 @@ def test_report_aggregates_seeds_and_draws_validation_curves(tmp_path: Path) -> 
     assert "arch_baseline/greedy" in page and "arch_tie_none/greedy" in page
     assert "10.50 ± 0.71 (10.00, 11.00)" in page  # rougeL over seeds 0 and 1
     assert "Validation loss per variant" in page
+    assert "Training curves: " in page and "(4 runs)" in page  # the four runs of one folder, overlaid

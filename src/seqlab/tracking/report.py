@@ -17,7 +17,8 @@ from seqlab.checkpoint import run_dir_of
 from seqlab.io import atomic_write_text
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import summarize
-from seqlab.tracking.results import OK, read_val_curve, variant_of
+from seqlab.tracking.results import OK, read_curves, read_val_curve, variant_of
+from seqlab.tracking.wandb import CSV_DIR
 
 VARIANT_KEYS = ("norm_position", "positions", "tie_embeddings", "scale_embedding", "d_model", "encoder_layers")
 SHOWN_METRICS = (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGE2, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.REF_PPL, K.DISTINCT2,
@@ -56,13 +57,15 @@ def variant_name(result: dict[str, Any]) -> str:
     return f"{model.get('norm_position', '?')}-LN/{model.get('positions', '?')}/tie={model.get('tie_embeddings', '?')}"
 
 
-def _png(draw: Callable[[Any], None], width: float = 7.0, height: float = 3.6) -> str:
+def _png(draw: Callable[[Any], None], width: float = 7.0, height: float = 3.6, grid: tuple[int, int] = (1, 1)
+         ) -> str:
+    """A base64 PNG of `draw(ax)` (one axes, or an array of them for a grid)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(width, height))
+    fig, ax = plt.subplots(*grid, figsize=(width, height), squeeze=grid == (1, 1))
     draw(ax)
     fig.tight_layout()
     buffer = io.BytesIO()
@@ -150,6 +153,7 @@ def render(results: list[dict[str, Any]], title: str = "seqlab report") -> str:
     figures = "".join(f"<h2>{html.escape(t)}</h2><img src='data:image/png;base64,{png}'/>"
                       for t, png in plots([r for r in results if r.get("status") == OK and "metrics" in r]))
     figures += seed_section([r for r in results if r.get("status") == OK and "metrics" in r])
+    figures += training_section(results)
     failed = sum(r.get("status") != OK for r in results)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:12px}}
@@ -227,4 +231,40 @@ def seed_section(ok: list[dict[str, Any]]) -> str:
             ax.legend(fontsize=7)
         out += ("<h2>Validation loss per variant (one line per seed)</h2>"
                 f"<img src='data:image/png;base64,{_png(draw)}'/>")
+    return out
+
+
+CURVES = (("train/loss", "training loss"), ("val/loss", "validation loss"), ("train/lr", "learning rate"),
+          ("val/greedy_bleu", "quick greedy BLEU (validation)"))
+
+
+def training_section(results: list[dict[str, Any]]) -> str:
+    """HTML: loss, learning rate and quick BLEU against steps for every training run behind the results,
+    read from each run's local metric history; the runs of one sweep folder are overlaid in one figure."""
+    runs: dict[Path, dict[str, list[tuple[int, float]]]] = {}
+    for r in results:
+        path = r.get("checkpoint", {}).get("path")
+        if path and run_dir_of(path) not in runs:
+            curves = read_curves(run_dir_of(path) / CSV_DIR / "metrics.csv", tuple(k for k, _ in CURVES))
+            if any(curves.values()):
+                runs[run_dir_of(path)] = curves
+    groups: dict[Path, list[Path]] = {}
+    for run_dir in sorted(runs):
+        groups.setdefault(run_dir.parent, []).append(run_dir)
+    out = ""
+    for folder, members in groups.items():
+        def draw(axes: Any, members: list[Path] = members) -> None:
+            for ax, (key, title) in zip(axes.flat, CURVES, strict=True):
+                for i, run_dir in enumerate(members):
+                    points = runs[run_dir][key]
+                    if points:
+                        ax.plot([p for p, _ in points], [v for _, v in points], color=f"C{i % 10}",
+                                label=run_dir.name, marker="." if len(points) < 30 else None)
+                if not any(runs[run_dir][key] for run_dir in members):
+                    ax.text(0.5, 0.5, f"{key} not logged", ha="center", va="center", transform=ax.transAxes)
+                ax.set_title(title, fontsize=9)
+                ax.set_xlabel("step", fontsize=8)
+            axes.flat[1].legend(fontsize=6)
+        out += (f"<h2>Training curves: {html.escape(str(folder))} ({len(members)} runs)</h2>"
+                f"<img src='data:image/png;base64,{_png(draw, width=9, height=6, grid=(2, 2))}'/>")
     return out

@@ -72,9 +72,19 @@ def variant_of(payload: dict[str, Any]) -> str:
     return json.dumps([what, payload.get("label"), payload.get("split"), payload.get("setting", {}).get("limit")])
 
 
+def read_curves(metrics_csv: Path, keys: tuple[str, ...]) -> dict[str, list[tuple[int, float]]]:
+    """(step, value) rows of each key in a Lightning CSVLogger file, steps counted from 1 (empty if absent)."""
+    curves: dict[str, list[tuple[int, float]]] = {k: [] for k in keys}
+    if not metrics_csv.is_file():
+        return curves
+    with metrics_csv.open(newline="") as f:
+        for row in csv.DictReader(f):
+            for key in keys:
+                if row.get(key):
+                    curves[key].append((int(row["step"]) + 1, float(row[key])))
+    return curves
+
+
 def read_val_curve(metrics_csv: Path) -> list[tuple[int, float]]:
     """(step, val/loss) rows of a Lightning CSVLogger file; steps counted from 1."""
-    if not metrics_csv.is_file():
-        return []
-    with metrics_csv.open(newline="") as f:
-        return [(int(row["step"]) + 1, float(row[VAL_LOSS])) for row in csv.DictReader(f) if row.get(VAL_LOSS)]
+    return read_curves(metrics_csv, (VAL_LOSS,))[VAL_LOSS]

@@ -15,6 +15,7 @@ from seqlab.config import check_choice
 log = logging.getLogger(__name__)
 LoggerKind = Literal["wandb", "csv", "none"]
 Mode = Literal["auto", "online", "offline"]
+CSV_DIR = "csv"
 SECRET_KEY = re.compile(r"api_?key|secret|passw(or)?d|(^|_)token$|access_token|auth", re.IGNORECASE)
 
 
@@ -70,9 +71,7 @@ def make_logger(cfg: TrackingConfig, save_dir: Path, name: str, group: str, conf
     if cfg.kind == "none":
         return None
     if cfg.kind == "csv":
-        from lightning.pytorch.loggers import CSVLogger
-
-        logger = CSVLogger(save_dir=str(save_dir), name="csv", version="")
+        logger = metric_history(save_dir)
         logger.log_hyperparams(scrub(config))
         return logger
     import wandb
@@ -93,6 +92,14 @@ def make_logger(cfg: TrackingConfig, save_dir: Path, name: str, group: str, conf
         logger = WandbLogger(project=cfg.project, entity=cfg.entity, name=name, group=cfg.group or group,
                              tags=list(cfg.tags), save_dir=str(save_dir), mode="offline", config=scrub(config))
     return logger
+
+
+def metric_history(save_dir: Path) -> Any:
+    """The run's metric history as `<save_dir>/csv/metrics.csv`, written next to W&B too, so that the
+    local report can draw training curves with W&B offline or off (tracking.results.read_curves)."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    return CSVLogger(save_dir=str(save_dir), name=CSV_DIR, version="")
 
 
 def finish() -> None:

@@ -10,9 +10,11 @@ RESULTS ?= outputs/eval_results
 SEEDS ?=
 RUNS ?=
 INPUT ?=
+CKPTS ?=
+OUT ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install train eval translate sweep-decoding sweep-arch study study-norm study-tying study-positions compare report bench params test test-full lint clean
+.PHONY: help install train eval translate sweep-decoding sweep-arch study study-norm study-tying study-positions average compare report bench params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -57,6 +59,10 @@ study-tying: $(STAMP) ## Study question: tied embeddings none / decoder / all
 
 study-positions: $(STAMP) ## Study question: sinusoidal vs learned positions
 	SEEDS=$(or $(SEEDS),3) bash pipelines/arch_study.sh $(BIN)/python positions
+
+average: $(STAMP) ## Average checkpoints (fairseq's average_checkpoints): CKPTS="a.ckpt b.ckpt ..." OUT=avg.ckpt
+	@test -n "$(CKPTS)" -a -n "$(OUT)" || { echo "usage: make average CKPTS=\"run/checkpoints/step-*.ckpt\" OUT=avg.ckpt"; exit 2; }
+	$(BIN)/python -m seqlab.average --out $(OUT) $(CKPTS)
 
 compare: $(STAMP) ## Paired significance: RUNS="base_result other_result ..." or ARGS="--refs R.txt --hyps A.txt B.txt"
 	$(BIN)/python -m seqlab.compare $(RUNS) $(ARGS)

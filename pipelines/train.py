@@ -63,7 +63,8 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     logger = make_logger(spec.tracking, out_dir, job_name(cfg), sweep_group(cfg), resolved)
     loggers = [logger, metric_history(out_dir)] if spec.tracking.kind == "wandb" else [logger]
     trainer_kwargs = dict(
-        callbacks=[*checkpoint_callbacks(out_dir, spec.loop.checkpoint_every_n_steps),
+        callbacks=[*checkpoint_callbacks(out_dir, spec.loop.checkpoint_every_n_steps, spec.loop.monitor,
+                                         spec.loop.monitor_mode, spec.loop.keep_last_checkpoints),
                    ProgressLog(cfg.trainer.log_every_n_steps),
                    GracefulStop(checkpoint_file(out_dir, LAST)),
                    FinalCheckpoint(checkpoint_file(out_dir, LAST)), *quick_eval],

@@ -9,6 +9,7 @@ from seqlab.config import ConfigError, check_choice, check_types
 from seqlab.train.schedule import Schedule
 
 NanPolicy = Literal["stop", "skip"]
+MonitorMode = Literal["min", "max"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class LoopConfig:
     resume: str | None = None  # None | "auto" (this run folder, else the newest run of this name) | a path
     overwrite: bool = False  # start fresh in a run folder that already holds checkpoints
     checkpoint_every_n_steps: int = 200  # 0 = only the final (and best) checkpoint
+    keep_last_checkpoints: int = 0  # also keep the N newest periodic checkpoints (step-*.ckpt), e.g. to average
+    monitor: str = "val/loss"  # the logged metric that picks best.ckpt, e.g. val/greedy_bleu
+    monitor_mode: MonitorMode = "min"
     val_every_n_steps: int = 500
     nan_policy: NanPolicy = "stop"
     quick_eval_size: int = 200  # validation examples decoded greedily for BLEU/ROUGE; 0 = off
@@ -53,7 +57,12 @@ class LoopConfig:
     def __post_init__(self) -> None:
         check_types(self, "train")
         check_choice("train", "nan_policy", self.nan_policy, NanPolicy)
-        for name, low in (("checkpoint_every_n_steps", 0), ("val_every_n_steps", 1), ("quick_eval_size", 0),
+        check_choice("train", "monitor_mode", self.monitor_mode, MonitorMode)
+        if self.monitor.startswith("val/greedy_") and self.quick_eval_size == 0:
+            raise ConfigError(f"train.monitor={self.monitor} is logged by the quick validation decode, which "
+                              "train.quick_eval_size=0 turns off; raise quick_eval_size or monitor val/loss")
+        for name, low in (("checkpoint_every_n_steps", 0), ("keep_last_checkpoints", 0), ("val_every_n_steps", 1),
+                          ("quick_eval_size", 0),
                           ("quick_eval_max_len", 1)):
             if getattr(self, name) < low:
                 raise ConfigError(f"train.{name}={getattr(self, name)} must be >= {low}")

@@ -16,14 +16,21 @@ from seqlab.checkpoint import BEST, CHECKPOINT_DIR, LAST, CheckpointError, check
 log = logging.getLogger(__name__)
 
 
-def checkpoint_callbacks(run_dir: Path, every_n_steps: int) -> list[ModelCheckpoint]:
-    """`best.ckpt` (lowest val/loss; a NaN loss never wins) and `last.ckpt` every N steps."""
+def checkpoint_callbacks(run_dir: Path, every_n_steps: int, monitor: str = "val/loss", mode: str = "min",
+                         keep_last: int = 0) -> list[ModelCheckpoint]:
+    """`best.ckpt` (best `monitor`; a NaN never wins), `last.ckpt` every N steps, and with keep_last > 0
+    the `keep_last` newest periodic checkpoints as `step-<step>.ckpt` (for checkpoint averaging)."""
     ckpt_dir = run_dir / CHECKPOINT_DIR
-    best = ModelCheckpoint(dirpath=ckpt_dir, filename=BEST, monitor="val/loss", mode="min", save_top_k=1,
+    best = ModelCheckpoint(dirpath=ckpt_dir, filename=BEST, monitor=monitor, mode=mode, save_top_k=1,
                            auto_insert_metric_name=False, enable_version_counter=False)
     last = ModelCheckpoint(dirpath=ckpt_dir, filename=LAST, every_n_train_steps=every_n_steps,
                            save_top_k=1, save_on_train_epoch_end=True, enable_version_counter=False)
-    return [best, last]
+    if keep_last <= 0 or every_n_steps <= 0:
+        return [best, last]
+    periodic = ModelCheckpoint(dirpath=ckpt_dir, filename="step-{step:07d}", every_n_train_steps=every_n_steps,
+                               monitor="step", mode="max", save_top_k=keep_last, auto_insert_metric_name=False,
+                               enable_version_counter=False)
+    return [best, last, periodic]
 
 
 def find_resume(resume: str | None, runs_root: Path, run_dir: Path | None = None) -> str | None:

@@ -62,10 +62,13 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
 
     logger = make_logger(spec.tracking, out_dir, job_name(cfg), sweep_group(cfg), resolved)
     loggers = [logger, metric_history(out_dir)] if spec.tracking.kind == "wandb" else [logger]
+    bar = cfg.trainer.get("enable_progress_bar")
+    bar = sys.stderr.isatty() if bar is None else bool(bar)  # a bar on a terminal; ETA log lines otherwise
     trainer_kwargs = dict(
+        enable_progress_bar=bar,
         callbacks=[*checkpoint_callbacks(out_dir, spec.loop.checkpoint_every_n_steps, spec.loop.monitor,
                                          spec.loop.monitor_mode, spec.loop.keep_last_checkpoints),
-                   ProgressLog(cfg.trainer.log_every_n_steps),
+                   *([] if bar else [ProgressLog(cfg.trainer.log_every_n_steps)]),
                    GracefulStop(checkpoint_file(out_dir, LAST)),
                    FinalCheckpoint(checkpoint_file(out_dir, LAST)), *quick_eval],
         logger=[lg for lg in loggers if lg is not None] or False,

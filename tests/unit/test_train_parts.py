@@ -78,3 +78,20 @@ def test_report_shows_what_differs_and_failures():
     assert page.count("data:image/png;base64") == 2  # per-method metrics, beam vs greedy log-prob
     assert varying_keys([{"a": 1, "b": 2}, {"a": 1, "b": 3}]) == ["b"]
     assert math.isfinite(ok["metrics"]["bleu"])
+
+
+def test_progress_log_lines_carry_an_eta(caplog):
+    from types import SimpleNamespace
+
+    from seqlab.train.fit import ProgressLog
+
+    progress = ProgressLog(every_n_steps=2)
+    trainer = SimpleNamespace(global_step=0, max_steps=10, callbacks=[], is_global_zero=True,
+                              callback_metrics={"train/loss": 1.0, "train/lr": 1e-3})
+    batch = SimpleNamespace(n_tokens=100)
+    with caplog.at_level("INFO"):
+        for step in range(1, 5):
+            trainer.global_step = step
+            progress.on_train_batch_end(trainer, None, None, batch, step)
+    lines = [r.getMessage() for r in caplog.records if "ETA" in r.getMessage()]
+    assert len(lines) == 2 and lines[0].startswith("step 2 ") and lines[-1].split("ETA ")[1].count(":") == 2

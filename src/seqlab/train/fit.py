@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint, Timer
 
 from seqlab.checkpoint import BEST, CHECKPOINT_DIR, LAST, CheckpointError, checkpoint_file, read_checkpoint
 
@@ -121,22 +121,41 @@ class FinalCheckpoint(Callback):
 
 
 class ProgressLog(Callback):
-    """One log line every N optimizer steps (step, loss, lr, tokens/s, elapsed): readable without a progress bar."""
+    """One log line every N optimizer steps (step, loss, lr, tokens/s, elapsed, ETA): for logs and pipes,
+    where a progress bar would be unreadable."""
 
     def __init__(self, every_n_steps: int) -> None:
         self.every, self.start = max(1, every_n_steps), time.perf_counter()
-        self.tokens = 0
+        self.tokens, self.first_step = 0, None
+
+    def eta(self, trainer: Any, step: int, elapsed: float) -> str:
+        """Time left to max_steps or max_time, whichever comes first, at the speed so far."""
+        left = []
+        done = step - (self.first_step or 0)
+        if trainer.max_steps and trainer.max_steps > 0 and done > 0:
+            left.append((trainer.max_steps - step) * elapsed / done)
+        timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+        remaining = timer.time_remaining() if timer is not None else None
+        if remaining is not None:
+            left.append(max(0.0, remaining))
+        if not left:
+            return "?"
+        seconds = int(min(left))
+        return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         self.tokens += batch.n_tokens
         step = trainer.global_step
+        if self.first_step is None:
+            self.first_step = step - 1
         if step % self.every or not trainer.is_global_zero or step == getattr(self, "_last", -1):
             return
         self._last = step
         m = trainer.callback_metrics
         elapsed = time.perf_counter() - self.start
-        log.info("step %d  loss %.3f  lr %.2e  %.0f tok/s  %.0fs", step, float(m.get("train/loss", float("nan"))),
-                 float(m.get("train/lr", float("nan"))), self.tokens / max(elapsed, 1e-9), elapsed)
+        log.info("step %d  loss %.3f  lr %.2e  %.0f tok/s  %.0fs  ETA %s", step,
+                 float(m.get("train/loss", float("nan"))), float(m.get("train/lr", float("nan"))),
+                 self.tokens / max(elapsed, 1e-9), elapsed, self.eta(trainer, step, elapsed))
 
     def on_validation_end(self, trainer: Any, module: Any) -> None:
         if trainer.is_global_zero and not trainer.sanity_checking:

@@ -64,3 +64,14 @@ def test_unknown_key_is_named(make_cfg):
     with pytest.raises(ConfigCompositionException) as err:
         make_cfg("train", [*SMOKE, "model.norm_positon=pre"])
     assert "norm_positon" in str(err.value.__cause__ or err.value)
+
+
+@pytest.mark.parametrize(("clip", "moves"), [("1.0", True), ("1e-12", False)])
+def test_gradients_are_clipped_once_through_lightnings_hook(make_cfg, tmp_path, clip, moves):
+    """Adam ignores the gradient's scale except against eps: clipped to 1e-12, the weights barely move."""
+    train(make_cfg("train", [*SMOKE, "train.quick_eval_size=0", "trainer.max_steps=3", "optim.warmup_steps=1",
+                             "train.checkpoint_every_n_steps=1", "train.keep_last_checkpoints=2",
+                             f"optim.clip_norm={clip}"], out=tmp_path / "run"))
+    a, b = (weights(p) for p in sorted((tmp_path / "run" / "checkpoints").glob("step-*.ckpt")))
+    change = max((a[k] - b[k]).abs().max().item() for k in a)
+    assert (change > 1e-5) == moves, change

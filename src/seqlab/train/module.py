@@ -74,9 +74,17 @@ class Seq2SeqModule(L.LightningModule):
                 "Resume from one with a lower optim.lr, or set train.nan_policy=skip to skip such batches.")
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        clip = self.optim.clip_norm if self.optim.clip_norm is not None else math.inf
-        norm = torch.nn.utils.clip_grad_norm_(self.parameters(), clip)
-        self.log("train/grad_norm", norm)
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        self.log("train/grad_norm", torch.nn.utils.get_total_norm(grads))  # before clipping
+
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: str | None = None) -> None:
+        """Lightning's clipping hook, so gradients are clipped once: the Trainer's `gradient_clip_val`
+        when set, else `optim.clip_norm` (by global norm, as fairseq's --clip-norm)."""
+        value = gradient_clip_val if gradient_clip_val is not None else self.optim.clip_norm
+        if value is not None:
+            self.clip_gradients(optimizer, gradient_clip_val=value, gradient_clip_algorithm=gradient_clip_algorithm
+                                or "norm")
 
     def configure_optimizers(self) -> dict[str, Any]:
         decay, no_decay = [], []

@@ -147,3 +147,38 @@ def test_variants_marian_cannot_express_are_refused():
                       norm_position="pre")
     with pytest.raises(InteropError, match="norm_position must be post.*copy_attention must be off"):
         to_hf(Seq2SeqTransformer(cfg))
+
+
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_force_eos_identical_to_hf(trained, num_beams):
+    """At the last allowed step only EOS: HF's forced_eos_token_id, for greedy and beam search."""
+    ours = from_hf(trained)
+    ids, pad = batch(2)
+    ref = hf_generate(trained, ids, pad, num_beams=num_beams, early_stopping=True, max_new_tokens=4,
+                      forced_eos_token_id=EOS)
+    cfg = DecodingConfig(method="beam" if num_beams > 1 else "greedy", num_beams=num_beams, max_length=4,
+                         force_eos=True)
+    out = generate(ours, ids, pad, cfg)
+    plain = generate(ours, ids, pad, DecodingConfig(method=cfg.method, num_beams=num_beams, max_length=4))
+    assert (out.sequences[:, 0, :4] != plain.sequences[:, 0, :4]).any(), "the limit must bite for this test"
+    for i in range(ids.shape[0]):
+        n = int(out.lengths[i, 0])
+        assert out.sequences[i, 0, n - 1] == EOS
+        expected = ref.sequences[i, 1:].tolist()
+        assert out.sequences[i, 0, :n].tolist() == expected[:n] and all(t == PAD for t in expected[n:])
+    if num_beams > 1:
+        assert (out.scores[:, 0] - ref.sequences_scores).abs().max() <= 1e-4
+
+
+def test_decoding_config_from_hf_generation_config():
+    gc = transformers.GenerationConfig(num_beams=4, max_length=64, min_length=3, length_penalty=0.6,
+                                       early_stopping=True, forced_eos_token_id=0, num_return_sequences=2)
+    cfg = DecodingConfig.from_generation_config(gc)
+    assert (cfg.method, cfg.num_beams, cfg.n_best, cfg.length_penalty, cfg.early_stopping) == ("beam", 4, 2, 0.6,
+                                                                                              True)
+    assert (cfg.max_length, cfg.min_length, cfg.force_eos) == (63, 2, True)  # HF counts the start token
+    sample = DecodingConfig.from_generation_config(transformers.GenerationConfig(
+        do_sample=True, top_p=0.9, temperature=0.7, epsilon_cutoff=3e-4, max_new_tokens=20))
+    assert (sample.method, sample.top_k, sample.top_p, sample.temperature, sample.epsilon, sample.max_length) == (
+        "sample", 50, 0.9, 0.7, 3e-4, 20)  # HF's default top_k=50 applies when sampling
+    assert DecodingConfig.from_generation_config({"num_beams": 1}).method == "greedy"

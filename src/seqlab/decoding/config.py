@@ -10,6 +10,13 @@ from seqlab.constants import DEFAULT_IDS
 from seqlab.decoding.processors import WARPERS, build_processors
 
 Method = Literal["greedy", "beam", "sample"]
+# What Hugging Face `generate` uses for a GenerationConfig value left unset (transformers 5 leaves them None).
+HF_GENERATION_DEFAULTS: dict[str, Any] = {
+    "max_length": 20, "min_length": 0, "do_sample": False, "early_stopping": False, "num_beams": 1,
+    "temperature": 1.0, "top_k": 50, "top_p": 1.0, "typical_p": 1.0, "repetition_penalty": 1.0,
+    "length_penalty": 1.0, "no_repeat_ngram_size": 0, "num_return_sequences": 1, "epsilon_cutoff": 0.0,
+    "eta_cutoff": 0.0,
+}
 EarlyStopping = Literal[True, False, "never"]
 
 
@@ -30,6 +37,10 @@ class DecodingConfig:
     hypotheses are finished (= fairseq's stop rule); `False` stops when the best
     running beam, scored at its current length, cannot beat the worst finished
     one; `"never"` scores it at the maximum length when length_penalty > 0.
+
+    `force_eos=True`: at a hypothesis's last allowed step only EOS may be chosen, with
+    processed score 0, as Hugging Face's ForcedEOSTokenLogitsProcessor (which Marian and
+    BART configs switch on through `forced_eos_token_id`) and fairseq's search always do.
 
     `None` turns a processor off. Sampling draws from the processed
     distribution with randomness keyed on (seed, source tokens, sample index,
@@ -55,6 +66,7 @@ class DecodingConfig:
     epsilon: float | None = None
     eta: float | None = None
     top_n_sigma: float | None = None
+    force_eos: bool = False  # the last allowed step may only emit EOS (fairseq always; HF forced_eos_token_id)
     seed: int = 0
     name: str | None = None  # a label for reports, e.g. "beam5_lp0.6"
 
@@ -84,6 +96,38 @@ class DecodingConfig:
                 raise ConfigError(f"{own}.{sampling[0]} only applies to method=sample (got method={self.method}); "
                                   f"use method=sample or set {sampling[0]}=null")
         build_processors(self, DEFAULT_IDS)  # each processor checks its own value
+
+    @classmethod
+    def from_generation_config(cls, gc: Any) -> DecodingConfig:
+        """The DecodingConfig equal to a Hugging Face `GenerationConfig` (or its dict) for an encoder-decoder.
+
+        HF's `max_length`/`min_length` count the decoder start token, seqlab's lengths do not;
+        HF applies `top_k=50` by default when sampling, so the mapping keeps it.
+        """
+        given = dict(gc) if isinstance(gc, dict) else gc.to_dict()
+        g = {**HF_GENERATION_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}  # None = HF's default
+        sample = bool(g.get("do_sample"))
+        beams = int(g.get("num_beams") or 1)
+        method = "sample" if sample else ("beam" if beams > 1 else "greedy")
+        max_length = g.get("max_new_tokens") or (g["max_length"] - 1 if g.get("max_length") else None)
+        min_length = g.get("min_new_tokens") or max(0, int(g.get("min_length") or 0) - 1)
+
+        def warper(key: str, off: float | None) -> Any:
+            value = g.get(key)
+            return None if not sample or value is None or value == off else value
+
+        return cls(
+            method=method, num_beams=beams if method == "beam" else 1,
+            n_best=int(g.get("num_return_sequences") or 1),
+            length_penalty=float(g.get("length_penalty", 1.0)),
+            early_stopping=g.get("early_stopping", False) if g.get("early_stopping") != "never" else "never",
+            min_length=min_length, max_length=max_length,
+            no_repeat_ngram_size=g.get("no_repeat_ngram_size") or None,
+            repetition_penalty=None if g.get("repetition_penalty", 1.0) == 1.0 else g["repetition_penalty"],
+            temperature=warper("temperature", 1.0), top_k=warper("top_k", 0), top_p=warper("top_p", 1.0),
+            min_p=warper("min_p", None), typical_p=warper("typical_p", 1.0), epsilon=warper("epsilon_cutoff", 0.0),
+            eta=warper("eta_cutoff", 0.0), force_eos=g.get("forced_eos_token_id") is not None,
+        )
 
     @property
     def rows_per_source(self) -> int:

@@ -46,7 +46,7 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
         if cfg.method == "beam":
             result = beam_search(step, cache, ids=ids, max_new=limits, num_beams=cfg.num_beams,
                                  length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping,
-                                 processors=processors)
+                                 processors=processors, eos_at_limit=cfg.force_eos)
             n = cfg.n_best
             result.sequences, result.scores = result.sequences[:, :n], result.scores[:, :n]
             result.token_logprobs, result.lengths = result.token_logprobs[:, :n], result.lengths[:, :n]
@@ -57,7 +57,7 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                 base = source_keys(src_ids, src_pad_mask) if sample_keys is None else sample_keys.long()
                 keys = mix32(base.repeat_interleave(rows) * 0x01000193 + torch.arange(rows).repeat(len(base)))
             result = sample_or_greedy(step, cache, ids=ids, max_new=limits.repeat_interleave(rows),
-                                      processors=processors, keys=keys, seed=cfg.seed)
+                                      processors=processors, keys=keys, seed=cfg.seed, eos_at_limit=cfg.force_eos)
             b = src_ids.shape[0]
             result.sequences = result.sequences.view(b, rows, -1)
             result.token_logprobs = result.token_logprobs.view(b, rows, -1)

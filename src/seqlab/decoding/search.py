@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from seqlab.constants import SpecialIds
-from seqlab.decoding.processors import LogitsProcessor, apply
+from seqlab.decoding.processors import NEG_INF, LogitsProcessor, apply
 from seqlab.decoding.sampling import gumbel_noise
 from seqlab.model import DecoderCache, Seq2SeqTransformer
 
@@ -51,9 +51,19 @@ def model_step(model: Seq2SeqTransformer) -> StepFn:
     return step
 
 
+def force_eos(scores: Tensor, at_limit: Tensor, eos: int) -> Tensor:
+    """Rows at their last allowed step may only emit EOS, scored 0 (HF's ForcedEOSTokenLogitsProcessor).
+
+    scores: (N, V) processed scores; at_limit: (N,) bool.
+    """
+    forced = torch.full_like(scores, NEG_INF)
+    forced[:, eos] = 0.0
+    return torch.where(at_limit[:, None], forced, scores)
+
+
 def sample_or_greedy(
     step: StepFn, cache: DecoderCache, *, ids: SpecialIds, max_new: Tensor,
-    processors: Sequence[LogitsProcessor], keys: Tensor | None, seed: int,
+    processors: Sequence[LogitsProcessor], keys: Tensor | None, seed: int, eos_at_limit: bool = False,
 ) -> GenerateOutput:
     """One hypothesis per row: argmax of the processed scores, or a keyed Gumbel-max sample.
 
@@ -71,6 +81,8 @@ def sample_or_greedy(
     for t in range(limit):
         logits, cache = step(prefix[:, -1], cache)  # (A, V)
         scores = apply(processors, prefix, logits)
+        if eos_at_limit:
+            scores = force_eos(scores, t + 1 >= max_new[active], eos)
         if keys is not None:
             scores = scores.double() + gumbel_noise(seed, keys[active], t, scores.shape[-1])
         next_tok = scores.argmax(dim=-1)  # (A,)
@@ -192,6 +204,7 @@ def can_improve(fin: Finished, active: Tensor, beams: Beams, t: int, max_new: Te
 def beam_search(
     step: StepFn, cache: DecoderCache, *, ids: SpecialIds, max_new: Tensor, num_beams: int,
     length_penalty: float, early_stopping: bool | str, processors: Sequence[LogitsProcessor],
+    eos_at_limit: bool = False,
 ) -> GenerateOutput:
     """Hugging Face's beam search (see DecodingConfig), with done examples dropped from the batch.
 
@@ -216,7 +229,10 @@ def beam_search(
         prefix = beams.seq[:, :, : t + 1].reshape(a * k, t + 1)
         logits, cache = step(prefix[:, -1], cache)  # (A*K, V)
         raw_lp = F.log_softmax(logits, dim=-1)
-        scores = apply(processors, prefix, raw_lp).view(a, k, -1) + beams.scores[:, :, None]
+        processed = apply(processors, prefix, raw_lp)
+        if eos_at_limit:
+            processed = force_eos(processed, (t + 1 >= max_new[active]).repeat_interleave(k), ids.eos_id)
+        scores = processed.view(a, k, -1) + beams.scores[:, :, None]
         cand = expand(beams, scores, raw_lp, t, ids.eos_id, t + 1 >= max_new[active])
         beams, origin = select_running(cand, k)
         all_fin = fin.is_fin[active].all(dim=1)

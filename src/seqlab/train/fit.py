@@ -12,6 +12,7 @@ from typing import Any
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint, Timer
 
 from seqlab.checkpoint import BEST, CHECKPOINT_DIR, LAST, CheckpointError, checkpoint_file, read_checkpoint
+from seqlab.config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +94,6 @@ def check_fresh_start(run_dir: Path, resume: str | None, overwrite: bool) -> Non
     """Refuse to start from scratch over a run folder's checkpoints unless told to."""
     existing = sorted((run_dir / CHECKPOINT_DIR).glob("*.ckpt"))
     if existing and resume is None and not overwrite:
-        from seqlab.config import ConfigError
-
         raise ConfigError(f"{run_dir} already holds checkpoints ({', '.join(p.name for p in existing)}); "
                           "continue it with train.resume=auto, or start over with train.overwrite=true")
 
@@ -106,15 +105,20 @@ class FinalCheckpoint(Callback):
         self.last_path = last_path
         self.saved_step = -1
 
+    def periodic(self, trainer: Any) -> Any:
+        """The callback that writes last.ckpt every N steps (None if absent)."""
+        return next((c for c in trainer.checkpoint_callbacks if Path(c.dirpath or "") == self.last_path.parent
+                     and c.filename == LAST), None)
+
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        if 0 < trainer.max_steps <= trainer.global_step and self.saved_step != trainer.global_step:
-            trainer.save_checkpoint(str(self.last_path))
-            self.saved_step = trainer.global_step
+        step = trainer.global_step
+        every = getattr(self.periodic(trainer), "_every_n_train_steps", 0)
+        if 0 < trainer.max_steps <= step and self.saved_step != step and not (every and step % every == 0):
+            trainer.save_checkpoint(str(self.last_path))  # (at a multiple of N the periodic save writes it)
+            self.saved_step = step
 
     def on_train_end(self, trainer: Any, module: Any) -> None:
-        last = next((c for c in trainer.checkpoint_callbacks if Path(c.dirpath or "") == self.last_path.parent
-                     and c.filename == LAST), None)
-        saved = max(self.saved_step, getattr(last, "_last_global_step_saved", -1))
+        saved = max(self.saved_step, getattr(self.periodic(trainer), "_last_global_step_saved", -1))
         if trainer.global_step > 0 and saved != trainer.global_step and not trainer.sanity_checking:
             trainer.save_checkpoint(str(self.last_path))
             self.saved_step = trainer.global_step

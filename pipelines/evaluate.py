@@ -11,7 +11,7 @@ import logging
 import signal
 import sys
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,11 @@ import torch
 from omegaconf import DictConfig
 
 from seqlab.checkpoint import CheckpointError, load_for_inference, resolve
-from seqlab.data import DataConfig, load_split
+from seqlab.config import ConfigError
+from seqlab.data import DataConfig, Example, examples_from_text_files, load_split
 from seqlab.decoding import DecodingConfig
 from seqlab.evaluation import EvalSettings, evaluate
-from seqlab.io import cache_key
+from seqlab.io import cache_key, file_digest
 from seqlab.perf import keep_freed_memory
 from seqlab.pipeline import is_multirun, plain, sweep_group, tracking_config, typed
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir
@@ -35,6 +36,31 @@ log = logging.getLogger("seqlab.evaluate")
 def decoding_config(cfg: DictConfig) -> DecodingConfig:
     values = plain(cfg.decoding)
     return typed(DecodingConfig, values, "decoding")
+
+
+def test_set_key(cfg: DictConfig) -> dict[str, Any] | None:
+    """What identifies a test set other than the checkpoint's own split (files by their contents)."""
+    if cfg.source is not None:
+        if not cfg.references:
+            raise ConfigError("source=FILE needs references=[REF.txt, ...] (one or more reference files)")
+        missing = [str(p) for p in (cfg.source, *cfg.references) if not Path(p).is_file()]
+        if missing:
+            raise ConfigError(f"test set file(s) not found: {missing}")
+        return {"source": [str(cfg.source), file_digest(cfg.source)],
+                "references": [[str(r), file_digest(r)] for r in cfg.references]}
+    if cfg.extra_references:
+        return {"split": cfg.split, "extra_references": list(cfg.extra_references)}
+    return None
+
+
+def test_examples(cfg: DictConfig, data_cfg: DataConfig) -> list[Example]:
+    """The examples to decode: plain-text files, or the checkpoint's corpus split (with extra references)."""
+    if cfg.source is not None:
+        examples = examples_from_text_files(cfg.source, list(cfg.references))
+    else:
+        corpus = replace(data_cfg.corpus, extra_reference_fields=tuple(cfg.extra_references or ()))
+        examples = load_split(corpus, cfg.split)
+    return examples[: cfg.limit or None]
 
 
 def variant_key(run_config: dict[str, Any]) -> str:
@@ -67,6 +93,9 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         version = None  # recorded as a failure below, with the reason
     setting = {"ckpt": ckpt, "version": version, "split": cfg.split, "limit": cfg.limit,
                "decoding": plain(cfg.decoding)}
+    test_set = test_set_key(cfg)
+    if test_set is not None:  # another test set: its own result folder (the checkpoint's own keeps its old key)
+        setting["test_set"] = test_set
     out = ResultDir.for_setting(Path(cfg.results_dir), ckpt, label, setting)
     if out.finished() and not cfg.force:
         log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
@@ -85,8 +114,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
                                  "model": info.model_config.to_dict(),
                                  "run_name": info.run_config.get("run_name"), "seed": info.run_config.get("seed"),
                                  "variant": variant_key(info.run_config)}
-        data_cfg = DataConfig.from_dict(info.data_config)
-        examples = load_split(data_cfg.corpus, cfg.split)[: cfg.limit or None]
+        examples = test_examples(cfg, DataConfig.from_dict(info.data_config))
+        payload["test_set"] = test_set or {"corpus": info.data_config["corpus"]["name"], "split": cfg.split}
         logger = make_logger(tracking, out.path, f"{payload['checkpoint']['run_name']}/{label}", sweep_group(cfg),
                              {"eval": {k: v for k, v in plain(cfg).items() if k != "decoding"},
                               "decoding": decoding.to_dict(), "model": info.model_config.to_dict(),

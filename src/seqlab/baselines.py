@@ -6,17 +6,16 @@
 from __future__ import annotations
 
 import argparse
-import re
 
 from seqlab.data.corpora import CorpusConfig, load_split
 from seqlab.metrics import rouge_scores
-
-SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
+from seqlab.metrics.text import split_sentences
 
 
 def lead(document: str) -> str:
     """The first sentence: text up to the first '.', '!' or '?' followed by space, or the first line."""
-    return SENTENCE_END.split(document.strip(), maxsplit=1)[0].strip()
+    sentences = split_sentences(document)
+    return sentences[0] if sentences else ""
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -50,6 +50,7 @@ class Record:
     nbest: list[dict[str, Any]] = field(default_factory=list)
     token_logprobs: list[float] = field(default_factory=list)
     reference_token_logprobs: list[float] | None = None
+    references: list[str] | None = None  # all references, when there are several (the first is `reference`)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,15 +124,18 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     for ex, hyps in zip(examples, decoded.hypotheses, strict=True):
         nbest = [{"text": tokenizer.decode_target(ids), "score": s, "logprob": sum(lp), "tokens": len(ids)}
                  for ids, s, lp in hyps]
-        records.append(Record(ex.id, ex.source, ex.target, nbest[0]["text"], nbest, hyps[0][2]))
+        records.append(Record(ex.id, ex.source, ex.target, nbest[0]["text"], nbest, hyps[0][2],
+                              references=list(ex.references) if ex.extra_references else None))
 
     hyps_text = [r.hypothesis for r in records]
-    refs_text = [r.reference for r in records]
+    refs_text = [r.reference for r in records]  # the first reference: lengths, teacher-forced scores
+    streams = [list(refs) for refs in zip(*(e.references for e in examples), strict=True)]  # (n_refs, N)
     metrics: dict[str, Any] = {"n_examples": len(records), "n_truncated_sources": truncated}
-    metrics.update(sacrebleu_scores(hyps_text, refs_text))
-    metrics.update(rouge_scores(hyps_text, refs_text))
+    metrics["n_references"] = len(streams)
+    metrics.update(sacrebleu_scores(hyps_text, streams))
+    metrics.update(rouge_scores(hyps_text, streams))
     if settings.n_bootstrap > 1:
-        for name, interval in intervals(hyps_text, refs_text, settings.ci_seed, settings.n_bootstrap).items():
+        for name, interval in intervals(hyps_text, streams, settings.ci_seed, settings.n_bootstrap).items():
             metrics[K.ci(name)] = [interval.low, interval.high]
     metrics.update(logprob_summary([r.token_logprobs for r in records], "hyp"))
     metrics.update(corpus_distinct(hyps_text))

@@ -29,10 +29,32 @@ def test_rouge_equals_rouge_score_with_stemming():
     ours = rouge_scores(HYPS, REFS)
     for name in ("rouge1", "rouge2", "rougeL", "rougeLsum"):
         assert ours[name] == pytest.approx(100 * sum(d[name].fmeasure for d in direct) / len(direct), abs=1e-9)
-    # Lsum splits on newlines only: with one-line texts it equals ROUGE-L.
-    one_line = [r.replace("\n", " ") for r in REFS]
-    flat = rouge_scores(HYPS, one_line)
-    assert flat["rougeLsum"] == pytest.approx(flat["rougeL"])
+
+
+def test_rouge_lsum_reads_one_sentence_per_line_like_the_standard_scripts():
+    """CNN/DailyMail-shaped: highlights one per line, a generated summary on one line. The summary is split
+    into sentences first (as Hugging Face's rouge metric does with nltk), or Lsum would equal ROUGE-L."""
+    hyp = "Gamma rays hit. Alpha and beta decay!"
+    ref = "Alpha and beta decay gamma rays hit.\nNothing else."
+    scorer = rouge_scorer.RougeScorer(["rougeLsum", "rougeL"], use_stemmer=True)
+    split = scorer.score(ref, "Gamma rays hit.\nAlpha and beta decay!")
+    unsplit = scorer.score(ref, hyp)
+    ours = rouge_scores([hyp], [ref])
+    assert ours["rougeLsum"] == pytest.approx(100 * split["rougeLsum"].fmeasure)
+    assert ours["rougeLsum"] > 100 * unsplit["rougeLsum"].fmeasure  # sentences are matched in any order
+    assert ours["rougeL"] == pytest.approx(100 * unsplit["rougeL"].fmeasure)  # ROUGE-L is unchanged
+
+
+def test_multi_reference_metrics_equal_direct_calls():
+    refs2 = ["A cat sits on the mat.", "He runs fast to the house.", "Nothing.", "And God said: light!"]
+    ours = sacrebleu_scores(HYPS, [REFS, refs2])
+    assert ours[K.BLEU] == pytest.approx(sacrebleu.corpus_bleu(HYPS, [REFS, refs2]).score, abs=1e-9)
+    assert ours[K.CHRF] == pytest.approx(sacrebleu.corpus_chrf(HYPS, [REFS, refs2]).score, abs=1e-9)
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    direct = [scorer.score_multi([a, b], h) for h, a, b in zip(HYPS, REFS, refs2, strict=True)]
+    rouge = rouge_scores(HYPS, [REFS, refs2])
+    for name in ("rouge1", "rouge2", "rougeL"):
+        assert rouge[name] == pytest.approx(100 * sum(d[name].fmeasure for d in direct) / len(direct), abs=1e-9)
 
 
 def test_distinct_and_self_bleu():

@@ -48,6 +48,11 @@ class Example:
     id: str
     source: str
     target: str
+    extra_references: tuple[str, ...] = ()  # further references of the target, for evaluation
+
+    @property
+    def references(self) -> tuple[str, ...]:
+        return (self.target, *self.extra_references)
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,8 @@ class CorpusConfig:
     src_field: str | None = None
     tgt_field: str | None = None
     id_field: str | None = "id"
+    # Further reference fields read for evaluation (in the `translation` dict, or columns), e.g. ["en-kjv"].
+    extra_reference_fields: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_types(self, "data.corpus")
@@ -167,7 +174,9 @@ def _from_rows(cfg: CorpusConfig, rows: Iterator[tuple[str, dict[str, Any]]]) ->
         else:
             src, tgt = _text(row, cfg.src_field, where, src_name), _text(row, cfg.tgt_field, where, tgt_name)
         ident = row.get(cfg.id_field) if cfg.id_field else None
-        yield Example(id=str(ident) if ident is not None else str(n), source=src, target=tgt)
+        holder = row.get("translation") if cfg.src_lang is not None else row
+        extra = tuple(_text(holder, f, where, f) for f in cfg.extra_reference_fields)
+        yield Example(id=str(ident) if ident is not None else str(n), source=src, target=tgt, extra_references=extra)
 
 
 def _text(row: Mapping[str, Any], key: str | None, where: str, name: str) -> str:
@@ -300,3 +309,25 @@ def _tsv_rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         if len(cells) != len(header):
             raise CorpusError(f"{path}:{lineno}: {len(cells)} tab-separated columns, the header has {len(header)}")
         yield f"{path}:{lineno}", dict(zip(header, cells, strict=True))
+
+
+def examples_from_text_files(source: Path | str, references: list[Path | str]) -> list[Example]:
+    """A test set from plain text files, one segment per line: a source file and one or more reference
+    files (several = several references per segment). Ids are line numbers from 1."""
+    src_lines = _text_lines(Path(source))
+    streams = [_text_lines(Path(r)) for r in references]
+    if not streams:
+        raise CorpusError(f"{source}: a source file needs at least one reference file (references=[...])")
+    for path, lines in zip(references, streams, strict=True):
+        if len(lines) != len(src_lines):
+            raise CorpusError(f"{path} has {len(lines)} lines but {source} has {len(src_lines)}: every reference "
+                              "file needs one line per source line")
+    return [Example(str(i + 1), s, streams[0][i], tuple(st[i] for st in streams[1:]))
+            for i, s in enumerate(src_lines)]
+
+
+def _text_lines(path: Path) -> list[str]:
+    lines = _decode(_read_all(path), str(path)).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the final newline ends the last line; it does not start another
+    return [line.rstrip("\r") for line in lines]

@@ -3,14 +3,17 @@
 All take detokenized strings and a list of reference streams (one list of strings per
 reference; several streams = several references per example, as sacreBLEU takes them).
 ROUGE uses rouge-score's default tokenizer with Porter stemming and, with several
-references, the best reference per example (rouge-score's `score_multi`). For
-ROUGE-Lsum, sentences are split on newlines, which is what rouge-score does (it does
-not split sentences itself): put one sentence per line in hypotheses and references
-(CNN/DailyMail highlights already are) or Lsum equals ROUGE-L.
+references, the best reference per example (rouge-score's `score_multi`). ROUGE-Lsum
+is summary-level LCS over sentences, which rouge-score reads as lines; it does not
+split sentences itself. As the standard evaluation scripts do (Hugging Face's rouge
+metric for CNN/DailyMail: one sentence per line), a text without newlines is split
+into sentences first, at '.', '!' or '?' followed by white space; text that already
+has one sentence per line (CNN/DailyMail highlights) is kept as it is.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from seqlab.metrics import keys as K
@@ -26,6 +29,17 @@ from seqlab.metrics.significance import (
 )
 
 ROUGE_NAMES = (K.ROUGE1, K.ROUGE2, K.ROUGEL, K.ROUGELSUM)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences: lines, or text up to '.', '!' or '?' followed by white space."""
+    return [s.strip() for s in SENTENCE_END.split(text.strip()) if s.strip()]
+
+
+def sentence_per_line(text: str) -> str:
+    """The text with one sentence per line, as ROUGE-Lsum reads it (kept if it already has lines)."""
+    return text if "\n" in text.strip() else "\n".join(split_sentences(text))
 
 
 def streams(refs: Sequence[str] | Sequence[Sequence[str]]) -> list[list[str]]:
@@ -53,15 +67,20 @@ def rouge_per_example(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequen
     """F1 (x100) of each ROUGE variant for every example; the best reference when there are several."""
     from rouge_score import rouge_scorer
 
-    scorer = rouge_scorer.RougeScorer(list(names), use_stemmer=True)
     ref_streams = streams(refs)
     out: dict[str, list[float]] = {name: [] for name in names}
+    plain = [n for n in names if n != K.ROUGELSUM]
+    scorers = [(rouge_scorer.RougeScorer(plain, use_stemmer=True), lambda t: t)] if plain else []
+    if K.ROUGELSUM in names:
+        scorers.append((rouge_scorer.RougeScorer([K.ROUGELSUM], use_stemmer=True), sentence_per_line))
     for i, hyp in enumerate(hyps):
-        targets = [s[i] for s in ref_streams]
-        # rouge-score's order: (target, prediction)
-        scores = scorer.score(targets[0], hyp) if len(targets) == 1 else scorer.score_multi(targets, hyp)
-        for name in names:
-            out[name].append(100.0 * scores[name].fmeasure)
+        for scorer, prepare in scorers:
+            targets = [prepare(s[i]) for s in ref_streams]
+            # rouge-score's order: (target, prediction)
+            scores = (scorer.score(targets[0], prepare(hyp)) if len(targets) == 1
+                      else scorer.score_multi(targets, prepare(hyp)))
+            for name, score in scores.items():
+                out[name].append(100.0 * score.fmeasure)
     return out
 
 

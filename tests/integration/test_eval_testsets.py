@@ -1,0 +1,41 @@
+"""Evaluation on other test sets: plain-text files with several references, and the Bible's second reference."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import sacrebleu
+from pipelines.evaluate import run_evaluation
+
+from seqlab.config import ConfigError
+
+
+def test_plain_text_test_set_with_two_references(make_cfg, smoke_checkpoint, tmp_path):
+    src, ref1, ref2 = (tmp_path / n for n in ("src.txt", "ref1.txt", "ref2.txt"))
+    src.write_text("En el principio.\nY dijo Dios.\nSea la luz.\n")
+    ref1.write_text("In the beginning.\nAnd God said.\nLet there be light.\n")
+    ref2.write_text("At the start.\nGod spoke.\nLight, please.\n")
+    common = [f"ckpt={smoke_checkpoint}", "logger=none", "decoding.max_length=8", "n_bootstrap=0"]
+    payload = run_evaluation(make_cfg("eval", [*common, f"source={src}", f"references=[{ref1},{ref2}]"]))
+    run_evaluation(make_cfg("eval", [*common, "limit=3"]))  # the checkpoint's own test split
+    assert payload["metrics"]["n_references"] == 2 and payload["metrics"]["n_examples"] == 3
+    folders = {p.parent for p in Path(make_cfg("eval", common).results_dir).glob("**/metrics.json")}
+    assert len(folders) == 2, "another test set never overwrites the checkpoint's own results"
+    hyp_file = next(f / "hypotheses.jsonl" for f in folders
+                    if json.loads((f / "metrics.json").read_text()).get("test_set", {}).get("source"))
+    rows = [json.loads(line) for line in hyp_file.read_text().splitlines()]
+    hyps = [r["hypothesis"] for r in rows]
+    assert [r["references"] for r in rows][1] == ["And God said.", "God spoke."]
+    refs = [ref1.read_text().splitlines(), ref2.read_text().splitlines()]
+    assert payload["metrics"]["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, refs).score)
+    assert payload["metrics"]["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, refs).score)
+
+
+def test_bible_second_reference_and_bad_test_sets(make_cfg, smoke_checkpoint, tmp_path):
+    common = [f"ckpt={smoke_checkpoint}", "logger=none", "decoding.max_length=8", "limit=4", "n_bootstrap=0"]
+    payload = run_evaluation(make_cfg("eval", [*common, "extra_references=[en-kjv]"]))
+    assert payload["metrics"]["n_references"] == 2 and payload["test_set"]["extra_references"] == ["en-kjv"]
+    with pytest.raises(ConfigError, match="references="):
+        run_evaluation(make_cfg("eval", [*common, f"source={tmp_path / 'x.txt'}"]))

@@ -115,13 +115,19 @@ tokenized_split(cfg, tok, "validation")
     assert matches >= 48  # (a pair dropped for length would shift the rest; none is at this size)
 
 
-def test_same_seed_same_results_with_fresh_caches(make_cfg, tmp_path):
-    results = []
+@pytest.mark.slow
+def test_same_seed_same_results_with_fresh_caches(tmp_path):
+    """Two processes, each with a fresh cache (SentencePiece's own sampling differed per process)."""
+    losses = []
     for name in ("a", "b"):
-        cfg = make_cfg("train", [*SMOKE, "trainer.max_steps=3", "train.val_every_n_steps=3"], out=tmp_path / name)
-        cfg.data.cache_dir = str(tmp_path / f"cache-{name}")  # each run builds its own fresh cache
-        results.append(train(cfg)["metrics"]["val/loss"])
-    assert results[0] == results[1]
+        proc = subprocess.run(
+            [sys.executable, "pipelines/train.py", *SMOKE, "trainer.max_steps=3", "train.val_every_n_steps=3",
+             f"hydra.run.dir={tmp_path / name}", f"paths.log_dir={tmp_path / 'outputs'}",
+             f"paths.cache_dir={tmp_path / ('cache-' + name)}"],
+            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        losses.append(read_checkpoint(tmp_path / name / "checkpoints" / "last.ckpt")["state_dict"])
+    assert all(torch.equal(losses[0][k], losses[1][k]) for k in losses[0])
 
 
 # 3: tying across separate vocabularies -------------------------------------------------------------------------
@@ -325,9 +331,10 @@ def test_tsv_is_plain_tab_separated_text(tmp_path):
     from seqlab.data import load_split
 
     path = tmp_path / "train.tsv"
-    path.write_text('id\tsrc\ttgt\n1\tel "gato\tthe "cat\n2\tun perro\ta dog\n')
+    path.write_text('id\tsrc\ttgt\n1\t"el gato\tthe cat"\n2\tun perro\ta dog\n3\t"dijo"\t"said"\n')
     examples = load_split(files_corpus(path), "train")
-    assert [(e.id, e.source, e.target) for e in examples] == [("1", 'el "gato', 'the "cat'), ("2", "un perro", "a dog")]
+    assert [(e.id, e.source, e.target) for e in examples] == [
+        ("1", '"el gato', 'the cat"'), ("2", "un perro", "a dog"), ("3", '"dijo"', '"said"')]
 
 
 def test_csv_with_a_byte_order_mark_keeps_its_ids(tmp_path):

@@ -19,7 +19,15 @@ from seqlab.data.corpora import Example
 from seqlab.data.sequences import pad_right, truncate
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate, score
-from seqlab.metrics import corpus_distinct, intervals, logprob_summary, rouge_scores, sacrebleu_scores, sample_diversity
+from seqlab.metrics import (
+    corpus_distinct,
+    intervals,
+    logprob_summary,
+    repetition,
+    rouge_scores,
+    sacrebleu_scores,
+    sample_diversity,
+)
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import N_BOOTSTRAP, SACREBLEU_DEFAULT_SEED
 from seqlab.model import Seq2SeqTransformer
@@ -139,6 +147,7 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
             metrics[K.ci(name)] = [interval.low, interval.high]
     metrics.update(logprob_summary([r.token_logprobs for r in records], "hyp"))
     metrics.update(corpus_distinct(hyps_text))
+    metrics.update(repetition(hyps_text))
     metrics[K.HYP_LEN] = sum(len(h.split()) for h in hyps_text) / max(len(records), 1)
     metrics[K.REF_LEN] = sum(len(r.split()) for r in refs_text) / max(len(records), 1)
     if rows > 1:

@@ -71,3 +71,13 @@ def test_logprob_summary():
     assert out[K.REF_TOKEN_LOGPROB] == pytest.approx(-2.0)
     assert out[K.REF_SEQ_LOGPROB] == pytest.approx(-3.0)
     assert out[K.REF_PPL] == pytest.approx(math.exp(2.0))
+
+
+def test_repetition_counts_hypotheses_with_a_repeated_ngram():
+    from seqlab.metrics import repetition
+
+    hyps = ["apache ant ant ant ant tasks", "a b c a b c", "a b c d a b c e", "no repeats here at all", ""]
+    # a repeated 3-gram: "ant ant ant" in the first, "a b c" in the second and third (3 of 5);
+    # no 4-gram occurs twice in any of them.
+    assert repetition(hyps) == {K.REPEATED_3GRAM: 60.0, K.REPEATED_4GRAM: 0.0}
+    assert repetition(["x y z w x y z w"])[K.REPEATED_4GRAM] == 100.0

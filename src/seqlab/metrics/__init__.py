@@ -1,8 +1,8 @@
 """Metrics: sacreBLEU, ROUGE, log-probs, lengths and diversity, under the names in `keys`."""
 
-from seqlab.metrics.diversity import corpus_distinct, distinct_n, sample_diversity
+from seqlab.metrics.diversity import corpus_distinct, distinct_n, repetition, sample_diversity
 from seqlab.metrics.logprob import logprob_summary
 from seqlab.metrics.text import intervals, rouge_scores, sacrebleu_scores
 
-__all__ = ["corpus_distinct", "distinct_n", "intervals", "logprob_summary", "rouge_scores", "sacrebleu_scores",
-           "sample_diversity"]
+__all__ = ["corpus_distinct", "distinct_n", "intervals", "logprob_summary", "repetition", "rouge_scores",
+           "sacrebleu_scores", "sample_diversity"]

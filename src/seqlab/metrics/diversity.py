@@ -1,4 +1,4 @@
-"""Diversity: distinct-n (Li et al. 2016) and self-BLEU (Zhu et al. 2018)."""
+"""Diversity: distinct-n (Li et al. 2016), self-BLEU (Zhu et al. 2018), and repetition within outputs."""
 
 from __future__ import annotations
 
@@ -20,6 +20,20 @@ def distinct_n(texts: Sequence[str], n: int) -> float:
 def corpus_distinct(hyps: Sequence[str]) -> dict[str, float]:
     """Distinct-1/2 over the whole output of a system: how varied its vocabulary is."""
     return {K.DISTINCT1: distinct_n(hyps, 1), K.DISTINCT2: distinct_n(hyps, 2)}
+
+
+def has_repeated_ngram(text: str, n: int) -> bool:
+    """Whether some n-gram of whitespace words occurs twice in `text` (what no_repeat_ngram_size forbids)."""
+    grams = ngrams(text.split(), n)
+    return len(set(grams)) < len(grams)
+
+
+def repetition(hyps: Sequence[str]) -> dict[str, float]:
+    """Share (x100) of hypotheses that repeat a 3-gram / a 4-gram of words: the degenerate loops that
+    no-repeat n-gram blocking is meant to remove."""
+    n = max(len(hyps), 1)
+    return {K.REPEATED_3GRAM: 100.0 * sum(has_repeated_ngram(h, 3) for h in hyps) / n,
+            K.REPEATED_4GRAM: 100.0 * sum(has_repeated_ngram(h, 4) for h in hyps) / n}
 
 
 def sample_diversity(samples: Sequence[Sequence[str]]) -> dict[str, float]:

@@ -22,6 +22,8 @@ DISTINCT2: Final = "distinct2"
 SAMPLE_DISTINCT1: Final = "sample_distinct1"
 SAMPLE_DISTINCT2: Final = "sample_distinct2"
 SELF_BLEU: Final = "self_bleu"
+REPEATED_3GRAM: Final = "repeated_3gram"  # % of hypotheses with a repeated word 3-gram
+REPEATED_4GRAM: Final = "repeated_4gram"
 TOKENS_PER_S: Final = "decode_tokens_per_s"
 SENTENCES_PER_S: Final = "decode_sentences_per_s"
 

@@ -28,7 +28,7 @@ from seqlab.io import cache_key, file_digest
 from seqlab.perf import keep_freed_memory
 from seqlab.pipeline import is_multirun, plain, sweep_group, tracking_config, typed
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir
-from seqlab.tracking.wandb import finish, make_logger
+from seqlab.tracking.wandb import finish, log_predictions, make_logger
 
 log = logging.getLogger("seqlab.evaluate")
 
@@ -116,19 +116,23 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
                                  "variant": variant_key(info.run_config)}
         examples = test_examples(cfg, DataConfig.from_dict(info.data_config))
         payload["test_set"] = test_set or {"corpus": info.data_config["corpus"]["name"], "split": cfg.split}
-        logger = make_logger(tracking, out.path, f"{payload['checkpoint']['run_name']}/{label}", sweep_group(cfg),
+        group = cfg.logger.get("group") or info.tracking.get("group") or sweep_group(cfg)  # the model's group
+        logger = make_logger(tracking, out.path, f"{payload['checkpoint']['run_name']}/{label}", group,
                              {"eval": {k: v for k, v in plain(cfg).items() if k != "decoding"},
                               "decoding": decoding.to_dict(), "model": info.model_config.to_dict(),
-                              "checkpoint": payload["checkpoint"]})
+                              "checkpoint": payload["checkpoint"], "training_run_id": info.tracking.get("run_id")},
+                             job_type="sweep" if is_multirun() else "eval")
         settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
                                 score_references=cfg.score_references, ci_seed=cfg.ci_seed,
                                 n_bootstrap=cfg.n_bootstrap)
         records, metrics = evaluate(model, tokenizer, examples, decoding, settings)
-        out.write_hypotheses([r.to_dict() for r in records])
+        rows = [r.to_dict() for r in records]
+        out.write_hypotheses(rows)
         payload.update(status=OK, metrics=metrics, settings=asdict(settings))
         if logger is not None:
             logger.log_metrics({f"{cfg.split}/{k}": v for k, v in scalar_metrics(metrics).items()})
             if tracking.kind == "wandb":
+                log_predictions(logger, rows)
                 logger.experiment.summary["status"] = OK
             else:
                 logger.save()
@@ -144,7 +148,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
                        traceback=traceback.format_exc(limit=5))
         log.error("evaluation failed (%s): %s", label, payload["error"])
         if logger is None and tracking.kind != "none":
-            logger = make_logger(tracking, out.path, f"failed/{label}", sweep_group(cfg), {"setting": setting})
+            logger = make_logger(tracking, out.path, f"failed/{label}", sweep_group(cfg), {"setting": setting},
+                                 job_type="sweep" if is_multirun() else "eval")
         if logger is not None and tracking.kind == "wandb":
             logger.experiment.summary["status"] = FAILED
             logger.experiment.summary["error"] = payload["error"]

@@ -12,11 +12,18 @@ import hydra
 import lightning as L
 from omegaconf import DictConfig
 
-from seqlab.checkpoint import LAST, atomic_checkpoint_io, checkpoint_file, describe, remove_stale_temporaries
+from seqlab.checkpoint import (
+    LAST,
+    atomic_checkpoint_io,
+    checkpoint_file,
+    describe,
+    remove_stale_temporaries,
+    run_dir_of,
+)
 from seqlab.data import Seq2SeqDataModule
 from seqlab.perf import keep_freed_memory
 from seqlab.pipeline import TrainSpec, is_multirun, job_name, plain, sweep_group, train_spec
-from seqlab.tracking.wandb import finish, make_logger, metric_history, scrub
+from seqlab.tracking.wandb import finish, make_logger, metric_history, saved_run_id, scrub
 from seqlab.train.fit import (
     FinalCheckpoint,
     GracefulStop,
@@ -56,11 +63,15 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     model_cfg = replace(spec.model, src_vocab_size=tok.src_vocab_size,
                         tgt_vocab_size=None if tok.joint else tok.tgt_vocab_size)
     resolved = scrub(plain(cfg))
+    group = sweep_group(cfg)
+    resumed_id = saved_run_id(run_dir_of(ckpt_path)) if ckpt_path is not None else None  # continue that W&B run
+    logger = make_logger(spec.tracking, out_dir, job_name(cfg), group, resolved, job_type="train", run_id=resumed_id)
+    tracking = {"group": spec.tracking.group or group,
+                "run_id": logger.experiment.id if spec.tracking.kind == "wandb" else None}
     module = Seq2SeqModule(model_cfg, spec.optim, spec.loop, seed=cfg.seed,
-                           describe=describe(tok, spec.data.to_dict(), resolved))
+                           describe=describe(tok, spec.data.to_dict(), resolved, tracking))
     quick_eval = [QuickEval.from_datamodule(datamodule, spec.loop)] if spec.loop.quick_eval_size > 0 else []
 
-    logger = make_logger(spec.tracking, out_dir, job_name(cfg), sweep_group(cfg), resolved)
     loggers = [logger, metric_history(out_dir)] if spec.tracking.kind == "wandb" else [logger]
     bar = cfg.trainer.get("enable_progress_bar")
     bar = sys.stderr.isatty() if bar is None else bool(bar)  # a bar on a terminal; ETA log lines otherwise

@@ -51,6 +51,7 @@ class CheckpointInfo:
     data_config: dict[str, Any] = field(default_factory=dict)
     run_config: dict[str, Any] = field(default_factory=dict)
     git_revision: str | None = None
+    tracking: dict[str, Any] = field(default_factory=dict)  # the training's W&B group and run id, if any
 
 
 def git_revision() -> str | None:
@@ -154,7 +155,7 @@ def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
                               f"{(cfg.src_vocab_size, cfg.target_vocab_size)}; the checkpoint is inconsistent")
     info = CheckpointInfo(path=path, model_config=cfg, step=int(meta.get("step", 0)),
                           data_config=meta.get("data_config", {}), run_config=meta.get("run_config", {}),
-                          git_revision=meta.get("git_revision"))
+                          git_revision=meta.get("git_revision"), tracking=meta.get("tracking") or {})
     return model.to(device).eval(), tokenizer, info
 
 
@@ -170,13 +171,18 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
     return removed
 
 
-def describe(tokenizer: Tokenizer, data_config: dict[str, Any], run_config: dict[str, Any]) -> dict[str, Any]:
-    """The `seqlab` entry of a checkpoint, besides what the module adds (config, step)."""
+def describe(tokenizer: Tokenizer, data_config: dict[str, Any], run_config: dict[str, Any],
+             tracking: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `seqlab` entry of a checkpoint, besides what the module adds (config, step).
+
+    `tracking` ({"group": ..., "run_id": ...}) lets an evaluation join the training's W&B group.
+    """
     return {
         "tokenizer": {k: v.hex() if v else None for k, v in tokenizer.to_dict().items()},
         "data_config": data_config,
         "run_config": run_config,
         "git_revision": git_revision(),
+        "tracking": tracking or {},
     }
 
 

@@ -11,11 +11,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 from seqlab.config import check_choice
+from seqlab.metrics import keys as K
 
 log = logging.getLogger(__name__)
 LoggerKind = Literal["wandb", "csv", "none"]
 Mode = Literal["auto", "online", "offline"]
 CSV_DIR = "csv"
+RUN_ID_FILE = "wandb-run-id"
+# Summaries keep the best value, not the last: losses and perplexity are minimized, quality maximized.
+# (W&B's define_metric takes exact names or trailing globs only.)
+SUMMARIES = (
+    *((name, "min") for name in ("train/loss", "val/loss", "val/nll", "val/ppl")),
+    *((f"val/greedy_{m}", "max") for m in K.QUALITY),
+    *((f"{split}/{m}", "max") for split in ("test", "validation") for m in K.QUALITY),
+    *((f"{split}/{K.REF_PPL}", "min") for split in ("test", "validation")),
+)
 SECRET_KEY = re.compile(r"api_?key|secret|passw(or)?d|(^|_)token$|access_token|auth", re.IGNORECASE)
 
 
@@ -65,8 +75,14 @@ def scrub(config: Any) -> Any:
     return config
 
 
-def make_logger(cfg: TrackingConfig, save_dir: Path, name: str, group: str, config: dict[str, Any]) -> Any:
-    """A Lightning logger for the run, with the resolved config attached; None for kind=none."""
+def make_logger(cfg: TrackingConfig, save_dir: Path, name: str, group: str, config: dict[str, Any],
+                job_type: str = "train", run_id: str | None = None) -> Any:
+    """A Lightning logger for the run, with the resolved config attached; None for kind=none.
+
+    W&B: `job_type` is train / eval / sweep; `run_id` continues an earlier run (a resumed training);
+    the summaries keep the best value of each metric (min loss, max BLEU/chrF/ROUGE), and the run's
+    id is written to `<save_dir>/wandb-run-id` so that a resumed training can continue it.
+    """
     save_dir.mkdir(parents=True, exist_ok=True)
     if cfg.kind == "none":
         return None
@@ -78,20 +94,40 @@ def make_logger(cfg: TrackingConfig, save_dir: Path, name: str, group: str, conf
     from lightning.pytorch.loggers import WandbLogger
 
     mode = resolve_mode(cfg)
-    logger = WandbLogger(
-        project=cfg.project, entity=cfg.entity, name=name, group=cfg.group or group, tags=list(cfg.tags),
-        save_dir=str(save_dir), mode=mode, config=scrub(config),
-        settings=wandb.Settings(init_timeout=cfg.init_timeout, silent=True),
-    )
+    common = dict(project=cfg.project, entity=cfg.entity, name=name, group=cfg.group or group, tags=list(cfg.tags),
+                  save_dir=str(save_dir), config=scrub(config), job_type=job_type,
+                  **({"id": run_id, "resume": "allow"} if run_id else {}))
+    logger = WandbLogger(mode=mode, settings=wandb.Settings(init_timeout=cfg.init_timeout, silent=True), **common)
     try:
         logger.experiment  # noqa: B018  (starts the run now, within init_timeout)
     except Exception as err:  # noqa: BLE001  network or service failure: fall back, never hang
         if mode == "offline":
             raise
         log.warning("W&B online start failed (%s); continuing offline", type(err).__name__)
-        logger = WandbLogger(project=cfg.project, entity=cfg.entity, name=name, group=cfg.group or group,
-                             tags=list(cfg.tags), save_dir=str(save_dir), mode="offline", config=scrub(config))
+        logger = WandbLogger(mode="offline", **common)
+    run = logger.experiment
+    for pattern, summary in SUMMARIES:
+        run.define_metric(pattern, summary=summary)
+    (save_dir / RUN_ID_FILE).write_text(run.id)
+    if mode == "online" and getattr(run, "url", None):
+        log.info("W&B run: %s", run.url)
     return logger
+
+
+def saved_run_id(run_dir: Path) -> str | None:
+    """The W&B run id a training run folder recorded (to continue that run on resume)."""
+    path = run_dir / RUN_ID_FILE
+    return path.read_text().strip() if path.is_file() else None
+
+
+def log_predictions(logger: Any, records: list[dict[str, Any]], key: str = "predictions", limit: int = 1000) -> None:
+    """A W&B table of the first `limit` outputs: id, source, reference, hypothesis, its log-prob, and the
+    other n-best hypotheses or samples."""
+    columns = ["id", "source", "reference", "hypothesis", "logprob", "other_hypotheses"]
+    rows = [[r["id"], r["source"], r["reference"], r["hypothesis"],
+             r["nbest"][0]["logprob"] if r.get("nbest") else None,
+             "\n".join(n["text"] for n in r.get("nbest", [])[1:])] for r in records[:limit]]
+    logger.log_table(key=key, columns=columns, data=rows)
 
 
 def metric_history(save_dir: Path) -> Any:

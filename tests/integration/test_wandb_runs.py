@@ -1,0 +1,62 @@
+"""W&B offline: predictions tables, evaluation runs in the training run's group, resumed runs keep their id."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipelines.evaluate import run_evaluation
+from pipelines.train import train
+
+from seqlab.checkpoint import load_for_inference
+
+SMOKE = ["experiment=smoke", "logger=wandb", "logger.mode=offline", "train.quick_eval_size=0"]
+
+
+def offline_runs(folder: Path) -> list[Path]:
+    return sorted(folder.glob("**/wandb/offline-run-*"))
+
+
+def run_record(run: Path) -> bytes:
+    (wandb_file,) = run.glob("run-*.wandb")
+    return wandb_file.read_bytes()
+
+
+def test_training_group_eval_job_type_predictions_table_and_resume(make_cfg, tmp_path, monkeypatch):
+    from lightning.pytorch.loggers import WandbLogger
+
+    started: list[dict] = []
+    real_init = WandbLogger.__init__
+
+    def recording_init(self, *args, **kwargs):
+        started.append(kwargs)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(WandbLogger, "__init__", recording_init)
+    first = train(make_cfg("train", [*SMOKE, "trainer.max_steps=2", "logger.group=study-x"], out=tmp_path / "a"))
+    (train_run,) = offline_runs(tmp_path / "a")
+    run_id = (tmp_path / "a" / "wandb-run-id").read_text()
+    assert train_run.name.endswith(run_id) and b"study-x" in run_record(train_run)
+    assert load_for_inference(first["last"])[2].tracking == {"group": "study-x", "run_id": run_id}
+
+    # A resumed training continues the same W&B run.
+    train(make_cfg("train", [*SMOKE, "trainer.max_steps=4", f"train.resume={first['last']}", "logger.group=study-x"],
+                   out=tmp_path / "b"))
+    (resumed,) = offline_runs(tmp_path / "b")
+    assert resumed.name.endswith(run_id)
+
+    # An evaluation joins the training's group, as job_type eval, and logs its predictions as a table.
+    cfg = make_cfg("eval", [f"ckpt={first['last']}", "logger=wandb", "logger.mode=offline", "limit=3",
+                            "decoding.max_length=6", "n_bootstrap=0"])
+    run_evaluation(cfg)
+    (eval_run,) = offline_runs(Path(cfg.results_dir))
+    assert b"study-x" in run_record(eval_run)
+    assert [(k["job_type"], k["group"]) for k in started] == [("train", "study-x"), ("train", "study-x"),
+                                                             ("eval", "study-x")]
+    assert started[1]["id"] == run_id and started[1]["resume"] == "allow"
+    (table,) = eval_run.glob("files/media/table/predictions_*.table.json")
+    data = json.loads(table.read_text())
+    assert data["columns"] == ["id", "source", "reference", "hypothesis", "logprob", "other_hypotheses"]
+    hyps = [json.loads(line)["hypothesis"] for line in
+            next(Path(cfg.results_dir).glob("**/hypotheses.jsonl")).read_text().splitlines()]
+    assert [row[3] for row in data["data"]] == hyps and len(hyps) == 3

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from seqlab.config import ConfigError, check_choice
 from seqlab.constants import DEFAULT_IDS
-from seqlab.decoding.processors import WARPERS, build_processors
+from seqlab.decoding.registry import SAMPLING_ONLY, build_processors
 
 Method = Literal["greedy", "beam", "sample"]
 # What Hugging Face `generate` uses for a GenerationConfig value left unset (transformers 5 leaves them None).
@@ -58,6 +58,8 @@ class DecodingConfig:
     max_len_b: int = 10
     no_repeat_ngram_size: int | None = None
     repetition_penalty: float | None = None
+    frequency_penalty: float | None = None  # OpenAI/llama.cpp: - frequency * count of the token so far
+    presence_penalty: float | None = None  # OpenAI/llama.cpp: - presence * [token generated before]
     temperature: float | None = None
     top_k: int | None = None
     top_p: float | None = None
@@ -66,6 +68,10 @@ class DecodingConfig:
     epsilon: float | None = None
     eta: float | None = None
     top_n_sigma: float | None = None
+    dynatemp_range: float | None = None  # llama.cpp dynatemp: temperature in [t - range, t + range] by entropy
+    dynatemp_exponent: float = 1.0
+    edt_theta: float | None = None  # EDT (Zhang et al. 2024): T = t * edt_base ** (edt_theta / entropy)
+    edt_base: float = 0.8
     force_eos: bool = False  # the last allowed step may only emit EOS (fairseq always; HF forced_eos_token_id)
     seed: int = 0
     name: str | None = None  # a label for reports, e.g. "beam5_lp0.6"
@@ -90,8 +96,10 @@ class DecodingConfig:
             raise ConfigError(f"{own}.max_length={self.max_length} must be >= max(1, min_length={self.min_length})")
         if self.max_length is None and (self.max_len_a < 0 or self.max_len_b < 1):
             raise ConfigError(f"{own}.max_len_a={self.max_len_a}, max_len_b={self.max_len_b}: need a >= 0, b >= 1")
+        if self.dynatemp_range is not None and self.edt_theta is not None:
+            raise ConfigError(f"{own}.dynatemp_range and {own}.edt_theta are two temperature rules; set one")
         if self.method != "sample":
-            sampling = [k for k in WARPERS if getattr(self, k) is not None]
+            sampling = [k for k in SAMPLING_ONLY if getattr(self, k) is not None]
             if sampling:
                 raise ConfigError(f"{own}.{sampling[0]} only applies to method=sample (got method={self.method}); "
                                   f"use method=sample or set {sampling[0]}=null")
@@ -143,7 +151,7 @@ class DecodingConfig:
             return "greedy"
         if self.method == "beam":
             return f"beam{self.num_beams}_lp{self.length_penalty:g}"
-        parts = [f"{k}{getattr(self, k):g}" for k in WARPERS if getattr(self, k) is not None]
+        parts = [f"{k}{getattr(self, k):g}" for k in SAMPLING_ONLY if getattr(self, k) is not None]
         return "sample" + ("_" + "_".join(parts) if parts else "")
 
     def to_dict(self) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from torch import Tensor
 
 from seqlab.constants import SpecialIds
 from seqlab.decoding.config import DecodingConfig
-from seqlab.decoding.processors import build_processors
+from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, beam_search, model_step, sample_or_greedy
 from seqlab.model import Seq2SeqTransformer

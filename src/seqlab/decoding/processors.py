@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import Tensor
 
 from seqlab.config import ConfigError
-
-if TYPE_CHECKING:
-    from seqlab.decoding.config import DecodingConfig
 
 NEG_INF = -math.inf
 
@@ -223,34 +219,3 @@ def apply(processors: Sequence[LogitsProcessor], prefix: Tensor, scores: Tensor)
     for processor in processors:
         scores = processor(prefix, scores)
     return scores
-
-
-# The sampling warpers, in Hugging Face's order: DecodingConfig field -> processor. Validation, labels and
-# construction all read this one registry.
-WARPERS: dict[str, type[LogitsProcessor]] = {
-    "temperature": Temperature, "top_k": TopK, "top_p": TopP, "min_p": MinP, "typical_p": Typical,
-    "epsilon": EpsilonCutoff, "eta": EtaCutoff, "top_n_sigma": TopNSigma,
-}
-
-
-class SpecialIds(Protocol):
-    pad_id: int
-    bos_id: int
-    eos_id: int
-
-
-def build_processors(cfg: DecodingConfig, ids: SpecialIds) -> list[LogitsProcessor]:
-    """Processors in Hugging Face's order: penalties and constraints first, then the sampling warpers.
-
-    Each processor checks its own value, so building them is also how a DecodingConfig is validated.
-    """
-    out: list[LogitsProcessor] = []
-    if cfg.repetition_penalty is not None:
-        out.append(RepetitionPenalty(cfg.repetition_penalty))
-    if cfg.no_repeat_ngram_size is not None:
-        out.append(NoRepeatNGram(cfg.no_repeat_ngram_size))
-    out.append(SuppressTokens([ids.pad_id, ids.bos_id] if ids.bos_id != ids.eos_id else [ids.pad_id]))
-    if cfg.min_length:
-        out.append(MinNewTokens(cfg.min_length, ids.eos_id))
-    out.extend(cls(getattr(cfg, name)) for name, cls in WARPERS.items() if getattr(cfg, name) is not None)
-    return out

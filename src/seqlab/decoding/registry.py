@@ -1,0 +1,76 @@
+"""The one registry of decoding options: which DecodingConfig field builds which processor, in which order.
+
+Validation (DecodingConfig builds its processors), labels and construction (generate) all read it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from seqlab.decoding.adaptive import DynamicTemperature, EntropyTemperature, FrequencyPresencePenalty
+from seqlab.decoding.processors import (
+    EpsilonCutoff,
+    EtaCutoff,
+    LogitsProcessor,
+    MinNewTokens,
+    MinP,
+    NoRepeatNGram,
+    RepetitionPenalty,
+    SuppressTokens,
+    Temperature,
+    TopK,
+    TopNSigma,
+    TopP,
+    Typical,
+)
+
+if TYPE_CHECKING:
+    from seqlab.decoding.config import DecodingConfig
+
+# The sampling warpers, in Hugging Face's order: DecodingConfig field -> processor.
+WARPERS: dict[str, type[LogitsProcessor]] = {
+    "temperature": Temperature, "top_k": TopK, "top_p": TopP, "min_p": MinP, "typical_p": Typical,
+    "epsilon": EpsilonCutoff, "eta": EtaCutoff, "top_n_sigma": TopNSigma,
+}
+# Entropy-adaptive temperatures take the place of `temperature` (which becomes their base value).
+ADAPTIVE_TEMPERATURES = ("dynatemp_range", "edt_theta")
+SAMPLING_ONLY = (*WARPERS, *ADAPTIVE_TEMPERATURES)
+
+
+class SpecialIds(Protocol):
+    pad_id: int
+    bos_id: int
+    eos_id: int
+
+
+def temperature_rule(cfg: DecodingConfig) -> LogitsProcessor | None:
+    """The temperature processor: dynamic (llama.cpp), entropy-based (EDT), plain, or none."""
+    base = cfg.temperature if cfg.temperature is not None else 1.0
+    if cfg.dynatemp_range is not None:
+        return DynamicTemperature(base, cfg.dynatemp_range, cfg.dynatemp_exponent)
+    if cfg.edt_theta is not None:
+        return EntropyTemperature(base, cfg.edt_theta, cfg.edt_base)
+    return Temperature(cfg.temperature) if cfg.temperature is not None else None
+
+
+def build_processors(cfg: DecodingConfig, ids: SpecialIds) -> list[LogitsProcessor]:
+    """Processors in Hugging Face's order: penalties and constraints first, then the sampling warpers.
+
+    Each processor checks its own value, so building them is also how a DecodingConfig is validated.
+    """
+    out: list[LogitsProcessor] = []
+    if cfg.repetition_penalty is not None:
+        out.append(RepetitionPenalty(cfg.repetition_penalty))
+    if cfg.frequency_penalty is not None or cfg.presence_penalty is not None:
+        out.append(FrequencyPresencePenalty(cfg.frequency_penalty, cfg.presence_penalty))
+    if cfg.no_repeat_ngram_size is not None:
+        out.append(NoRepeatNGram(cfg.no_repeat_ngram_size))
+    out.append(SuppressTokens([ids.pad_id, ids.bos_id] if ids.bos_id != ids.eos_id else [ids.pad_id]))
+    if cfg.min_length:
+        out.append(MinNewTokens(cfg.min_length, ids.eos_id))
+    rule = temperature_rule(cfg)
+    if rule is not None:
+        out.append(rule)
+    out.extend(cls(getattr(cfg, name)) for name, cls in WARPERS.items()
+               if name != "temperature" and getattr(cfg, name) is not None)
+    return out

@@ -10,11 +10,12 @@ RESULTS ?= outputs/eval_results
 SEEDS ?=
 RUNS ?=
 INPUT ?=
+TEXT ?=
 CKPTS ?=
 OUT ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install train eval translate sweep-decoding sweep-arch study study-norm study-tying study-positions average compare report bench params test test-full lint clean
+.PHONY: help install train eval translate sweep-decoding sweep-arch study study-norm study-tying study-positions inspect average compare report bench params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -59,6 +60,10 @@ study-tying: $(STAMP) ## Study question: tied embeddings none / decoder / all
 
 study-positions: $(STAMP) ## Study question: sinusoidal vs learned positions
 	SEEDS=$(or $(SEEDS),3) bash pipelines/arch_study.sh $(BIN)/python positions
+
+inspect: $(STAMP) ## Attention maps and a step-by-step decoding trace of one sentence: CKPT=... TEXT="..." -> outputs/inspect.html
+	@test -n "$(CKPT)" -a -n "$(TEXT)" || { echo "usage: make inspect CKPT=run_dir_or_file TEXT=\"a source sentence\" [ARGS=\"--max-length 40\"]"; exit 2; }
+	$(BIN)/python -m seqlab.inspection --ckpt $(CKPT) --text "$(TEXT)" $(ARGS)
 
 average: $(STAMP) ## Average checkpoints (fairseq's average_checkpoints): CKPTS="a.ckpt b.ckpt ..." OUT=avg.ckpt
 	@test -n "$(CKPTS)" -a -n "$(OUT)" || { echo "usage: make average CKPTS=\"run/checkpoints/step-*.ckpt\" OUT=avg.ckpt"; exit 2; }

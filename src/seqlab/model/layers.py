@@ -43,6 +43,7 @@ class MultiHeadAttention(nn.Module):
         else:
             self.qkv_proj = nn.Linear(d, 3 * d)
         self.out_proj = nn.Linear(d, d)
+        self.recorder: list[Tensor] | None = None  # set by seqlab.inspection to collect attention weights
 
     def split_heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape
@@ -70,6 +71,8 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 k, v = cache.append(k, v)  # (B, H, T_past + T, Dh)
         b, h, t, dh = q.shape
+        if self.recorder is not None:
+            self.recorder.append(attention_weights(q, k, attn_mask, is_causal, group))
         if group > 1:  # one source's beams form one group of queries over its keys: (G, H, K*T, Dh)
             q = q.view(b // group, group, h, t, dh).transpose(1, 2).reshape(b // group, h, group * t, dh)
         out = F.scaled_dot_product_attention(
@@ -80,6 +83,23 @@ class MultiHeadAttention(nn.Module):
             out = out.view(b // group, h, group, t, dh).transpose(1, 2).reshape(b, h, t, dh)
         out = out.transpose(1, 2).reshape(b, t, h * dh)  # (B, T, d)
         return self.out_proj(out)
+
+
+def attention_weights(q: Tensor, k: Tensor, attn_mask: Tensor | None, is_causal: bool, group: int) -> Tensor:
+    """softmax(q k^T / sqrt(d_h)) with the same masks as the fused kernel, (B, H, T, S) in fp32.
+
+    Computed only for inspection, beside (never instead of) the fused attention, so asking for the
+    weights leaves the model's outputs bitwise unchanged.
+    """
+    if group > 1:
+        raise ValueError("attention weights are recorded for ungrouped decoding only (one row per source)")
+    scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, T, S)
+    if is_causal:
+        t, s = scores.shape[-2:]
+        attn_mask = torch.ones(t, s, dtype=torch.bool, device=q.device).tril()  # as SDPA: top-left aligned
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    return torch.softmax(scores, dim=-1)
 
 
 class FeedForward(nn.Module):

@@ -1,0 +1,220 @@
+"""Inside the model and the search, for one source: attention maps and a step-by-step decoding trace.
+
+`python -m seqlab.inspection --ckpt RUN --text "..." [--method beam --num-beams 4] [--out page.html]`
+(`make inspect`) writes one HTML page: per layer a grid of heat maps (one per head) of the encoder
+self-attention, decoder self-attention and cross-attention over subword pieces, the cross-attention
+averaged over heads and layers as an alignment, and for the decoding setting the trace of every step:
+the chosen token and its probability with the top-k alternatives before and after the processors.
+
+Attention weights are recorded only inside `record_attention`, computed beside the fused kernels
+(layers.attention_weights), so the model's outputs are the same with and without asking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from seqlab.data.tokenizer import Tokenizer
+from seqlab.decoding import DecodingConfig, generate
+from seqlab.decoding.registry import build_processors
+from seqlab.io import atomic_write_text
+from seqlab.model import Seq2SeqTransformer
+from seqlab.model.layers import MultiHeadAttention
+
+KINDS = ("encoder", "decoder_self", "cross")
+
+
+@dataclass
+class AttentionMaps:
+    """Weights of every layer and head for one source and one target prefix."""
+
+    src_pieces: list[str]
+    tgt_pieces: list[str]  # the decoder inputs: <s> then the target tokens
+    weights: dict[str, list[Tensor]]  # kind -> per layer (H, T_query, T_key)
+
+    def alignment(self) -> Tensor:
+        """(T, S) cross-attention averaged over heads and layers."""
+        return torch.stack([w.mean(0) for w in self.weights["cross"]]).mean(0)
+
+
+@contextmanager
+def record_attention(model: Seq2SeqTransformer) -> Iterator[dict[str, list[Tensor]]]:
+    """Collect the attention weights of every layer while the block runs: kind -> list of (B, H, T, S)."""
+    found: dict[str, list[Tensor]] = {k: [] for k in KINDS}
+    modules = [(m, "encoder") for layer in model.encoder_layers for m in [layer.self_attn]]
+    modules += [(layer.self_attn, "decoder_self") for layer in model.decoder_layers]
+    modules += [(layer.cross_attn, "cross") for layer in model.decoder_layers]
+    for module, kind in modules:
+        module.recorder = found[kind]
+    try:
+        yield found
+    finally:
+        for module in model.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.recorder = None
+
+
+def pieces(tokenizer: Tokenizer, ids: list[int], side: str) -> list[str]:
+    processor = tokenizer.src if side == "src" else tokenizer.tgt
+    return [processor.id_to_piece(int(i)) for i in ids]
+
+
+@torch.no_grad()
+def attention_maps(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, target: str | None = None,
+                   cfg: DecodingConfig | None = None) -> AttentionMaps:
+    """Teacher-forced attention over `target` (the model's own hypothesis under `cfg` when None)."""
+    model.eval()
+    src = torch.tensor([tokenizer.encode_source([source])[0][: model.cfg.max_positions]])
+    pad = torch.zeros_like(src, dtype=torch.bool)
+    if target is None:
+        out = generate(model, src, pad, cfg or DecodingConfig())
+        tgt = out.sequences[0, 0, : out.lengths[0, 0]].tolist()
+    else:
+        tgt = tokenizer.encode_target([target])[0][: model.cfg.max_positions - 1]
+    tgt_in = torch.tensor([[model.cfg.bos_id, *tgt[:-1]]])
+    with record_attention(model) as found:
+        model(src, pad, tgt_in)
+    weights = {kind: [w[0] for w in found[kind]] for kind in KINDS}
+    return AttentionMaps(pieces(tokenizer, src[0].tolist(), "src"), pieces(tokenizer, tgt_in[0].tolist(), "tgt"),
+                         weights)
+
+
+@dataclass
+class TraceStep:
+    """One greedy/sampling step: the chosen token and the top-k alternatives before and after processing."""
+
+    step: int
+    chosen: str
+    chosen_id: int
+    probability: float  # of the chosen token under the model (before processors)
+    before: list[tuple[str, float]]  # top-k (piece, probability) of the model's distribution
+    after: list[tuple[str, float]]  # top-k (piece, probability) after the processors
+
+
+@torch.no_grad()
+def trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg: DecodingConfig,
+          k: int = 5) -> list[TraceStep]:
+    """Greedy decoding of one source, step by step, with what the processors changed.
+
+    For method=greedy the chosen tokens are `generate`'s output for the same config (tested).
+    """
+    if cfg.method != "greedy":
+        raise ValueError("step traces follow greedy decoding; use method=greedy (beam traces are not drawn)")
+    model.eval()
+    src = torch.tensor([tokenizer.encode_source([source])[0][: model.cfg.max_positions]])
+    pad = torch.zeros_like(src, dtype=torch.bool)
+    processors = build_processors(cfg, model.cfg)
+    memory = model.encode(src, pad)
+    limit = int(min(cfg.max_length or int(cfg.max_len_a * src.shape[1] + cfg.max_len_b), model.cfg.max_positions - 1))
+    cache = model.start_cache(memory, pad, capacity=limit + 1, src_ids=src)
+    prefix = torch.tensor([[model.cfg.bos_id]])
+    steps: list[TraceStep] = []
+    for t in range(limit):
+        logits, cache = model.decode(prefix[:, -1:], None, None, cache)
+        raw = logits[:, -1].float()
+        scores = raw
+        for processor in processors:
+            scores = processor(prefix, scores)
+        if cfg.force_eos and t + 1 >= limit:
+            scores = torch.full_like(scores, float("-inf")).index_fill(1, torch.tensor([model.cfg.eos_id]), 0.0)
+        chosen = int(scores.argmax(-1))
+        p_raw, p_after = F.softmax(raw, -1)[0], F.softmax(scores, -1)[0]
+        top = lambda p: [(tokenizer.tgt.id_to_piece(int(i)), float(p[i])) for i in p.topk(k).indices]  # noqa: E731
+        steps.append(TraceStep(t + 1, tokenizer.tgt.id_to_piece(chosen), chosen, float(p_raw[chosen]), top(p_raw),
+                               top(p_after)))
+        prefix = torch.cat([prefix, torch.tensor([[chosen]])], dim=1)
+        if chosen == model.cfg.eos_id:
+            break
+    return steps
+
+
+def _png(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    plt.close(fig)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def heatmap_grid(weights: Tensor, queries: list[str], keys: list[str], title: str) -> str:
+    """One layer, (H, T, S): a row of heat maps, one per head, as a base64 PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    heads = weights.shape[0]
+    size = max(2.5, 0.22 * max(len(queries), len(keys)))
+    fig, axes = plt.subplots(1, heads, figsize=(size * heads, size), squeeze=False)
+    for h, ax in enumerate(axes[0]):
+        ax.imshow(weights[h].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_title(title if heads == 1 else f"{title}, head {h + 1}", fontsize=8)
+        ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=6)
+        ax.set_yticks(range(len(queries)), queries, fontsize=6)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def inspect_page(maps: AttentionMaps, steps: list[TraceStep], title: str) -> str:
+    """The HTML page: attention grids per kind and layer, the alignment, the trace table."""
+    keys = {"encoder": (maps.src_pieces, maps.src_pieces), "decoder_self": (maps.tgt_pieces, maps.tgt_pieces),
+            "cross": (maps.tgt_pieces, maps.src_pieces)}
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    align = maps.alignment()[None]
+    body.append("<h2>Alignment: cross-attention averaged over heads and layers</h2>"
+                f"<img src='data:image/png;base64,{heatmap_grid(align, *keys['cross'], 'alignment')}'/>")
+    for kind in KINDS:
+        for i, layer in enumerate(maps.weights[kind]):
+            body.append(f"<h2>{kind.replace('_', ' ')} attention, layer {i + 1}</h2>"
+                        f"<img src='data:image/png;base64,{heatmap_grid(layer, *keys[kind], kind)}'/>")
+    if steps:
+        rows = "".join(
+            f"<tr><td>{s.step}</td><td>{html.escape(s.chosen)}</td><td>{s.probability:.3f}</td>"
+            f"<td>{html.escape(', '.join(f'{p} {q:.3f}' for p, q in s.before))}</td>"
+            f"<td>{html.escape(', '.join(f'{p} {q:.3f}' for p, q in s.after))}</td></tr>" for s in steps)
+        head = (f"<tr><th>step</th><th>chosen</th><th>p</th><th>top-{len(steps[0].before)} before processors</th>"
+                "<th>after processors</th></tr>")
+        body.append(f"<h2>Greedy decoding, step by step</h2><table>{head}{rows}</table>")
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>seqlab inspect</title><style>"
+            "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:12px}"
+            "td,th{border:1px solid #ccc;padding:3px 6px}img{max-width:100%}</style></head><body>"
+            + "".join(body) + "</body></html>")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from seqlab.checkpoint import load_for_inference
+
+    parser = argparse.ArgumentParser(prog="python -m seqlab.inspection", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ckpt", required=True, help="a .ckpt file or a training run folder")
+    parser.add_argument("--text", required=True, help="the source sentence")
+    parser.add_argument("--target", help="a reference to attend over (default: the model's greedy output)")
+    parser.add_argument("--max-length", type=int, default=None)
+    parser.add_argument("--no-repeat-ngram-size", type=int, default=None)
+    parser.add_argument("--top-k", type=int, default=5, help="alternatives shown per step")
+    parser.add_argument("--out", type=Path, default=Path("outputs/inspect.html"))
+    args = parser.parse_args(argv)
+    model, tokenizer, info = load_for_inference(args.ckpt)
+    cfg = replace(DecodingConfig(), max_length=args.max_length, no_repeat_ngram_size=args.no_repeat_ngram_size)
+    maps = attention_maps(model, tokenizer, args.text, args.target, cfg)
+    steps = trace(model, tokenizer, args.text, cfg, args.top_k)
+    atomic_write_text(args.out, inspect_page(maps, steps, f"{info.path}: {args.text}"))
+    print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""Attention maps and decoding traces: weights are distributions with masked positions at 0, outputs unchanged."""
+
+from __future__ import annotations
+
+import torch
+
+from seqlab.decoding import DecodingConfig, generate
+from seqlab.inspection import record_attention
+from tests.helpers import toy_batch, trained_toy_model
+
+
+def test_recording_attention_leaves_outputs_identical_and_gives_distributions():
+    model = trained_toy_model(steps=20)
+    g = torch.Generator().manual_seed(3)
+    src, pad, tgt = toy_batch(g, 4, 40)
+    tgt_in = torch.cat([torch.full_like(tgt[:, :1], 2), tgt[:, :-1]], 1)
+    with torch.no_grad():
+        plain = model(src, pad, tgt_in)
+        with record_attention(model) as found:
+            recorded = model(src, pad, tgt_in)
+    assert torch.equal(plain, recorded), "asking for the weights must not change the outputs"
+    assert [len(found[k]) for k in ("encoder", "decoder_self", "cross")] == [2, 2, 2]
+    for kind, keys_pad in (("encoder", pad), ("cross", pad), ("decoder_self", None)):
+        for w in found[kind]:
+            assert torch.allclose(w.sum(-1), torch.ones_like(w.sum(-1)), atol=1e-5)  # rows sum to 1
+            if keys_pad is not None:  # padded source positions get no attention
+                assert (w.masked_select(keys_pad[:, None, None, :].expand_as(w)) == 0).all()
+            else:  # causal: no attention to later positions
+                assert (w.triu(diagonal=1) == 0).all()
+    assert all(m.recorder is None for m in model.modules() if hasattr(m, "recorder"))
+
+
+def test_trace_chooses_what_generate_outputs(tmp_path):
+    from seqlab.data.tokenizer import Tokenizer, TokenizerConfig
+    from seqlab.inspection import attention_maps, inspect_page, trace
+    from seqlab.model import ModelConfig, Seq2SeqTransformer
+
+    lines = [f"the {w} sat on the {v} mat" for w in ("cat", "dog", "bird", "cow") for v in ("red", "blue", "big")]
+    tokenizer = Tokenizer.train(lines * 20, lines * 20, TokenizerConfig(vocab_size=300))
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(ModelConfig(src_vocab_size=tokenizer.src_vocab_size, d_model=32, n_heads=4,
+                                           encoder_layers=2, decoder_layers=2, d_ff=64, max_positions=64)).eval()
+    cfg = DecodingConfig(max_length=12, no_repeat_ngram_size=2, force_eos=True)
+    steps = trace(model, tokenizer, "the cat sat", cfg, k=3)
+    src = torch.tensor([tokenizer.encode_source(["the cat sat"])[0]])
+    out = generate(model, src, torch.zeros_like(src, dtype=torch.bool), cfg)
+    assert [s.chosen_id for s in steps] == out.sequences[0, 0, : out.lengths[0, 0]].tolist()
+    assert all(len(s.before) == 3 and s.after[0][0] == s.chosen for s in steps)
+    maps = attention_maps(model, tokenizer, "the cat sat", cfg=cfg)
+    assert maps.alignment().shape == (len(maps.tgt_pieces), len(maps.src_pieces))
+    page = inspect_page(maps, steps, "test")
+    assert page.count("<img") == 1 + 3 * 2 and "step by step" in page

@@ -86,3 +86,10 @@ def test_report_aggregates_seeds_and_draws_validation_curves(tmp_path: Path) -> 
     assert "10.50 ± 0.71 (10.00, 11.00)" in page  # rougeL over seeds 0 and 1
     assert "Validation loss per variant" in page
     assert "Training curves: " in page and "(4 runs)" in page  # the four runs of one folder, overlaid
+
+
+def test_report_shows_example_outputs_where_settings_disagree(tmp_path):
+    make_study(tmp_path, {"baseline": {"tie_embeddings": "all"}, "tie_none": {"tie_embeddings": "none"}}, seeds=1)
+    page = render(load_results(tmp_path / "results"))
+    assert "Example outputs (2 settings; the 5 sources where they disagree most)" in page
+    assert page.count("<table class='examples'>") == 1 and "arch_tie_none/greedy" in page

@@ -17,6 +17,7 @@ from seqlab.checkpoint import run_dir_of
 from seqlab.io import atomic_write_text
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import summarize
+from seqlab.tracking.examples import example_section
 from seqlab.tracking.results import OK, read_curves, read_val_curve, variant_of
 from seqlab.tracking.wandb import CSV_DIR
 
@@ -154,6 +155,7 @@ def render(results: list[dict[str, Any]], title: str = "seqlab report") -> str:
                       for t, png in plots([r for r in results if r.get("status") == OK and "metrics" in r]))
     figures += seed_section([r for r in results if r.get("status") == OK and "metrics" in r])
     figures += training_section(results)
+    figures += example_section([r for r in results if r.get("status") == OK])
     failed = sum(r.get("status") != OK for r in results)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:12px}}

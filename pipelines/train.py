@@ -49,6 +49,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         return _train_locked(cfg, spec, out_dir)
 
 
+def extra_callbacks(cfg: DictConfig) -> list[Any]:
+    """The callbacks the `callbacks` config group adds (EarlyStopping, LearningRateMonitor, ...)."""
+    chosen = cfg.get("callbacks") or {}
+    return [hydra.utils.instantiate(chosen[name]) for name in chosen if chosen[name] and "_target_" in chosen[name]]
+
+
 def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, Any]:
     runs_root = Path(cfg.paths.log_dir) / cfg.task_name / cfg.run_name
     ckpt_path = find_resume(spec.loop.resume, runs_root, out_dir)
@@ -81,7 +87,7 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
                                          spec.loop.monitor_mode, spec.loop.keep_last_checkpoints),
                    *([] if bar else [ProgressLog(cfg.trainer.log_every_n_steps)]),
                    GracefulStop(checkpoint_file(out_dir, LAST)),
-                   FinalCheckpoint(checkpoint_file(out_dir, LAST)), *quick_eval],
+                   FinalCheckpoint(checkpoint_file(out_dir, LAST)), *quick_eval, *extra_callbacks(cfg)],
         logger=[lg for lg in loggers if lg is not None] or False,
         plugins=[atomic_checkpoint_io()],
         default_root_dir=str(out_dir),

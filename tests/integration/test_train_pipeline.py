@@ -75,3 +75,18 @@ def test_gradients_are_clipped_once_through_lightnings_hook(make_cfg, tmp_path, 
     a, b = (weights(p) for p in sorted((tmp_path / "run" / "checkpoints").glob("step-*.ckpt")))
     change = max((a[k] - b[k]).abs().max().item() for k in a)
     assert (change > 1e-5) == moves, change
+
+
+def test_callbacks_config_group_adds_lightning_callbacks(make_cfg, tmp_path):
+    from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
+    from pipelines.train import extra_callbacks
+
+    assert extra_callbacks(make_cfg("train", SMOKE)) == []
+    cfg = make_cfg("train", [*SMOKE, "callbacks=[early_stopping,lr_monitor]", "callbacks.early_stopping.patience=1"])
+    found = extra_callbacks(cfg)
+    assert [type(c) for c in found] == [EarlyStopping, LearningRateMonitor]
+    assert found[0].monitor == "val/loss" and found[0].patience == 1
+    result = train(make_cfg("train", [*SMOKE, "logger=csv", "train.quick_eval_size=0",
+                                      "callbacks=[early_stopping,lr_monitor]"],
+                            out=tmp_path / "run"))
+    assert result["step"] == 6

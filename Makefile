@@ -15,7 +15,7 @@ CKPTS ?=
 OUT ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install train eval translate sweep-decoding sweep-arch study study-norm study-tying study-positions inspect average compare report bench params test test-full lint clean
+.PHONY: help install install-browser train eval translate sweep-decoding sweep-arch study study-norm study-tying study-positions inspect average compare report bench params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -28,6 +28,9 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install seqlab with its dev tools (idempotent)
+
+install-browser: ## Install Debian's chromium for the report's browser test (needs root or sudo; skipped without it)
+	command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium; }
 
 train: $(STAMP) ## Train the default experiment (mt_bible_small, 25 CPU minutes); ARGS="key=value ..." to change it
 	$(BIN)/python pipelines/train.py $(ARGS)

@@ -41,7 +41,7 @@ def describe(result: dict[str, Any]) -> dict[str, Any]:
     """The config of one result as flat keys: decoding.*, model.*, split, checkpoint run."""
     ckpt = result.get("checkpoint", {})
     flat = {"run": ckpt.get("run_name") or Path(str(result.get("setting", {}).get("ckpt", "?"))).name,
-            "split": result.get("split")}
+            "seed": ckpt.get("seed"), "split": result.get("split")}
     flat.update(flatten(result.get("decoding") or result.get("setting", {}).get("decoding", {}), "decoding."))
     flat.update({f"model.{k}": v for k, v in (ckpt.get("model") or {}).items() if k in VARIANT_KEYS})
     return flat

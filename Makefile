@@ -15,7 +15,7 @@ CKPTS ?=
 OUT ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-browser train eval translate sweep-decoding sweep-arch study study-norm study-tying study-positions inspect average compare report bench params test test-full lint clean
+.PHONY: help install install-browser train eval translate sweep-decoding sweep-arch study study-norm study-tying study-positions inspect export average compare report bench params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -67,6 +67,10 @@ study-positions: $(STAMP) ## Study question: sinusoidal vs learned positions
 inspect: $(STAMP) ## Attention maps and a step-by-step decoding trace of one sentence: CKPT=... TEXT="..." -> outputs/inspect.html
 	@test -n "$(CKPT)" -a -n "$(TEXT)" || { echo "usage: make inspect CKPT=run_dir_or_file TEXT=\"a source sentence\" [ARGS=\"--max-length 40\"]"; exit 2; }
 	$(BIN)/python -m seqlab.inspection --ckpt $(CKPT) --text "$(TEXT)" $(ARGS)
+
+export: $(STAMP) ## A Hugging Face save_pretrained folder (Marian + tokenizer + generation_config): CKPT=... OUT=DIR
+	@test -n "$(CKPT)" -a -n "$(OUT)" || { echo "usage: make export CKPT=run_dir_or_file OUT=dir [ARGS=\"--num-beams 5\"]"; exit 2; }
+	$(BIN)/python -m seqlab.interop.export --ckpt $(CKPT) --out $(OUT) $(ARGS)
 
 average: $(STAMP) ## Average checkpoints (fairseq's average_checkpoints): CKPTS="a.ckpt b.ckpt ..." OUT=avg.ckpt
 	@test -n "$(CKPTS)" -a -n "$(OUT)" || { echo "usage: make average CKPTS=\"run/checkpoints/step-*.ckpt\" OUT=avg.ckpt"; exit 2; }

@@ -1,0 +1,107 @@
+"""A checkpoint as a Hugging Face `save_pretrained` folder: `python -m seqlab.interop.export --ckpt RUN --out DIR`.
+
+The folder holds the Marian config and `model.safetensors` (interop.hf.to_hf: the same logits),
+`generation_config.json` with the decoding defaults given here (seqlab's names mapped onto HF's,
+the inverse of `DecodingConfig.from_generation_config`), and the tokenizer laid out as
+`MarianTokenizer` reads it: `source.spm` / `target.spm` (seqlab's SentencePiece models) and
+`vocab.json` (piece -> id, seqlab's ids; `target_vocab.json` too for separate vocabularies). So
+`MarianTokenizer.from_pretrained(DIR)` and `MarianMTModel.from_pretrained(DIR).generate(...)`
+reproduce seqlab's tokenization and its greedy and beam outputs (tested).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from seqlab.data.tokenizer import Tokenizer
+from seqlab.decoding import DecodingConfig
+from seqlab.io import atomic_write, atomic_write_text
+from seqlab.model import ModelConfig
+
+
+def generation_config(cfg: DecodingConfig, model: ModelConfig) -> dict[str, Any]:
+    """Hugging Face `GenerationConfig` values equal to `cfg` for an encoder-decoder.
+
+    HF's lengths count the decoder start token; a per-example limit (`max_len_a * src_len + b`)
+    has no HF equivalent, so without `max_length` the model's position limit is used.
+    """
+    sample = cfg.method == "sample"
+    out: dict[str, Any] = {
+        "decoder_start_token_id": model.bos_id, "pad_token_id": model.pad_id, "eos_token_id": model.eos_id,
+        "suppress_tokens": sorted({model.pad_id, model.bos_id} - {model.eos_id}),
+        "do_sample": sample, "num_beams": cfg.num_beams, "num_return_sequences": cfg.n_best,
+        "max_new_tokens": cfg.max_length or model.max_positions - 1, "min_new_tokens": cfg.min_length or None,
+        "no_repeat_ngram_size": cfg.no_repeat_ngram_size or 0, "repetition_penalty": cfg.repetition_penalty or 1.0,
+        "forced_eos_token_id": model.eos_id if cfg.force_eos else None,
+    }
+    if cfg.method == "beam":  # HF refuses beam options without beams
+        out.update(length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping)
+    if sample:
+        out.update(temperature=cfg.temperature or 1.0, top_k=cfg.top_k or 0, top_p=cfg.top_p or 1.0,
+                   min_p=cfg.min_p, typical_p=cfg.typical_p or 1.0, epsilon_cutoff=cfg.epsilon or 0.0,
+                   eta_cutoff=cfg.eta or 0.0)
+    return out
+
+
+def write_tokenizer(tokenizer: Tokenizer, out: Path) -> None:
+    """source.spm, target.spm and vocab.json (+ target_vocab.json) in MarianTokenizer's layout."""
+    def vocab(processor: Any) -> str:
+        return json.dumps({processor.id_to_piece(i): i for i in range(processor.get_piece_size())},
+                          ensure_ascii=False)
+
+    src_model, tgt_model = tokenizer.src_model, tokenizer.tgt_model or tokenizer.src_model
+    atomic_write(out / "source.spm", lambda f: f.write(src_model))
+    atomic_write(out / "target.spm", lambda f: f.write(tgt_model))
+    atomic_write_text(out / "vocab.json", vocab(tokenizer.src))
+    config = {"tokenizer_class": "MarianTokenizer", "unk_token": "<unk>", "eos_token": "</s>", "pad_token": "<pad>",
+              "separate_vocabs": not tokenizer.joint}
+    if not tokenizer.joint:
+        atomic_write_text(out / "target_vocab.json", vocab(tokenizer.tgt))
+    atomic_write_text(out / "tokenizer_config.json", json.dumps(config, indent=1))
+
+
+def export(checkpoint: str | Path, out: str | Path, decoding: DecodingConfig | None = None) -> Path:
+    """Write the save_pretrained folder of a seqlab checkpoint; returns the folder."""
+    from transformers import GenerationConfig
+
+    from seqlab.checkpoint import load_for_inference
+    from seqlab.interop.hf import to_hf
+
+    model, tokenizer, _ = load_for_inference(checkpoint)
+    out = Path(out)
+    hf = to_hf(model)
+    hf.generation_config = GenerationConfig(**generation_config(decoding or DecodingConfig(), model.cfg))
+    hf.save_pretrained(out)
+    write_tokenizer(tokenizer, out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from seqlab.interop.hf import InteropError
+
+    parser = argparse.ArgumentParser(prog="python -m seqlab.interop.export", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ckpt", required=True)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--num-beams", type=int, default=1, help="generation_config default (1 = greedy)")
+    parser.add_argument("--length-penalty", type=float, default=1.0)
+    parser.add_argument("--max-length", type=int, default=None, help="new tokens (default: the model's limit)")
+    parser.add_argument("--force-eos", action="store_true")
+    args = parser.parse_args(argv)
+    decoding = DecodingConfig(method="beam" if args.num_beams > 1 else "greedy", num_beams=args.num_beams,
+                              length_penalty=args.length_penalty, max_length=args.max_length,
+                              force_eos=args.force_eos)
+    try:
+        print(export(args.ckpt, args.out, decoding))
+    except InteropError as err:
+        print(f"seqlab.interop.export: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

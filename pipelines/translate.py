@@ -21,6 +21,7 @@ from seqlab.config import ConfigError, check_choice
 from seqlab.decoding import DecodingConfig
 from seqlab.perf import keep_freed_memory
 from seqlab.pipeline import plain, typed
+from seqlab.progress import Progress
 from seqlab.translate import Format, format_output, translate, translate_stream
 
 log = logging.getLogger("seqlab.translate")
@@ -39,7 +40,7 @@ def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int
     log.info("%s (step %d), decoding %s", info.path, info.step, decoding.label)
     if cfg.input is None and stdin.isatty():
         return interactive(model, tokenizer, decoding, cfg.format, stdin, stdout)
-    progress = Progress()
+    progress = Progress(total=None, desc="translating")  # lines are read as they come: no total, no ETA
     if cfg.input is not None:
         with open(cfg.input, encoding="utf-8") as f:
             n = translate_stream(model, tokenizer, f, stdout, decoding, cfg.format, cfg.max_tokens, cfg.chunk_size,
@@ -49,22 +50,6 @@ def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int
                              progress)
     log.info("translated %d lines", n)
     return n
-
-
-class Progress:
-    """Sources decoded so far, logged (to stderr) at most every 10 seconds."""
-
-    def __init__(self) -> None:
-        import time
-
-        self.clock, self.start, self.last, self.done = time.perf_counter, time.perf_counter(), 0.0, 0
-
-    def __call__(self, n: int) -> None:
-        self.done += n
-        now = self.clock() - self.start
-        if now - self.last >= 10:
-            self.last = now
-            log.info("%d sources decoded, %.1f per second", self.done, self.done / max(now, 1e-9))
 
 
 def interactive(model: Any, tokenizer: Any, decoding: DecodingConfig, fmt: str, stdin: Any, stdout: Any) -> int:

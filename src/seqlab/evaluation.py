@@ -31,6 +31,7 @@ from seqlab.metrics import (
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import N_BOOTSTRAP, SACREBLEU_DEFAULT_SEED
 from seqlab.model import Seq2SeqTransformer
+from seqlab.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +125,11 @@ def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Seque
 def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence[Example],
              cfg: DecodingConfig, settings: EvalSettings) -> tuple[list[Record], dict[str, Any]]:
     """Decode `examples`, score references, and return per-example records and corpus metrics."""
-    decoded = decode_texts(model, tokenizer, [e.source for e in examples], cfg, settings.max_tokens)
+    progress = Progress(len(examples), f"decoding {cfg.label}")
+    try:
+        decoded = decode_texts(model, tokenizer, [e.source for e in examples], cfg, settings.max_tokens, progress)
+    finally:
+        progress.close()
     src_ids, truncated, generated, elapsed = decoded.src_ids, decoded.n_truncated, decoded.generated_tokens, \
         decoded.seconds
     rows = cfg.rows_per_source

@@ -95,3 +95,17 @@ def test_progress_log_lines_carry_an_eta(caplog):
             progress.on_train_batch_end(trainer, None, None, batch, step)
     lines = [r.getMessage() for r in caplog.records if "ETA" in r.getMessage()]
     assert len(lines) == 2 and lines[0].startswith("step 2 ") and lines[-1].split("ETA ")[1].count(":") == 2
+
+
+def test_progress_is_line_based_off_a_terminal(caplog):
+    import io
+
+    from seqlab.progress import Progress
+
+    progress = Progress(total=10, desc="decoding", every=0.0, stream=io.StringIO())
+    with caplog.at_level("INFO"):
+        for _ in range(2):
+            progress(5)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith("decoding: 5/10") and "ETA" in lines[0] and lines[1].startswith("decoding: 10/10")
+    assert progress.bar is None

@@ -28,7 +28,7 @@ from seqlab.io import cache_key, file_digest
 from seqlab.perf import keep_freed_memory
 from seqlab.pipeline import is_multirun, plain, sweep_group, tracking_config, typed
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir
-from seqlab.tracking.wandb import finish, log_predictions, make_logger
+from seqlab.tracking.wandb import artifact_of, finish, log_predictions, make_logger, use_artifact
 
 log = logging.getLogger("seqlab.evaluate")
 
@@ -120,8 +120,12 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         logger = make_logger(tracking, out.path, f"{payload['checkpoint']['run_name']}/{label}", group,
                              {"eval": {k: v for k, v in plain(cfg).items() if k != "decoding"},
                               "decoding": decoding.to_dict(), "model": info.model_config.to_dict(),
-                              "checkpoint": payload["checkpoint"], "training_run_id": info.tracking.get("run_id")},
+                              "checkpoint": payload["checkpoint"], "training_run_id": info.tracking.get("run_id"),
+                              "checkpoint_artifact": artifact_of(info.tracking, info.path)},
                              job_type="sweep" if is_multirun() else "eval")
+        artifact = artifact_of(info.tracking, info.path)
+        if artifact is not None and tracking.kind == "wandb":
+            use_artifact(logger, artifact)
         settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
                                 score_references=cfg.score_references, ci_seed=cfg.ci_seed,
                                 n_bootstrap=cfg.n_bootstrap)

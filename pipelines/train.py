@@ -73,7 +73,8 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     resumed_id = saved_run_id(run_dir_of(ckpt_path)) if ckpt_path is not None else None  # continue that W&B run
     logger = make_logger(spec.tracking, out_dir, job_name(cfg), group, resolved, job_type="train", run_id=resumed_id)
     tracking = {"group": spec.tracking.group or group,
-                "run_id": logger.experiment.id if spec.tracking.kind == "wandb" else None}
+                "run_id": logger.experiment.id if spec.tracking.kind == "wandb" else None,
+                "log_checkpoints": spec.tracking.kind == "wandb" and spec.tracking.log_checkpoints}
     module = Seq2SeqModule(model_cfg, spec.optim, spec.loop, seed=cfg.seed,
                            describe=describe(tok, spec.data.to_dict(), resolved, tracking))
     quick_eval = [QuickEval.from_datamodule(datamodule, spec.loop)] if spec.loop.quick_eval_size > 0 else []

@@ -37,7 +37,8 @@ def test_training_group_eval_job_type_predictions_table_and_resume(make_cfg, tmp
     (train_run,) = offline_runs(tmp_path / "a")
     run_id = (tmp_path / "a" / "wandb-run-id").read_text()
     assert train_run.name.endswith(run_id) and b"study-x" in run_record(train_run)
-    assert load_for_inference(first["last"])[2].tracking == {"group": "study-x", "run_id": run_id}
+    assert load_for_inference(first["last"])[2].tracking == {"group": "study-x", "run_id": run_id,
+                                                             "log_checkpoints": False}
 
     # A resumed training continues the same W&B run.
     train(make_cfg("train", [*SMOKE, "trainer.max_steps=4", f"train.resume={first['last']}", "logger.group=study-x"],
@@ -60,3 +61,19 @@ def test_training_group_eval_job_type_predictions_table_and_resume(make_cfg, tmp
     hyps = [json.loads(line)["hypothesis"] for line in
             next(Path(cfg.results_dir).glob("**/hypotheses.jsonl")).read_text().splitlines()]
     assert [row[3] for row in data["data"]] == hyps and len(hyps) == 3
+
+
+def test_checkpoints_as_model_artifacts_and_evaluation_lineage(make_cfg, tmp_path):
+    result = train(make_cfg("train", [*SMOKE, "trainer.max_steps=3", "logger.log_checkpoints=true"],
+                            out=tmp_path / "a"))
+    (train_run,) = offline_runs(tmp_path / "a")
+    run_id = (tmp_path / "a" / "wandb-run-id").read_text()
+    record = run_record(train_run)
+    assert f"model-{run_id}".encode() in record and b"best" in record and b"latest" in record
+    info = load_for_inference(result["best"])[2]
+    assert info.tracking["log_checkpoints"] is True
+    cfg = make_cfg("eval", [f"ckpt={result['best']}", "logger=wandb", "logger.mode=offline", "limit=2",
+                            "decoding.max_length=5", "n_bootstrap=0"])
+    run_evaluation(cfg)
+    (eval_run,) = offline_runs(Path(cfg.results_dir))
+    assert f"model-{run_id}:best".encode() in run_record(eval_run)  # the artifact it evaluated, in its config

@@ -40,6 +40,7 @@ class TrackingConfig:
     tags: tuple[str, ...] = field(default_factory=tuple)
     mode: Mode = "auto"
     init_timeout: float = 30.0
+    log_checkpoints: bool = False  # upload best/last as W&B model artifacts ("best", "latest") at the end
 
     def __post_init__(self) -> None:
         check_choice("logger", "kind", self.kind, LoggerKind)
@@ -96,6 +97,7 @@ def make_logger(cfg: TrackingConfig, save_dir: Path, name: str, group: str, conf
     mode = resolve_mode(cfg)
     common = dict(project=cfg.project, entity=cfg.entity, name=name, group=cfg.group or group, tags=list(cfg.tags),
                   save_dir=str(save_dir), config=scrub(config), job_type=job_type,
+                  log_model=cfg.log_checkpoints and job_type == "train",
                   **({"id": run_id, "resume": "allow"} if run_id else {}))
     logger = WandbLogger(mode=mode, settings=wandb.Settings(init_timeout=cfg.init_timeout, silent=True), **common)
     try:
@@ -147,3 +149,19 @@ def finish() -> None:
 
         if wandb.run is not None:
             wandb.finish()
+
+
+def artifact_of(tracking: dict[str, Any], checkpoint: Path) -> str | None:
+    """The W&B model artifact (name:alias) a training logged for this checkpoint file, if it logged any."""
+    if not tracking.get("log_checkpoints") or not tracking.get("run_id"):
+        return None
+    return f"model-{tracking['run_id']}:{'best' if checkpoint.stem == 'best' else 'latest'}"
+
+
+def use_artifact(logger: Any, artifact: str) -> None:
+    """Record in an evaluation's W&B run that it used this checkpoint artifact (lineage); an offline run
+    or a missing artifact keeps the name in the run's config only."""
+    try:
+        logger.use_artifact(artifact, artifact_type="model")
+    except Exception as err:  # noqa: BLE001  offline, or the artifact is not on the server
+        log.info("W&B artifact %s not linked (%s); its name is in the run config", artifact, type(err).__name__)

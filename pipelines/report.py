@@ -5,18 +5,47 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
+from typing import Any
 
+from seqlab.compare import CompareError, compare, from_result_dir
+from seqlab.metrics import keys as K
+from seqlab.tracking.examples import test_set_of
 from seqlab.tracking.report import markdown_table, write_report
-from seqlab.tracking.results import load_results
+from seqlab.tracking.results import OK, load_results
 
 log = logging.getLogger("seqlab.report")
+
+
+def significance_marks(results: list[dict[str, Any]], limit: int = 30) -> dict[str, str]:
+    """For each test set evaluated by several settings (at most `limit`), BLEU of each against the first
+    (greedy first): "+1.23 *" where sacreBLEU's paired tests both give p < 0.05."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted((r for r in results if r.get("status") == OK),
+                    key=lambda r: (r.get("decoding", {}).get("method") != "greedy", str(r.get("_path")))):
+        groups.setdefault(test_set_of(r), []).append(r)
+    marks: dict[str, str] = {}
+    for group in groups.values():
+        if not 2 <= len(group) <= limit:
+            continue
+        try:
+            systems = [from_result_dir(Path(r["_path"])) for r in group]
+            report = compare(systems, n_ar=1000)
+        except CompareError as err:
+            log.warning("no significance marks for one test set: %s", err)
+            continue
+        by_name = {c.system: c for c in report.comparisons if c.metric == K.BLEU}
+        marks[group[0]["_path"]] = "baseline"
+        for r, s in zip(group[1:], systems[1:], strict=True):
+            c = by_name.get(s.name)  # None: the baseline of its own seed
+            marks[r["_path"]] = "baseline" if c is None else f"{c.delta:+.2f}" + (" *" if c.significant() else "")
+    return marks
 
 
 def build_report(results_dir: Path, out: Path) -> Path:
     results = load_results(results_dir)
     if not results:
         raise SystemExit(f"{results_dir}: no metrics.json found; run `make eval` or `make sweep-decoding` first")
-    path = write_report(results, out, title=f"seqlab report: {results_dir}")
+    path = write_report(results, out, title=f"seqlab report: {results_dir}", marks=significance_marks(results))
     log.info("wrote %s (%d runs)", path, len(results))
     return path
 

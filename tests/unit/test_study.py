@@ -93,3 +93,15 @@ def test_report_shows_example_outputs_where_settings_disagree(tmp_path):
     page = render(load_results(tmp_path / "results"))
     assert "Example outputs (2 settings; the 5 sources where they disagree most)" in page
     assert page.count("<table class='examples'>") == 1 and "arch_tie_none/greedy" in page
+
+
+def test_report_marks_settings_that_differ_significantly_from_the_baseline(tmp_path):
+    from pipelines.report import significance_marks
+
+    make_study(tmp_path, {"baseline": {"tie_embeddings": "all"}, "tie_none": {"tie_embeddings": "none"}}, seeds=1)
+    results = load_results(tmp_path / "results")
+    marks = significance_marks(results)
+    by_run = {r["checkpoint"]["run_name"]: marks[r["_path"]] for r in results}
+    assert by_run["arch_baseline"] == "baseline" and by_run["arch_tie_none"].endswith(" *")  # 0.9 vs 0.5 kept
+    page = render(results, marks=marks)
+    assert by_run["arch_tie_none"] in page and "vs baseline" in page

@@ -23,7 +23,8 @@ def read_hypotheses(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_set_of(result: dict[str, Any]) -> str:
-    return json.dumps(result.get("test_set") or [result.get("split"), result.get("setting", {}).get("limit")],
+    """What identifies the examples a result was scored on: its test set, split and example limit."""
+    return json.dumps([result.get("test_set"), result.get("split"), result.get("setting", {}).get("limit")],
                       sort_keys=True)
 
 

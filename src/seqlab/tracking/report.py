@@ -137,20 +137,30 @@ def format_metric(metrics: dict[str, Any], name: str) -> str:
     return f"{value:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 else "")
 
 
-def render(results: list[dict[str, Any]], title: str = "seqlab report") -> str:
-    """The HTML page: a table of every run (what differs, metrics, status) and the plots."""
+def render(results: list[dict[str, Any]], title: str = "seqlab report", marks: dict[str, str] | None = None) -> str:
+    """The HTML page: a table of every run (what differs, metrics, status, its training run) and the plots.
+
+    marks: result path -> a significance mark for its BLEU against its test set's baseline (the
+    pipeline computes them with seqlab.compare).
+    """
+    marks = marks or {}
     rows = [describe(r) for r in results]
     keys = varying_keys(rows) or ["run"]
     shown = [m for m in SHOWN_METRICS if any(m in r.get("metrics", {}) for r in results)]
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in ["status", *keys, *shown, "error"])
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in ["status", *keys, *shown, "vs baseline", "training run",
+                                                           "error"])
     body = []
     for result, row in zip(results, rows, strict=True):
         metrics = result.get("metrics", {})
-        cells = [result.get("status", "?")] + [row.get(k, "") for k in keys]
-        cells += [format_metric(metrics, m) for m in shown]
-        cells.append(result.get("error", ""))
+        cells = [html.escape(str(c)) for c in [result.get("status", "?")] + [row.get(k, "") for k in keys]]
+        cells += [html.escape(format_metric(metrics, m)) for m in shown]
+        cells.append(html.escape(marks.get(str(result.get("_path")), "")))
+        path = result.get("checkpoint", {}).get("path")
+        cells.append(f"<a href='{run_dir_of(path).as_uri()}'>{html.escape(run_dir_of(path).name)}</a>"
+                     if path and Path(path).is_absolute() else "")
+        cells.append(html.escape(str(result.get("error", ""))))
         cls = "failed" if result.get("status") != OK else ""
-        body.append(f"<tr class='{cls}'>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
+        body.append(f"<tr class='{cls}'>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     figures = "".join(f"<h2>{html.escape(t)}</h2><img src='data:image/png;base64,{png}'/>"
                       for t, png in plots([r for r in results if r.get("status") == OK and "metrics" in r]))
     figures += seed_section([r for r in results if r.get("status") == OK and "metrics" in r])
@@ -162,12 +172,14 @@ def render(results: list[dict[str, Any]], title: str = "seqlab report") -> str:
 td,th{{border:1px solid #ccc;padding:3px 6px}}tr.failed{{background:#fdd}}img{{max-width:100%}}</style></head>
 <body><h1>{html.escape(title)}</h1><p>{len(results)} runs, {failed} failed. Columns: the settings that differ
 between runs, then metrics (BLEU/chrF: sacreBLEU; ROUGE: rouge-score F1 with stemming; log-probs in nats),
-with 95% bootstrap intervals in brackets.</p>
+with 95% bootstrap intervals in brackets; "vs baseline": BLEU against the first setting evaluated on the same
+test set (paired bootstrap and approximate randomization, * = both p &lt; 0.05).</p>
 <table><tr>{head}</tr>{''.join(body)}</table>{figures}</body></html>"""
 
 
-def write_report(results: list[dict[str, Any]], path: Path, title: str = "seqlab report") -> Path:
-    return atomic_write_text(path, render(results, title))
+def write_report(results: list[dict[str, Any]], path: Path, title: str = "seqlab report",
+                 marks: dict[str, str] | None = None) -> Path:
+    return atomic_write_text(path, render(results, title, marks))
 
 
 MARKDOWN_METRICS = (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU,

@@ -13,6 +13,15 @@ from seqlab.checkpoint import load_for_inference
 SMOKE = ["experiment=smoke", "logger=wandb", "logger.mode=offline", "train.quick_eval_size=0"]
 
 
+def test_validation_logs_a_table_of_the_quick_eval_sentences(make_cfg, tmp_path):
+    train(make_cfg("train", [*SMOKE, "train.quick_eval_size=3", "trainer.max_steps=6"], out=tmp_path / "a"))
+    (run,) = offline_runs(tmp_path / "a")
+    tables = sorted(run.glob("files/media/table/val/quick_eval_*.table.json"))
+    assert len(tables) == 2  # validations at steps 3 and 6
+    data = json.loads(tables[0].read_text())
+    assert data["columns"] == ["id", "source", "reference", "hypothesis"] and len(data["data"]) == 3
+
+
 def offline_runs(folder: Path) -> list[Path]:
     return sorted(folder.glob("**/wandb/offline-run-*"))
 

@@ -14,6 +14,8 @@ from seqlab.evaluation import EvalSettings, evaluate
 from seqlab.metrics import keys as K
 from seqlab.train.config import LoopConfig
 
+TABLE_ROWS = 20  # quick-eval sentences shown in the W&B table at each validation
+
 
 class QuickEval(Callback):
     """Greedy decoding of the first N validation examples (the same ones every time), after each validation.
@@ -29,13 +31,19 @@ class QuickEval(Callback):
         examples = load_split(datamodule.cfg.corpus, VALIDATION)[: loop.quick_eval_size]
         return cls(examples, datamodule.tokenizer, DecodingConfig(max_length=loop.quick_eval_max_len))
 
-    def metrics(self, module: Any) -> dict[str, float]:
-        _, metrics = evaluate(module.model, self.tokenizer, self.examples, self.decoding,
-                              EvalSettings(split=VALIDATION, score_references=False, n_bootstrap=0))
-        return {f"val/greedy_{k}": float(metrics[k]) for k in (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL)}
+    def metrics(self, module: Any) -> tuple[list[Any], dict[str, float]]:
+        records, metrics = evaluate(module.model, self.tokenizer, self.examples, self.decoding,
+                                    EvalSettings(split=VALIDATION, score_references=False, n_bootstrap=0))
+        return records, {f"val/greedy_{k}": float(metrics[k]) for k in (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL)}
 
     def on_validation_epoch_end(self, trainer: Any, module: Any) -> None:
         if trainer.sanity_checking or trainer.global_rank != 0:
             return
-        for key, value in self.metrics(module).items():
+        records, metrics = self.metrics(module)
+        for key, value in metrics.items():
             module.log(key, value, rank_zero_only=True)
+        for logger in trainer.loggers:  # the dashboard shows the outputs improving over the steps
+            if type(logger).__name__ == "WandbLogger":
+                rows = [[r.id, r.source, r.reference, r.hypothesis] for r in records[:TABLE_ROWS]]
+                logger.log_table(key="val/quick_eval", columns=["id", "source", "reference", "hypothesis"],
+                                 data=rows, step=trainer.global_step)

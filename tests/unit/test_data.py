@@ -202,3 +202,34 @@ def test_resume_skips_consumed_batches():
     s.skip = 3
     assert list(s) == full[3:]
     assert list(s) == full, "the skip applies once"
+
+
+def test_parquet_branch_layout_loads_and_revision_is_used(tmp_path, monkeypatch):
+    """The hub's refs/convert/parquet branch: <config>/<split>/0000.parquet (how datasets 4 reads
+    script-based datasets such as iwslt2017 and xsum); the revision is passed on and keys the cache."""
+    import datasets
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for split, n in (("train", 4), ("test", 2)):
+        (tmp_path / "iwslt2017" / "iwslt2017-de-en" / split).mkdir(parents=True)
+        rows = [{"translation": {"de": f"Satz {i}", "en": f"sentence {i}"}} for i in range(n)]
+        pq.write_table(pa.Table.from_pylist(rows), tmp_path / "iwslt2017" / "iwslt2017-de-en" / split / "0000.parquet")
+    cfg = CorpusConfig(name="iwslt", kind="hub", task="translation", path=str(tmp_path / "iwslt2017"),
+                       hub_config="iwslt2017-de-en", revision="refs/convert/parquet", src_lang="de", tgt_lang="en")
+    assert [e.target for e in load_split(cfg, "test")] == ["sentence 0", "sentence 1"]
+    assert cfg.fingerprint()["revision"] == "refs/convert/parquet"
+    assert cfg.fingerprint() != CorpusConfig(**{**cfg.__dict__, "revision": None}).fingerprint()
+
+    seen = {}
+
+    def fake_load(path, name=None, **kwargs):
+        seen.update(path=path, name=name, **kwargs)
+        return [{"translation": {"de": "a", "en": "b"}}]
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    hub = CorpusConfig(name="iwslt", kind="hub", task="translation", path="iwslt2017", hub_config="iwslt2017-de-en",
+                       revision="refs/convert/parquet", src_lang="de", tgt_lang="en")
+    load_split(hub, "train")
+    assert seen == {"path": "iwslt2017", "name": "iwslt2017-de-en", "split": "train",
+                    "revision": "refs/convert/parquet"}

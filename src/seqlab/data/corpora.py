@@ -70,6 +70,7 @@ class CorpusConfig:
     task: Task
     path: str = ""
     hub_config: str | None = None
+    revision: str | None = None  # hub branch/tag/commit, e.g. refs/convert/parquet for script-based datasets
     files: Mapping[str, str] = field(default_factory=dict)
     split_names: Mapping[str, str] = field(default_factory=dict)
     src_lang: str | None = None
@@ -111,6 +112,7 @@ class CorpusConfig:
         files = {s: _stat(self.resolve_file(s)) for s in self.files} if self.kind == "files" else {}
         embedded = {s: _stat(self.embedded_file(s)) for s in SPLITS} if self.kind == "embedded" else {}
         return {"name": self.name, "kind": self.kind, "path": self.path, "hub_config": self.hub_config,
+                "revision": self.revision,
                 "fields": self.text_fields(), "files": files, "embedded": embedded}
 
     def embedded_file(self, split: str) -> Path:
@@ -157,8 +159,13 @@ def _hub_rows(cfg: CorpusConfig, split: str) -> Iterator[tuple[str, dict[str, An
     import datasets  # slow import, only when a hub corpus is used
 
     hub_split = cfg.split_names.get(split, split)
-    dataset = datasets.load_dataset(cfg.path, cfg.hub_config, split=hub_split)
-    where = f"hub dataset {cfg.path} ({cfg.hub_config}) split {hub_split}"
+    branch = Path(cfg.path) / (cfg.hub_config or "default") / hub_split  # the export names no config "default"
+    if branch.is_dir():  # a local copy of a hub parquet-conversion branch: <config>/<split>/*.parquet
+        dataset = datasets.load_dataset("parquet", data_files={hub_split: str(branch / "*.parquet")}, split=hub_split)
+    else:
+        extra = {"revision": cfg.revision} if cfg.revision else {}
+        dataset = datasets.load_dataset(cfg.path, cfg.hub_config, split=hub_split, **extra)
+    where = f"hub dataset {cfg.path} ({cfg.hub_config}{', ' + cfg.revision if cfg.revision else ''}) split {hub_split}"
     for i, row in enumerate(dataset):
         yield f"{where} row {i}", row
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import hydra
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from seqlab.checkpoint import CheckpointError, load_for_inference, resolve
 from seqlab.config import ConfigError
-from seqlab.data import DataConfig, Example, examples_from_text_files, load_split
+from seqlab.data import CorpusConfig, DataConfig, Example, examples_from_text_files, load_split
 from seqlab.decoding import DecodingConfig
 from seqlab.evaluation import EvalSettings, evaluate
 from seqlab.io import cache_key, file_digest
@@ -48,9 +48,29 @@ def test_set_key(cfg: DictConfig) -> dict[str, Any] | None:
             raise ConfigError(f"test set file(s) not found: {missing}")
         return {"source": [str(cfg.source), file_digest(cfg.source)],
                 "references": [[str(r), file_digest(r)] for r in cfg.references]}
+    corpus = other_corpus(cfg)
+    if corpus is not None:
+        return {"corpus": corpus.fingerprint(), "split": cfg.split, "extra_references": list(cfg.extra_references)}
     if cfg.extra_references:
         return {"split": cfg.split, "extra_references": list(cfg.extra_references)}
     return None
+
+
+def other_corpus(cfg: DictConfig) -> CorpusConfig | None:
+    """`corpus=NAME` (a file of conf/data) or `+corpus.kind=files ...` (a corpus config): a test set
+    other than the checkpoint's own corpus; None when not given."""
+    chosen = cfg.get("corpus")
+    if chosen is None:
+        return None
+    if isinstance(chosen, str):
+        path = Path(cfg.paths.root_dir) / "conf" / "data" / f"{chosen}.yaml"
+        if not path.is_file():
+            names = sorted(p.stem for p in path.parent.glob("*.yaml"))
+            raise ConfigError(f"corpus={chosen}: no {path}; use one of {names} or a corpus config")
+        values = OmegaConf.to_container(OmegaConf.load(path).corpus)
+    else:
+        values = plain(chosen)
+    return typed(CorpusConfig, dict(values), "corpus")
 
 
 def test_examples(cfg: DictConfig, data_cfg: DataConfig) -> list[Example]:
@@ -58,7 +78,8 @@ def test_examples(cfg: DictConfig, data_cfg: DataConfig) -> list[Example]:
     if cfg.source is not None:
         examples = examples_from_text_files(cfg.source, list(cfg.references))
     else:
-        corpus = replace(data_cfg.corpus, extra_reference_fields=tuple(cfg.extra_references or ()))
+        corpus = other_corpus(cfg) or data_cfg.corpus
+        corpus = replace(corpus, extra_reference_fields=tuple(cfg.extra_references or ()))
         examples = load_split(corpus, cfg.split)
     return examples[: cfg.limit or None]
 

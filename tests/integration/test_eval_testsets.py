@@ -39,3 +39,16 @@ def test_bible_second_reference_and_bad_test_sets(make_cfg, smoke_checkpoint, tm
     assert payload["metrics"]["n_references"] == 2 and payload["test_set"]["extra_references"] == ["en-kjv"]
     with pytest.raises(ConfigError, match="references="):
         run_evaluation(make_cfg("eval", [*common, f"source={tmp_path / 'x.txt'}"]))
+
+
+def test_another_corpus_config_by_name_or_as_a_config(make_cfg, smoke_checkpoint, tmp_path):
+    common = [f"ckpt={smoke_checkpoint}", "logger=none", "decoding.max_length=6", "limit=3", "n_bootstrap=0"]
+    by_name = run_evaluation(make_cfg("eval", [*common, "corpus=debian_summaries"]))
+    assert by_name["test_set"]["corpus"]["name"] == "debian_summaries" and by_name["metrics"]["n_examples"] == 3
+    data = tmp_path / "mine.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "src": f"Dios {i}", "tgt": f"God {i}"}) + "\n" for i in range(4)))
+    own = run_evaluation(make_cfg("eval", [*common, f"corpus={{name:mine,kind:files,task:translation,"
+                                                     f"files:{{test:'{data}'}},src_field:src,tgt_field:tgt}}"]))
+    assert own["metrics"]["n_examples"] == 3 and own["test_set"]["corpus"]["name"] == "mine"
+    with pytest.raises(ConfigError, match="corpus=nope"):
+        run_evaluation(make_cfg("eval", [*common, "corpus=nope"]))

@@ -10,12 +10,13 @@ RESULTS ?= outputs/eval_results
 SEEDS ?=
 RUNS ?=
 INPUT ?=
+HF ?=
 TEXT ?=
 CKPTS ?=
 OUT ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-browser train eval translate sweep-decoding sweep-arch study study-norm study-tying study-positions inspect export average compare report bench params test test-full lint clean
+.PHONY: help install install-browser train eval translate sweep-decoding sweep-arch study study-norm study-tying study-positions inspect export import average compare report bench params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -71,6 +72,10 @@ inspect: $(STAMP) ## Attention maps and a step-by-step decoding trace of one sen
 export: $(STAMP) ## A Hugging Face save_pretrained folder (Marian + tokenizer + generation_config): CKPT=... OUT=DIR
 	@test -n "$(CKPT)" -a -n "$(OUT)" || { echo "usage: make export CKPT=run_dir_or_file OUT=dir [ARGS=\"--num-beams 5\"]"; exit 2; }
 	$(BIN)/python -m seqlab.interop.export --ckpt $(CKPT) --out $(OUT) $(ARGS)
+
+import: $(STAMP) ## A Hugging Face Marian folder (e.g. opus-mt-*) as a seqlab checkpoint: HF=DIR OUT=FILE.ckpt
+	@test -n "$(HF)" -a -n "$(OUT)" || { echo "usage: make import HF=path/to/opus-mt-es-en OUT=opus-mt-es-en.ckpt"; exit 2; }
+	$(BIN)/python -m seqlab.interop.importer --hf $(HF) --out $(OUT)
 
 average: $(STAMP) ## Average checkpoints (fairseq's average_checkpoints): CKPTS="a.ckpt b.ckpt ..." OUT=avg.ckpt
 	@test -n "$(CKPTS)" -a -n "$(OUT)" || { echo "usage: make average CKPTS=\"run/checkpoints/step-*.ckpt\" OUT=avg.ckpt"; exit 2; }

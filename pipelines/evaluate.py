@@ -26,7 +26,7 @@ from seqlab.decoding import DecodingConfig
 from seqlab.evaluation import EvalSettings, evaluate
 from seqlab.io import cache_key, file_digest
 from seqlab.perf import keep_freed_memory
-from seqlab.pipeline import is_multirun, plain, sweep_group, tracking_config, typed
+from seqlab.pipeline import checkpoint_decoding, is_multirun, plain, sweep_group, tracking_config, typed
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir
 from seqlab.tracking.wandb import artifact_of, finish, log_predictions, make_logger, use_artifact
 
@@ -73,12 +73,15 @@ def other_corpus(cfg: DictConfig) -> CorpusConfig | None:
     return typed(CorpusConfig, dict(values), "corpus")
 
 
-def test_examples(cfg: DictConfig, data_cfg: DataConfig) -> list[Example]:
+def test_examples(cfg: DictConfig, data_cfg: DataConfig | None) -> list[Example]:
     """The examples to decode: plain-text files, or the checkpoint's corpus split (with extra references)."""
     if cfg.source is not None:
         examples = examples_from_text_files(cfg.source, list(cfg.references))
     else:
-        corpus = other_corpus(cfg) or data_cfg.corpus
+        corpus = other_corpus(cfg) or (data_cfg.corpus if data_cfg is not None else None)
+        if corpus is None:
+            raise ConfigError("this checkpoint has no training corpus (an imported model): give a test set, "
+                              "corpus=NAME or source=FILE references=[REF, ...]")
         corpus = replace(corpus, extra_reference_fields=tuple(cfg.extra_references or ()))
         examples = load_split(corpus, cfg.split)
     return examples[: cfg.limit or None]
@@ -113,7 +116,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     except CheckpointError:
         version = None  # recorded as a failure below, with the reason
     setting = {"ckpt": ckpt, "version": version, "split": cfg.split, "limit": cfg.limit,
-               "decoding": plain(cfg.decoding)}
+               "decoding": "checkpoint" if cfg.decoding_from_checkpoint else plain(cfg.decoding)}
     test_set = test_set_key(cfg)
     if test_set is not None:  # another test set: its own result folder (the checkpoint's own keeps its old key)
         setting["test_set"] = test_set
@@ -131,11 +134,15 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         payload["decoding"] = decoding.to_dict()
         device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else str(cfg.device)
         model, tokenizer, info = load_for_inference(resolve(ckpt), device=device)
+        if cfg.decoding_from_checkpoint:
+            decoding = checkpoint_decoding(info)
+            label = decoding.label
+            payload.update(label=label, decoding=decoding.to_dict())
         payload["checkpoint"] = {"path": str(info.path), "step": info.step, "git_revision": info.git_revision,
                                  "model": info.model_config.to_dict(),
                                  "run_name": info.run_config.get("run_name"), "seed": info.run_config.get("seed"),
                                  "variant": variant_key(info.run_config)}
-        examples = test_examples(cfg, DataConfig.from_dict(info.data_config))
+        examples = test_examples(cfg, DataConfig.from_dict(info.data_config) if info.data_config else None)
         payload["test_set"] = test_set or {"corpus": info.data_config["corpus"]["name"], "split": cfg.split}
         group = cfg.logger.get("group") or info.tracking.get("group") or sweep_group(cfg)  # the model's group
         logger = make_logger(tracking, out.path, f"{payload['checkpoint']['run_name']}/{label}", group,

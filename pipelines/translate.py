@@ -20,7 +20,7 @@ from seqlab.checkpoint import load_for_inference, resolve
 from seqlab.config import ConfigError, check_choice
 from seqlab.decoding import DecodingConfig
 from seqlab.perf import keep_freed_memory
-from seqlab.pipeline import plain, typed
+from seqlab.pipeline import checkpoint_decoding, plain, typed
 from seqlab.progress import Progress
 from seqlab.translate import Format, format_output, translate, translate_stream
 
@@ -37,6 +37,8 @@ def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int
     keep_freed_memory()
     device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else str(cfg.device)
     model, tokenizer, info = load_for_inference(resolve(str(cfg.ckpt)), device=device)
+    if cfg.decoding_from_checkpoint:
+        decoding = checkpoint_decoding(info)
     log.info("%s (step %d), decoding %s", info.path, info.step, decoding.label)
     if cfg.input is None and stdin.isatty():
         return interactive(model, tokenizer, decoding, cfg.format, stdin, stdout)

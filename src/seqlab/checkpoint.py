@@ -52,6 +52,7 @@ class CheckpointInfo:
     run_config: dict[str, Any] = field(default_factory=dict)
     git_revision: str | None = None
     tracking: dict[str, Any] = field(default_factory=dict)  # the training's W&B group and run id, if any
+    decoding: dict[str, Any] = field(default_factory=dict)  # decoding defaults (an imported model's generation config)
 
 
 def git_revision() -> str | None:
@@ -145,7 +146,7 @@ def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
         raise CheckpointError(f"{path}: weights do not match its ModelConfig (missing {missing[:5]}, "
                               f"unexpected {unexpected[:5]})")
     try:
-        tokenizer = Tokenizer.from_dict({k: bytes.fromhex(v) if v else None for k, v in meta["tokenizer"].items()})
+        tokenizer = Tokenizer.from_checkpoint(meta["tokenizer"])
     except (KeyError, ValueError, TypeError, RuntimeError, ConfigError) as err:
         raise CheckpointError(f"{path}: the tokenizer stored in the checkpoint cannot be loaded "
                               f"({type(err).__name__}: {str(err)[:200]})") from None
@@ -155,7 +156,8 @@ def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
                               f"{(cfg.src_vocab_size, cfg.target_vocab_size)}; the checkpoint is inconsistent")
     info = CheckpointInfo(path=path, model_config=cfg, step=int(meta.get("step", 0)),
                           data_config=meta.get("data_config", {}), run_config=meta.get("run_config", {}),
-                          git_revision=meta.get("git_revision"), tracking=meta.get("tracking") or {})
+                          git_revision=meta.get("git_revision"), tracking=meta.get("tracking") or {},
+                          decoding=meta.get("decoding") or {})
     return model.to(device).eval(), tokenizer, info
 
 
@@ -178,7 +180,7 @@ def describe(tokenizer: Tokenizer, data_config: dict[str, Any], run_config: dict
     `tracking` ({"group": ..., "run_id": ...}) lets an evaluation join the training's W&B group.
     """
     return {
-        "tokenizer": {k: v.hex() if v else None for k, v in tokenizer.to_dict().items()},
+        "tokenizer": tokenizer.to_checkpoint(),
         "data_config": data_config,
         "run_config": run_config,
         "git_revision": git_revision(),

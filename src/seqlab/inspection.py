@@ -67,8 +67,7 @@ def record_attention(model: Seq2SeqTransformer) -> Iterator[dict[str, list[Tenso
 
 
 def pieces(tokenizer: Tokenizer, ids: list[int], side: str) -> list[str]:
-    processor = tokenizer.src if side == "src" else tokenizer.tgt
-    return [processor.id_to_piece(int(i)) for i in ids]
+    return [tokenizer.id_to_piece(int(i), side) for i in ids]  # type: ignore[arg-type]
 
 
 @torch.no_grad()
@@ -131,8 +130,8 @@ def trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg: Dec
             scores = torch.full_like(scores, float("-inf")).index_fill(1, torch.tensor([model.cfg.eos_id]), 0.0)
         chosen = int(scores.argmax(-1))
         p_raw, p_after = F.softmax(raw, -1)[0], F.softmax(scores, -1)[0]
-        top = lambda p: [(tokenizer.tgt.id_to_piece(int(i)), float(p[i])) for i in p.topk(k).indices]  # noqa: E731
-        steps.append(TraceStep(t + 1, tokenizer.tgt.id_to_piece(chosen), chosen, float(p_raw[chosen]), top(p_raw),
+        top = lambda p: [(tokenizer.id_to_piece(int(i)), float(p[i])) for i in p.topk(k).indices]  # noqa: E731
+        steps.append(TraceStep(t + 1, tokenizer.id_to_piece(chosen), chosen, float(p_raw[chosen]), top(p_raw),
                                top(p_after)))
         prefix = torch.cat([prefix, torch.tensor([[chosen]])], dim=1)
         if chosen == model.cfg.eos_id:

@@ -151,3 +151,10 @@ def job_name(cfg: DictConfig) -> str:
     except ValueError:
         overrides = []
     return str(cfg.run_name) + ("/" + ",".join(overrides) if overrides else "")
+
+
+def checkpoint_decoding(info: Any) -> DecodingConfig:
+    """The decoding defaults a checkpoint carries (an imported model's generation config)."""
+    if not info.decoding:
+        raise ConfigError(f"{info.path} carries no decoding defaults; drop decoding_from_checkpoint=true")
+    return DecodingConfig(**info.decoding)

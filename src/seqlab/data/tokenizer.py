@@ -106,12 +106,29 @@ class Tokenizer:
         normalized = (self.src if side == "src" else self.tgt).normalize(text)
         return normalized.replace("\u2581", " ").strip(" ")  # SentencePiece marks spaces with U+2581
 
+    def id_to_piece(self, i: int, side: Literal["src", "tgt"] = "tgt") -> str:
+        return (self.src if side == "src" else self.tgt).id_to_piece(int(i))
+
     def to_dict(self) -> dict[str, Any]:
         return {"src_model": self.src_model, "tgt_model": self.tgt_model}
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> Tokenizer:
         return cls(state["src_model"], state.get("tgt_model"))
+
+    def to_checkpoint(self) -> dict[str, Any]:
+        """What a checkpoint stores: the model bytes as hex (plain containers only: weights_only loading)."""
+        return {"src_model": self.src_model.hex(), "tgt_model": self.tgt_model.hex() if self.tgt_model else None}
+
+    @classmethod
+    def from_checkpoint(cls, state: dict[str, Any]) -> Tokenizer:
+        models = (bytes.fromhex(state["src_model"]), bytes.fromhex(state["tgt_model"]) if state.get("tgt_model")
+                  else None)
+        if "pieces" in state:
+            from seqlab.data.mapped import MappedTokenizer
+
+            return MappedTokenizer(*models, state["pieces"], state.get("tgt_pieces"), tuple(state["special"]))
+        return cls(*models)
 
     @classmethod
     def train(cls, sources: Sequence[str], targets: Sequence[str], cfg: TokenizerConfig) -> Tokenizer:

@@ -139,6 +139,88 @@ def trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg: Dec
     return steps
 
 
+@dataclass
+class BeamNode:
+    """One of a beam step's 2K candidates: where it came from, what it added, what became of it."""
+
+    step: int
+    slot: int  # rank among the step's candidates
+    parent: int  # the running beam (slot of the previous step's kept beams) it extends
+    token: str
+    score: float  # running score: sum of processed log-probs
+    fate: str  # kept | finished | pruned
+
+
+@torch.no_grad()
+def beam_trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg: DecodingConfig) -> list[BeamNode]:
+    """Every step of beam search on one source: which candidates were kept, finished or pruned.
+
+    The search is seqlab's own (`beam_search` with a step hook), so the finished hypotheses are
+    `generate`'s (tested).
+    """
+    from seqlab.decoding.generate import max_new_tokens
+    from seqlab.decoding.search import NEG, beam_search, model_step
+
+    if cfg.method != "beam":
+        raise ValueError("beam traces need method=beam")
+    model.eval()
+    src = torch.tensor([tokenizer.encode_source([source])[0][: model.cfg.max_positions]])
+    pad = torch.zeros_like(src, dtype=torch.bool)
+    k = cfg.num_beams
+    nodes: list[BeamNode] = []
+
+    def record(t: int, active: Tensor, cand: Any) -> None:
+        if 0 not in active.tolist():
+            return
+        row = active.tolist().index(0)
+        kept = set(torch.topk(cand.scores[row] + cand.stops[row].float() * NEG, k)[1].tolist())
+        for slot in range(cand.scores.shape[1]):
+            stopped = bool(cand.stops[row, slot])
+            fate = "finished" if stopped and slot < k else ("kept" if slot in kept and not stopped else "pruned")
+            nodes.append(BeamNode(t + 1, slot, int(cand.source_beam[row, slot]),
+                                  tokenizer.id_to_piece(int(cand.seq[row, slot, t + 1])),
+                                  float(cand.scores[row, slot]), fate))
+
+    memory = model.encode(src, pad)
+    limits = max_new_tokens(cfg, pad, model.cfg.max_positions)
+    cache = model.start_cache(memory, pad, group=k, capacity=int(limits.max()) + 1, src_ids=src)
+    beam_search(model_step(model), cache, ids=model.cfg, max_new=limits, num_beams=k,
+                length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping,
+                processors=build_processors(cfg, model.cfg), eos_at_limit=cfg.force_eos, on_step=record)
+    return nodes
+
+
+def beam_tree_png(nodes: list[BeamNode]) -> str:
+    """The beam tree: kept candidates (dots) joined to the beam they extend, finished ones (stars),
+    pruned ones (grey); x = step, y = rank; labels are the pieces."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = max((n.step for n in nodes), default=1)
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * steps), 4))
+    previous: dict[int, tuple[int, int]] = {}  # running beam index -> (step, slot) of its node
+    for t in range(1, steps + 1):
+        here = [n for n in nodes if n.step == t]
+        kept = [n for n in here if n.fate == "kept"]
+        for n in here:
+            style = {"kept": ("o", "C0"), "finished": ("*", "C3"), "pruned": (".", "0.75")}[n.fate]
+            ax.plot(t, -n.slot, style[0], color=style[1], ms=8 if n.fate != "pruned" else 4)
+            if n.fate != "pruned":
+                ax.annotate(n.token, (t, -n.slot), fontsize=6, xytext=(3, 2), textcoords="offset points")
+                if n.parent in previous:
+                    pt, ps = previous[n.parent]
+                    ax.plot([pt, t], [-ps, -n.slot], "-", color=style[1], lw=0.6, alpha=0.7)
+        previous = {i: (t, n.slot) for i, n in enumerate(sorted(kept, key=lambda n: -n.score))}
+    ax.set_xlabel("step")
+    ax.set_ylabel("candidate rank")
+    ax.set_yticks([])
+    ax.set_title("beam search: kept (blue), finished (red stars), pruned (grey)", fontsize=9)
+    fig.tight_layout()
+    return _png(fig)
+
+
 def _png(fig: Any) -> str:
     import matplotlib.pyplot as plt
 
@@ -167,8 +249,9 @@ def heatmap_grid(weights: Tensor, queries: list[str], keys: list[str], title: st
     return _png(fig)
 
 
-def inspect_page(maps: AttentionMaps, steps: list[TraceStep], title: str) -> str:
-    """The HTML page: attention grids per kind and layer, the alignment, the trace table."""
+def inspect_page(maps: AttentionMaps, steps: list[TraceStep], title: str,
+                 beam_nodes: list[BeamNode] | None = None) -> str:
+    """The HTML page: attention grids per kind and layer, the alignment, the greedy trace, the beam tree."""
     keys = {"encoder": (maps.src_pieces, maps.src_pieces), "decoder_self": (maps.tgt_pieces, maps.tgt_pieces),
             "cross": (maps.tgt_pieces, maps.src_pieces)}
     body = [f"<h1>{html.escape(title)}</h1>"]
@@ -187,6 +270,14 @@ def inspect_page(maps: AttentionMaps, steps: list[TraceStep], title: str) -> str
         head = (f"<tr><th>step</th><th>chosen</th><th>p</th><th>top-{len(steps[0].before)} before processors</th>"
                 "<th>after processors</th></tr>")
         body.append(f"<h2>Greedy decoding, step by step</h2><table>{head}{rows}</table>")
+    if beam_nodes:
+        kept = [n for n in beam_nodes if n.fate != "pruned"]
+        rows = "".join(f"<tr><td>{n.step}</td><td>{n.slot}</td><td>{n.parent}</td><td>{html.escape(n.token)}</td>"
+                       f"<td>{n.score:.3f}</td><td>{n.fate}</td></tr>" for n in kept)
+        body.append("<h2>Beam search tree</h2>"
+                    f"<img src='data:image/png;base64,{beam_tree_png(beam_nodes)}'/><table><tr><th>step</th>"
+                    "<th>rank</th><th>extends beam</th><th>piece</th><th>running score</th><th>fate</th></tr>"
+                    f"{rows}</table>")
     return ("<!doctype html><html><head><meta charset='utf-8'><title>seqlab inspect</title><style>"
             "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:12px}"
             "td,th{border:1px solid #ccc;padding:3px 6px}img{max-width:100%}</style></head><body>"
@@ -204,13 +295,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-length", type=int, default=None)
     parser.add_argument("--no-repeat-ngram-size", type=int, default=None)
     parser.add_argument("--top-k", type=int, default=5, help="alternatives shown per step")
+    parser.add_argument("--num-beams", type=int, default=4, help="beam size of the beam tree (0: no tree)")
     parser.add_argument("--out", type=Path, default=Path("outputs/inspect.html"))
     args = parser.parse_args(argv)
     model, tokenizer, info = load_for_inference(args.ckpt)
     cfg = replace(DecodingConfig(), max_length=args.max_length, no_repeat_ngram_size=args.no_repeat_ngram_size)
     maps = attention_maps(model, tokenizer, args.text, args.target, cfg)
     steps = trace(model, tokenizer, args.text, cfg, args.top_k)
-    atomic_write_text(args.out, inspect_page(maps, steps, f"{info.path}: {args.text}"))
+    nodes = beam_trace(model, tokenizer, args.text, replace(cfg, method="beam", num_beams=args.num_beams)) \
+        if args.num_beams > 1 else None
+    atomic_write_text(args.out, inspect_page(maps, steps, f"{info.path}: {args.text}", nodes))
     print(args.out)
     return 0
 

@@ -50,3 +50,28 @@ def test_trace_chooses_what_generate_outputs(tmp_path):
     assert maps.alignment().shape == (len(maps.tgt_pieces), len(maps.src_pieces))
     page = inspect_page(maps, steps, "test")
     assert page.count("<img") == 1 + 3 * 2 and "step by step" in page
+
+
+def test_beam_trace_shows_the_search_that_generate_runs():
+    from seqlab.data.tokenizer import Tokenizer, TokenizerConfig
+    from seqlab.inspection import beam_trace, beam_tree_png
+    from seqlab.model import ModelConfig, Seq2SeqTransformer
+
+    lines = [f"the {w} sat on the {v} mat" for w in ("cat", "dog", "bird", "cow") for v in ("red", "blue", "big")]
+    tokenizer = Tokenizer.train(lines * 20, lines * 20, TokenizerConfig(vocab_size=300))
+    torch.manual_seed(1)
+    model = Seq2SeqTransformer(ModelConfig(src_vocab_size=tokenizer.src_vocab_size, d_model=32, n_heads=4,
+                                           encoder_layers=1, decoder_layers=1, d_ff=64, max_positions=64)).eval()
+    with torch.no_grad():
+        model.output.weight.mul_(8)  # sharper distributions: EOS wins somewhere, beams finish early
+    cfg = DecodingConfig(method="beam", num_beams=3, max_length=6, force_eos=True)
+    nodes = beam_trace(model, tokenizer, "the cat sat", cfg)
+    steps = sorted({n.step for n in nodes})
+    assert all(sum(n.fate == "kept" for n in nodes if n.step == t) <= 3 for t in steps)
+    assert all(len([n for n in nodes if n.step == t]) == 6 for t in steps)  # 2K candidates per step
+    src = torch.tensor([tokenizer.encode_source(["the cat sat"])[0]])
+    out = generate(model, src, torch.zeros_like(src, dtype=torch.bool), cfg)
+    best_len = int(out.lengths[0, 0])
+    finished = [n for n in nodes if n.fate == "finished" and n.step == best_len]
+    assert any(abs(n.score / best_len ** cfg.length_penalty - float(out.scores[0, 0])) < 1e-4 for n in finished)
+    assert len(beam_tree_png(nodes)) > 1000

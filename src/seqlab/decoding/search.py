@@ -204,9 +204,11 @@ def can_improve(fin: Finished, active: Tensor, beams: Beams, t: int, max_new: Te
 def beam_search(
     step: StepFn, cache: DecoderCache, *, ids: SpecialIds, max_new: Tensor, num_beams: int,
     length_penalty: float, early_stopping: bool | str, processors: Sequence[LogitsProcessor],
-    eos_at_limit: bool = False,
+    eos_at_limit: bool = False, on_step: Callable[[int, Tensor, Candidates], None] | None = None,
 ) -> GenerateOutput:
     """Hugging Face's beam search (see DecodingConfig), with done examples dropped from the batch.
+
+    on_step(t, active, candidates), if given, sees every step's 2K candidates (for traces).
 
     cache holds B * num_beams rows, example-major. max_new: (B,) per-example limits.
     Each step: expand the running beams to 2K candidates, keep the best K that did not stop,
@@ -234,6 +236,8 @@ def beam_search(
             processed = force_eos(processed, (t + 1 >= max_new[active]).repeat_interleave(k), ids.eos_id)
         scores = processed.view(a, k, -1) + beams.scores[:, :, None]
         cand = expand(beams, scores, raw_lp, t, ids.eos_id, t + 1 >= max_new[active])
+        if on_step is not None:
+            on_step(t, active, cand)
         beams, origin = select_running(cand, k)
         all_fin = fin.is_fin[active].all(dim=1)
         finalize(fin, active, cand, t, length_penalty, improvable[active] & ~(all_fin & (early_stopping is True)))

@@ -13,9 +13,7 @@ Attention weights are recorded only inside `record_attention`, computed beside t
 from __future__ import annotations
 
 import argparse
-import base64
 import html
-import io
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -32,6 +30,7 @@ from seqlab.decoding.registry import build_processors
 from seqlab.io import atomic_write_text
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.layers import MultiHeadAttention
+from seqlab.tracking.report import figure_png
 
 KINDS = ("encoder", "decoder_self", "cross")
 
@@ -66,6 +65,12 @@ def record_attention(model: Seq2SeqTransformer) -> Iterator[dict[str, list[Tenso
                 module.recorder = None
 
 
+def one_source(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str) -> tuple[Tensor, Tensor]:
+    """(1, S) ids of one source, truncated to the model's positions, and its (1, S) pad mask (all False)."""
+    src = torch.tensor([tokenizer.encode_source([source])[0][: model.cfg.max_positions]])
+    return src, torch.zeros_like(src, dtype=torch.bool)
+
+
 def pieces(tokenizer: Tokenizer, ids: list[int], side: str) -> list[str]:
     return [tokenizer.id_to_piece(int(i), side) for i in ids]  # type: ignore[arg-type]
 
@@ -75,8 +80,7 @@ def attention_maps(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str,
                    cfg: DecodingConfig | None = None) -> AttentionMaps:
     """Teacher-forced attention over `target` (the model's own hypothesis under `cfg` when None)."""
     model.eval()
-    src = torch.tensor([tokenizer.encode_source([source])[0][: model.cfg.max_positions]])
-    pad = torch.zeros_like(src, dtype=torch.bool)
+    src, pad = one_source(model, tokenizer, source)
     if target is None:
         out = generate(model, src, pad, cfg or DecodingConfig())
         tgt = out.sequences[0, 0, : out.lengths[0, 0]].tolist()
@@ -112,8 +116,7 @@ def trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg: Dec
     if cfg.method != "greedy":
         raise ValueError("step traces follow greedy decoding; use method=greedy (beam traces are not drawn)")
     model.eval()
-    src = torch.tensor([tokenizer.encode_source([source])[0][: model.cfg.max_positions]])
-    pad = torch.zeros_like(src, dtype=torch.bool)
+    src, pad = one_source(model, tokenizer, source)
     processors = build_processors(cfg, model.cfg)
     memory = model.encode(src, pad)
     limit = int(min(cfg.max_length or int(cfg.max_len_a * src.shape[1] + cfg.max_len_b), model.cfg.max_positions - 1))
@@ -164,8 +167,7 @@ def beam_trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg
     if cfg.method != "beam":
         raise ValueError("beam traces need method=beam")
     model.eval()
-    src = torch.tensor([tokenizer.encode_source([source])[0][: model.cfg.max_positions]])
-    pad = torch.zeros_like(src, dtype=torch.bool)
+    src, pad = one_source(model, tokenizer, source)
     k = cfg.num_beams
     nodes: list[BeamNode] = []
 
@@ -218,16 +220,7 @@ def beam_tree_png(nodes: list[BeamNode]) -> str:
     ax.set_yticks([])
     ax.set_title("beam search: kept (blue), finished (red stars), pruned (grey)", fontsize=9)
     fig.tight_layout()
-    return _png(fig)
-
-
-def _png(fig: Any) -> str:
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode()
+    return figure_png(fig, dpi=90)
 
 
 def heatmap_grid(weights: Tensor, queries: list[str], keys: list[str], title: str) -> str:
@@ -246,7 +239,7 @@ def heatmap_grid(weights: Tensor, queries: list[str], keys: list[str], title: st
         ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=6)
         ax.set_yticks(range(len(queries)), queries, fontsize=6)
     fig.tight_layout()
-    return _png(fig)
+    return figure_png(fig, dpi=90)
 
 
 def inspect_page(maps: AttentionMaps, steps: list[TraceStep], title: str,

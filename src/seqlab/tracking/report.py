@@ -69,8 +69,15 @@ def _png(draw: Callable[[Any], None], width: float = 7.0, height: float = 3.6, g
     fig, ax = plt.subplots(*grid, figsize=(width, height), squeeze=grid == (1, 1))
     draw(ax)
     fig.tight_layout()
+    return figure_png(fig)
+
+
+def figure_png(fig: Any, dpi: int = 110) -> str:
+    """A matplotlib figure as a base64 PNG for an <img> tag (the figure is closed)."""
+    import matplotlib.pyplot as plt
+
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
+    fig.savefig(buffer, format="png", dpi=dpi)
     plt.close(fig)
     return base64.b64encode(buffer.getvalue()).decode()
 

@@ -94,6 +94,25 @@ def variant_key(run_config: dict[str, Any]) -> str:
     return cache_key(kept)
 
 
+def log_attention(logger: Any, model: Any, tokenizer: Any, examples: list[Example], decoding: DecodingConfig,
+                  folder: Path) -> None:
+    """The first sources' alignments (cross-attention over the model's hypothesis) as W&B images."""
+    import base64
+
+    from seqlab.inspection import alignment_png, attention_maps
+
+    paths = []
+    for i, example in enumerate(examples):
+        greedy = DecodingConfig(max_length=decoding.max_length, max_len_a=decoding.max_len_a,
+                                max_len_b=decoding.max_len_b)
+        png = alignment_png(attention_maps(model.cpu(), tokenizer, example.source, cfg=greedy))
+        path = folder / f"attention-{i}.png"
+        path.write_bytes(base64.b64decode(png))
+        paths.append(str(path))
+    if paths:
+        logger.log_image(key="attention", images=paths, caption=[e.source[:80] for e in examples])
+
+
 def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     """What a dashboard can plot: numbers, and each interval as `<key>_low` / `<key>_high`."""
     out: dict[str, float] = {}
@@ -165,6 +184,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
             logger.log_metrics({f"{cfg.split}/{k}": v for k, v in scalar_metrics(metrics).items()})
             if tracking.kind == "wandb":
                 log_predictions(logger, rows)
+                log_attention(logger, model, tokenizer, examples[: cfg.inspect_sentences], decoding, out.path)
                 logger.experiment.summary["status"] = OK
             else:
                 logger.save()

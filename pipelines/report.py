@@ -41,11 +41,35 @@ def significance_marks(results: list[dict[str, Any]], limit: int = 30) -> dict[s
     return marks
 
 
-def build_report(results_dir: Path, out: Path) -> Path:
+def inspections(results: list[dict[str, Any]], sentences: int = 2, checkpoints: int = 4) -> str:
+    """Alignments and greedy traces of the first test sentences of each evaluated checkpoint (a few)."""
+    from seqlab.checkpoint import CheckpointError, load_for_inference
+    from seqlab.inspection import inspect_section
+    from seqlab.tracking.examples import read_hypotheses
+
+    seen: dict[str, dict[str, Any]] = {}
+    for r in results:
+        path = r.get("checkpoint", {}).get("path")
+        if r.get("status") == OK and path and path not in seen and Path(path).is_file():
+            seen[path] = r
+    html_parts = []
+    for path, result in list(seen.items())[:checkpoints]:
+        sources = [row["source"] for row in list(read_hypotheses(result).values())[:sentences]]
+        try:
+            model, tokenizer, _ = load_for_inference(path)
+        except CheckpointError as err:
+            log.warning("not inspected: %s", err)
+            continue
+        html_parts.append(inspect_section(model, tokenizer, sources, str(path)))
+    return "".join(html_parts)
+
+
+def build_report(results_dir: Path, out: Path, inspect: int = 2) -> Path:
     results = load_results(results_dir)
     if not results:
         raise SystemExit(f"{results_dir}: no metrics.json found; run `make eval` or `make sweep-decoding` first")
-    path = write_report(results, out, title=f"seqlab report: {results_dir}", marks=significance_marks(results))
+    path = write_report(results, out, title=f"seqlab report: {results_dir}", marks=significance_marks(results),
+                        extra=inspections(results, inspect) if inspect > 0 else "")
     log.info("wrote %s (%d runs)", path, len(results))
     return path
 
@@ -55,9 +79,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, default=Path("outputs/eval_results"))
     parser.add_argument("--out", type=Path, default=Path("outputs/report.html"))
     parser.add_argument("--markdown", action="store_true", help="also print a markdown table of the settings")
+    parser.add_argument("--inspect", type=int, default=2,
+                        help="test sentences per evaluated checkpoint shown with alignments and traces (0: none)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    print(build_report(args.results, args.out))
+    print(build_report(args.results, args.out, args.inspect))
     if args.markdown:
         print(markdown_table(load_results(args.results)))
 

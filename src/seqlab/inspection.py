@@ -242,15 +242,33 @@ def heatmap_grid(weights: Tensor, queries: list[str], keys: list[str], title: st
     return figure_png(fig, dpi=90)
 
 
+def alignment_png(maps: AttentionMaps) -> str:
+    """The alignment view (cross-attention averaged over heads and layers) as a base64 PNG."""
+    return heatmap_grid(maps.alignment()[None], maps.tgt_pieces, maps.src_pieces, "alignment")
+
+
+def inspect_section(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: list[str], title: str,
+                    cfg: DecodingConfig | None = None) -> str:
+    """HTML for a few sources of one checkpoint: each one's alignment and its greedy trace (for reports)."""
+    cfg = cfg or DecodingConfig(max_length=40)
+    parts = [f"<h2>Inside {html.escape(title)}</h2>"]
+    for source in sources:
+        maps = attention_maps(model, tokenizer, source, cfg=cfg)
+        steps = trace(model, tokenizer, source, cfg, k=3)
+        chosen = " ".join(f"{html.escape(s.chosen)} ({s.probability:.2f})" for s in steps)
+        parts.append(f"<p><b>{html.escape(source)}</b><br/>greedy, each piece with its probability: {chosen}</p>"
+                     f"<img src='data:image/png;base64,{alignment_png(maps)}'/>")
+    return "".join(parts)
+
+
 def inspect_page(maps: AttentionMaps, steps: list[TraceStep], title: str,
                  beam_nodes: list[BeamNode] | None = None) -> str:
     """The HTML page: attention grids per kind and layer, the alignment, the greedy trace, the beam tree."""
     keys = {"encoder": (maps.src_pieces, maps.src_pieces), "decoder_self": (maps.tgt_pieces, maps.tgt_pieces),
             "cross": (maps.tgt_pieces, maps.src_pieces)}
     body = [f"<h1>{html.escape(title)}</h1>"]
-    align = maps.alignment()[None]
     body.append("<h2>Alignment: cross-attention averaged over heads and layers</h2>"
-                f"<img src='data:image/png;base64,{heatmap_grid(align, *keys['cross'], 'alignment')}'/>")
+                f"<img src='data:image/png;base64,{alignment_png(maps)}'/>")
     for kind in KINDS:
         for i, layer in enumerate(maps.weights[kind]):
             body.append(f"<h2>{kind.replace('_', ' ')} attention, layer {i + 1}</h2>"

@@ -52,3 +52,15 @@ def test_another_corpus_config_by_name_or_as_a_config(make_cfg, smoke_checkpoint
     assert own["metrics"]["n_examples"] == 3 and own["test_set"]["corpus"]["name"] == "mine"
     with pytest.raises(ConfigError, match="corpus=nope"):
         run_evaluation(make_cfg("eval", [*common, "corpus=nope"]))
+
+
+def test_report_inspects_a_few_sentences_of_each_evaluated_checkpoint(make_cfg, smoke_checkpoint):
+    from pipelines.report import inspections
+
+    from seqlab.tracking.results import load_results
+
+    cfg = make_cfg("eval", [f"ckpt={smoke_checkpoint}", "logger=none", "decoding.max_length=6", "limit=3",
+                            "n_bootstrap=0"])
+    run_evaluation(cfg)
+    section = inspections(load_results(Path(cfg.results_dir)), sentences=2)
+    assert section.count("<img") == 2 and "Inside" in section and "greedy, each piece with its probability" in section

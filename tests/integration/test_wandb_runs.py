@@ -70,6 +70,7 @@ def test_training_group_eval_job_type_predictions_table_and_resume(make_cfg, tmp
     hyps = [json.loads(line)["hypothesis"] for line in
             next(Path(cfg.results_dir).glob("**/hypotheses.jsonl")).read_text().splitlines()]
     assert [row[3] for row in data["data"]] == hyps and len(hyps) == 3
+    assert len(list(eval_run.glob("files/media/images/attention_*.png"))) == 2  # alignments of 2 sources
 
 
 def test_checkpoints_as_model_artifacts_and_evaluation_lineage(make_cfg, tmp_path):

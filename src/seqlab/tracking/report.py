@@ -144,7 +144,8 @@ def format_metric(metrics: dict[str, Any], name: str) -> str:
     return f"{value:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 else "")
 
 
-def render(results: list[dict[str, Any]], title: str = "seqlab report", marks: dict[str, str] | None = None) -> str:
+def render(results: list[dict[str, Any]], title: str = "seqlab report", marks: dict[str, str] | None = None,
+           extra: str = "") -> str:
     """The HTML page: a table of every run (what differs, metrics, status, its training run) and the plots.
 
     marks: result path -> a significance mark for its BLEU against its test set's baseline (the
@@ -173,6 +174,7 @@ def render(results: list[dict[str, Any]], title: str = "seqlab report", marks: d
     figures += seed_section([r for r in results if r.get("status") == OK and "metrics" in r])
     figures += training_section(results)
     figures += example_section([r for r in results if r.get("status") == OK])
+    figures += extra  # e.g. attention and decoding inspections, built by the pipeline
     failed = sum(r.get("status") != OK for r in results)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:12px}}
@@ -185,8 +187,8 @@ test set (paired bootstrap and approximate randomization, * = both p &lt; 0.05).
 
 
 def write_report(results: list[dict[str, Any]], path: Path, title: str = "seqlab report",
-                 marks: dict[str, str] | None = None) -> Path:
-    return atomic_write_text(path, render(results, title, marks))
+                 marks: dict[str, str] | None = None, extra: str = "") -> Path:
+    return atomic_write_text(path, render(results, title, marks, extra))
 
 
 MARKDOWN_METRICS = (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU,

@@ -101,10 +101,10 @@ def log_attention(logger: Any, model: Any, tokenizer: Any, examples: list[Exampl
 
     from seqlab.inspection import alignment_png, attention_maps
 
+    greedy = DecodingConfig(max_length=decoding.max_length, max_len_a=decoding.max_len_a,
+                            max_len_b=decoding.max_len_b)
     paths = []
     for i, example in enumerate(examples):
-        greedy = DecodingConfig(max_length=decoding.max_length, max_len_a=decoding.max_len_a,
-                                max_len_b=decoding.max_len_b)
         png = alignment_png(attention_maps(model.cpu(), tokenizer, example.source, cfg=greedy))
         path = folder / f"attention-{i}.png"
         path.write_bytes(base64.b64decode(png))

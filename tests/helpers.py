@@ -38,3 +38,16 @@ def trained_toy_model(steps: int = 60, vocab: int = 40, seed: int = 0) -> Seq2Se
         (loss / n).backward()
         opt.step()
     return model.eval()
+
+
+def assert_first_hypotheses_equal(ours, hf_sequences: torch.Tensor, pad_id: int) -> list[int]:
+    """Each source's best seqlab hypothesis equals HF generate's row (after its start token, then only
+    padding); returns the hypotheses' lengths."""
+    lengths = []
+    for i in range(hf_sequences.shape[0]):
+        n = int(ours.lengths[i, 0])
+        expected = hf_sequences[i, 1:].tolist()
+        assert ours.sequences[i, 0, :n].tolist() == expected[:n]
+        assert all(t == pad_id for t in expected[n:])
+        lengths.append(n)
+    return lengths

@@ -26,7 +26,10 @@ from torch import Tensor
 
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate
+from seqlab.decoding.generate import max_new_tokens
+from seqlab.decoding.processors import apply
 from seqlab.decoding.registry import build_processors
+from seqlab.decoding.search import NEG, beam_search, force_eos, model_step
 from seqlab.io import atomic_write_text
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.layers import MultiHeadAttention
@@ -119,18 +122,16 @@ def trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg: Dec
     src, pad = one_source(model, tokenizer, source)
     processors = build_processors(cfg, model.cfg)
     memory = model.encode(src, pad)
-    limit = int(min(cfg.max_length or int(cfg.max_len_a * src.shape[1] + cfg.max_len_b), model.cfg.max_positions - 1))
+    limit = int(max_new_tokens(cfg, pad, model.cfg.max_positions)[0])  # generate's own limit
     cache = model.start_cache(memory, pad, capacity=limit + 1, src_ids=src)
     prefix = torch.tensor([[model.cfg.bos_id]])
     steps: list[TraceStep] = []
     for t in range(limit):
         logits, cache = model.decode(prefix[:, -1:], None, None, cache)
         raw = logits[:, -1].float()
-        scores = raw
-        for processor in processors:
-            scores = processor(prefix, scores)
-        if cfg.force_eos and t + 1 >= limit:
-            scores = torch.full_like(scores, float("-inf")).index_fill(1, torch.tensor([model.cfg.eos_id]), 0.0)
+        scores = apply(processors, prefix, raw)
+        if cfg.force_eos:
+            scores = force_eos(scores, torch.tensor([t + 1 >= limit]), model.cfg.eos_id)
         chosen = int(scores.argmax(-1))
         p_raw, p_after = F.softmax(raw, -1)[0], F.softmax(scores, -1)[0]
         top = lambda p: [(tokenizer.id_to_piece(int(i)), float(p[i])) for i in p.topk(k).indices]  # noqa: E731
@@ -161,9 +162,6 @@ def beam_trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg
     The search is seqlab's own (`beam_search` with a step hook), so the finished hypotheses are
     `generate`'s (tested).
     """
-    from seqlab.decoding.generate import max_new_tokens
-    from seqlab.decoding.search import NEG, beam_search, model_step
-
     if cfg.method != "beam":
         raise ValueError("beam traces need method=beam")
     model.eval()

@@ -10,6 +10,7 @@ transformers = pytest.importorskip("transformers")
 from seqlab.checkpoint import load_for_inference  # noqa: E402
 from seqlab.decoding import DecodingConfig, generate  # noqa: E402
 from seqlab.interop.export import export  # noqa: E402
+from tests.helpers import assert_first_hypotheses_equal  # noqa: E402
 
 SOURCES = ["En el principio creó Dios los cielos y la tierra.", "Y dijo Dios: Sea la luz.", "Dios"]
 
@@ -32,11 +33,7 @@ def test_exported_folder_reproduces_seqlab(smoke_checkpoint, tmp_path, num_beams
         ref = hf.generate(**batch)  # the exported generation_config alone
     cfg = DecodingConfig(method="beam" if num_beams > 1 else "greedy", num_beams=num_beams, max_length=10)
     ours = generate(model, batch["input_ids"], batch["attention_mask"] == 0, cfg)
-    for i in range(len(SOURCES)):
-        n = int(ours.lengths[i, 0])
-        expected = ref[i, 1:].tolist()
-        assert ours.sequences[i, 0, :n].tolist() == expected[:n]
-        assert all(t == model.cfg.pad_id for t in expected[n:])
+    for i, n in enumerate(assert_first_hypotheses_equal(ours, ref, model.cfg.pad_id)):
         # the same text (MarianTokenizer's decode also strips spaces that pieces of bare "▁" leave)
         hf_text = hf_tok.decode(ref[i], skip_special_tokens=True)
         assert hf_text.split() == tokenizer.decode_target(ours.sequences[i, 0, :n]).split()

@@ -17,6 +17,7 @@ from seqlab.checkpoint import load_for_inference  # noqa: E402
 from seqlab.data.tokenizer import Tokenizer, TokenizerConfig  # noqa: E402
 from seqlab.decoding import DecodingConfig, generate  # noqa: E402
 from seqlab.interop.importer import main  # noqa: E402
+from tests.helpers import assert_first_hypotheses_equal  # noqa: E402
 
 SOURCES = ["the cat sat on the red mat", "a dog ran", "the big blue house"]
 
@@ -64,11 +65,7 @@ def test_imported_marian_model_equals_hf_generate_with_its_generation_config(tmp
     with torch.no_grad():
         ref = hf.generate(**batch)  # the folder's generation_config: beam 3, max_length 8, forced EOS
     ours = generate(model, batch["input_ids"], batch["attention_mask"] == 0, decoding)
-    for i in range(len(SOURCES)):
-        n = int(ours.lengths[i, 0])
-        expected = ref[i, 1:].tolist()
-        assert ours.sequences[i, 0, :n].tolist() == expected[:n]
-        assert all(t == model.cfg.pad_id for t in expected[n:])
+    for i, n in enumerate(assert_first_hypotheses_equal(ours, ref, model.cfg.pad_id)):
         assert ours.sequences[i, 0, n - 1] == 0  # forced EOS at the limit, or an earlier EOS
 
     out = io.StringIO()

@@ -101,15 +101,14 @@ def sample_or_greedy(
     return GenerateOutput(tokens[:, None], logprobs[:, None].sum(-1), logprobs[:, None], lengths[:, None])
 
 
-def _pick(old: Tensor, new: Tensor, best: Tensor) -> Tensor:
-    """Rows `best` (A, K) of old (A, K, ...) and new (A, C, ...) concatenated along dim 1."""
-    index = best.view(*best.shape, *([1] * (old.dim() - 2))).expand(-1, -1, *old.shape[2:])
-    return torch.cat([old, new], 1).gather(1, index)
-
-
 def _rows(x: Tensor, index: Tensor) -> Tensor:
     """x (A, C, ...) at candidate positions index (A, K): (A, K, ...)."""
     return x.gather(1, index.view(*index.shape, *([1] * (x.dim() - 2))).expand(-1, -1, *x.shape[2:]))
+
+
+def _pick(old: Tensor, new: Tensor, best: Tensor) -> Tensor:
+    """Rows `best` (A, K) of old (A, K, ...) and new (A, C, ...) concatenated along dim 1."""
+    return _rows(torch.cat([old, new], 1), best)
 
 
 def normalized(score: Tensor, length: Tensor | float, alpha: float) -> Tensor:

@@ -162,8 +162,8 @@ def beam_trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg
     The search is seqlab's own (`beam_search` with a step hook), so the finished hypotheses are
     `generate`'s (tested).
     """
-    if cfg.method != "beam":
-        raise ValueError("beam traces need method=beam")
+    if cfg.method != "beam" or cfg.num_beam_groups > 1:
+        raise ValueError("beam traces show plain beam search: method=beam with num_beam_groups=1")
     model.eval()
     src, pad = one_source(model, tokenizer, source)
     k = cfg.num_beams

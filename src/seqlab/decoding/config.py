@@ -51,6 +51,8 @@ class DecodingConfig:
     num_beams: int = 1
     n_best: int = 1  # beam: hypotheses returned; sample: samples per source
     length_penalty: float = 1.0
+    num_beam_groups: int = 1  # diverse beam search (HF's num_beam_groups): K beams in this many groups
+    diversity_penalty: float = 0.0  # subtracted per earlier-group beam that chose the token at this step
     early_stopping: EarlyStopping = True
     min_length: int = 0
     max_length: int | None = None
@@ -88,6 +90,8 @@ class DecodingConfig:
         if self.method == "beam" and self.n_best > self.num_beams:
             raise ConfigError(f"{own}.n_best={self.n_best} > num_beams={self.num_beams}: beam search keeps only "
                               f"num_beams hypotheses; use n_best <= {self.num_beams} or raise num_beams")
+        if self.num_beam_groups != 1 or self.diversity_penalty:
+            self._check_groups()
         if self.method == "greedy" and (self.num_beams != 1 or self.n_best != 1):
             raise ConfigError(f"{own}.method=greedy returns one hypothesis; use method=beam for num_beams/n_best > 1")
         if self.method == "sample" and self.num_beams != 1:
@@ -104,6 +108,19 @@ class DecodingConfig:
                 raise ConfigError(f"{own}.{sampling[0]} only applies to method=sample (got method={self.method}); "
                                   f"use method=sample or set {sampling[0]}=null")
         build_processors(self, DEFAULT_IDS)  # each processor checks its own value
+
+    def _check_groups(self) -> None:
+        own = "decoding"
+        if self.method != "beam" or self.num_beam_groups < 2:
+            raise ConfigError(f"{own}.num_beam_groups={self.num_beam_groups} with diversity_penalty="
+                              f"{self.diversity_penalty} and method={self.method}: diverse beam search needs "
+                              f"method=beam, num_beam_groups >= 2 and diversity_penalty > 0")
+        if self.num_beams % self.num_beam_groups:
+            raise ConfigError(f"{own}.num_beams={self.num_beams} is not a multiple of num_beam_groups="
+                              f"{self.num_beam_groups}; each group holds num_beams / num_beam_groups beams")
+        if not self.diversity_penalty > 0:
+            raise ConfigError(f"{own}.diversity_penalty={self.diversity_penalty} must be > 0 with num_beam_groups="
+                              f"{self.num_beam_groups} (0 would be {self.num_beam_groups} identical beam searches)")
 
     @classmethod
     def from_generation_config(cls, gc: Any) -> DecodingConfig:
@@ -127,6 +144,8 @@ class DecodingConfig:
         return cls(
             method=method, num_beams=beams if method == "beam" else 1,
             n_best=int(g.get("num_return_sequences") or 1),
+            num_beam_groups=int(g.get("num_beam_groups") or 1) if method == "beam" else 1,
+            diversity_penalty=float(g.get("diversity_penalty") or 0.0) if method == "beam" else 0.0,
             length_penalty=float(g.get("length_penalty", 1.0)),
             early_stopping=g.get("early_stopping", False) if g.get("early_stopping") != "never" else "never",
             min_length=min_length, max_length=max_length,
@@ -150,7 +169,8 @@ class DecodingConfig:
         if self.method == "greedy":
             return "greedy"
         if self.method == "beam":
-            return f"beam{self.num_beams}_lp{self.length_penalty:g}"
+            groups = f"_g{self.num_beam_groups}_div{self.diversity_penalty:g}" if self.num_beam_groups > 1 else ""
+            return f"beam{self.num_beams}_lp{self.length_penalty:g}{groups}"
         parts = [f"{k}{getattr(self, k):g}" for k in SAMPLING_ONLY if getattr(self, k) is not None]
         return "sample" + ("_" + "_".join(parts) if parts else "")
 

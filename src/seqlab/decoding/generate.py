@@ -7,6 +7,7 @@ from torch import Tensor
 
 from seqlab.constants import SpecialIds
 from seqlab.decoding.config import DecodingConfig
+from seqlab.decoding.diverse import diverse_beam_search
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, beam_search, model_step, sample_or_greedy
@@ -43,10 +44,16 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
         rows = cfg.rows_per_source
         cache = model.start_cache(memory, src_pad_mask, group=rows, capacity=int(limits.max()) + 1,
                                   src_ids=src_ids)
-        if cfg.method == "beam":
+        if cfg.method == "beam" and cfg.num_beam_groups > 1:
+            result = diverse_beam_search(
+                step, cache, ids=ids, max_new=limits, num_beams=cfg.num_beams, num_groups=cfg.num_beam_groups,
+                diversity_penalty=cfg.diversity_penalty, length_penalty=cfg.length_penalty,
+                early_stopping=cfg.early_stopping, processors=processors, eos_at_limit=cfg.force_eos)
+        elif cfg.method == "beam":
             result = beam_search(step, cache, ids=ids, max_new=limits, num_beams=cfg.num_beams,
                                  length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping,
                                  processors=processors, eos_at_limit=cfg.force_eos)
+        if cfg.method == "beam":
             n = cfg.n_best
             result.sequences, result.scores = result.sequences[:, :n], result.scores[:, :n]
             result.token_logprobs, result.lengths = result.token_logprobs[:, :n], result.lengths[:, :n]

@@ -174,14 +174,24 @@ def finalize(fin: Finished, active: Tensor, cand: Candidates, t: int, length_pen
     """
     k = fin.scores.shape[1]
     just_fin = cand.stops & (torch.arange(2 * k, device=cand.stops.device) < k)[None, :]
-    new_scores = normalized(cand.scores, float(t + 1), length_penalty)
-    new_scores = new_scores + (~just_fin).float() * NEG + (~accepting[:, None]).float() * NEG
+    merge_finished(fin, active, cand.seq, cand.tok_lp, cand.scores, t, length_penalty, just_fin & accepting[:, None])
+
+
+def merge_finished(fin: Finished, active: Tensor, seq: Tensor, tok_lp: Tensor, scores: Tensor, t: int,
+                   length_penalty: float, new: Tensor) -> None:
+    """Hypotheses of length t + 1 where `new` (A, C) join the finished set of examples `active` if they
+    beat it; each example keeps its best K by length-normalized score.
+
+    seq, tok_lp: (A, C, L + 1); scores: (A, C) running scores (sums of processed log-probs).
+    """
+    k = fin.scores.shape[1]
+    new_scores = normalized(scores, float(t + 1), length_penalty) + (~new).float() * NEG
     merged = torch.cat([fin.scores[active], new_scores], dim=1)
     best = torch.topk(merged, k)[1]  # (A, K)
-    fin.seq[active] = _pick(fin.seq[active], cand.seq, best)
-    fin.tok_lp[active] = _pick(fin.tok_lp[active], cand.tok_lp, best)
-    fin.lengths[active] = _pick(fin.lengths[active], torch.full_like(cand.source_beam, t + 1), best)
-    fin.is_fin[active] = _pick(fin.is_fin[active], just_fin, best)
+    fin.seq[active] = _pick(fin.seq[active], seq, best)
+    fin.tok_lp[active] = _pick(fin.tok_lp[active], tok_lp, best)
+    fin.lengths[active] = _pick(fin.lengths[active], torch.full_like(new, t + 1, dtype=torch.long), best)
+    fin.is_fin[active] = _pick(fin.is_fin[active], new, best)
     fin.scores[active] = merged.gather(1, best)
 
 

@@ -80,6 +80,8 @@ class CorpusConfig:
     id_field: str | None = "id"
     # Further reference fields read for evaluation (in the `translation` dict, or columns), e.g. ["en-kjv"].
     extra_reference_fields: tuple[str, ...] = ()
+    # kind=hub: read rows as `datasets` streams them, without downloading the whole corpus first.
+    streaming: bool = False
 
     def __post_init__(self) -> None:
         check_types(self, "data.corpus")
@@ -98,6 +100,9 @@ class CorpusConfig:
             )
         if self.kind == "files" and not self.files:
             raise ConfigError(f"data.corpus.files ({self.name}) must map split names to files for kind=files")
+        if self.streaming and self.kind != "hub":
+            raise ConfigError(f"data.corpus.streaming=true ({self.name}) applies to kind=hub; local files and the "
+                              "embedded corpora are always read as a stream")
         if self.kind != "files" and not self.path:
             raise ConfigError(f"data.corpus.path ({self.name}) is required for kind={self.kind}")
 
@@ -132,17 +137,52 @@ def _stat(path: Path) -> list[Any]:
 
 def load_split(cfg: CorpusConfig, split: str) -> list[Example]:
     """All examples of one split; raises CorpusError naming file, line and field."""
-    if cfg.kind == "hub":
-        examples = list(_from_rows(cfg, _hub_rows(cfg, split)))
-        where = f"hub dataset {cfg.path} ({cfg.hub_config}) split {cfg.split_names.get(split, split)}"
-    else:
-        path = cfg.embedded_file(split) if cfg.kind == "embedded" else cfg.resolve_file(split)
-        examples = list(_from_rows(cfg, read_rows(path, cfg.kind)))
-        where = str(path)
-    if not examples:
-        raise CorpusError(f"{where}: split '{split}' of corpus {cfg.name} is empty; it needs at least one example")
-    warn_duplicate_ids(examples, where)
+    examples = list(iter_split(cfg, split))
+    warn_duplicate_ids(examples, split_location(cfg, split))
     return examples
+
+
+def iter_split(cfg: CorpusConfig, split: str) -> Iterator[Example]:
+    """The examples of one split one at a time (memory does not grow with the corpus); raises
+    CorpusError naming file, line and field, or the split if it is empty."""
+    if cfg.kind == "hub":
+        rows = _hub_rows(cfg, split)
+    else:
+        rows = read_rows(cfg.embedded_file(split) if cfg.kind == "embedded" else cfg.resolve_file(split), cfg.kind)
+    empty = True
+    for example in _from_rows(cfg, rows):
+        empty = False
+        yield example
+    if empty:
+        raise CorpusError(f"{split_location(cfg, split)}: split '{split}' of corpus {cfg.name} is empty; it needs at "
+                          "least one example")
+
+
+def split_location(cfg: CorpusConfig, split: str) -> str:
+    """The file or hub dataset a split is read from, for messages."""
+    if cfg.kind == "hub":
+        return f"hub dataset {cfg.path} ({cfg.hub_config}) split {cfg.split_names.get(split, split)}"
+    return str(cfg.embedded_file(split) if cfg.kind == "embedded" else cfg.resolve_file(split))
+
+
+def count_rows(cfg: CorpusConfig, split: str) -> int | None:
+    """About how many rows a split has, cheaply (for progress and ETA only): the lines of a JSONL/TSV/CSV
+    file, a Parquet file's row count; None where that needs the whole corpus (hub, streamed or not)."""
+    if cfg.kind == "hub":
+        return None
+    path = cfg.embedded_file(split) if cfg.kind == "embedded" else cfg.resolve_file(split)
+    name = path.name.lower()
+    try:
+        if name.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        if name.endswith((".jsonl", ".jsonl.gz", ".tsv", ".csv")):
+            with _open_bytes(path) as f:
+                return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 22), b""))
+    except (OSError, EOFError):
+        return None  # the reader names the problem
+    return None
 
 
 def warn_duplicate_ids(examples: list[Example], where: str) -> int:
@@ -161,9 +201,12 @@ def _hub_rows(cfg: CorpusConfig, split: str) -> Iterator[tuple[str, dict[str, An
     hub_split = cfg.split_names.get(split, split)
     branch = Path(cfg.path) / (cfg.hub_config or "default") / hub_split  # the export names no config "default"
     if branch.is_dir():  # a local copy of a hub parquet-conversion branch: <config>/<split>/*.parquet
-        dataset = datasets.load_dataset("parquet", data_files={hub_split: str(branch / "*.parquet")}, split=hub_split)
+        dataset = datasets.load_dataset("parquet", data_files={hub_split: str(branch / "*.parquet")}, split=hub_split,
+                                        streaming=cfg.streaming)
     else:
         extra = {"revision": cfg.revision} if cfg.revision else {}
+        if cfg.streaming:
+            extra["streaming"] = True
         dataset = datasets.load_dataset(cfg.path, cfg.hub_config, split=hub_split, **extra)
     where = f"hub dataset {cfg.path} ({cfg.hub_config}{', ' + cfg.revision if cfg.revision else ''}) split {hub_split}"
     for i, row in enumerate(dataset):
@@ -219,8 +262,11 @@ def read_rows(path: Path, cfg_kind: str = "files") -> Iterator[tuple[str, dict[s
     elif name.endswith(".parquet"):
         import pyarrow.parquet as pq
 
-        for i, row in enumerate(pq.read_table(path).to_pylist()):
-            yield f"{path} row {i}", row
+        i = 0
+        for record_batch in pq.ParquetFile(path).iter_batches(batch_size=8192):  # bounded memory
+            for row in record_batch.to_pylist():
+                yield f"{path} row {i}", row
+                i += 1
     else:
         raise CorpusError(f"{path}: unknown file type; use one of {list(FILE_SUFFIXES)}")
 

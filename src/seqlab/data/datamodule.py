@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from seqlab.config import ConfigError, check_types
 from seqlab.constants import BOS_ID, PAD_ID, TRAIN, VALIDATION
 from seqlab.data.batching import TokenBudgetBatchSampler
-from seqlab.data.corpora import CorpusConfig, Example, load_split
-from seqlab.data.sequences import pad_right, truncate
+from seqlab.data.corpora import CorpusConfig
+from seqlab.data.prepare import TokenizedSplit, load_tokenizer, tokenized_split
+from seqlab.data.sequences import pad_right
 from seqlab.data.tokenizer import Tokenizer, TokenizerConfig
-from seqlab.io import atomic_write, cache_key
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +34,7 @@ class DataConfig:
     max_tokens: int = 4096
     max_sentences: int | None = None
     num_workers: int = 0
+    prepare_threads: int | None = None  # tokenizing threads when preparing the cache; None: every core
     seed: int = 0
     cache_dir: str = "cache"
 
@@ -47,6 +47,8 @@ class DataConfig:
             raise ConfigError(f"data.max_sentences={self.max_sentences} must be positive, or null for no limit")
         if self.num_workers < 0:
             raise ConfigError(f"data.num_workers={self.num_workers} must be >= 0")
+        if self.prepare_threads is not None and self.prepare_threads < 1:
+            raise ConfigError(f"data.prepare_threads={self.prepare_threads} must be >= 1, or null for every core")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,96 +73,6 @@ class Batch:
     def n_tokens(self) -> int:
         """Real (non-pad) source plus target tokens."""
         return int((~self.src_pad_mask).sum() + (self.tgt_out != PAD_ID).sum())
-
-
-class TokenizedSplit(Dataset):
-    """Token ids of one split as two flat arrays with offsets (memory-light, fast to cache)."""
-
-    def __init__(self, src: list[list[int]], tgt: list[list[int]]) -> None:
-        self.src_flat, self.src_off = _flatten(src)
-        self.tgt_flat, self.tgt_off = _flatten(tgt)
-
-    def __len__(self) -> int:
-        return len(self.src_off) - 1
-
-    def __getitem__(self, i: int) -> tuple[int, np.ndarray, np.ndarray]:
-        return (i, self.src_flat[self.src_off[i] : self.src_off[i + 1]],
-                self.tgt_flat[self.tgt_off[i] : self.tgt_off[i + 1]])
-
-    @property
-    def src_lens(self) -> np.ndarray:
-        return np.diff(self.src_off)
-
-    @property
-    def tgt_lens(self) -> np.ndarray:
-        return np.diff(self.tgt_off)
-
-    def save(self, path: Path) -> None:
-        arrays = {"src_flat": self.src_flat, "src_off": self.src_off,
-                  "tgt_flat": self.tgt_flat, "tgt_off": self.tgt_off}
-        atomic_write(path, lambda f: np.savez(f, **arrays))
-
-    @classmethod
-    def load(cls, path: Path) -> TokenizedSplit:
-        self = cls.__new__(cls)
-        with np.load(path) as z:
-            self.src_flat, self.src_off, self.tgt_flat, self.tgt_off = (
-                z["src_flat"], z["src_off"], z["tgt_flat"], z["tgt_off"])
-        return self
-
-
-def _flatten(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
-    np.cumsum([len(s) for s in seqs], out=offsets[1:])
-    flat = np.fromiter((t for s in seqs for t in s), dtype=np.int32, count=int(offsets[-1]))
-    return flat, offsets
-
-
-def fit_lengths(src: list[list[int]], tgt: list[list[int]], cfg: DataConfig, split: str
-                ) -> tuple[list[list[int]], list[list[int]]]:
-    """Summarization truncates long sources/targets; translation drops over-long pairs. Both are logged."""
-    long_src = sum(len(s) > cfg.max_source_len for s in src)
-    long_tgt = sum(len(t) > cfg.max_target_len for t in tgt)
-    if cfg.corpus.task == "summarization":
-        if long_src or long_tgt:
-            log.info("%s/%s: truncated %d sources to %d tokens and %d targets to %d tokens", cfg.corpus.name,
-                     split, long_src, cfg.max_source_len, long_tgt, cfg.max_target_len)
-        return ([truncate(s, cfg.max_source_len) for s in src], [truncate(t, cfg.max_target_len) for t in tgt])
-    keep = [i for i, (s, t) in enumerate(zip(src, tgt, strict=True))
-            if len(s) <= cfg.max_source_len and len(t) <= cfg.max_target_len]
-    if len(keep) < len(src):
-        log.info("%s/%s: dropped %d of %d pairs longer than %d/%d tokens", cfg.corpus.name, split,
-                 len(src) - len(keep), len(src), cfg.max_source_len, cfg.max_target_len)
-    return [src[i] for i in keep], [tgt[i] for i in keep]
-
-
-def load_tokenizer(cfg: DataConfig) -> Tokenizer:
-    """The tokenizer for this corpus and settings: from cache, or trained on the train split."""
-    train: list[Example] = []
-
-    def texts(side: str) -> list[str]:
-        if not train:
-            train.extend(load_split(cfg.corpus, TRAIN))
-        return [getattr(e, side) for e in train]
-
-    return Tokenizer.cached(Path(cfg.cache_dir), cfg.corpus.fingerprint(),
-                            lambda: texts("source"), lambda: texts("target"), cfg.tokenizer)
-
-
-def tokenized_split(cfg: DataConfig, tokenizer: Tokenizer, split: str) -> TokenizedSplit:
-    """Token ids of a split after length handling, cached under a key of every input that matters."""
-    key = cache_key({"corpus": cfg.corpus.fingerprint(), "tokenizer": tokenizer.digest,
-                     "tok_cfg": asdict(cfg.tokenizer), "max": (cfg.max_source_len, cfg.max_target_len),
-                     "task": cfg.corpus.task})
-    path = Path(cfg.cache_dir) / f"data-{key}" / f"{split}.npz"
-    if path.exists():
-        return TokenizedSplit.load(path)
-    examples = load_split(cfg.corpus, split)
-    src = tokenizer.encode_source([e.source for e in examples])
-    tgt = tokenizer.encode_target([e.target for e in examples])
-    data = TokenizedSplit(*fit_lengths(src, tgt, cfg, split))
-    data.save(path)
-    return data
 
 
 def collate(items: list[tuple[int, np.ndarray, np.ndarray]]) -> Batch:
@@ -200,6 +112,13 @@ class Seq2SeqDataModule(L.LightningDataModule):
         self.cfg = cfg
         self.tokenizer: Tokenizer | None = None
         self.splits: dict[str, TokenizedSplit] = {}
+
+    def prepare_data(self) -> None:
+        """Tokenizer and token ids into the cache. Lightning runs this in one process per node (local
+        rank 0) while the other ranks wait, so no rank tokenizes twice; `setup` then only opens it."""
+        tokenizer = load_tokenizer(self.cfg)
+        for split in (TRAIN, VALIDATION):
+            tokenized_split(self.cfg, tokenizer, split)
 
     def setup(self, stage: str | None = None) -> None:
         if self.tokenizer is None:

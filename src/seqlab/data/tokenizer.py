@@ -80,13 +80,13 @@ class Tokenizer:
     def tgt_vocab_size(self) -> int:
         return self.tgt.get_piece_size()
 
-    def encode_source(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids of each text followed by EOS."""
-        return [ids + [EOS_ID] for ids in self.src.encode(list(texts))]
+    def encode_source(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
+        """Token ids of each text followed by EOS; `threads` C++ threads share a batch."""
+        return [ids + [EOS_ID] for ids in self.src.encode(list(texts), num_threads=threads)]
 
-    def encode_target(self, texts: Sequence[str]) -> list[list[int]]:
+    def encode_target(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
         """Token ids of each text followed by EOS (BOS is prepended by the batch collator)."""
-        return [ids + [EOS_ID] for ids in self.tgt.encode(list(texts))]
+        return [ids + [EOS_ID] for ids in self.tgt.encode(list(texts), num_threads=threads)]
 
     def decode_target(self, ids: Sequence[int]) -> str:
         """Detokenized text of target ids, stopping at the first EOS and dropping specials."""

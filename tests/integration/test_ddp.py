@@ -50,3 +50,33 @@ def test_two_process_ddp_on_cpu(tmp_path):
     assert len(ranks[0]["seen"]) > 0 and len(ranks[1]["seen"]) > 0
     assert not set(ranks[0]["seen"]) & set(ranks[1]["seen"]), "ranks must see disjoint examples"
     assert ranks[0]["weights"] == ranks[1]["weights"], "ranks must end with identical weights"
+
+
+class CacheMustExist(Seq2SeqDataModule):
+    """setup() on every rank finds the token ids already prepared: only prepare_data (rank 0) tokenizes."""
+
+    def setup(self, stage=None):
+        from seqlab.data.prepare import load_tokenizer, split_folder
+
+        tokenizer = load_tokenizer(self.cfg)
+        for split in ("train", "validation"):
+            assert (split_folder(self.cfg, tokenizer, split) / "meta.json").is_file(), "setup would tokenize"
+        super().setup(stage)
+
+
+@pytest.mark.slow
+def test_ddp_prepares_a_fresh_cache_once(tmp_path):
+    data_cfg = DataConfig(
+        corpus=CorpusConfig(name="bible", kind="embedded", task="translation", path="bible_es_en",
+                            src_lang="es", tgt_lang="en"),
+        tokenizer=TokenizerConfig(vocab_size=1000, max_sentences=20000), max_tokens=1024,
+        cache_dir=str(tmp_path / "cache"))
+    model_cfg = ModelConfig(src_vocab_size=1000, d_model=32, n_heads=4, encoder_layers=1, decoder_layers=1, d_ff=64,
+                            max_positions=256)
+    module = Seq2SeqModule(model_cfg, OptimConfig(warmup_steps=2), LoopConfig(quick_eval_size=0))
+    trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp_spawn", max_steps=2, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, use_distributed_sampler=False,
+                        limit_val_batches=0, num_sanity_val_steps=0)
+    trainer.fit(module, datamodule=CacheMustExist(data_cfg))
+    folders = sorted(p.name for p in (tmp_path / "cache").glob("data-*/*"))
+    assert folders == ["train", "validation"]  # one copy each, no private folder of a second preparation

@@ -16,9 +16,10 @@ from seqlab.tracking.results import OK, load_results
 log = logging.getLogger("seqlab.report")
 
 
-def significance_marks(results: list[dict[str, Any]], limit: int = 30) -> dict[str, str]:
+def significance_marks(results: list[dict[str, Any]], limit: int = 40) -> dict[str, str]:
     """For each test set evaluated by several settings (at most `limit`), BLEU of each against the first
-    (greedy first): "+1.23 *" where sacreBLEU's paired tests both give p < 0.05."""
+    (greedy first): "+1.23 (p 0.001/0.001) *", the paired bootstrap's and approximate randomization's
+    p-values, * where both are < 0.05."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in sorted((r for r in results if r.get("status") == OK),
                     key=lambda r: (r.get("decoding", {}).get("method") != "greedy", str(r.get("_path")))):
@@ -37,7 +38,8 @@ def significance_marks(results: list[dict[str, Any]], limit: int = 30) -> dict[s
         marks[group[0]["_path"]] = "baseline"
         for r, s in zip(group[1:], systems[1:], strict=True):
             c = by_name.get(s.name)  # None: the baseline of its own seed
-            marks[r["_path"]] = "baseline" if c is None else f"{c.delta:+.2f}" + (" *" if c.significant() else "")
+            marks[r["_path"]] = "baseline" if c is None else (
+                f"{c.delta:+.2f} (p {c.p_bootstrap:.3f}/{c.p_ar:.3f})" + (" *" if c.significant() else ""))
     return marks
 
 
@@ -64,14 +66,17 @@ def inspections(results: list[dict[str, Any]], sentences: int = 2, checkpoints: 
     return "".join(html_parts)
 
 
-def build_report(results_dir: Path, out: Path, inspect: int = 2) -> Path:
+def build_report(results_dir: Path, out: Path, inspect: int = 2
+                 ) -> tuple[Path, list[dict[str, Any]], dict[str, str]]:
+    """The HTML report of every result under results_dir; returns its path, the results and their marks."""
     results = load_results(results_dir)
     if not results:
         raise SystemExit(f"{results_dir}: no metrics.json found; run `make eval` or `make sweep-decoding` first")
-    path = write_report(results, out, title=f"seqlab report: {results_dir}", marks=significance_marks(results),
+    marks = significance_marks(results)
+    path = write_report(results, out, title=f"seqlab report: {results_dir}", marks=marks,
                         extra=inspections(results, inspect) if inspect > 0 else "")
     log.info("wrote %s (%d runs)", path, len(results))
-    return path
+    return path, results, marks
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -83,9 +88,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="test sentences per evaluated checkpoint shown with alignments and traces (0: none)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    print(build_report(args.results, args.out, args.inspect))
+    path, results, marks = build_report(args.results, args.out, args.inspect)
+    print(path)
     if args.markdown:
-        print(markdown_table(load_results(args.results)))
+        print(markdown_table(results, marks))
 
 
 if __name__ == "__main__":

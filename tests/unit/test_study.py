@@ -105,3 +105,14 @@ def test_report_marks_settings_that_differ_significantly_from_the_baseline(tmp_p
     assert by_run["arch_baseline"] == "baseline" and by_run["arch_tie_none"].endswith(" *")  # 0.9 vs 0.5 kept
     page = render(results, marks=marks)
     assert by_run["arch_tie_none"] in page and "vs baseline" in page
+    assert " (p 0.00" in by_run["arch_tie_none"]  # bootstrap/AR p-values shown with the delta
+    from seqlab.metrics import keys as K
+    from seqlab.tracking.report import markdown_table
+
+    for r in results:
+        r["metrics"][K.ci(K.BLEU)] = [r["metrics"][K.BLEU] - 1, r["metrics"][K.BLEU] + 1]
+    table = markdown_table(results, marks).splitlines()
+    assert "bleu [95% CI]" in table[0] and table[0].endswith("BLEU vs greedy |")
+    row = next(line for line in table if by_run["arch_tie_none"] in line)
+    bleu = row.split(" | ")[1]
+    assert bleu.count("[") == 1 and bleu.count(",") == 1  # "0.90 [lo, hi]"

@@ -195,14 +195,20 @@ MARKDOWN_METRICS = (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.DIS
                     K.LENGTH_RATIO, K.TOKENS_PER_S)
 
 
-def markdown_table(results: list[dict[str, Any]]) -> str:
-    """One row per finished setting (decoding label), the main metrics as columns: for READMEs."""
+def markdown_table(results: list[dict[str, Any]], marks: dict[str, str] | None = None) -> str:
+    """One row per finished setting (decoding label), the main metrics as columns (BLEU and chrF with their
+    95% intervals), and with `marks` (result path -> mark) a column "BLEU vs greedy": for READMEs."""
     ok = sorted((r for r in results if r.get("status") == OK), key=lambda r: (r["decoding"]["method"] != "greedy",
                                                                              r["decoding"]["method"], r["label"]))
     shown = [m for m in MARKDOWN_METRICS if any(m in r["metrics"] for r in ok)]
-    lines = ["| setting | " + " | ".join(shown) + " |", "|---" * (len(shown) + 1) + "|"]
+    with_ci = (K.BLEU, K.CHRF)
+    head = [f"{m} [95% CI]" if m in with_ci else m for m in shown] + (["BLEU vs greedy"] if marks else [])
+    lines = ["| setting | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
     for r in ok:
-        cells = [f"{r['metrics'][m]:.2f}" if m in r["metrics"] else "" for m in shown]
+        cells = [(format_metric(r["metrics"], m) if m in with_ci else f"{r['metrics'][m]:.2f}")
+                 if m in r["metrics"] else "" for m in shown]
+        if marks:
+            cells.append(marks.get(str(r.get("_path")), ""))
         lines.append(f"| {r['label']} | " + " | ".join(cells) + " |")
     failed = [r for r in results if r.get("status") != OK]
     lines += [f"| {r.get('label')} | failed: {r.get('error', '')} |" for r in failed]

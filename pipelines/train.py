@@ -21,7 +21,7 @@ from seqlab.checkpoint import (
     run_dir_of,
 )
 from seqlab.data import Seq2SeqDataModule
-from seqlab.perf import keep_freed_memory
+from seqlab.perf import auto_precision, keep_freed_memory
 from seqlab.pipeline import TrainSpec, is_multirun, job_name, plain, sweep_group, train_spec
 from seqlab.tracking.wandb import finish, make_logger, metric_history, saved_run_id, scrub
 from seqlab.train.fit import (
@@ -96,6 +96,9 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
         check_val_every_n_epoch=None,
         use_distributed_sampler=False,  # the token-budget sampler shards by rank itself
     )
+    if str(cfg.trainer.get("precision")) == "auto":
+        trainer_kwargs["precision"], why = auto_precision(str(cfg.trainer.get("accelerator", "cpu")))
+        log.info("trainer.precision=auto -> %s (%s); set trainer.precision to choose", trainer_kwargs["precision"], why)
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, **trainer_kwargs)
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)

@@ -201,3 +201,43 @@ def test_grouped_cache_equals_repeated_memory(copy):
         assert (a - c).abs().max() <= 1e-5
         with pytest.raises(ValueError, match="single source"):
             grouped.reorder(torch.tensor([0, 1, 3, 3, 4, 5]))
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_math_attention_equals_the_fused_kernel(norm):
+    """The CPU path (matmul, softmax, matmul) and SDPA: logits and gradients within 1e-5 in fp32;
+    in bf16 autocast within 0.05 of the logits' scale (bf16 keeps 8 bits of mantissa)."""
+    from dataclasses import replace
+
+    cfg = tiny(norm, tie="all")
+    models = {}
+    for kernel in ("sdpa", "math"):
+        torch.manual_seed(0)
+        models[kernel] = Seq2SeqTransformer(replace(cfg, attention_kernel=kernel))
+    src, pad, tgt = batch(cfg)
+    out, grads = {}, {}
+    for kernel, model in models.items():
+        logits = model(src, pad, tgt[:, :-1])
+        logits.float().logsumexp(-1).sum().backward()
+        out[kernel] = logits.detach()
+        grads[kernel] = torch.cat([p.grad.flatten() for p in model.parameters()])
+    assert (out["sdpa"] - out["math"]).abs().max() <= 1e-5
+    assert (grads["sdpa"] - grads["math"]).abs().max() <= 1e-5
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = {k: m(src, pad, tgt[:, :-1]).float() for k, m in models.items()}
+    scale = out["sdpa"].abs().max()
+    assert (low["sdpa"] - low["math"]).abs().max() <= 0.05 * scale
+    assert (low["math"] - out["math"]).abs().max() <= 0.05 * scale
+
+
+def test_auto_kernel_is_math_on_cpu(monkeypatch):
+    """"auto" never calls the fused kernel on a CPU tensor; "sdpa" always does."""
+    calls = []
+    real = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for kernel, expected in (("auto", 0), ("sdpa", 1)):
+        calls.clear()
+        cfg = tiny(attention_kernel=kernel)
+        src, pad, tgt = batch(cfg)
+        Seq2SeqTransformer(cfg)(src, pad, tgt[:, :-1])
+        assert bool(calls) == bool(expected)

@@ -109,3 +109,13 @@ def test_progress_is_line_based_off_a_terminal(caplog):
     lines = [r.getMessage() for r in caplog.records]
     assert lines[0].startswith("decoding: 5/10") and "ETA" in lines[0] and lines[1].startswith("decoding: 10/10")
     assert progress.bar is None
+
+
+def test_auto_precision_follows_the_cpu_flags():
+    from seqlab.perf import auto_precision
+
+    assert auto_precision("cpu", {"avx512f", "amx_bf16", "amx_tile"})[0] == "bf16-mixed"
+    precision, why = auto_precision("cpu", {"avx512f", "avx512_bf16"})
+    assert precision == "32-true" and "avx512_bf16 but no AMX" in why
+    assert auto_precision("cpu", set())[0] == "32-true"
+    assert auto_precision("gpu", set())[0] == "bf16-mixed"

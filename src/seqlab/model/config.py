@@ -14,6 +14,7 @@ NormPosition = Literal["pre", "post"]
 Positions = Literal["sinusoidal", "learned"]
 TieEmbeddings = Literal["none", "decoder", "all"]
 Activation = Literal["relu", "gelu", "silu"]
+AttentionKernel = Literal["auto", "sdpa", "math"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ class ModelConfig:
     output_bias: bool = False
     copy_attention: bool = False
     layer_norm_eps: float = 1e-5
+    # How attention is computed (the result is the same within rounding): "sdpa" = PyTorch's fused
+    # scaled_dot_product_attention, "math" = matmul, softmax, matmul; "auto" = sdpa on GPUs, math on
+    # CPUs, where the fused CPU kernel is the slower one at these shapes (BENCHMARKS.md).
+    attention_kernel: AttentionKernel = "auto"
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
@@ -59,6 +64,7 @@ class ModelConfig:
         check_choice(own, "positions", self.positions, Positions)
         check_choice(own, "tie_embeddings", self.tie_embeddings, TieEmbeddings)
         check_choice(own, "activation", self.activation, Activation)
+        check_choice(own, "attention_kernel", self.attention_kernel, AttentionKernel)
         for name in ("src_vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{own}.{name}={getattr(self, name)!r} must be a positive integer")

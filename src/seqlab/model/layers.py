@@ -37,6 +37,7 @@ class MultiHeadAttention(nn.Module):
         d = cfg.d_model
         self.n_heads, self.head_dim, self.cross = cfg.n_heads, cfg.head_dim, cross
         self.dropout = cfg.attention_dropout
+        self.kernel = cfg.attention_kernel
         if cross:
             self.q_proj = nn.Linear(d, d)
             self.kv_proj = nn.Linear(d, 2 * d)
@@ -75,14 +76,40 @@ class MultiHeadAttention(nn.Module):
             self.recorder.append(attention_weights(q, k, attn_mask, is_causal, group))
         if group > 1:  # one source's beams form one group of queries over its keys: (G, H, K*T, Dh)
             q = q.view(b // group, group, h, t, dh).transpose(1, 2).reshape(b // group, h, group * t, dh)
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-            dropout_p=self.dropout if self.training else 0.0,
-        )
+        dropout = self.dropout if self.training else 0.0
+        if self.kernel == "math" or (self.kernel == "auto" and q.device.type == "cpu"):
+            out = math_attention(q, k, v, attn_mask, is_causal, dropout)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=dropout)
         if group > 1:
             out = out.view(b // group, h, group, t, dh).transpose(1, 2).reshape(b, h, t, dh)
         out = out.transpose(1, 2).reshape(b, t, h * dh)  # (B, T, d)
         return self.out_proj(out)
+
+
+def causal_mask(t: int, s: int, device: torch.device) -> Tensor:
+    """(T, S) bool, True where query i may attend to key j: j <= i, top-left aligned as SDPA's is_causal."""
+    return torch.ones(t, s, dtype=torch.bool, device=device).tril()
+
+
+def math_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is_causal: bool,
+                   dropout: float) -> Tensor:
+    """softmax(q k^T / sqrt(d_h)) v, written out: what F.scaled_dot_product_attention computes.
+
+    q (B, H, T, Dh); k, v (B, H, S, Dh); attn_mask broadcastable to (B, H, T, S), True = attend.
+    The softmax runs in fp32 whatever the input precision; dropout (on the weights, as SDPA's) draws
+    its own mask. On CPUs this is the faster path at seqlab's shapes: the fused CPU kernel's backward
+    dominated a bf16 training step in a profile (BENCHMARKS.md), and this one is plain GEMMs.
+    """
+    scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))  # (B, H, T, S)
+    if is_causal:
+        attn_mask = causal_mask(*scores.shape[-2:], q.device)
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    weights = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+    if dropout:
+        weights = F.dropout(weights, dropout)
+    return weights @ v  # (B, H, T, Dh)
 
 
 def attention_weights(q: Tensor, k: Tensor, attn_mask: Tensor | None, is_causal: bool, group: int) -> Tensor:
@@ -95,8 +122,7 @@ def attention_weights(q: Tensor, k: Tensor, attn_mask: Tensor | None, is_causal:
         raise ValueError("attention weights are recorded for ungrouped decoding only (one row per source)")
     scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, T, S)
     if is_causal:
-        t, s = scores.shape[-2:]
-        attn_mask = torch.ones(t, s, dtype=torch.bool, device=q.device).tril()  # as SDPA: top-left aligned
+        attn_mask = causal_mask(*scores.shape[-2:], q.device)
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf"))
     return torch.softmax(scores, dim=-1)

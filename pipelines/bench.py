@@ -99,6 +99,10 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool) -> dict[str, An
                         "differing_sources": sum(a != b for a, b in zip(ours_seqs, hf_seqs, strict=True))}
         result[f"{name}_ratio"] = hf_s / ours_s
         log.info("%s: seqlab %.2fs, HF %.2fs, identical=%s", name, ours_s, hf_s, same)
+        low_seqs, low_s, _ = seqlab_decode(model, src, pad, beams, cfg.max_new_tokens, bf16=True)
+        result[f"{name}_bf16"] = {"tokens_per_s": sum(len(s) for s in low_seqs) / low_s, "seconds": low_s,
+                                  "differing_from_fp32": sum(a != b for a, b in zip(low_seqs, ours_seqs, strict=True)),
+                                  "sources": len(ours_seqs)}
     result["outputs_identical"] = identical
     if scaling:
         result["scaling"] = scaling_table(cfg, model, src, pad)
@@ -148,6 +152,10 @@ def format_table(r: dict[str, Any]) -> str:
         lines.append(f"{name + ' decode tok/s':<28}{d['seqlab_tokens_per_s']:>14,.0f}{d['hf_tokens_per_s']:>14,.0f}"
                      f"{r[f'{name}_ratio']:>9.2f}")
         lines.append(f"{name + ' decode peak MiB':<28}{d['seqlab_peak_mem_mb']:>14,.0f}{d['hf_peak_mem_mb']:>14,.0f}")
+        low = r[f"{name}_bf16"]
+        lines.append(f"{'  ' + name + ' bf16 tok/s':<28}{low['tokens_per_s']:>14,.0f}{'':>14}"
+                     f"{low['tokens_per_s'] / d['hf_tokens_per_s']:>9.2f}  ({low['differing_from_fp32']} of "
+                     f"{low['sources']} outputs differ from fp32)")
     lines.append(f"outputs identical: {r['outputs_identical']}; "
                  f"train GFLOP/step {r['train_flops_per_step'] / 1e9:.1f}; "
                  f"matmul peak fp32 {r['train_fp32']['matmul_peak_flops'] / 1e9:.0f} GFLOP/s, "

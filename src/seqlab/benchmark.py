@@ -179,12 +179,14 @@ def decode_sources(cfg: BenchConfig, g: torch.Generator, tokenizer: Any = None,
 
 
 def seqlab_decode(model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor, beams: int,
-                  max_new: int) -> tuple[list[list[int]], float, float]:
+                  max_new: int, bf16: bool = False) -> tuple[list[list[int]], float, float]:
+    """Decode (greedy or beam), optionally under bf16 autocast (scores stay fp32): sequences, seconds, peak MiB."""
     cfg = DecodingConfig(method="beam", num_beams=beams, max_length=max_new) if beams > 1 else \
         DecodingConfig(max_length=max_new)
     reset_peak_memory()
     start = time.perf_counter()
-    out = generate(model, src, pad, cfg)
+    with torch.autocast(src.device.type, dtype=torch.bfloat16, enabled=bf16):
+        out = generate(model, src, pad, cfg)
     _sync()
     elapsed = time.perf_counter() - start
     seqs = [out.sequences[i, 0, : out.lengths[i, 0]].tolist() for i in range(src.shape[0])]

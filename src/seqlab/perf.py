@@ -6,6 +6,8 @@ import ctypes
 import ctypes.util
 import logging
 import sys
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # glibc mallopt parameters
@@ -44,22 +46,46 @@ def cpu_flags() -> set[str]:
     return set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
 
 
-def auto_precision(accelerator: str, flags: set[str] | None = None) -> tuple[str, str]:
+BF16_MARGIN = 1.5  # bf16 GEMMs must be this much faster than fp32 to pay for autocast's casts
+
+
+def gemm_rate(dtype: Any, n: int = 1024, repeats: int = 3) -> float:
+    """Best FLOP/s of an n x n CPU matmul in `dtype` (a fraction of a second)."""
+    import time
+
+    import torch
+
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    a @ b  # warm-up: oneDNN picks and prepares its kernel
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * n**3 / best
+
+
+def auto_precision(accelerator: str, flags: set[str] | None = None,
+                   rate: Callable[[Any], float] | None = None) -> tuple[str, str]:
     """trainer.precision=auto: (Lightning precision, why).
 
-    CPUs with AMX (`amx_bf16`) multiply bf16 matrices several times faster than fp32, so they train in
-    bf16-mixed; without it (AVX512-BF16 alone, or older) bf16 GEMMs are emulated or slower and fp32
-    wins. Decided from the flags, not timed at start-up, so one machine always makes the same choice.
-    GPUs get bf16-mixed (every GPU seqlab targets has bf16 tensor cores).
+    GPUs get bf16-mixed (every GPU seqlab targets has bf16 tensor cores). CPUs with AMX (`amx_bf16`)
+    multiply bf16 matrices several times faster than fp32: bf16-mixed. Other CPUs differ (AVX512-BF16
+    is slower than fp32 on some, faster on others), so a start-up check times one bf16 and one fp32
+    GEMM and picks bf16-mixed only if it is BF16_MARGIN times faster; the log gives both rates.
     """
-    if accelerator == "auto":
-        import torch
+    import torch
 
+    if accelerator == "auto":
         accelerator = "gpu" if torch.cuda.is_available() else "cpu"
     if accelerator != "cpu":
         return "bf16-mixed", f"accelerator={accelerator}"
     flags = cpu_flags() if flags is None else flags
     if "amx_bf16" in flags:
         return "bf16-mixed", "the CPU has AMX (amx_bf16): bf16 matrix products are the fast ones"
-    has = "avx512_bf16 but no AMX" if "avx512_bf16" in flags else "no AMX"
-    return "32-true", f"the CPU has {has}: fp32 matrix products are the fast ones"
+    rate = rate or gemm_rate
+    fp32, bf16 = rate(torch.float32), rate(torch.bfloat16)
+    measured = f"no AMX; a 1024^3 GEMM ran at {bf16 / 1e9:.0f} GFLOP/s in bf16, {fp32 / 1e9:.0f} in fp32"
+    if bf16 >= BF16_MARGIN * fp32:
+        return "bf16-mixed", measured
+    return "32-true", measured

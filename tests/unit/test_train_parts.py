@@ -111,11 +111,17 @@ def test_progress_is_line_based_off_a_terminal(caplog):
     assert progress.bar is None
 
 
-def test_auto_precision_follows_the_cpu_flags():
+def test_auto_precision_follows_amx_or_the_measured_gemm_rates():
+    import torch
+
     from seqlab.perf import auto_precision
 
-    assert auto_precision("cpu", {"avx512f", "amx_bf16", "amx_tile"})[0] == "bf16-mixed"
-    precision, why = auto_precision("cpu", {"avx512f", "avx512_bf16"})
-    assert precision == "32-true" and "avx512_bf16 but no AMX" in why
-    assert auto_precision("cpu", set())[0] == "32-true"
+    def rates(fp32: float, bf16: float):
+        return lambda dtype: fp32 if dtype == torch.float32 else bf16
+
+    assert auto_precision("cpu", {"avx512f", "amx_bf16"}, rates(1.0, 0.1))[0] == "bf16-mixed"  # AMX: no timing
+    precision, why = auto_precision("cpu", {"avx512f", "avx512_bf16"}, rates(300e9, 150e9))
+    assert precision == "32-true" and "150 GFLOP/s in bf16, 300 in fp32" in why
+    assert auto_precision("cpu", {"avx512_bf16"}, rates(100e9, 400e9))[0] == "bf16-mixed"
+    assert auto_precision("cpu", set(), rates(100e9, 120e9))[0] == "32-true"  # under the margin
     assert auto_precision("gpu", set())[0] == "bf16-mixed"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from seqlab.constants import TRAIN, VALIDATION
-from seqlab.data import CorpusConfig, DataConfig, Tokenizer, TokenizerConfig, load_split
+from seqlab.data import CorpusConfig, CorpusError, DataConfig, Tokenizer, TokenizerConfig, load_split
 from seqlab.data import prepare as prep
 from seqlab.data.datamodule import Seq2SeqDataModule
 from seqlab.data.tokenizer import training_sample
@@ -156,3 +156,20 @@ def test_streaming_is_refused_for_local_files():
 
 def test_row_counts_for_progress(tmp_path):
     assert prep.count_rows(BIBLE, VALIDATION) == len(load_split(BIBLE, VALIDATION))
+
+
+def test_prefetched_keeps_order_and_raises_the_readers_error():
+    assert list(prep.prefetched(iter(range(100)), depth=3)) == list(range(100))
+
+    def broken():
+        yield 1
+        raise CorpusError("data.jsonl:2: not valid JSON")
+
+    got = []
+    with pytest.raises(CorpusError, match="data.jsonl:2"):
+        for x in prep.prefetched(broken()):
+            got.append(x)
+    assert got == [1]
+    early = prep.prefetched(iter(range(10**6)), depth=2)
+    assert next(early) == 0
+    early.close()  # the reader stops instead of reading the rest

@@ -19,9 +19,11 @@ import itertools
 import json
 import logging
 import os
+import queue
 import random
 import shutil
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -165,6 +167,49 @@ def chunks(examples: Iterable[Example], size: int = CHUNK_PAIRS) -> Iterator[lis
         yield chunk
 
 
+def prefetched(items: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """`items`, produced by a background thread up to `depth` ahead.
+
+    SentencePiece releases the GIL while it encodes, so reading and parsing the next chunk (Python)
+    overlaps with tokenizing this one (C++ threads). An exception in the reader is raised here; if the
+    consumer stops early, the reader stops at its next item.
+    """
+    slots: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def put(kind: str, value: Any) -> bool:
+        while not stop.is_set():
+            try:
+                slots.put((kind, value), timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for item in items:
+                if not put("item", item):
+                    return
+            put("end", None)
+        except BaseException as err:  # handed to the consumer, which raises it
+            put("error", err)
+
+    reader = threading.Thread(target=read, name="seqlab-prepare-reader", daemon=True)
+    reader.start()
+    try:
+        while True:
+            kind, value = slots.get()
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        reader.join(timeout=5)
+
+
 class SplitWriter:
     """Appends tokenized chunks to a folder: <side>.bin (int32 ids), <side>_len.bin while writing,
     <side>_off.npy (int64 offsets) and meta.json at the end."""
@@ -254,7 +299,7 @@ def prepare_split(cfg: DataConfig, tokenizer: Tokenizer, split: str, folder: Pat
     progress = Progress(count_rows(cfg.corpus, split), f"tokenizing {cfg.corpus.name}/{split} ({threads} threads)")
     counts, start = LengthCounts(), time.perf_counter()
     try:
-        for chunk in chunks(iter_split(cfg.corpus, split), CHUNK_PAIRS):
+        for chunk in prefetched(chunks(iter_split(cfg.corpus, split), CHUNK_PAIRS)):
             src = tokenizer.encode_source([e.source for e in chunk], threads)
             tgt = tokenizer.encode_target([e.target for e in chunk], threads)
             src, tgt, chunk_counts = fit_chunk(src, tgt, cfg)

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "src"))
 CHILD = """
 import json, sys, time, logging
 logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-from seqlab.data import CorpusConfig, DataConfig
+from seqlab.data import CorpusConfig, DataConfig, TokenizerConfig
 from seqlab.data.datamodule import Seq2SeqDataModule
 try:
     from seqlab.data.prepare import load_tokenizer
@@ -31,7 +31,8 @@ except ImportError:  # --src of a version before streaming preparation
     from seqlab.data.datamodule import load_tokenizer
 files = json.loads(sys.argv[1])
 corpus = CorpusConfig(name="bench", kind="files", task="translation", files=files, src_lang="es", tgt_lang="en")
-cfg = DataConfig(corpus=corpus, cache_dir=sys.argv[2])
+tokenizer = TokenizerConfig(**json.loads(sys.argv[3]))
+cfg = DataConfig(corpus=corpus, cache_dir=sys.argv[2], tokenizer=tokenizer)
 start = time.perf_counter()
 load_tokenizer(cfg)
 tokenizer_seconds = time.perf_counter() - start
@@ -68,8 +69,9 @@ def make_corpus(folder: Path, pairs: int) -> dict[str, str]:
     return files
 
 
-def run(files: dict[str, str], cache: Path, src: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(files), str(cache)], capture_output=True,
+def run(files: dict[str, str], cache: Path, src: Path, tokenizer: dict) -> dict:
+    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(files), str(cache), json.dumps(tokenizer)],
+                          capture_output=True,
                           text=True, env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"})
     if proc.returncode:
         sys.exit(proc.stderr[-3000:])
@@ -91,6 +93,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, nargs="+", default=[100_000, 1_000_000, 4_500_000])
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/seqlab-prepare-bench"))
     parser.add_argument("--keep", action="store_true", help="keep corpora and caches")
+    parser.add_argument("--max-sentences", type=int, default=None,
+                        help="the tokenizer's training sample (default: TokenizerConfig's, 2M sentences)")
     parser.add_argument("--src", type=Path, default=ROOT / "src", help="the seqlab sources to measure (e.g. an "
                         "older checkout's src/, for a before/after comparison)")
     args = parser.parse_args()
@@ -103,8 +107,9 @@ def main() -> None:
         files = make_corpus(folder, pairs)
         cache = args.workdir / f"cache-{pairs}"
         shutil.rmtree(cache, ignore_errors=True)
-        cold = run(files, cache, args.src)
-        warm = run(files, cache, args.src)
+        tokenizer = {} if args.max_sentences is None else {"max_sentences": args.max_sentences}
+        cold = run(files, cache, args.src, tokenizer)
+        warm = run(files, cache, args.src, tokenizer)
         size = sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
         corpus_mb = sum(Path(f).stat().st_size for f in files.values()) / 1e6
         rate = pairs / max(cold["seconds"] - cold["tokenizer"], 1e-9)

@@ -230,14 +230,16 @@ def test_math_attention_equals_the_fused_kernel(norm):
     assert (low["math"] - out["math"]).abs().max() <= 0.05 * scale
 
 
-def test_auto_kernel_is_math_on_cpu(monkeypatch):
-    """"auto" never calls the fused kernel on a CPU tensor; "sdpa" always does."""
+def test_auto_kernel_is_math_on_cpu_in_bf16_only(monkeypatch):
+    """"auto" calls the fused kernel in fp32 and not under CPU bf16 autocast; "sdpa" always does."""
     calls = []
     real = F.scaled_dot_product_attention
     monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
-    for kernel, expected in (("auto", 0), ("sdpa", 1)):
+    for kernel, bf16, fused in (("auto", False, True), ("auto", True, False), ("sdpa", True, True),
+                                ("math", False, False)):
         calls.clear()
         cfg = tiny(attention_kernel=kernel)
         src, pad, tgt = batch(cfg)
-        Seq2SeqTransformer(cfg)(src, pad, tgt[:, :-1])
-        assert bool(calls) == bool(expected)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            Seq2SeqTransformer(cfg)(src, pad, tgt[:, :-1])
+        assert bool(calls) == fused, (kernel, bf16)

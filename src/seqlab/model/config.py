@@ -50,8 +50,8 @@ class ModelConfig:
     copy_attention: bool = False
     layer_norm_eps: float = 1e-5
     # How attention is computed (the result is the same within rounding): "sdpa" = PyTorch's fused
-    # scaled_dot_product_attention, "math" = matmul, softmax, matmul; "auto" = sdpa on GPUs, math on
-    # CPUs, where the fused CPU kernel is the slower one at these shapes (BENCHMARKS.md).
+    # scaled_dot_product_attention, "math" = matmul, softmax, matmul; "auto" = sdpa, except on CPUs in
+    # bf16 (autocast), where the fused CPU kernel is several times slower at these shapes (BENCHMARKS.md).
     attention_kernel: AttentionKernel = "auto"
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID

@@ -82,7 +82,7 @@ class MultiHeadAttention(nn.Module):
         if group > 1:  # one source's beams form one group of queries over its keys: (G, H, K*T, Dh)
             q = q.view(b // group, group, h, t, dh).transpose(1, 2).reshape(b // group, h, group * t, dh)
         dropout = self.dropout if self.training else 0.0
-        if self.kernel == "math" or (self.kernel == "auto" and q.device.type == "cpu"):
+        if self.kernel == "math" or (self.kernel == "auto" and q.device.type == "cpu" and q.dtype != torch.float32):
             out = math_attention(q, k, v, attn_mask, is_causal, dropout)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=dropout)
@@ -103,8 +103,8 @@ def math_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is
 
     q (B, H, T, Dh); k, v (B, H, S, Dh); attn_mask broadcastable to (B, H, T, S), True = attend.
     The softmax runs in fp32 whatever the input precision; dropout (on the weights, as SDPA's) draws
-    its own mask. On CPUs this is the faster path at seqlab's shapes: the fused CPU kernel's backward
-    dominated a bf16 training step in a profile (BENCHMARKS.md), and this one is plain GEMMs.
+    its own mask. On CPUs in bf16 this is the faster path at seqlab's shapes: the fused CPU kernel's
+    backward dominated a bf16 training step in a profile, and this one is plain GEMMs (BENCHMARKS.md).
     """
     scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))  # (B, H, T, S)
     if is_causal:

@@ -170,7 +170,8 @@ class DecodingConfig:
             return "greedy"
         if self.method == "beam":
             groups = f"_g{self.num_beam_groups}_div{self.diversity_penalty:g}" if self.num_beam_groups > 1 else ""
-            return f"beam{self.num_beams}_lp{self.length_penalty:g}{groups}"
+            nbest = f"_n{self.n_best}" if self.n_best > 1 else ""  # an n-best list: its own row in tables
+            return f"beam{self.num_beams}_lp{self.length_penalty:g}{groups}{nbest}"
         parts = [f"{k}{getattr(self, k):g}" for k in SAMPLING_ONLY if getattr(self, k) is not None]
         return "sample" + ("_" + "_".join(parts) if parts else "")
 

@@ -30,13 +30,16 @@ class Record(L.Callback):
             json.dumps({"seen": self.seen, "weights": flat.tolist()[:: max(1, flat.numel() // 5000)]}))
 
 
+def bible_data(tmp_path: Path) -> DataConfig:
+    return DataConfig(corpus=CorpusConfig(name="bible", kind="embedded", task="translation", path="bible_es_en",
+                                          src_lang="es", tgt_lang="en"),
+                      tokenizer=TokenizerConfig(vocab_size=1000, max_sentences=20000), max_tokens=1024,
+                      cache_dir=str(tmp_path / "cache"))
+
+
 @pytest.mark.slow
 def test_two_process_ddp_on_cpu(tmp_path):
-    data_cfg = DataConfig(
-        corpus=CorpusConfig(name="bible", kind="embedded", task="translation", path="bible_es_en",
-                            src_lang="es", tgt_lang="en"),
-        tokenizer=TokenizerConfig(vocab_size=1000, max_sentences=20000), max_tokens=1024,
-        cache_dir=str(tmp_path / "cache"))
+    data_cfg = bible_data(tmp_path)
     dm = Seq2SeqDataModule(data_cfg)
     dm.setup()  # tokenizer and token ids cached once, before the processes start
     model_cfg = ModelConfig(src_vocab_size=dm.tokenizer.src_vocab_size, d_model=32, n_heads=4, encoder_layers=1,
@@ -66,11 +69,7 @@ class CacheMustExist(Seq2SeqDataModule):
 
 @pytest.mark.slow
 def test_ddp_prepares_a_fresh_cache_once(tmp_path):
-    data_cfg = DataConfig(
-        corpus=CorpusConfig(name="bible", kind="embedded", task="translation", path="bible_es_en",
-                            src_lang="es", tgt_lang="en"),
-        tokenizer=TokenizerConfig(vocab_size=1000, max_sentences=20000), max_tokens=1024,
-        cache_dir=str(tmp_path / "cache"))
+    data_cfg = bible_data(tmp_path)
     model_cfg = ModelConfig(src_vocab_size=1000, d_model=32, n_heads=4, encoder_layers=1, decoder_layers=1, d_ff=64,
                             max_positions=256)
     module = Seq2SeqModule(model_cfg, OptimConfig(warmup_steps=2), LoopConfig(quick_eval_size=0))

@@ -155,12 +155,13 @@ def render(results: list[dict[str, Any]], title: str = "seqlab report", marks: d
     rows = [describe(r) for r in results]
     keys = varying_keys(rows) or ["run"]
     shown = [m for m in SHOWN_METRICS if any(m in r.get("metrics", {}) for r in results)]
-    head = "".join(f"<th>{html.escape(k)}</th>" for k in ["status", *keys, *shown, "vs baseline", "training run",
-                                                           "error"])
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in ["status", "setting", *keys, *shown, "vs baseline",
+                                                           "training run", "error"])
     body = []
     for result, row in zip(results, rows, strict=True):
         metrics = result.get("metrics", {})
-        cells = [html.escape(str(c)) for c in [result.get("status", "?")] + [row.get(k, "") for k in keys]]
+        cells = [html.escape(str(c)) for c in [result.get("status", "?"), result.get("label", "")]
+                 + [row.get(k, "") for k in keys]]
         cells += [html.escape(format_metric(metrics, m)) for m in shown]
         cells.append(html.escape(marks.get(str(result.get("_path")), "")))
         path = result.get("checkpoint", {}).get("path")

@@ -145,10 +145,7 @@ def load_split(cfg: CorpusConfig, split: str) -> list[Example]:
 def iter_split(cfg: CorpusConfig, split: str) -> Iterator[Example]:
     """The examples of one split one at a time (memory does not grow with the corpus); raises
     CorpusError naming file, line and field, or the split if it is empty."""
-    if cfg.kind == "hub":
-        rows = _hub_rows(cfg, split)
-    else:
-        rows = read_rows(cfg.embedded_file(split) if cfg.kind == "embedded" else cfg.resolve_file(split), cfg.kind)
+    rows = _hub_rows(cfg, split) if cfg.kind == "hub" else read_rows(split_file(cfg, split), cfg.kind)
     empty = True
     for example in _from_rows(cfg, rows):
         empty = False
@@ -158,11 +155,16 @@ def iter_split(cfg: CorpusConfig, split: str) -> Iterator[Example]:
                           "least one example")
 
 
+def split_file(cfg: CorpusConfig, split: str) -> Path:
+    """The local file of a split (kind=embedded or files)."""
+    return cfg.embedded_file(split) if cfg.kind == "embedded" else cfg.resolve_file(split)
+
+
 def split_location(cfg: CorpusConfig, split: str) -> str:
     """The file or hub dataset a split is read from, for messages."""
     if cfg.kind == "hub":
         return f"hub dataset {cfg.path} ({cfg.hub_config}) split {cfg.split_names.get(split, split)}"
-    return str(cfg.embedded_file(split) if cfg.kind == "embedded" else cfg.resolve_file(split))
+    return str(split_file(cfg, split))
 
 
 def count_rows(cfg: CorpusConfig, split: str) -> int | None:
@@ -170,7 +172,7 @@ def count_rows(cfg: CorpusConfig, split: str) -> int | None:
     file, a Parquet file's row count; None where that needs the whole corpus (hub, streamed or not)."""
     if cfg.kind == "hub":
         return None
-    path = cfg.embedded_file(split) if cfg.kind == "embedded" else cfg.resolve_file(split)
+    path = split_file(cfg, split)
     name = path.name.lower()
     try:
         if name.endswith(".parquet"):

@@ -342,22 +342,27 @@ def streamed_sample(cfg: DataConfig) -> tuple[list[str], list[str]]:
         src_chosen, tgt_chosen = chosen[chosen < n_src], chosen[chosen >= n_src] - n_src
     else:
         src_chosen, tgt_chosen = _chosen(n_src, tok), _chosen(n_tgt, tok)
-    sources: list[str] = []
-    targets: list[str] = []
-    src_i = tgt_i = 0  # index among the non-empty texts of each side
-    src_next = tgt_next = 0  # position in the chosen indices
+    sources, targets = _Picker(src_chosen), _Picker(tgt_chosen)
     for e in iter_split(cfg.corpus, TRAIN):
-        if e.source.strip():
-            if src_next < len(src_chosen) and src_chosen[src_next] == src_i:
-                sources.append(e.source)
-                src_next += 1
-            src_i += 1
-        if e.target.strip():
-            if tgt_next < len(tgt_chosen) and tgt_chosen[tgt_next] == tgt_i:
-                targets.append(e.target)
-                tgt_next += 1
-            tgt_i += 1
-    return sources, targets
+        sources.offer(e.source)
+        targets.offer(e.target)
+    return sources.kept, targets.kept
+
+
+class _Picker:
+    """Keeps, in order, the texts at the `chosen` (sorted) positions among the non-empty texts offered."""
+
+    def __init__(self, chosen: np.ndarray) -> None:
+        self.chosen, self.kept = chosen, []
+        self.seen = self.next = 0  # non-empty texts offered so far; position in `chosen`
+
+    def offer(self, text: str) -> None:
+        if not text.strip():
+            return
+        if self.next < len(self.chosen) and self.chosen[self.next] == self.seen:
+            self.kept.append(text)
+            self.next += 1
+        self.seen += 1
 
 
 def _chosen(n: int, cfg: TokenizerConfig) -> np.ndarray:

@@ -44,16 +44,14 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
         rows = cfg.rows_per_source
         cache = model.start_cache(memory, src_pad_mask, group=rows, capacity=int(limits.max()) + 1,
                                   src_ids=src_ids)
-        if cfg.method == "beam" and cfg.num_beam_groups > 1:
-            result = diverse_beam_search(
-                step, cache, ids=ids, max_new=limits, num_beams=cfg.num_beams, num_groups=cfg.num_beam_groups,
-                diversity_penalty=cfg.diversity_penalty, length_penalty=cfg.length_penalty,
-                early_stopping=cfg.early_stopping, processors=processors, eos_at_limit=cfg.force_eos)
-        elif cfg.method == "beam":
-            result = beam_search(step, cache, ids=ids, max_new=limits, num_beams=cfg.num_beams,
-                                 length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping,
-                                 processors=processors, eos_at_limit=cfg.force_eos)
         if cfg.method == "beam":
+            common = dict(ids=ids, max_new=limits, num_beams=cfg.num_beams, length_penalty=cfg.length_penalty,
+                          early_stopping=cfg.early_stopping, processors=processors, eos_at_limit=cfg.force_eos)
+            if cfg.num_beam_groups > 1:
+                result = diverse_beam_search(step, cache, num_groups=cfg.num_beam_groups,
+                                             diversity_penalty=cfg.diversity_penalty, **common)
+            else:
+                result = beam_search(step, cache, **common)
             n = cfg.n_best
             result.sequences, result.scores = result.sequences[:, :n], result.scores[:, :n]
             result.token_logprobs, result.lengths = result.token_logprobs[:, :n], result.lengths[:, :n]

@@ -23,6 +23,7 @@ from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate
 from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.perf import gemm_rate
 from seqlab.train.losses import label_smoothed_nll
 
 log = logging.getLogger(__name__)
@@ -95,17 +96,7 @@ def train_flops(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> flo
 
 def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
     """Best measured FLOP/s of an n x n matmul in `dtype` on the current device."""
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
-    best = float("inf")
-    for _ in range(repeats):
-        _sync()
-        start = time.perf_counter()
-        a @ b
-        _sync()
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * n**3 / best
+    return gemm_rate(dtype, n, repeats, "cuda" if torch.cuda.is_available() else "cpu")
 
 
 def _sync() -> None:

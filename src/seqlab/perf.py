@@ -37,30 +37,50 @@ def keep_freed_memory() -> bool:
     return ok
 
 
-def cpu_flags() -> set[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
+def _cpuinfo(field: str) -> str:
+    """The first `field` line of /proc/cpuinfo, its value ("" where there is none)."""
     try:
         text = open("/proc/cpuinfo", encoding="utf-8").read()  # noqa: SIM115
     except OSError:
-        return set()
-    return set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith(field)), "")
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
+    return set(_cpuinfo("flags").split())
+
+
+def cpu_description() -> str:
+    """Model, usable cores and the flags that decide matmul speed, for benchmark headers."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in cpu_flags()]
+    return f"{_cpuinfo('model name') or '?'}; cores: {cores}; flags: {' '.join(flags)}"
 
 
 BF16_MARGIN = 1.5  # bf16 GEMMs must be this much faster than fp32 to pay for autocast's casts
 
 
-def gemm_rate(dtype: Any, n: int = 1024, repeats: int = 3) -> float:
-    """Best FLOP/s of an n x n CPU matmul in `dtype` (a fraction of a second)."""
+def gemm_rate(dtype: Any, n: int = 1024, repeats: int = 3, device: str = "cpu") -> float:
+    """Best FLOP/s of an n x n matmul in `dtype` on `device` over `repeats` runs (the first, cold run
+    rarely wins the minimum); the bench's matmul peak and the start-up precision check both use it."""
     import time
 
     import torch
 
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    a @ b  # warm-up: oneDNN picks and prepares its kernel
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    a, b = torch.randn(n, n, device=device).to(dtype), torch.randn(n, n, device=device).to(dtype)
     best = float("inf")
     for _ in range(repeats):
+        sync()
         start = time.perf_counter()
         a @ b
+        sync()
         best = min(best, time.perf_counter() - start)
     return 2.0 * n**3 / best
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from seqlab.model.layers import math_attention  # noqa: E402
-from seqlab.perf import cpu_flags  # noqa: E402
+from seqlab.perf import cpu_description  # noqa: E402
 
 
 def best_ms(fn, repeats: int) -> float:
@@ -40,8 +40,7 @@ def main() -> None:
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
-    flags = sorted(f for f in cpu_flags() if f in {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
-    print(f"CPU flags: {' '.join(flags)}; threads: {torch.get_num_threads()}; torch {torch.__version__}")
+    print(f"{cpu_description()}; threads: {torch.get_num_threads()}; torch {torch.__version__}")
     print("| dtype | attention dropout | fused SDPA (ms) | matmul-softmax-matmul (ms) | speed-up |")
     print("|---|---|---|---|---|")
     shape = (args.batch, args.heads, args.length, args.head_dim)

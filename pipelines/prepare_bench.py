@@ -19,6 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+from seqlab.perf import cpu_description  # noqa: E402
 
 CHILD = """
 import json, sys, time, logging
@@ -80,14 +81,6 @@ def run(files: dict[str, str], cache: Path, src: Path, tokenizer: dict) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def cpu_flags() -> str:
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
-    flags = set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
-    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
-    return f"{model}; cores: {len(__import__('os').sched_getaffinity(0))}; flags: {' '.join(wanted)}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, nargs="+", default=[100_000, 1_000_000, 4_500_000])
@@ -98,7 +91,7 @@ def main() -> None:
     parser.add_argument("--src", type=Path, default=ROOT / "src", help="the seqlab sources to measure (e.g. an "
                         "older checkout's src/, for a before/after comparison)")
     args = parser.parse_args()
-    print(cpu_flags())
+    print(cpu_description())
     print("| pairs | corpus (JSONL) | preparation | of which tokenizer training | tokenization pairs/s | "
           "peak RSS | cache on disk | warm start |")
     print("|---|---|---|---|---|---|---|---|")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +68,8 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool) -> dict[str, An
         theirs = train_throughput(hf_model, hf_train_step(hf_model, cfg.label_smoothing), batches, precision,
                                   cfg.warmup_steps)
         # The attention-kernel lever alone: the same model through PyTorch's fused SDPA.
-        fused = copy.deepcopy(model)
-        for layer in fused.modules():
-            if hasattr(layer, "kernel"):
-                layer.kernel = "sdpa"
+        fused = Seq2SeqTransformer(replace(model.cfg, attention_kernel="sdpa"))
+        fused.load_state_dict(model.state_dict())
         with_sdpa = train_throughput(fused, seqlab_train_step(fused, cfg.label_smoothing), batches, precision,
                                      cfg.warmup_steps)
         result[f"train_{tag}_sdpa"] = with_sdpa

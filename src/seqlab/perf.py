@@ -51,11 +51,16 @@ def cpu_flags() -> set[str]:
     return set(_cpuinfo("flags").split())
 
 
-def cpu_description() -> str:
-    """Model, usable cores and the flags that decide matmul speed, for benchmark headers."""
+def available_cores() -> int:
+    """The cores this process may run on (a container's or taskset's limit, not the machine's)."""
     import os
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def cpu_description() -> str:
+    """Model, usable cores and the flags that decide matmul speed, for benchmark headers."""
+    cores = available_cores()
     flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in cpu_flags()]
     return f"{_cpuinfo('model name') or '?'}; cores: {cores}; flags: {' '.join(flags)}"
 

@@ -2,7 +2,7 @@
 
 A split is read CHUNK_PAIRS examples at a time; each chunk is tokenized by SentencePiece's batch
 encoder on `threads` C++ threads, its over-long pairs dropped (translation) or cut (summarization)
-exactly as `fit_lengths` does for a whole split, and its ids appended to flat files. The finished
+pair by pair (`fit_chunk`, so chunks give what the whole split gives), and its ids appended to flat files. The finished
 folder `<cache>/data-<key>/<split>/` appears with one rename, so nobody reads half a split, and two
 processes preparing the same split at once end with one valid copy (the first rename wins; the
 other discards its own). Training opens the folder memory-mapped: the token-budget sampler reads
@@ -39,6 +39,7 @@ from seqlab.data.corpora import Example, count_rows, iter_split
 from seqlab.data.sequences import truncate
 from seqlab.data.tokenizer import Tokenizer, TokenizerConfig
 from seqlab.io import cache_key
+from seqlab.perf import available_cores
 from seqlab.progress import Progress
 
 if TYPE_CHECKING:
@@ -48,11 +49,6 @@ log = logging.getLogger(__name__)
 CHUNK_PAIRS = 20_000  # examples tokenized at once: large enough to keep every core busy, small in memory
 FORMAT = 2  # 2: a folder of flat int32 ids + int64 offsets per split (1 was one .npz per split)
 SIDES = ("src", "tgt")
-
-
-def available_cores() -> int:
-    """The cores this process may run on (a container's or taskset's limit, not the machine's)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class TokenizedSplit(Dataset):
@@ -66,10 +62,6 @@ class TokenizedSplit(Dataset):
                  folder: Path | None = None) -> None:
         self.src_flat, self.src_off, self.tgt_flat, self.tgt_off = src_flat, src_off, tgt_flat, tgt_off
         self.folder = folder
-
-    @classmethod
-    def from_lists(cls, src: list[list[int]], tgt: list[list[int]]) -> TokenizedSplit:
-        return cls(*_flatten(src), *_flatten(tgt))
 
     @classmethod
     def open(cls, folder: Path) -> TokenizedSplit:
@@ -151,14 +143,6 @@ def log_lengths(cfg: DataConfig, split: str, counts: LengthCounts) -> None:
     elif counts.kept < counts.read:
         log.info("%s/%s: dropped %d of %d pairs longer than %d/%d tokens", name, split, counts.read - counts.kept,
                  counts.read, cfg.max_source_len, cfg.max_target_len)
-
-
-def fit_lengths(src: list[list[int]], tgt: list[list[int]], cfg: DataConfig, split: str
-                ) -> tuple[list[list[int]], list[list[int]]]:
-    """fit_chunk over a whole split, logged."""
-    src, tgt, counts = fit_chunk(src, tgt, cfg)
-    log_lengths(cfg, split, counts)
-    return src, tgt
 
 
 def chunks(examples: Iterable[Example], size: int = CHUNK_PAIRS) -> Iterator[list[Example]]:

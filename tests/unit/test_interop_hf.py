@@ -86,6 +86,28 @@ def test_beam_identical_to_hf(trained, num_beams, length_penalty):
     assert (recomputed - out.scores).abs().max() <= 1e-4
 
 
+def test_beam_with_penalties_and_bans_identical_to_hf(trained):
+    """Beam search applies its trailing bans (no-repeat n-grams, suppressed ids, min length, forced EOS)
+    in place after adding the running scores; HF applies them before. Same hypotheses, same scores."""
+    ours = from_hf(trained)
+    ids, pad = batch(4)
+    kw = dict(num_beams=4, length_penalty=0.8, early_stopping=True, max_new_tokens=9)
+    ref = hf_generate(trained, ids, pad, repetition_penalty=1.3, no_repeat_ngram_size=2, min_new_tokens=3,
+                      forced_eos_token_id=EOS, num_return_sequences=2, **kw)
+    cfg = DecodingConfig(method="beam", num_beams=4, n_best=2, length_penalty=0.8, early_stopping=True,
+                         max_length=9, repetition_penalty=1.3, no_repeat_ngram_size=2, min_length=3, force_eos=True)
+    out = generate(ours, ids, pad, cfg)
+    plain = generate(ours, ids, pad, DecodingConfig(method="beam", num_beams=4, n_best=2, max_length=9))
+    assert not torch.equal(out.sequences[:, :, :9], plain.sequences[:, :, :9]), "the processors must bite"
+    ref_seqs = ref.sequences.view(ids.shape[0], 2, -1)
+    for i in range(ids.shape[0]):
+        for j in range(2):
+            n = int(out.lengths[i, j])
+            expected = ref_seqs[i, j, 1:].tolist()
+            assert out.sequences[i, j, :n].tolist() == expected[:n] and all(t == PAD for t in expected[n:])
+    assert (out.scores - ref.sequences_scores.view(-1, 2)).abs().max() <= 1e-4
+
+
 def test_token_logprobs_equal_teacher_forcing(trained):
     ours = from_hf(trained)
     ids, pad = batch(3)

@@ -201,6 +201,28 @@ def test_grouped_cache_equals_repeated_memory(copy):
         assert (a - c).abs().max() <= 1e-5
         with pytest.raises(ValueError, match="single source"):
             grouped.reorder(torch.tensor([0, 1, 3, 3, 4, 5]))
+        grouped.compact_(keep)  # what searches do: the same rows, moved in place
+        d, grouped = model.decode(nxt[keep], None, None, grouped)
+        assert torch.equal(a, d)
+
+
+def test_rows_move_in_place_like_index_select():
+    """Rows.take_ (subset, order, repeats) and copy_rows_ (only changed rows) equal plain indexing,
+    and reuse the two tensors they own after the first move."""
+    from seqlab.model.cache import Rows
+
+    data = torch.randn(6, 2, 5, 3)
+    rows = Rows(data.clone())
+    rows.take_(torch.tensor([4, 1, 1, 0]), length=3)
+    assert torch.equal(rows.live(3), data[[4, 1, 1, 0], :, :3])
+    owned = {rows.data.data_ptr(), rows._spare.data_ptr()}
+    expected = rows.live(3)[[2, 2, 0, 3]]
+    index = torch.tensor([2, 2, 0, 3])
+    rows.copy_rows_(index, (index != torch.arange(4)).nonzero().squeeze(1), length=3)
+    assert torch.equal(rows.live(3), expected)
+    rows.take_(torch.tensor([3, 0]), length=3)
+    assert torch.equal(rows.live(3), expected[[3, 0]])
+    assert {rows.data.data_ptr(), rows._spare.data_ptr()} == owned
 
 
 @pytest.mark.parametrize("norm", ["pre", "post"])

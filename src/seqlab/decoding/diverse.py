@@ -127,7 +127,7 @@ def diverse_beam_search(
             if stay.numel() == 0:
                 break
             active, seq, tok_lp, scores = active[stay], seq[stay], tok_lp[stay], scores[stay]
-            cache = cache.reorder(cache_rows[stay].view(-1))
+            cache.compact_(cache_rows[stay].view(-1))
         else:
             cache.rearrange_(cache_rows.view(-1))
     return _ranked(fin, b, k, limit)

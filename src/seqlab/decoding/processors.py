@@ -35,31 +35,53 @@ def _check(cond: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-class SuppressTokens(LogitsProcessor):
+class Ban(LogitsProcessor):
+    """A processor that only removes tokens (sets their score to -inf), whatever the scores' values.
+
+    Removing a token commutes with adding a constant to its row, so beam search can apply the bans
+    that come last in the list in place, after adding the running scores (`ban_`), where HF applies
+    them to a copy before: the same numbers, one pass over the vocabulary and one copy fewer per step.
+    """
+
+    def active(self, prefix: Tensor) -> bool:
+        """Whether this step bans anything at all (else the scores pass through uncopied)."""
+        return True
+
+    def ban_(self, prefix: Tensor, scores: Tensor) -> None:
+        """Set the banned tokens' scores to -inf, in place."""
+        raise NotImplementedError
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        if not self.active(prefix):
+            return scores
+        out = scores.clone()
+        self.ban_(prefix, out)
+        return out
+
+
+class SuppressTokens(Ban):
     """Never emit these ids (pad, and the decoder start token)."""
 
     def __init__(self, ids: Sequence[int]) -> None:
         self.ids = sorted(set(ids))
 
-    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
-        out = scores.clone()
-        out[:, self.ids] = NEG_INF
-        return out
+    def ban_(self, prefix: Tensor, scores: Tensor) -> None:
+        scores[:, self.ids] = NEG_INF
 
 
-class MinNewTokens(LogitsProcessor):
+class MinNewTokens(Ban):
     """Forbid EOS until `min_new` tokens have been generated (HF MinNewTokensLengthLogitsProcessor)."""
 
     def __init__(self, min_new: int, eos_id: int) -> None:
         _check(min_new >= 0, f"decoding.min_length={min_new} must be >= 0")
         self.min_new, self.eos_id = min_new, eos_id
 
-    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
-        if prefix.shape[1] - 1 >= self.min_new:
-            return scores
-        out = scores.clone()
-        out[:, self.eos_id] = NEG_INF
-        return out
+    def active(self, prefix: Tensor) -> bool:
+        return prefix.shape[1] - 1 < self.min_new
+
+    def ban_(self, prefix: Tensor, scores: Tensor) -> None:
+        if self.active(prefix):
+            scores[:, self.eos_id] = NEG_INF
 
 
 class RepetitionPenalty(LogitsProcessor):
@@ -75,25 +97,25 @@ class RepetitionPenalty(LogitsProcessor):
         return scores.scatter(1, prefix, seen)
 
 
-class NoRepeatNGram(LogitsProcessor):
+class NoRepeatNGram(Ban):
     """Ban any token that would repeat an n-gram already in the prefix (HF/fairseq rule)."""
 
     def __init__(self, n: int) -> None:
         _check(isinstance(n, int) and n >= 1, f"decoding.no_repeat_ngram_size={n} must be a positive integer")
         self.n = n
 
-    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+    def active(self, prefix: Tensor) -> bool:
+        return prefix.shape[1] + 1 >= self.n
+
+    def ban_(self, prefix: Tensor, scores: Tensor) -> None:
         n, length = self.n, prefix.shape[1]
         if length + 1 < n:
-            return scores
-        out = scores.clone()
-        rows = prefix.tolist()
-        for i, tokens in enumerate(rows):
+            return
+        for i, tokens in enumerate(prefix.tolist()):
             context = tuple(tokens[length + 1 - n :]) if n > 1 else ()
             banned = [tokens[j + n - 1] for j in range(length - n + 1) if tuple(tokens[j : j + n - 1]) == context]
             if banned:
-                out[i, banned] = NEG_INF
-        return out
+                scores[i, banned] = NEG_INF
 
 
 class Temperature(LogitsProcessor):
@@ -219,3 +241,11 @@ def apply(processors: Sequence[LogitsProcessor], prefix: Tensor, scores: Tensor)
     for processor in processors:
         scores = processor(prefix, scores)
     return scores
+
+
+def split_bans(processors: Sequence[LogitsProcessor]) -> tuple[list[LogitsProcessor], list[Ban]]:
+    """(the processors before the trailing bans, the trailing bans), e.g. [penalties], [no-repeat, suppress]."""
+    cut = len(processors)
+    while cut and isinstance(processors[cut - 1], Ban):
+        cut -= 1
+    return list(processors[:cut]), [p for p in processors[cut:] if isinstance(p, Ban)]

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from seqlab.constants import SpecialIds
-from seqlab.decoding.processors import NEG_INF, LogitsProcessor, apply
+from seqlab.decoding.processors import NEG_INF, LogitsProcessor, apply, split_bans
 from seqlab.decoding.sampling import gumbel_noise
 from seqlab.model import DecoderCache, Seq2SeqTransformer
 
@@ -61,6 +61,31 @@ def force_eos(scores: Tensor, at_limit: Tensor, eos: int) -> Tensor:
     return torch.where(at_limit[:, None], forced, scores)
 
 
+def force_eos_(scores: Tensor, at_limit: Tensor, eos: int, running: Tensor) -> None:
+    """force_eos after the running scores were added, in place: rows at their limit keep only EOS,
+    at their running score (0 + running, as force_eos then the add). scores (N, V); running (N,)."""
+    rows = at_limit.nonzero().squeeze(1)
+    if rows.numel():
+        scores[rows] = NEG_INF
+        scores[rows, eos] = running[rows]
+
+
+class StepBuffers:
+    """Per-step (rows, vocabulary) tensors of a search, allocated once and reused as views of their
+    first rows: a fresh (rows x vocabulary) tensor each step costs its page faults again on CPU."""
+
+    def __init__(self) -> None:
+        self._store: dict[str, Tensor] = {}
+
+    def get(self, name: str, like: Tensor) -> Tensor:
+        """A (like.shape) tensor of like's dtype for `name`, valid until the next get of that name."""
+        n = like.shape[0]
+        buf = self._store.get(name)
+        if buf is None or buf.shape[0] < n or buf.shape[1:] != like.shape[1:] or buf.dtype != like.dtype:
+            buf = self._store[name] = torch.empty_like(like)
+        return buf[:n]
+
+
 def sample_or_greedy(
     step: StepFn, cache: DecoderCache, *, ids: SpecialIds, max_new: Tensor,
     processors: Sequence[LogitsProcessor], keys: Tensor | None, seed: int, eos_at_limit: bool = False,
@@ -97,7 +122,8 @@ def sample_or_greedy(
             break
         if finished * COMPACT_EVERY >= running.numel():  # drop finished rows once they are 1/8 of the batch
             keep = running.nonzero().squeeze(1)
-            active, prefix, running, cache = active[keep], prefix[keep], running[keep], cache.reorder(keep)
+            active, prefix, running = active[keep], prefix[keep], running[keep]
+            cache.compact_(keep)
     return GenerateOutput(tokens[:, None], logprobs[:, None].sum(-1), logprobs[:, None], lengths[:, None])
 
 
@@ -235,15 +261,21 @@ def beam_search(
                    torch.zeros((b, k), dtype=torch.bool, device=device))
     improvable = torch.ones(b, dtype=torch.bool, device=device)
     active = torch.arange(b, device=device)  # examples still searching; `beams` holds their rows only
+    head, bans = split_bans(processors)
+    work = StepBuffers()
     for t in range(limit):
         a = active.shape[0]
         prefix = beams.seq[:, :, : t + 1].reshape(a * k, t + 1)
         logits, cache = step(prefix[:, -1], cache)  # (A*K, V)
-        raw_lp = F.log_softmax(logits, dim=-1)
-        processed = apply(processors, prefix, raw_lp)
+        raw_lp = torch.log_softmax(logits, dim=-1, out=work.get("raw_lp", logits))
+        processed = apply(head, prefix, raw_lp)
+        scores = torch.add(processed.view(a, k, -1), beams.scores[:, :, None],
+                           out=work.get("scores", logits).view(a, k, -1))  # (A, K, V)
+        flat = scores.view(a * k, -1)
+        for ban in bans:  # in place after the add: the same numbers as HF's bans before it
+            ban.ban_(prefix, flat)
         if eos_at_limit:
-            processed = force_eos(processed, (t + 1 >= max_new[active]).repeat_interleave(k), ids.eos_id)
-        scores = processed.view(a, k, -1) + beams.scores[:, :, None]
+            force_eos_(flat, (t + 1 >= max_new[active]).repeat_interleave(k), ids.eos_id, beams.scores.view(-1))
         cand = expand(beams, scores, raw_lp, t, ids.eos_id, t + 1 >= max_new[active])
         if on_step is not None:
             on_step(t, active, cand)
@@ -260,7 +292,7 @@ def beam_search(
                 break
             active = active[stay]
             beams = Beams(beams.seq[stay], beams.tok_lp[stay], beams.scores[stay])
-            cache = cache.reorder(rows.view(a, k)[stay].view(-1))
+            cache.compact_(rows.view(a, k)[stay].view(-1))
         else:
             cache.rearrange_(rows)  # beams moved within their example: copy only the rows that changed
     within = torch.arange(limit, device=device)[None, None, :] < fin.lengths[:, :, None]

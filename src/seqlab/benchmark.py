@@ -45,6 +45,7 @@ class BenchConfig:
     decode_sources: int = 64
     max_new_tokens: int = 40
     num_beams: int = 5
+    decode_repeats: int = 3  # decoding times are the best of this many runs, seqlab and HF alternating
     label_smoothing: float = 0.1
     seed: int = 0
 

@@ -206,23 +206,25 @@ def test_grouped_cache_equals_repeated_memory(copy):
         assert torch.equal(a, d)
 
 
-def test_rows_move_in_place_like_index_select():
-    """Rows.take_ (subset, order, repeats) and copy_rows_ (only changed rows) equal plain indexing,
-    and reuse the two tensors they own after the first move."""
-    from seqlab.model.cache import Rows
+def test_buffer_moves_rows_in_place_like_index_select():
+    """KVBuffer.take_ (subset, order, repeats) and rearrange_ (only changed rows) equal plain indexing
+    and keep writing into the buffers they own."""
+    from seqlab.model.cache import KVBuffer
 
-    data = torch.randn(6, 2, 5, 3)
-    rows = Rows(data.clone())
-    rows.take_(torch.tensor([4, 1, 1, 0]), length=3)
-    assert torch.equal(rows.live(3), data[[4, 1, 1, 0], :, :3])
-    owned = {rows.data.data_ptr(), rows._spare.data_ptr()}
-    expected = rows.live(3)[[2, 2, 0, 3]]
+    k, v = torch.randn(6, 2, 3, 4), torch.randn(6, 2, 3, 4)
+    buf = KVBuffer(capacity=5)
+    buf.append(k, v)
+    owned = (buf.k.data_ptr(), buf.v.data_ptr())
+    buf.take_(torch.tensor([4, 1, 1, 0]))
+    assert torch.equal(buf.live()[0], k[[4, 1, 1, 0]]) and torch.equal(buf.live()[1], v[[4, 1, 1, 0]])
     index = torch.tensor([2, 2, 0, 3])
-    rows.copy_rows_(index, (index != torch.arange(4)).nonzero().squeeze(1), length=3)
-    assert torch.equal(rows.live(3), expected)
-    rows.take_(torch.tensor([3, 0]), length=3)
-    assert torch.equal(rows.live(3), expected[[3, 0]])
-    assert {rows.data.data_ptr(), rows._spare.data_ptr()} == owned
+    buf.rearrange_(index, (index != torch.arange(4)).nonzero().squeeze(1))
+    assert torch.equal(buf.live()[0], k[[4, 1, 1, 0]][index])
+    buf.take_(torch.tensor([3, 0]))
+    assert torch.equal(buf.live()[1], v[[4, 1, 1, 0]][index][[3, 0]])
+    assert (buf.k.data_ptr(), buf.v.data_ptr()) == owned
+    with pytest.raises(ValueError, match="holds 2 rows"):
+        buf.append(k[:3, :, :1], v[:3, :, :1])
 
 
 @pytest.mark.parametrize("norm", ["pre", "post"])

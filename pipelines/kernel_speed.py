@@ -1,9 +1,11 @@
-"""Attention at the bench shape, one lever at a time: PyTorch's fused SDPA against seqlab's
-matmul-softmax-matmul path, forward + backward, fp32 and bf16, with and without attention dropout.
+"""Kernels at the bench shape, one lever at a time, forward + backward, fp32 and bf16:
+attention (PyTorch's fused SDPA against seqlab's matmul-softmax-matmul, with and without attention
+dropout) and dropout (PyTorch's F.dropout against seqlab's 16-bit masks) on the residual stream and the
+feed-forward activations.
 
     python pipelines/kernel_speed.py [--batch 64 --heads 4 --length 40 --head-dim 64 --repeats 20]
 
-Prints a Markdown table (milliseconds per forward + backward, best of `repeats`) and the CPU's flags.
+Prints two Markdown tables (milliseconds per forward + backward, best of `repeats`) and the CPU's flags.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from seqlab.model.dropout import dropout  # noqa: E402
 from seqlab.model.layers import math_attention  # noqa: E402
 from seqlab.perf import cpu_description  # noqa: E402
 
@@ -51,9 +54,20 @@ def main() -> None:
         for p in (0.0, 0.1):
             fused = lambda p=p, qkv=qkv: F.scaled_dot_product_attention(  # noqa: E731
                 *qkv, attn_mask=mask, dropout_p=p).sum().backward()
-            plain = lambda p=p, qkv=qkv: math_attention(*qkv, mask, False, p).sum().backward()  # noqa: E731
+            plain = lambda p=p, qkv=qkv: math_attention(*qkv, mask, False, p, "torch").sum().backward()  # noqa: E731
             a, b = best_ms(fused, args.repeats), best_ms(plain, args.repeats)
             print(f"| {str(dtype).removeprefix('torch.')} | {p} | {a:.2f} | {b:.2f} | {a / b:.2f}x |")
+    print()
+    print("| dtype | dropout 0.1 on | F.dropout (ms) | 16-bit masks (ms) | speed-up |")
+    print("|---|---|---|---|---|")
+    d_model = args.heads * args.head_dim
+    for dtype in (torch.float32, torch.bfloat16):
+        for what, width in (("residual stream", d_model), ("feed-forward activations", 4 * d_model)):
+            x = torch.randn(args.batch, args.length, width, dtype=dtype, requires_grad=True)
+            ms = [best_ms(lambda k=k, x=x: dropout(x, 0.1, True, k).sum().backward(), args.repeats)
+                  for k in ("torch", "bits")]
+            print(f"| {str(dtype).removeprefix('torch.')} | {what} {tuple(x.shape)} | {ms[0]:.2f} | {ms[1]:.2f} "
+                  f"| {ms[0] / ms[1]:.2f}x |")
 
 if __name__ == "__main__":
     main()

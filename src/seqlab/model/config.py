@@ -15,6 +15,7 @@ Positions = Literal["sinusoidal", "learned"]
 TieEmbeddings = Literal["none", "decoder", "all"]
 Activation = Literal["relu", "gelu", "silu"]
 AttentionKernel = Literal["auto", "sdpa", "math"]
+DropoutKernel = Literal["auto", "torch", "bits"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,10 @@ class ModelConfig:
     # scaled_dot_product_attention, "math" = matmul, softmax, matmul; "auto" = sdpa, except on CPUs in
     # bf16 (autocast), where the fused CPU kernel is several times slower at these shapes (BENCHMARKS.md).
     attention_kernel: AttentionKernel = "auto"
+    # How dropout masks are drawn: "torch" = F.dropout (a Bernoulli draw per element), "bits" = 16 random
+    # bits per element, four per 64-bit draw (model/dropout.py; the same expectation, drop rate within
+    # 1/131072 of p); "auto" = bits on CPU, where PyTorch's is ~4x slower at these sizes, torch elsewhere.
+    dropout_kernel: DropoutKernel = "auto"
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
@@ -65,6 +70,7 @@ class ModelConfig:
         check_choice(own, "tie_embeddings", self.tie_embeddings, TieEmbeddings)
         check_choice(own, "activation", self.activation, Activation)
         check_choice(own, "attention_kernel", self.attention_kernel, AttentionKernel)
+        check_choice(own, "dropout_kernel", self.dropout_kernel, DropoutKernel)
         for name in ("src_vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{own}.{name}={getattr(self, name)!r} must be a positive integer")

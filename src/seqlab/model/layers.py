@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from seqlab.model.cache import KVBuffer
 from seqlab.model.config import ModelConfig
+from seqlab.model.dropout import Dropout, DropoutKernel, dropout
 
 
 def padding_to_attn_mask(pad_mask: Tensor) -> Tensor:
@@ -37,7 +38,7 @@ class MultiHeadAttention(nn.Module):
         d = cfg.d_model
         self.n_heads, self.head_dim, self.cross = cfg.n_heads, cfg.head_dim, cross
         self.dropout = cfg.attention_dropout
-        self.kernel = cfg.attention_kernel
+        self.kernel, self.dropout_kernel = cfg.attention_kernel, cfg.dropout_kernel
         if cross:
             self.q_proj = nn.Linear(d, d)
             self.kv_proj = nn.Linear(d, 2 * d)
@@ -81,11 +82,11 @@ class MultiHeadAttention(nn.Module):
             self.recorder.append(attention_weights(q, k, attn_mask, is_causal, group))
         if group > 1:  # one source's beams form one group of queries over its keys: (G, H, K*T, Dh)
             q = q.view(b // group, group, h, t, dh).transpose(1, 2).reshape(b // group, h, group * t, dh)
-        dropout = self.dropout if self.training else 0.0
+        p_drop = self.dropout if self.training else 0.0
         if self.kernel == "math" or (self.kernel == "auto" and q.device.type == "cpu" and q.dtype != torch.float32):
-            out = math_attention(q, k, v, attn_mask, is_causal, dropout)
+            out = math_attention(q, k, v, attn_mask, is_causal, p_drop, self.dropout_kernel)
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=dropout)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=p_drop)
         if group > 1:
             out = out.view(b // group, h, group, t, dh).transpose(1, 2).reshape(b, h, t, dh)
         out = out.transpose(1, 2).reshape(b, t, h * dh)  # (B, T, d)
@@ -98,7 +99,7 @@ def causal_mask(t: int, s: int, device: torch.device) -> Tensor:
 
 
 def math_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is_causal: bool,
-                   dropout: float) -> Tensor:
+                   dropout_p: float, dropout_kernel: DropoutKernel = "auto") -> Tensor:
     """softmax(q k^T / sqrt(d_h)) v, written out: what F.scaled_dot_product_attention computes.
 
     q (B, H, T, Dh); k, v (B, H, S, Dh); attn_mask broadcastable to (B, H, T, S), True = attend.
@@ -112,8 +113,7 @@ def math_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf"))
     weights = torch.softmax(scores.float(), dim=-1).to(v.dtype)
-    if dropout:
-        weights = F.dropout(weights, dropout)
+    weights = dropout(weights, dropout_p, True, dropout_kernel)
     return weights @ v  # (B, H, T, Dh)
 
 
@@ -141,7 +141,7 @@ class FeedForward(nn.Module):
         self.fc1 = nn.Linear(cfg.d_model, cfg.d_ff)
         self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model)
         self.act: Callable[[Tensor], Tensor] = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}[cfg.activation]
-        self.dropout = nn.Dropout(cfg.activation_dropout)
+        self.dropout = Dropout(cfg.activation_dropout, cfg.dropout_kernel)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(self.dropout(self.act(self.fc1(x))))
@@ -159,7 +159,7 @@ class Residual(nn.Module):
         super().__init__()
         self.pre = cfg.norm_position == "pre"
         self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout, cfg.dropout_kernel)
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         if self.pre:
@@ -218,7 +218,7 @@ class Embedder(nn.Module):
         self.positions = make_positions(cfg)
         self.scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
         self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.layernorm_embedding else None
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout, cfg.dropout_kernel)
         self.max_positions = cfg.max_positions
 
     def forward(self, ids: Tensor, start: int = 0) -> Tensor:

@@ -37,7 +37,8 @@ class _LabelSmoothedCE(torch.autograd.Function):
         # d nll / dx = softmax - onehot, for callers that differentiate the NLL too.
         g_loss = grad_loss * keep  # (N,)
         g_nll = grad_nll * keep if grad_nll is not None else torch.zeros_like(g_loss)
-        grad = torch.exp(logits.float() - lse[:, None])  # softmax, (N, V)
+        grad = logits.float() - lse[:, None]  # (N, V), a new tensor: logits stay intact
+        grad.exp_()  # softmax, in place: one (N, V) buffer fewer to allocate and fault in per step
         grad.mul_((g_loss + g_nll)[:, None])
         grad.sub_((g_loss * eps_i)[:, None])
         rows = torch.arange(len(target), device=target.device)

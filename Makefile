@@ -15,6 +15,11 @@ TEXT ?=
 CKPTS ?=
 OUT ?=
 
+# torch's CPU allocator on transparent huge pages: large tensors freed and allocated again every step stop
+# paying a page fault per 4 KiB (BENCHMARKS.md: bf16 training +18% on a 2-core AMD EPYC, fp32 -7%, decoding
+# unchanged). Read once when torch starts; `make train THP_MEM_ALLOC_ENABLE=0` turns it off.
+export THP_MEM_ALLOC_ENABLE ?= 1
+
 .DEFAULT_GOAL := help
 .PHONY: help install install-browser train eval translate sweep-decoding sweep-arch study study-norm study-tying study-positions inspect export import average compare report bench params test test-full lint clean
 

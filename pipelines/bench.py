@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from seqlab.benchmark import (
 from seqlab.interop import to_hf
 from seqlab.io import atomic_write_text
 from seqlab.model import Seq2SeqTransformer
-from seqlab.perf import keep_freed_memory
+from seqlab.perf import cpu_description, keep_freed_memory
 from seqlab.pipeline import plain, typed
 
 log = logging.getLogger("seqlab.bench")
@@ -55,7 +56,8 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool) -> dict[str, An
     hf = to_hf(model)
     result: dict[str, Any] = {"config": asdict(cfg), "ckpt": ckpt, "torch": torch.__version__,
                               "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-                              "threads": torch.get_num_threads()}
+                              "threads": torch.get_num_threads(), "cpu": cpu_description(),
+                              "huge_page_allocator": os.environ.get("THP_MEM_ALLOC_ENABLE", "0") == "1"}
     n_steps = cfg.warmup_steps + cfg.train_steps
     batches = [random_batch(cfg, g) for _ in range(n_steps)]
     step_flops = train_flops(model_cfg, cfg.batch, cfg.seq_len, cfg.seq_len)
@@ -143,7 +145,9 @@ def scaling_table(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor
 
 
 def format_table(r: dict[str, Any]) -> str:
-    lines = [f"{'measure':<28}{'seqlab':>14}{'HF':>14}{'ratio':>9}"]
+    lines = [f"{r['cpu']}; threads {r['threads']}; torch {r['torch']}; "
+             f"THP_MEM_ALLOC_ENABLE={int(r['huge_page_allocator'])}",
+             f"{'measure':<28}{'seqlab':>14}{'HF':>14}{'ratio':>9}"]
     for tag in ("fp32", "bf16"):
         ours, theirs = r[f"train_{tag}"]["seqlab"], r[f"train_{tag}"]["hf"]
         lines.append(f"{'train tok/s ' + tag:<28}{ours['tokens_per_s']:>14,.0f}{theirs['tokens_per_s']:>14,.0f}"

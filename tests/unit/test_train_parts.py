@@ -41,6 +41,27 @@ def test_label_smoothed_loss_and_gradient_match_fairseq(eps):
     assert (ours - ref).abs().max() < 1e-5
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_loss_in_row_blocks_equals_the_whole_array(monkeypatch, dtype):
+    """Blocks of 3 rows (the loss computes in row blocks that fit in cache): the same loss and gradient
+    as fairseq's formula on the whole array, for fp32 and bf16 logits (computed in fp32, gradient cast)."""
+    import seqlab.train.losses as losses
+
+    monkeypatch.setattr(losses, "BLOCK_ELEMENTS", 3 * 17)
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(4, 5, 17, generator=g).to(dtype).requires_grad_()
+    target = torch.randint(1, 17, (4, 5), generator=g)
+    target[1, 2:] = 0
+    loss, nll, _ = label_smoothed_nll(logits, target, 0.1)
+    ours = torch.autograd.grad(loss + 0.5 * nll, logits)[0]
+    wide = logits.detach().double().requires_grad_()
+    ref_loss, ref_nll = fairseq_reference(wide, target, 0.1)
+    ref = torch.autograd.grad(ref_loss + 0.5 * ref_nll, wide)[0]
+    assert len(losses.row_blocks(20, 17)) == 7 and ours.dtype == dtype
+    assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-5)
+    assert (ours.double() - ref).abs().max() < (1e-6 if dtype == torch.float32 else 4e-3)
+
+
 def test_inverse_sqrt_and_cosine_schedules():
     inv = lr_multiplier("inverse_sqrt", warmup_steps=100)
     assert inv(1) == pytest.approx(0.01) and inv(100) == pytest.approx(1.0)

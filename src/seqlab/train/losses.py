@@ -19,12 +19,17 @@ class _LabelSmoothedCE(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, logits: Tensor, target: Tensor, keep: Tensor, epsilon: float) -> tuple[Tensor, Tensor]:
-        x = logits.float()
-        vocab = x.shape[-1]
-        lse = torch.logsumexp(x, dim=-1)  # (N,)
-        nll = lse - x.gather(1, target[:, None]).squeeze(1)
+        n, vocab = logits.shape
+        lse = logits.new_empty(n, dtype=torch.float32)  # (N,)
+        x_sum, x_target = torch.empty_like(lse), torch.empty_like(lse)
+        for rows in row_blocks(n, vocab):  # each block's passes (max, exp, sums) stay in the CPU cache
+            x = logits[rows].float()
+            torch.logsumexp(x, dim=-1, out=lse[rows])
+            torch.sum(x, dim=-1, out=x_sum[rows])
+            x_target[rows] = x.gather(1, target[rows, None]).squeeze(1)
+        nll = lse - x_target
         eps_i = epsilon / (vocab - 1)
-        loss = (1.0 - epsilon - eps_i) * nll + eps_i * (vocab * lse - x.sum(dim=-1))
+        loss = (1.0 - epsilon - eps_i) * nll + eps_i * (vocab * lse - x_sum)
         ctx.save_for_backward(logits, target, keep, lse)
         ctx.coef = (1.0 - epsilon - eps_i, eps_i)
         weight = keep.float()
@@ -37,13 +42,33 @@ class _LabelSmoothedCE(torch.autograd.Function):
         # d nll / dx = softmax - onehot, for callers that differentiate the NLL too.
         g_loss = grad_loss * keep  # (N,)
         g_nll = grad_nll * keep if grad_nll is not None else torch.zeros_like(g_loss)
-        grad = logits.float() - lse[:, None]  # (N, V), a new tensor: logits stay intact
-        grad.exp_()  # softmax, in place: one (N, V) buffer fewer to allocate and fault in per step
-        grad.mul_((g_loss + g_nll)[:, None])
-        grad.sub_((g_loss * eps_i)[:, None])
-        rows = torch.arange(len(target), device=target.device)
-        grad[rows, target] -= g_loss * on_target + g_nll
-        return grad.to(logits.dtype), None, None, None
+        scale, shift, at_target = g_loss + g_nll, g_loss * eps_i, g_loss * on_target + g_nll  # (N,) each
+        grad = torch.empty_like(logits)  # (N, V), in the logits' dtype
+        n, vocab = logits.shape
+        direct = grad.dtype == torch.float32  # else each block is computed in fp32, then cast into grad
+        for rows in row_blocks(n, vocab):
+            g = grad[rows] if direct else torch.empty_like(logits[rows], dtype=torch.float32)
+            torch.sub(logits[rows].float(), lse[rows, None], out=g)
+            g.exp_()  # softmax
+            g.mul_(scale[rows, None]).sub_(shift[rows, None])
+            g.scatter_add_(1, target[rows, None], -at_target[rows, None])
+            if not direct:
+                grad[rows] = g
+        return grad, None, None, None
+
+
+BLOCK_ELEMENTS = 1 << 19  # 2 MiB of fp32 per block of rows: the CPU's caches, shared by the threads
+
+
+def row_blocks(n: int, vocab: int) -> list[slice]:
+    """Slices of ~BLOCK_ELEMENTS elements over n rows of `vocab` columns.
+
+    Why: the loss makes several passes over each (rows, V) block (max, exp, sums; in backward exp,
+    scale, shift); over the whole (N, V) array each pass streams from memory, over a block that fits
+    in cache only the first does. Rows are independent, so the result equals the whole-array one.
+    """
+    step = max(1, BLOCK_ELEMENTS // vocab)
+    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
 def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, pad_id: int = PAD_ID

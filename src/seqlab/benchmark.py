@@ -40,8 +40,8 @@ class BenchConfig:
     vocab: int = 8000
     batch: int = 64
     seq_len: int = 40
-    train_steps: int = 6
-    warmup_steps: int = 2
+    train_steps: int = 10  # timed steps per measurement (after warmup_steps); fewer drift with the VM
+    warmup_steps: int = 3
     decode_sources: int = 64
     max_new_tokens: int = 40
     num_beams: int = 5

@@ -27,6 +27,12 @@ def offline_runs(folder: Path) -> list[Path]:
 
 
 def run_record(run: Path) -> bytes:
+    """The run's transaction log, once W&B's service has written all of it: the service writes it in its
+    own process, and a file read right after `wandb.finish()` was once seen holding only its header.
+    Shutting the service down waits for it to close every file (a later run starts a new one)."""
+    import wandb
+
+    wandb.teardown()
     (wandb_file,) = run.glob("run-*.wandb")
     return wandb_file.read_bytes()
 

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from seqlab.checkpoint import CheckpointError, load_for_inference, resolve
 from seqlab.config import ConfigError
 from seqlab.data import CorpusConfig, DataConfig, Example, examples_from_text_files, load_split
-from seqlab.decoding import DecodingConfig
+from seqlab.decoding import DecodingConfig, precision_label
 from seqlab.evaluation import EvalSettings, evaluate
 from seqlab.io import cache_key, file_digest
 from seqlab.perf import keep_freed_memory
@@ -127,7 +127,8 @@ def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     """Evaluate, or skip a setting that already has results; failures are recorded, then re-raised."""
     keep_freed_memory()
-    label = str(cfg.decoding.get("name") or cfg.decoding.method)
+    precision = str(cfg.get("precision", "fp32"))
+    label = precision_label(str(cfg.decoding.get("name") or cfg.decoding.method), precision)
     ckpt = str(cfg.ckpt)
     try:
         stat = resolve(ckpt).stat()  # a retrained checkpoint at the same path is a new setting
@@ -136,6 +137,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         version = None  # recorded as a failure below, with the reason
     setting = {"ckpt": ckpt, "version": version, "split": cfg.split, "limit": cfg.limit,
                "decoding": "checkpoint" if cfg.decoding_from_checkpoint else plain(cfg.decoding)}
+    if precision != "fp32":  # fp32 results keep the keys they had before decoding had a precision
+        setting["precision"] = precision
     test_set = test_set_key(cfg)
     if test_set is not None:  # another test set: its own result folder (the checkpoint's own keeps its old key)
         setting["test_set"] = test_set
@@ -148,14 +151,14 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     logger = None
     try:
         decoding = decoding_config(cfg)  # a bad value fails here, and is recorded
-        label = decoding.label
+        label = precision_label(decoding.label, precision)
         payload["label"] = label
         payload["decoding"] = decoding.to_dict()
         device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else str(cfg.device)
         model, tokenizer, info = load_for_inference(resolve(ckpt), device=device)
         if cfg.decoding_from_checkpoint:
             decoding = checkpoint_decoding(info)
-            label = decoding.label
+            label = precision_label(decoding.label, precision)
             payload.update(label=label, decoding=decoding.to_dict())
         payload["checkpoint"] = {"path": str(info.path), "step": info.step, "git_revision": info.git_revision,
                                  "model": info.model_config.to_dict(),
@@ -175,7 +178,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
             use_artifact(logger, artifact)
         settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
                                 score_references=cfg.score_references, ci_seed=cfg.ci_seed,
-                                n_bootstrap=cfg.n_bootstrap)
+                                n_bootstrap=cfg.n_bootstrap, precision=precision)
         records, metrics = evaluate(model, tokenizer, examples, decoding, settings)
         rows = [r.to_dict() for r in records]
         out.write_hypotheses(rows)

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 from seqlab.data.sequences import pad_right
-from seqlab.decoding import DecodingConfig, generate
+from seqlab.decoding import DecodingConfig, generate, precision_context
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 from seqlab.perf import gemm_rate
 from seqlab.train.losses import label_smoothed_nll
@@ -172,12 +172,12 @@ def decode_sources(cfg: BenchConfig, g: torch.Generator, tokenizer: Any = None,
 
 def seqlab_decode(model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor, beams: int,
                   max_new: int, bf16: bool = False) -> tuple[list[list[int]], float, float]:
-    """Decode (greedy or beam), optionally under bf16 autocast (scores stay fp32): sequences, seconds, peak MiB."""
+    """Decode (greedy or beam), optionally in bf16 (`precision_context`): sequences, seconds, peak MiB."""
     cfg = DecodingConfig(method="beam", num_beams=beams, max_length=max_new) if beams > 1 else \
         DecodingConfig(max_length=max_new)
     reset_peak_memory()
     start = time.perf_counter()
-    with torch.autocast(src.device.type, dtype=torch.bfloat16, enabled=bf16):
+    with precision_context("bf16" if bf16 else "fp32", src.device):
         out = generate(model, src, pad, cfg)
     _sync()
     elapsed = time.perf_counter() - start

@@ -18,7 +18,7 @@ import torch
 from seqlab.data.corpora import Example
 from seqlab.data.sequences import pad_right, truncate
 from seqlab.data.tokenizer import Tokenizer
-from seqlab.decoding import DecodingConfig, generate, score
+from seqlab.decoding import DecodingConfig, generate, precision_context, precision_label, score
 from seqlab.metrics import (
     corpus_distinct,
     intervals,
@@ -46,6 +46,7 @@ class EvalSettings:
     score_references: bool = True
     ci_seed: int = SACREBLEU_DEFAULT_SEED  # resampling seed of the confidence intervals
     n_bootstrap: int = N_BOOTSTRAP  # resamples per interval; 0 = no intervals
+    precision: str = "fp32"  # decoding: fp32 | bf16 (decoding.generate.precision_context); references stay fp32
 
 
 @dataclass
@@ -97,9 +98,10 @@ class Decoded:
 
 
 def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Sequence[str], cfg: DecodingConfig,
-                 max_tokens: int, on_batch: Any = None) -> Decoded:
+                 max_tokens: int, on_batch: Any = None, precision: str = "fp32") -> Decoded:
     """Tokenize, truncate to what the model takes, decode in length-sorted token-budget batches, and
-    return the hypotheses in input order. `on_batch(n_sources)` is called after each batch (progress)."""
+    return the hypotheses in input order. `on_batch(n_sources)` is called after each batch (progress).
+    precision: fp32 | bf16 (the model under bf16 autocast; see `precision_context`)."""
     device = next(model.parameters()).device
     max_src = model.cfg.max_positions
     src_ids = tokenizer.encode_source(list(sources))
@@ -111,7 +113,8 @@ def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Seque
     generated, start = 0, time.perf_counter()
     for idx in length_batches([len(s) for s in src_ids], max_tokens, cfg.rows_per_source):
         ids, pad = pad_batch([src_ids[i] for i in idx], model.cfg.pad_id, device)
-        out = generate(model, ids, pad, cfg)
+        with precision_context(precision, device):
+            out = generate(model, ids, pad, cfg)
         generated += int(out.lengths.sum())
         for row, i in enumerate(idx):
             outputs[i] = [(out.sequences[row, j, : out.lengths[row, j]].tolist(), float(out.scores[row, j]),
@@ -125,9 +128,10 @@ def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Seque
 def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence[Example],
              cfg: DecodingConfig, settings: EvalSettings) -> tuple[list[Record], dict[str, Any]]:
     """Decode `examples`, score references, and return per-example records and corpus metrics."""
-    progress = Progress(len(examples), f"decoding {cfg.label}")
+    progress = Progress(len(examples), f"decoding {precision_label(cfg.label, settings.precision)}")
     try:
-        decoded = decode_texts(model, tokenizer, [e.source for e in examples], cfg, settings.max_tokens, progress)
+        decoded = decode_texts(model, tokenizer, [e.source for e in examples], cfg, settings.max_tokens, progress,
+                               settings.precision)
     finally:
         progress.close()
     src_ids, truncated, generated, elapsed = decoded.src_ids, decoded.n_truncated, decoded.generated_tokens, \

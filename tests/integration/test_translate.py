@@ -69,3 +69,33 @@ def test_command_line_keeps_stdout_clean(smoke_checkpoint, tmp_path):
     assert len(proc.stdout.split("\n")) == 4 and proc.stdout.split("\n")[1] == "" and proc.stdout.endswith("\n")
     assert "translated 3 lines" in proc.stderr
     assert not list(ROOT.glob(".hydra")), "nothing written next to the output"
+
+
+def test_bf16_decoding_is_the_model_under_bf16_autocast(make_cfg, smoke_checkpoint, tmp_path):
+    """precision=bf16 (eval and translate): the hypotheses of generate under bf16 autocast, a result folder and
+    label of their own beside fp32's, references still scored in fp32; a bad value names the key."""
+    import torch
+    from pipelines.evaluate import run_evaluation
+
+    from seqlab.config import ConfigError
+    from seqlab.decoding import generate
+    from seqlab.evaluation import pad_batch
+
+    model, tokenizer, _ = load_for_inference(smoke_checkpoint)
+    sources = [line for line in LINES if line.strip() and len(line) < 100]  # 3 short ones
+    cfg = DecodingConfig(max_length=12)
+    ids, pad = pad_batch([tokenizer.encode_source([s])[0] for s in sources], model.cfg.pad_id, torch.device("cpu"))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = generate(model, ids, pad, cfg)
+    expected = [tokenizer.decode_target(out.sequences[i, 0, : out.lengths[i, 0]].tolist()) for i in range(3)]
+    assert run(make_cfg, smoke_checkpoint, sources, "precision=bf16") == expected
+
+    common = [f"ckpt={smoke_checkpoint}", "logger=none", "decoding.max_length=12", "n_bootstrap=0", "limit=3"]
+    fp32 = run_evaluation(make_cfg("eval", common))
+    bf16 = run_evaluation(make_cfg("eval", [*common, "precision=bf16"]))
+    assert (fp32["label"], bf16["label"]) == ("greedy", "greedy_bf16")
+    assert bf16["settings"]["precision"] == "bf16" and "precision" not in fp32["setting"]
+    assert bf16["metrics"]["ref_logprob_per_token"] == pytest.approx(fp32["metrics"]["ref_logprob_per_token"])
+    assert bf16["metrics"]["hyp_logprob_per_token"] != fp32["metrics"]["hyp_logprob_per_token"]  # bf16 did run
+    with pytest.raises(ConfigError, match="precision"):
+        run(make_cfg, smoke_checkpoint, sources, "precision=fp16")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+from typing import Literal
+
 import torch
 from torch import Tensor
 
+from seqlab.config import check_choice
 from seqlab.constants import SpecialIds
 from seqlab.decoding.config import DecodingConfig
 from seqlab.decoding.diverse import diverse_beam_search
@@ -12,6 +16,23 @@ from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, beam_search, model_step, sample_or_greedy
 from seqlab.model import Seq2SeqTransformer
+
+DecodePrecision = Literal["fp32", "bf16"]
+
+
+def precision_context(precision: str, device: torch.device | str) -> AbstractContextManager:
+    """Where decoding runs: fp32, or the model under bf16 autocast (scores, log-probs and the search stay fp32).
+
+    bf16 is faster where bf16 matrix products are (BENCHMARKS.md: 2-3.8x Hugging Face in fp32 on a CPU with
+    AVX512-BF16), but rounding changes ties and near-ties: 20-25% of the outputs differed from fp32 there.
+    """
+    check_choice("eval", "precision", precision, DecodePrecision)
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def precision_label(label: str, precision: str) -> str:
+    """A setting's label with its precision when not fp32 (e.g. beam5_lp1_bf16)."""
+    return label if precision == "fp32" else f"{label}_{precision}"
 
 
 def max_new_tokens(cfg: DecodingConfig, src_pad_mask: Tensor, max_positions: int) -> Tensor:
@@ -74,4 +95,4 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                           result.lengths)
 
 
-__all__ = ["GenerateOutput", "build_processors", "generate"]
+__all__ = ["GenerateOutput", "build_processors", "generate", "precision_context", "precision_label"]

@@ -108,9 +108,9 @@ class NoRepeatNGram(Ban):
         return prefix.shape[1] + 1 >= self.n
 
     def ban_(self, prefix: Tensor, scores: Tensor) -> None:
-        n, length = self.n, prefix.shape[1]
-        if length + 1 < n:
+        if not self.active(prefix):
             return
+        n, length = self.n, prefix.shape[1]
         for i, tokens in enumerate(prefix.tolist()):
             context = tuple(tokens[length + 1 - n :]) if n > 1 else ()
             banned = [tokens[j + n - 1] for j in range(length - n + 1) if tuple(tokens[j : j + n - 1]) == context]

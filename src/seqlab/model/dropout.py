@@ -15,13 +15,13 @@ keep probability, so E[dropout(x)] = x exactly, as with PyTorch's. The generator
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-DropoutKernel = Literal["auto", "torch", "bits"]
+from seqlab.model.config import DropoutKernel
+
 LEVELS = 1 << 16
 
 

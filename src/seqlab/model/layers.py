@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.model.cache import KVBuffer
-from seqlab.model.config import ModelConfig
-from seqlab.model.dropout import Dropout, DropoutKernel, dropout
+from seqlab.model.config import DropoutKernel, ModelConfig
+from seqlab.model.dropout import Dropout, dropout
 
 
 def padding_to_attn_mask(pad_mask: Tensor) -> Tensor:

@@ -47,8 +47,7 @@ class _LabelSmoothedCE(torch.autograd.Function):
         n, vocab = logits.shape
         direct = grad.dtype == torch.float32  # else each block is computed in fp32, then cast into grad
         for rows in row_blocks(n, vocab):
-            g = grad[rows] if direct else torch.empty_like(logits[rows], dtype=torch.float32)
-            torch.sub(logits[rows].float(), lse[rows, None], out=g)
+            g = torch.sub(logits[rows].float(), lse[rows, None], out=grad[rows] if direct else None)
             g.exp_()  # softmax
             g.mul_(scale[rows, None]).sub_(shift[rows, None])
             g.scatter_add_(1, target[rows, None], -at_target[rows, None])

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from seqlab.checkpoint import CheckpointError, load_for_inference, resolve
 from seqlab.config import ConfigError
 from seqlab.data import CorpusConfig, DataConfig, Example, examples_from_text_files, load_split
-from seqlab.decoding import DecodingConfig, precision_label
+from seqlab.decoding import DecodingConfig, check_precision, precision_label
 from seqlab.evaluation import EvalSettings, evaluate
 from seqlab.io import cache_key, file_digest
 from seqlab.perf import keep_freed_memory
@@ -151,6 +151,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     logger = None
     try:
         decoding = decoding_config(cfg)  # a bad value fails here, and is recorded
+        check_precision(precision)  # so does this one, before the checkpoint loads
         label = precision_label(decoding.label, precision)
         payload["label"] = label
         payload["decoding"] = decoding.to_dict()

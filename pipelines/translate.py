@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 
 from seqlab.checkpoint import load_for_inference, resolve
 from seqlab.config import ConfigError, check_choice
-from seqlab.decoding import DecodingConfig, precision_context, precision_label
+from seqlab.decoding import DecodingConfig, check_precision, precision_context, precision_label
 from seqlab.perf import keep_freed_memory
 from seqlab.pipeline import checkpoint_decoding, plain, typed
 from seqlab.progress import Progress
@@ -37,12 +37,12 @@ def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int
     keep_freed_memory()
     device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else str(cfg.device)
     precision = str(cfg.get("precision", "fp32"))
-    autocast = precision_context(precision, device)  # a bad value fails here, before the checkpoint loads
+    check_precision(precision, "translate")  # before the checkpoint loads
     model, tokenizer, info = load_for_inference(resolve(str(cfg.ckpt)), device=device)
     if cfg.decoding_from_checkpoint:
         decoding = checkpoint_decoding(info)
     log.info("%s (step %d), decoding %s", info.path, info.step, precision_label(decoding.label, precision))
-    with autocast:
+    with precision_context(precision, device):
         return _translate_all(cfg, model, tokenizer, decoding, stdin, stdout)
 
 

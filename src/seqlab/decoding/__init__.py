@@ -1,8 +1,15 @@
 """Decoding: search strategies, logits processors, generate() and score()."""
 
 from seqlab.decoding.config import DecodingConfig
-from seqlab.decoding.generate import GenerateOutput, build_processors, generate, precision_context, precision_label
+from seqlab.decoding.generate import (
+    GenerateOutput,
+    build_processors,
+    check_precision,
+    generate,
+    precision_context,
+    precision_label,
+)
 from seqlab.decoding.scoring import score
 
-__all__ = ["DecodingConfig", "GenerateOutput", "build_processors", "generate", "precision_context", "precision_label",
-           "score"]
+__all__ = ["DecodingConfig", "GenerateOutput", "build_processors", "check_precision", "generate", "precision_context",
+           "precision_label", "score"]

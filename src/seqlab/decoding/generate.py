@@ -20,13 +20,18 @@ from seqlab.model import Seq2SeqTransformer
 DecodePrecision = Literal["fp32", "bf16"]
 
 
+def check_precision(precision: str, owner: str = "eval") -> None:
+    """Fail unless `precision` is a decoding precision; `owner` names the config it came from."""
+    check_choice(owner, "precision", precision, DecodePrecision)
+
+
 def precision_context(precision: str, device: torch.device | str) -> AbstractContextManager:
     """Where decoding runs: fp32, or the model under bf16 autocast (scores, log-probs and the search stay fp32).
 
     bf16 is faster where bf16 matrix products are (BENCHMARKS.md: 2-3.8x Hugging Face in fp32 on a CPU with
     AVX512-BF16), but rounding changes ties and near-ties: 20-25% of the outputs differed from fp32 there.
     """
-    check_choice("eval", "precision", precision, DecodePrecision)
+    check_precision(precision)
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
@@ -95,4 +100,5 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                           result.lengths)
 
 
-__all__ = ["GenerateOutput", "build_processors", "generate", "precision_context", "precision_label"]
+__all__ = ["GenerateOutput", "build_processors", "check_precision", "generate", "precision_context",
+           "precision_label"]

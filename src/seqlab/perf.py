@@ -11,6 +11,9 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # glibc mallopt parameters
+# mallopt's value is a C int, and ctypes silently keeps the low 32 bits of a larger Python int
+# (1 << 36 arrives as 0, which trims the heap at every free): the largest int, 2 GiB, is the cap.
+TRIM_THRESHOLD = (1 << 31) - 1
 
 
 def keep_freed_memory() -> bool:
@@ -20,6 +23,9 @@ def keep_freed_memory() -> bool:
     logits, for one) every step. By default glibc serves each with a fresh mmap and
     unmaps it on free, so every step pays page faults for hundreds of MB: measured on
     the 2-core dev CPU, training went from 4.4k to 6.9k tokens/s with this setting.
+    The trim threshold matters as much: at 0 glibc hands the top of the heap back at
+    every free, and the (tokens, vocab) buffers fault in again (bf16 training on the
+    Bible corpus's batches: 13.3-14.1k tokens/s with it at 0, 16.2-16.8k at 2 GiB).
     Returns whether it was applied (glibc on Linux only).
     """
     if not sys.platform.startswith("linux"):
@@ -29,11 +35,12 @@ def keep_freed_memory() -> bool:
         return False
     try:
         libc = ctypes.CDLL(name)
-        ok = libc.mallopt(M_MMAP_MAX, 0) == 1 and libc.mallopt(M_TRIM_THRESHOLD, 1 << 36) == 1
+        libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+        ok = libc.mallopt(M_MMAP_MAX, 0) == 1 and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
     except (OSError, AttributeError):
         return False
     if ok:
-        log.debug("glibc: mmap for large blocks off, trim threshold 64 GiB")
+        log.debug("glibc: mmap for large blocks off, trim threshold 2 GiB")
     return ok
 
 

@@ -1,4 +1,4 @@
-"""Process-level speed settings: glibc keeps freed blocks, so large tensors reuse their pages."""
+"""Process-level speed settings: glibc keeps freed blocks, so large tensors reuse their pages, until released."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 # reports whether it came from mmap (hblkhd grows) and whether free gave the heap back to the OS (arena).
 PROBE = """
 import ctypes, ctypes.util, json, sys
-from seqlab.perf import keep_freed_memory
+from seqlab.perf import keep_freed_memory, release_freed_memory
 applied = keep_freed_memory() if sys.argv[1] == "keep" else None
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 class MallInfo2(ctypes.Structure):
@@ -30,8 +30,10 @@ ctypes.memset(block, 1, size)
 held = libc.mallinfo2()
 libc.free(block)
 freed = libc.mallinfo2()
+released = release_freed_memory()
+trimmed = libc.mallinfo2()
 print(json.dumps({"applied": applied, "mmapped": held.hblkhd - before.hblkhd, "heap_held": held.arena,
-                  "heap_after_free": freed.arena}))
+                  "heap_after_free": freed.arena, "released": released, "heap_after_release": trimmed.arena}))
 """
 
 
@@ -58,3 +60,6 @@ def test_keep_freed_memory_keeps_large_blocks_in_the_heap():
     # Still held after free (the trim threshold is 2 GiB): the next large tensor reuses these pages
     # instead of faulting in fresh ones. A threshold that overflowed C's int to 0 trimmed it here.
     assert kept["heap_after_free"] >= 256 << 20
+    # ... until release_freed_memory, which the bench calls before measuring a phase's peak RSS.
+    assert kept["released"] is True
+    assert kept["heap_after_release"] < 64 << 20

@@ -72,7 +72,8 @@ def force_eos_(scores: Tensor, at_limit: Tensor, eos: int, running: Tensor) -> N
 
 class StepBuffers:
     """Per-step (rows, vocabulary) tensors of a search, allocated once and reused as views of their
-    first rows: a fresh (rows x vocabulary) tensor each step costs its page faults again on CPU."""
+    first rows: a fresh (rows x vocabulary) tensor each step costs an allocation, and on CPU its page
+    faults again wherever the allocator hands freed memory back to the OS."""
 
     def __init__(self) -> None:
         self._store: dict[str, Tensor] = {}

@@ -10,9 +10,10 @@ with copy attention keeps its copy keys and source ids the same way.
 
 Searches move rows in place (`compact_`, `rearrange_`): the moved rows are gathered into a
 temporary of their own size and written back into the buffers, which keep their capacity. On
-CPU a freshly allocated tensor pays a page fault per page on first write (glibc seldom reuses a
-freed block of that size once small allocations pin its neighbours), so rebuilding the
-capacity-sized buffers each time an example finished took a fifth of beam search (BENCHMARKS.md).
+CPU a freshly allocated tensor pays a page fault per page on first write wherever the allocator
+has handed the memory back to the OS; rebuilding the capacity-sized buffers each time an example
+finished took a fifth of beam search while the process's heap was trimmed at every free
+(BENCHMARKS.md), and in place no allocation of their size happens during the search at all.
 """
 
 from __future__ import annotations

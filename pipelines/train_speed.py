@@ -1,0 +1,67 @@
+"""Training speed on a corpus's own batches: `python pipelines/train_speed.py CKPT [--steps 250] [--precision bf16]`.
+
+Builds the checkpoint's data module (its corpus, tokenizer and token budget), takes the first
+`--steps` training batches in the sampler's order, and runs seqlab's training step on them (forward,
+label-smoothed loss, backward, AdamW) from a freshly initialised model of the checkpoint's shape.
+Prints real (non-pad) tokens/s per window of steps, with the thread count. Unlike `make bench`, whose
+batches are one fixed shape without padding, these are the token-budget batches a real run trains on:
+their sizes, padding and shape changes included (BENCHMARKS.md, "The real training loop").
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from seqlab.checkpoint import load_for_inference
+from seqlab.data import DataConfig
+from seqlab.data.datamodule import Seq2SeqDataModule
+from seqlab.model import Seq2SeqTransformer
+from seqlab.perf import keep_freed_memory
+from seqlab.train.losses import label_smoothed_nll
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("ckpt")
+    parser.add_argument("--steps", type=int, default=250, help="training batches to run (the epoch repeats)")
+    parser.add_argument("--window", type=int, default=50, help="steps per printed rate")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="bf16")
+    parser.add_argument("--label-smoothing", type=float, default=0.1)
+    args = parser.parse_args(argv)
+    keep_freed_memory()  # as the training pipeline does
+    reference, _, info = load_for_inference(args.ckpt)
+    data = Seq2SeqDataModule(DataConfig.from_dict(info.data_config))
+    data.setup()
+    batches = []
+    while len(batches) < args.steps:
+        for batch in data.train_dataloader():
+            batches.append(batch)
+            if len(batches) == args.steps:
+                break
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(reference.cfg)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
+    rates, tokens, start = [], 0, time.perf_counter()
+    for i, b in enumerate(batches):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            loss, _, n = label_smoothed_nll(model(b.src_ids, b.src_pad_mask, b.tgt_in), b.tgt_out,
+                                            args.label_smoothing)
+        (loss / n).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        tokens += b.n_tokens
+        if (i + 1) % args.window == 0:
+            now = time.perf_counter()
+            rates.append(tokens / (now - start))
+            tokens, start = 0, now
+    shapes = {(tuple(b.src_ids.shape), tuple(b.tgt_in.shape)) for b in batches}
+    print(f"{args.precision} threads={torch.get_num_threads()} batches={len(batches)} shapes={len(shapes)} "
+          f"tokens/s per {args.window} steps: {' / '.join(f'{r:,.0f}' for r in rates)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -15,12 +15,19 @@ import time
 
 import torch
 
+from seqlab.benchmark import bench_optimizer, run_train_step, seqlab_train_step
 from seqlab.checkpoint import load_for_inference
 from seqlab.data import DataConfig
-from seqlab.data.datamodule import Seq2SeqDataModule
+from seqlab.data.datamodule import Batch, Seq2SeqDataModule
 from seqlab.model import Seq2SeqTransformer
 from seqlab.perf import keep_freed_memory
-from seqlab.train.losses import label_smoothed_nll
+
+PRECISIONS = {"fp32": "32", "bf16": "bf16-mixed"}  # this script's names -> the trainer's
+
+
+def bench_batch(b: Batch) -> dict[str, torch.Tensor]:
+    """A data-module batch in the bench's form (what `seqlab_train_step` reads)."""
+    return {"src": b.src_ids, "pad": b.src_pad_mask, "tgt_in": b.tgt_in, "tgt": b.tgt_out}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -28,37 +35,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("ckpt")
     parser.add_argument("--steps", type=int, default=250, help="training batches to run (the epoch repeats)")
     parser.add_argument("--window", type=int, default=50, help="steps per printed rate")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="bf16")
+    parser.add_argument("--precision", choices=tuple(PRECISIONS), default="bf16")
     parser.add_argument("--label-smoothing", type=float, default=0.1)
     args = parser.parse_args(argv)
     keep_freed_memory()  # as the training pipeline does
     reference, _, info = load_for_inference(args.ckpt)
     data = Seq2SeqDataModule(DataConfig.from_dict(info.data_config))
     data.setup()
-    batches = []
-    while len(batches) < args.steps:
-        for batch in data.train_dataloader():
-            batches.append(batch)
-            if len(batches) == args.steps:
-                break
+    epoch = [bench_batch(b) for b in data.train_dataloader()]
+    if not epoch:
+        raise SystemExit(f"{args.ckpt}: the corpus's training split gives no batches")
+    batches = (epoch * -(-args.steps // len(epoch)))[: args.steps]
     torch.manual_seed(0)
     model = Seq2SeqTransformer(reference.cfg)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
+    step, opt = seqlab_train_step(model, args.label_smoothing), bench_optimizer(model)
     rates, tokens, start = [], 0, time.perf_counter()
     for i, b in enumerate(batches):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
-            loss, _, n = label_smoothed_nll(model(b.src_ids, b.src_pad_mask, b.tgt_in), b.tgt_out,
-                                            args.label_smoothing)
-        (loss / n).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        tokens += b.n_tokens
+        tokens += run_train_step(step, opt, b, PRECISIONS[args.precision])
         if (i + 1) % args.window == 0:
             now = time.perf_counter()
             rates.append(tokens / (now - start))
             tokens, start = 0, now
-    shapes = {(tuple(b.src_ids.shape), tuple(b.tgt_in.shape)) for b in batches}
+    shapes = {(tuple(b["src"].shape), tuple(b["tgt_in"].shape)) for b in batches}
     print(f"{args.precision} threads={torch.get_num_threads()} batches={len(batches)} shapes={len(shapes)} "
           f"tokens/s per {args.window} steps: {' / '.join(f'{r:,.0f}' for r in rates)}")
 

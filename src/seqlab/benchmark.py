@@ -137,24 +137,35 @@ def hf_train_step(model: Any, eps: float) -> Callable[[dict[str, torch.Tensor]],
     return step
 
 
+def bench_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
+    """The optimizer every timed training step uses, on both sides."""
+    return torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
+
+
+def run_train_step(step: Callable[[dict[str, torch.Tensor]], torch.Tensor], opt: torch.optim.Optimizer,
+                   b: dict[str, torch.Tensor], precision: str) -> int:
+    """One update (forward under `precision`'s autocast, backward, optimizer); its source+target tokens."""
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.autocast(device_type, dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+        loss = step(b)
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return int((~b["pad"]).sum() + (b["tgt"] != PAD_ID).sum())
+
+
 def train_throughput(model: torch.nn.Module, step: Callable[[dict[str, torch.Tensor]], torch.Tensor],
                      batches: list[dict[str, torch.Tensor]], precision: str, warmup: int) -> dict[str, float]:
     """Source+target tokens per second over the batches after `warmup` steps, and peak memory."""
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
-    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    opt = bench_optimizer(model)
     reset_peak_memory()
     tokens, start = 0, 0.0
     for i, b in enumerate(batches):
         if i == warmup:
             _sync()
             start, tokens = time.perf_counter(), 0
-        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
-            loss = step(b)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        tokens += int((~b["pad"]).sum() + (b["tgt"] != PAD_ID).sum())
+        tokens += run_train_step(step, opt, b, precision)
     _sync()
     elapsed = time.perf_counter() - start
     return {"tokens_per_s": tokens / elapsed, "step_s": elapsed / (len(batches) - warmup),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 import sys
 from collections.abc import Callable
@@ -31,7 +32,6 @@ def keep_freed_memory() -> bool:
     libc = _glibc()
     if libc is None:
         return False
-    libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     ok = libc.mallopt(M_MMAP_MAX, 0) == 1 and libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
     if ok:
         log.debug("glibc: mmap for large blocks off, trim threshold 2 GiB")
@@ -49,8 +49,10 @@ def release_freed_memory() -> bool:
     return libc is not None and libc.malloc_trim(0) == 1
 
 
+@functools.cache
 def _glibc() -> ctypes.CDLL | None:
-    """The C library when it is glibc on Linux (mallopt and malloc_trim are glibc's), else None."""
+    """The C library when it is glibc on Linux (mallopt and malloc_trim are glibc's), else None;
+    looked up once per process."""
     if not sys.platform.startswith("linux"):
         return None
     name = ctypes.util.find_library("c")
@@ -58,7 +60,8 @@ def _glibc() -> ctypes.CDLL | None:
         return None
     try:
         libc = ctypes.CDLL(name)
-        libc.mallopt, libc.malloc_trim  # noqa: B018 (glibc has both; musl has neither)
+        libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]  # (glibc has both; musl has neither)
+        libc.malloc_trim.argtypes = [ctypes.c_size_t]
     except (OSError, AttributeError):
         return None
     return libc

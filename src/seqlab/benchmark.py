@@ -25,6 +25,7 @@ from seqlab.decoding import DecodingConfig, generate, precision_context
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 from seqlab.perf import gemm_rate, release_freed_memory
 from seqlab.train.losses import label_smoothed_nll
+from seqlab.train.optim import adamw
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +139,9 @@ def hf_train_step(model: Any, eps: float) -> Callable[[dict[str, torch.Tensor]],
 
 
 def bench_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
-    """The optimizer every timed training step uses, on both sides."""
-    return torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98))
+    """The optimizer every timed training step uses, on both sides: AdamW as seqlab's training builds it
+    (fused where torch has the kernel)."""
+    return adamw([{"params": list(model.parameters())}], lr=1e-4, betas=(0.9, 0.98))
 
 
 def run_train_step(step: Callable[[dict[str, torch.Tensor]], torch.Tensor], opt: torch.optim.Optimizer,

@@ -26,6 +26,8 @@ def test_smoke_training_leaves_best_and_last_checkpoints(make_cfg, tmp_path):
         assert info.model_config.d_model == 64 and tokenizer.src_vocab_size <= 1000
         assert info.data_config["corpus"]["name"] == "bible_es_en"
         assert info.run_config["run_name"] == "smoke"
+    groups = read_checkpoint(result["last"])["optimizer_states"][0]["param_groups"]
+    assert [g["fused"] for g in groups] == [True, True]  # AdamW's fused kernel on CPU (optim.fused=null)
 
 
 def test_resume_matches_uninterrupted_training(make_cfg, tmp_path):
@@ -48,6 +50,7 @@ def test_resume_matches_uninterrupted_training(make_cfg, tmp_path):
         (["model.norm_position=middle"], "model.norm_position='middle'"),
         (["model.d_model=100", "model.n_heads=8"], "model.d_model=100 is not divisible by model.n_heads=8"),
         (["optim.schedule=linear"], "optim.schedule='linear'"),
+        (["optim.fused=maybe"], "optim.fused='maybe'"),
         (["data.corpus.kind=ftp"], "data.corpus.kind='ftp'"),
     ],
 )

@@ -75,3 +75,19 @@ def test_model_kernels_agree_without_dropout_and_both_train():
     out = bits(src, pad, src)
     out.sum().backward()
     assert torch.isfinite(out).all() and all(p.grad is not None for p in bits.parameters() if p.requires_grad)
+
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_masked_scale_equals_the_bool_product_bitwise(dtype):
+    """Dropout's uint8-view product gives exactly `(x * mask).mul_(scale)`, forward and backward."""
+    from seqlab.model.dropout import _MaskedScale
+
+    torch.manual_seed(2)
+    x = torch.randn(64, 40, 256).to(dtype).requires_grad_()
+    mask, keep = keep_mask(x.shape, 0.1, x.device)
+    y = _MaskedScale.apply(x, mask, 1.0 / keep)
+    assert y.dtype == dtype and torch.equal(y, (x.detach() * mask).mul_(1.0 / keep))
+    grad = torch.randn_like(y)
+    y.backward(grad)
+    assert torch.equal(x.grad, (grad * mask).mul_(1.0 / keep))

@@ -146,3 +146,31 @@ def test_auto_precision_follows_amx_or_the_measured_gemm_rates():
     assert auto_precision("cpu", {"avx512_bf16"}, rates(100e9, 400e9))[0] == "bf16-mixed"
     assert auto_precision("cpu", set(), rates(100e9, 120e9))[0] == "32-true"  # under the margin
     assert auto_precision("gpu", set())[0] == "bf16-mixed"
+
+
+def test_adamw_is_fused_where_torch_has_the_kernel_and_matches_the_loop():
+    """Fused by default on CPU (not under fp16 loss scaling, nor when set false); the fused update equals
+    the per-parameter loop's within rounding, with weight decay in one group and none in the other."""
+    from seqlab.train.optim import adamw, use_fused
+
+    params = [torch.zeros(3, requires_grad=True)]
+    assert all(use_fused(None, params, precision) for precision in ("bf16-mixed", "32-true", None))
+    assert not use_fused(None, params, "16-mixed") and not use_fused(False, params, "32-true")
+    assert use_fused(True, params, "16-mixed")
+    assert not use_fused(None, [torch.zeros(3, device="meta")], "32-true")
+    g = torch.Generator().manual_seed(0)
+    start = [torch.randn(30, 17, generator=g), torch.randn(40, generator=g)]
+    grads = [[torch.randn(p.shape, generator=g) for p in start] for _ in range(10)]
+    result = []
+    for fused in (True, False):
+        ps = [p.clone().requires_grad_() for p in start]
+        opt = adamw([{"params": ps[:1], "weight_decay": 0.1}, {"params": ps[1:], "weight_decay": 0.0}],
+                    lr=1e-2, betas=(0.9, 0.98), fused=fused)
+        assert bool(opt.param_groups[0]["fused"]) is fused
+        for step in grads:
+            for p, grad in zip(ps, step, strict=True):
+                p.grad = grad.clone()
+            opt.step()
+        result.append(ps)
+    for a, b, p in zip(*result, start, strict=True):
+        assert torch.allclose(a, b, rtol=0, atol=1e-6) and not torch.equal(a, p)

@@ -34,6 +34,18 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.devic
     return u >= drop - (1 << 15), (LEVELS - drop) / LEVELS
 
 
+def masked_scale(x: Tensor, mask: Tensor, scale: float) -> Tensor:
+    """x * mask * scale, the mask made 0/1 in x's dtype first.
+
+    Why: PyTorch multiplies a bool tensor into a bf16 or fp32 one element by element, without
+    vectorizing (a (64, 40, 256) bf16 product: 0.32 ms), and converts bool to bf16 no faster, while
+    viewing the mask as uint8 converts it at memory speed (0.07 ms) and the same-dtype product
+    vectorizes (0.05 ms). The values are those of `(x * mask).mul_(scale)`: multiplying by exactly 0 or
+    1 rounds nothing, and `scale` stays a Python float, applied at the op's own precision.
+    """
+    return (x * mask.view(torch.uint8).to(x.dtype)).mul_(scale)
+
+
 class _MaskedScale(torch.autograd.Function):
     """x * mask * scale with the bool mask saved (one byte per element, as PyTorch's dropout keeps)."""
 
@@ -41,12 +53,12 @@ class _MaskedScale(torch.autograd.Function):
     def forward(ctx, x: Tensor, mask: Tensor, scale: float) -> Tensor:
         ctx.save_for_backward(mask)
         ctx.scale = scale
-        return (x * mask).mul_(scale)
+        return masked_scale(x, mask, scale)
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:
         (mask,) = ctx.saved_tensors
-        return (grad * mask).mul_(ctx.scale), None, None
+        return masked_scale(grad, mask, ctx.scale), None, None
 
 
 def dropout(x: Tensor, p: float, training: bool, kernel: DropoutKernel = "auto") -> Tensor:

@@ -25,6 +25,7 @@ class OptimConfig:
     min_lr_ratio: float = 0.0
     label_smoothing: float = 0.1
     clip_norm: float | None = 1.0
+    fused: bool | None = None  # AdamW's fused kernel; None = where torch has one (`seqlab.train.optim`)
 
     def __post_init__(self) -> None:
         check_types(self, "optim")

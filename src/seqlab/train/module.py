@@ -17,6 +17,7 @@ from seqlab.data.datamodule import Batch
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 from seqlab.train.config import LoopConfig, OptimConfig
 from seqlab.train.losses import label_smoothed_nll
+from seqlab.train.optim import adamw
 from seqlab.train.schedule import lr_multiplier
 
 log = logging.getLogger(__name__)
@@ -90,10 +91,11 @@ class Seq2SeqModule(L.LightningModule):
         decay, no_decay = [], []
         for name, p in self.model.named_parameters():
             (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
-        opt = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": self.optim.weight_decay},
-             {"params": no_decay, "weight_decay": 0.0}],
-            lr=self.optim.lr, betas=tuple(self.optim.betas), eps=self.optim.eps)
+        precision = str(self.trainer.precision)
+        opt = adamw([{"params": decay, "weight_decay": self.optim.weight_decay},
+                     {"params": no_decay, "weight_decay": 0.0}],
+                    lr=self.optim.lr, betas=tuple(self.optim.betas), eps=self.optim.eps, fused=self.optim.fused,
+                    precision=precision)
         max_steps = self.trainer.max_steps if self.trainer and self.trainer.max_steps > 0 else None
         mult = lr_multiplier(self.optim.schedule, self.optim.warmup_steps, max_steps, self.optim.min_lr_ratio)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: mult(k + 1))  # update k+1 uses mult(k+1)

@@ -1,38 +1,48 @@
 """Kernels at the bench shape, one lever at a time, forward + backward, fp32 and bf16:
 attention (PyTorch's fused SDPA against seqlab's matmul-softmax-matmul, with and without attention
-dropout) and dropout (PyTorch's F.dropout against seqlab's 16-bit masks) on the residual stream and the
-feed-forward activations.
+dropout), dropout (PyTorch's F.dropout against seqlab's 16-bit masks, and those masks multiplied in as
+bool, as seqlab did before) on the residual stream and the feed-forward activations, and one AdamW update
+of the bench model's parameters (per-parameter loop, foreach, fused).
 
     python pipelines/kernel_speed.py [--batch 64 --heads 4 --length 40 --head-dim 64 --repeats 20]
 
-Prints two Markdown tables (milliseconds per forward + backward, best of `repeats`) and the CPU's flags.
+Prints three Markdown tables (milliseconds per forward + backward, best of `repeats`) and the CPU's flags.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from seqlab.model.dropout import dropout  # noqa: E402
+from seqlab.benchmark import BenchConfig  # noqa: E402
+from seqlab.model import Seq2SeqTransformer  # noqa: E402
+from seqlab.model.dropout import dropout, keep_mask  # noqa: E402
 from seqlab.model.layers import math_attention  # noqa: E402
-from seqlab.perf import cpu_description  # noqa: E402
+from seqlab.perf import best_ms, cpu_description, keep_freed_memory  # noqa: E402
 
 
-def best_ms(fn, repeats: int) -> float:
-    for _ in range(3):
-        fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best * 1e3
+def bool_product_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    """The same 16-bit masks multiplied in as bool (autograd's backward multiplies by the bool mask too)."""
+    mask, keep = keep_mask(x.shape, p, x.device)
+    return x * mask * (1.0 / keep)
+
+
+def adamw_table(repeats: int) -> None:
+    """One AdamW update of the bench model's parameters (random gradients): loop, foreach, fused."""
+    params = list(Seq2SeqTransformer(BenchConfig().model_config()).parameters())
+    for p in params:
+        p.grad = torch.randn_like(p)
+    print(f"| AdamW update, {len(params)} tensors, {sum(p.numel() for p in params) / 1e6:.1f}M values "
+          "| per-parameter loop (ms) | foreach (ms) | fused (ms) |")
+    print("|---|---|---|---|")
+    ms = [best_ms(torch.optim.AdamW(params, lr=1e-4, **kw).step, repeats)
+          for kw in ({"foreach": False}, {"foreach": True}, {"fused": True})]
+    print(f"| fp32 parameters | {ms[0]:.2f} | {ms[1]:.2f} | {ms[2]:.2f} |")
 
 
 def main() -> None:
@@ -43,6 +53,7 @@ def main() -> None:
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
+    keep_freed_memory()  # as every seqlab pipeline does: large blocks are not re-faulted at every call
     print(f"{cpu_description()}; threads: {torch.get_num_threads()}; torch {torch.__version__}")
     print("| dtype | attention dropout | fused SDPA (ms) | matmul-softmax-matmul (ms) | speed-up |")
     print("|---|---|---|---|---|")
@@ -58,16 +69,20 @@ def main() -> None:
             a, b = best_ms(fused, args.repeats), best_ms(plain, args.repeats)
             print(f"| {str(dtype).removeprefix('torch.')} | {p} | {a:.2f} | {b:.2f} | {a / b:.2f}x |")
     print()
-    print("| dtype | dropout 0.1 on | F.dropout (ms) | 16-bit masks (ms) | speed-up |")
-    print("|---|---|---|---|---|")
+    print("| dtype | dropout 0.1 on | F.dropout (ms) | 16-bit masks (ms) | speed-up | 16-bit masks as bool (ms) |")
+    print("|---|---|---|---|---|---|")
     d_model = args.heads * args.head_dim
     for dtype in (torch.float32, torch.bfloat16):
         for what, width in (("residual stream", d_model), ("feed-forward activations", 4 * d_model)):
             x = torch.randn(args.batch, args.length, width, dtype=dtype, requires_grad=True)
             ms = [best_ms(lambda k=k, x=x: dropout(x, 0.1, True, k).sum().backward(), args.repeats)
                   for k in ("torch", "bits")]
+            as_bool = best_ms(lambda x=x: bool_product_dropout(x, 0.1).sum().backward(), args.repeats)
             print(f"| {str(dtype).removeprefix('torch.')} | {what} {tuple(x.shape)} | {ms[0]:.2f} | {ms[1]:.2f} "
-                  f"| {ms[0] / ms[1]:.2f}x |")
+                  f"| {ms[0] / ms[1]:.2f}x | {as_bool:.2f} |")
+    print()
+    adamw_table(args.repeats)
+
 
 if __name__ == "__main__":
     main()

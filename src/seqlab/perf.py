@@ -98,6 +98,22 @@ def cpu_description() -> str:
 BF16_MARGIN = 1.5  # bf16 GEMMs must be this much faster than fp32 to pay for autocast's casts
 
 
+def best_ms(fn: Any, repeats: int, warmup: int = 3) -> float:
+    """The fastest of `repeats` calls of fn(), in milliseconds, after `warmup` calls (CPU work: no sync).
+
+    The minimum, because a shared VM only ever adds time; the kernel scripts in pipelines/ use it."""
+    import time
+
+    for _ in range(warmup):
+        fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best * 1e3
+
+
 def gemm_rate(dtype: Any, n: int = 1024, repeats: int = 3, device: str = "cpu") -> float:
     """Best FLOP/s of an n x n matmul in `dtype` on `device` over `repeats` runs (the first, cold run
     rarely wins the minimum); the bench's matmul peak and the start-up precision check both use it."""

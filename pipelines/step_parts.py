@@ -89,9 +89,7 @@ def main() -> None:
     model = Seq2SeqTransformer(cfg.model_config()).train()
     batch = random_batch(cfg, torch.Generator().manual_seed(cfg.seed))
     step, opt = seqlab_train_step(model, cfg.label_smoothing), bench_optimizer(model)
-    for _ in range(3):
-        run_train_step(step, opt, batch, args.precision)
-    whole = min(best_ms(lambda: run_train_step(step, opt, batch, args.precision), 1) for _ in range(args.steps))
+    whole = best_ms(lambda: run_train_step(step, opt, batch, args.precision), args.steps)  # after 3 warm-up steps
     dtype = torch.bfloat16 if args.precision == "bf16-mixed" else torch.float32
     fwd_gemm, bwd_gemm = gemm_floor(model, cfg.batch * cfg.seq_len, dtype, 10)
     print(f"step (best of {args.steps}): {whole:.1f} ms; its linear layers' products timed alone: forward "

@@ -99,9 +99,9 @@ BF16_MARGIN = 1.5  # bf16 GEMMs must be this much faster than fp32 to pay for au
 
 
 def best_ms(fn: Any, repeats: int, warmup: int = 3) -> float:
-    """The fastest of `repeats` calls of fn(), in milliseconds, after `warmup` calls (CPU work: no sync).
+    """The fastest of `repeats` calls of fn(), in milliseconds, after `warmup` calls (fn syncs a GPU itself).
 
-    The minimum, because a shared VM only ever adds time; the kernel scripts in pipelines/ use it."""
+    The minimum, because a shared VM only ever adds time; `gemm_rate` and the kernel scripts use it."""
     import time
 
     for _ in range(warmup):
@@ -117,8 +117,6 @@ def best_ms(fn: Any, repeats: int, warmup: int = 3) -> float:
 def gemm_rate(dtype: Any, n: int = 1024, repeats: int = 3, device: str = "cpu") -> float:
     """Best FLOP/s of an n x n matmul in `dtype` on `device` over `repeats` runs (the first, cold run
     rarely wins the minimum); the bench's matmul peak and the start-up precision check both use it."""
-    import time
-
     import torch
 
     def sync() -> None:
@@ -126,14 +124,8 @@ def gemm_rate(dtype: Any, n: int = 1024, repeats: int = 3, device: str = "cpu") 
             torch.cuda.synchronize()
 
     a, b = torch.randn(n, n, device=device).to(dtype), torch.randn(n, n, device=device).to(dtype)
-    best = float("inf")
-    for _ in range(repeats):
-        sync()
-        start = time.perf_counter()
-        a @ b
-        sync()
-        best = min(best, time.perf_counter() - start)
-    return 2.0 * n**3 / best
+    sync()  # each timed product then ends with its own sync, so the next one starts on an idle device
+    return 2.0 * n**3 / (best_ms(lambda: (a @ b, sync()), repeats, warmup=0) / 1e3)
 
 
 def auto_precision(accelerator: str, flags: set[str] | None = None,

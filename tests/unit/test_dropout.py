@@ -77,7 +77,6 @@ def test_model_kernels_agree_without_dropout_and_both_train():
     assert torch.isfinite(out).all() and all(p.grad is not None for p in bits.parameters() if p.requires_grad)
 
 
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_masked_scale_equals_the_bool_product_bitwise(dtype):
     """Dropout's uint8-view product gives exactly `(x * mask).mul_(scale)`, forward and backward."""

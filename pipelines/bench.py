@@ -24,12 +24,14 @@ from seqlab.benchmark import (
     hf_decode,
     hf_train_step,
     matmul_peak,
+    on_cuda,
     random_batch,
     seqlab_decode,
     seqlab_train_step,
     train_flops,
     train_throughput,
 )
+from seqlab.config import resolve_device
 from seqlab.interop import to_hf
 from seqlab.io import atomic_write_text
 from seqlab.model import Seq2SeqTransformer
@@ -40,6 +42,7 @@ log = logging.getLogger("seqlab.bench")
 
 
 def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool) -> dict[str, Any]:
+    device = resolve_device("bench", cfg.device)  # a bad value fails before anything is built
     keep_freed_memory()
     torch.manual_seed(cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed)
@@ -48,47 +51,68 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool) -> dict[str, An
         from seqlab.checkpoint import load_for_inference
         from seqlab.data import DataConfig, load_split
 
-        model, tokenizer, info = load_for_inference(ckpt)
+        model, tokenizer, info = load_for_inference(ckpt, device=device)
         texts = [e.source for e in load_split(DataConfig.from_dict(info.data_config).corpus, "test")]
         model_cfg = model.cfg
     else:
         model_cfg = cfg.model_config()
-        model = Seq2SeqTransformer(model_cfg)
-    hf = to_hf(model)
+        model = Seq2SeqTransformer(model_cfg).to(device)
     result: dict[str, Any] = {"config": asdict(cfg), "ckpt": ckpt, "torch": torch.__version__,
-                              "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+                              "device": torch.cuda.get_device_name(device) if on_cuda(device) else "cpu",
                               "threads": torch.get_num_threads(), "cpu": cpu_description(),
                               "huge_page_allocator": os.environ.get("THP_MEM_ALLOC_ENABLE", "0") == "1"}
     n_steps = cfg.warmup_steps + cfg.train_steps
-    batches = [random_batch(cfg, g) for _ in range(n_steps)]
-    step_flops = train_flops(model_cfg, cfg.batch, cfg.seq_len, cfg.seq_len)
-    result["train_flops_per_step"] = step_flops
+    batches = [random_batch(cfg, g, device=device) for _ in range(n_steps)]
+    result["train_flops_per_step"] = train_flops(model_cfg, cfg.batch, cfg.seq_len, cfg.seq_len)
     for precision, tag in (("32", "fp32"), ("bf16-mixed", "bf16")):
-        torch.manual_seed(cfg.seed)
-        ours_model, hf_model = copy.deepcopy(model), to_hf(model)  # training changes weights: train copies
-        # The attention-kernel lever alone: the same model through PyTorch's fused SDPA.
-        fused = Seq2SeqTransformer(replace(model.cfg, attention_kernel="sdpa"))
+        result.update(train_comparison(cfg, model, batches, precision, tag, result["train_flops_per_step"]))
+    if cfg.decode or scaling:
+        src, pad = decode_sources(cfg, g, tokenizer, texts, device)
+    if cfg.decode:
+        result.update(decode_comparison(cfg, model, src, pad))
+    if scaling:
+        result["scaling"] = scaling_table(cfg, model, src, pad)
+    return result
+
+
+def train_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[dict[str, torch.Tensor]],
+                     precision: str, tag: str, step_flops: float) -> dict[str, Any]:
+    """Training tokens/s of seqlab and HF (fresh copies of `model`: training changes weights), alternating,
+    and MFU against this device's measured matmul peak in the same dtype."""
+    device = batches[0]["src"].device
+    torch.manual_seed(cfg.seed)
+    ours_model, hf_model = copy.deepcopy(model), to_hf(model).to(device)
+    # The attention-kernel lever alone: the same model through PyTorch's fused SDPA. Only a CPU has a
+    # choice to make (`attention_kernel=auto` is SDPA on a GPU already).
+    fused = None
+    if device.type == "cpu":
+        fused = Seq2SeqTransformer(replace(model.cfg, attention_kernel="sdpa")).to(device)
         fused.load_state_dict(model.state_dict())
-        ours = theirs = with_sdpa = None
-        for _ in range(cfg.train_repeats):  # alternating, so that a slow spell of the VM hits every side
-            ours = faster(ours, train_throughput(ours_model, seqlab_train_step(ours_model, cfg.label_smoothing),
+    ours = theirs = with_sdpa = None
+    for _ in range(cfg.train_repeats):  # alternating, so that a slow spell of the VM hits every side
+        ours = faster(ours, train_throughput(ours_model, seqlab_train_step(ours_model, cfg.label_smoothing),
+                                             batches, precision, cfg.warmup_steps))
+        theirs = faster(theirs, train_throughput(hf_model, hf_train_step(hf_model, cfg.label_smoothing),
                                                  batches, precision, cfg.warmup_steps))
-            theirs = faster(theirs, train_throughput(hf_model, hf_train_step(hf_model, cfg.label_smoothing),
-                                                     batches, precision, cfg.warmup_steps))
+        if fused is not None:
             with_sdpa = faster(with_sdpa, train_throughput(fused, seqlab_train_step(fused, cfg.label_smoothing),
                                                            batches, precision, cfg.warmup_steps))
-        result[f"train_{tag}_sdpa"] = with_sdpa
-        del ours_model, hf_model, fused
-        peak = matmul_peak(torch.float32 if tag == "fp32" else torch.bfloat16)
-        result[f"train_{tag}"] = {"seqlab": ours, "hf": theirs, "matmul_peak_flops": peak}
-        result[f"train_{tag}_ratio"] = ours["tokens_per_s"] / theirs["tokens_per_s"]
-        result[f"mfu_{tag}"] = step_flops / ours["step_s"] / peak
-        result[f"mfu_{tag}_hf"] = step_flops / theirs["step_s"] / peak
-        log.info("train %s: seqlab %.0f tok/s, HF %.0f tok/s", tag, ours["tokens_per_s"], theirs["tokens_per_s"])
+    del ours_model, hf_model, fused
+    peak = matmul_peak(torch.float32 if tag == "fp32" else torch.bfloat16, device)
+    log.info("train %s: seqlab %.0f tok/s, HF %.0f tok/s", tag, ours["tokens_per_s"], theirs["tokens_per_s"])
+    return {f"train_{tag}": {"seqlab": ours, "hf": theirs, "matmul_peak_flops": peak},
+            f"train_{tag}_sdpa": with_sdpa,
+            f"train_{tag}_ratio": ours["tokens_per_s"] / theirs["tokens_per_s"],
+            f"mfu_{tag}": step_flops / ours["step_s"] / peak,
+            f"mfu_{tag}_hf": step_flops / theirs["step_s"] / peak}
 
+
+def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor
+                      ) -> dict[str, Any]:
+    """Greedy, beam and beam 8: seqlab and HF in fp32 (outputs compared), then seqlab in bf16."""
     model.eval()
-    hf.eval()
-    src, pad = decode_sources(cfg, g, tokenizer, texts)
+    hf = to_hf(model).to(src.device).eval()
+    result: dict[str, Any] = {}
     identical = True
     for name, beams in decode_settings(cfg):
         ours_s = hf_s = float("inf")
@@ -119,8 +143,6 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool) -> dict[str, An
                                   "differing_from_fp32": sum(a != b for a, b in zip(low_seqs, ours_seqs, strict=True)),
                                   "sources": len(ours_seqs)}
     result["outputs_identical"] = identical
-    if scaling:
-        result["scaling"] = scaling_table(cfg, model, src, pad)
     return result
 
 
@@ -132,20 +154,22 @@ def decode_settings(cfg: BenchConfig) -> list[tuple[str, int]]:
 def scaling_table(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor) -> dict:
     """seqlab alone: training step time against sequence length and model size, decoding against beams."""
     g = torch.Generator().manual_seed(cfg.seed + 1)
+    device = src.device
     table: dict[str, Any] = {"train_seq_len": {}, "train_model": {}, "decode_beams": {}}
     for n in (20, 40, 80):
-        batches = [random_batch(cfg, g, seq_len=n) for _ in range(4)]
-        m = Seq2SeqTransformer(cfg.model_config())
+        batches = [random_batch(cfg, g, seq_len=n, device=device) for _ in range(4)]
+        m = Seq2SeqTransformer(cfg.model_config()).to(device)
         r = train_throughput(m, seqlab_train_step(m, cfg.label_smoothing), batches, "32", 1)
         table["train_seq_len"][n] = {"step_s": r["step_s"], "tokens_per_s": r["tokens_per_s"]}
     for name, overrides in (("d256_3+3", {}), ("d512_3+3", {"d_model": 512, "n_heads": 8, "d_ff": 2048}),
                             ("d512_6+6", {"d_model": 512, "n_heads": 8, "d_ff": 2048,
                                           "encoder_layers": 6, "decoder_layers": 6})):
-        m = Seq2SeqTransformer(cfg.model_config(**overrides))
-        batches = [random_batch(cfg, g) for _ in range(4)]
+        m = Seq2SeqTransformer(cfg.model_config(**overrides)).to(device)
+        batches = [random_batch(cfg, g, device=device) for _ in range(4)]
         r = train_throughput(m, seqlab_train_step(m, cfg.label_smoothing), batches, "32", 1)
         table["train_model"][name] = {"step_s": r["step_s"], "tokens_per_s": r["tokens_per_s"],
                                       "gflop_per_step": train_flops(m.cfg, cfg.batch, cfg.seq_len, cfg.seq_len) / 1e9}
+    model.eval()
     for beams in (1, 2, 4, 8):
         _, seconds, mem = seqlab_decode(model, src, pad, beams, cfg.max_new_tokens)
         table["decode_beams"][beams] = {"seconds": seconds, "peak_mem_mb": mem}
@@ -153,7 +177,8 @@ def scaling_table(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor
 
 
 def format_table(r: dict[str, Any]) -> str:
-    lines = [f"{r['cpu']}; threads {r['threads']}; torch {r['torch']}; "
+    where = r["cpu"] if r["device"] == "cpu" else f"{r['device']} (host: {r['cpu']})"
+    lines = [f"{where}; threads {r['threads']}; torch {r['torch']}; "
              f"THP_MEM_ALLOC_ENABLE={int(r['huge_page_allocator'])}",
              f"{'measure':<28}{'seqlab':>14}{'HF':>14}{'ratio':>9}"]
     for tag in ("fp32", "bf16"):
@@ -162,6 +187,8 @@ def format_table(r: dict[str, Any]) -> str:
                      f"{r[f'train_{tag}_ratio']:>9.2f}")
         lines.append(f"{'train peak MiB ' + tag:<28}{ours['peak_mem_mb']:>14,.0f}{theirs['peak_mem_mb']:>14,.0f}")
         lines.append(f"{'MFU ' + tag:<28}{r[f'mfu_{tag}']:>14.1%}{r[f'mfu_{tag}_hf']:>14.1%}")
+        if r[f"train_{tag}_sdpa"] is None:  # only measured on a CPU
+            continue
         sdpa = r[f"train_{tag}_sdpa"]["tokens_per_s"]
         lines.append(f"{'  same, fused SDPA ' + tag:<28}{sdpa:>14,.0f}{'':>14}{sdpa / theirs['tokens_per_s']:>9.2f}")
     for name in [n for n in ("greedy", "beam", "beam8") if n in r]:
@@ -173,7 +200,7 @@ def format_table(r: dict[str, Any]) -> str:
         lines.append(f"{'  ' + name + ' bf16 tok/s':<28}{low['tokens_per_s']:>14,.0f}{'':>14}"
                      f"{low['tokens_per_s'] / d['hf_tokens_per_s']:>9.2f}  ({low['differing_from_fp32']} of "
                      f"{low['sources']} outputs differ from fp32)")
-    lines.append(f"outputs identical: {r['outputs_identical']}; "
+    lines.append(f"outputs identical: {r.get('outputs_identical', 'not decoded')}; "
                  f"train GFLOP/step {r['train_flops_per_step'] / 1e9:.1f}; "
                  f"matmul peak fp32 {r['train_fp32']['matmul_peak_flops'] / 1e9:.0f} GFLOP/s, "
                  f"bf16 {r['train_bf16']['matmul_peak_flops'] / 1e9:.0f} GFLOP/s")

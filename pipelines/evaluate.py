@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from seqlab.checkpoint import CheckpointError, load_for_inference, resolve
-from seqlab.config import ConfigError
+from seqlab.config import ConfigError, resolve_device
 from seqlab.data import CorpusConfig, DataConfig, Example, examples_from_text_files, load_split
 from seqlab.decoding import DecodingConfig, check_precision, precision_label
 from seqlab.evaluation import EvalSettings, evaluate
@@ -155,7 +154,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         label = precision_label(decoding.label, precision)
         payload["label"] = label
         payload["decoding"] = decoding.to_dict()
-        device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else str(cfg.device)
+        device = resolve_device("", cfg.device)
         model, tokenizer, info = load_for_inference(resolve(ckpt), device=device)
         if cfg.decoding_from_checkpoint:
             decoding = checkpoint_decoding(info)

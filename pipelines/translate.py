@@ -13,11 +13,10 @@ import sys
 from typing import Any
 
 import hydra
-import torch
 from omegaconf import DictConfig
 
 from seqlab.checkpoint import load_for_inference, resolve
-from seqlab.config import ConfigError, check_choice
+from seqlab.config import ConfigError, check_choice, resolve_device
 from seqlab.decoding import DecodingConfig, check_precision, precision_context, precision_label
 from seqlab.perf import keep_freed_memory
 from seqlab.pipeline import checkpoint_decoding, plain, typed
@@ -35,7 +34,7 @@ def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int
     if cfg.format == "plain" and decoding.n_best > 1:
         raise ConfigError("decoding.n_best > 1 prints several hypotheses per line: add format=fairseq")
     keep_freed_memory()
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if cfg.device == "auto" else str(cfg.device)
+    device = resolve_device("", cfg.device)
     precision = str(cfg.get("precision", "fp32"))
     check_precision(precision, "translate")  # before the checkpoint loads
     model, tokenizer, info = load_for_inference(resolve(str(cfg.ckpt)), device=device)

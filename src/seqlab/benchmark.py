@@ -50,6 +50,8 @@ class BenchConfig:
     decode_repeats: int = 3  # decoding times: the best of this many runs, alternating, after one memory run
     label_smoothing: float = 0.1
     seed: int = 0
+    device: str = "auto"  # auto | cpu | cuda | cuda:N (`seqlab.config.resolve_device`)
+    decode: bool = True  # false: time training only
 
     def model_config(self, **overrides: Any) -> ModelConfig:
         values = dict(src_vocab_size=self.vocab, d_model=self.d_model, n_heads=self.n_heads,
@@ -60,20 +62,25 @@ class BenchConfig:
 
 
 # -- memory ---------------------------------------------------------------------------------
-def reset_peak_memory() -> None:
-    """Reset the process's peak RSS (Linux: free heap memory back to the OS, then write 5 to
-    clear_refs) and CUDA's peak counter."""
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
+def on_cuda(device: torch.device | str) -> bool:
+    return torch.device(device).type == "cuda"
+
+
+def reset_peak_memory(device: torch.device | str = "cpu") -> None:
+    """Reset the peak that `peak_memory_mb` reads: CUDA's peak-allocated counter on a GPU, else the
+    process's peak RSS (Linux: free heap memory back to the OS, then write 5 to clear_refs)."""
+    if on_cuda(device):
+        torch.cuda.reset_peak_memory_stats(device)
+        return
     release_freed_memory()  # else the heap kept from earlier phases hides this phase's peak
     with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
 
 
-def peak_memory_mb() -> float:
-    """Peak resident memory since the last reset (CUDA: peak allocated), in MiB."""
-    if torch.cuda.is_available():
-        return torch.cuda.max_memory_allocated() / 2**20
+def peak_memory_mb(device: torch.device | str = "cpu") -> float:
+    """Peak resident memory since the last reset (CUDA: the device's peak allocated), in MiB."""
+    if on_cuda(device):
+        return torch.cuda.max_memory_allocated(device) / 2**20
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
@@ -99,26 +106,31 @@ def train_flops(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> flo
     return 3.0 * forward_flops(cfg, batch, src_len, tgt_len)
 
 
-def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
-    """Best measured FLOP/s of an n x n matmul in `dtype` on the current device."""
-    return gemm_rate(dtype, n, repeats, "cuda" if torch.cuda.is_available() else "cpu")
+def matmul_peak(dtype: torch.dtype, device: torch.device | str = "cpu", repeats: int = 5) -> float:
+    """Best measured FLOP/s of a square matmul in `dtype` on `device`: 2048 x 2048 on a CPU, 8192 x 8192
+    on a GPU (a 2048 product is too small to keep a data-centre GPU busy)."""
+    return gemm_rate(dtype, 8192 if on_cuda(device) else 2048, repeats, str(device))
 
 
-def _sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+def sync(device: torch.device | str) -> None:
+    """Wait for a GPU's queued work, so that the clock reads finished work; nothing on a CPU."""
+    if on_cuda(device):
+        torch.cuda.synchronize(device)
 
 
 # -- inputs -----------------------------------------------------------------------------------
-def random_batch(cfg: BenchConfig, g: torch.Generator, seq_len: int | None = None) -> dict[str, torch.Tensor]:
-    """Full-length sources and targets (no padding), as in the `batch x seq_len` target shape."""
+def random_batch(cfg: BenchConfig, g: torch.Generator, seq_len: int | None = None,
+                 device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """Full-length sources and targets (no padding), as in the `batch x seq_len` target shape; drawn on
+    the CPU (the same batches on every device), then moved to `device`."""
     n = seq_len or cfg.seq_len
     src = torch.randint(4, cfg.vocab, (cfg.batch, n), generator=g)
     src[:, -1] = EOS_ID
     tgt = torch.randint(4, cfg.vocab, (cfg.batch, n), generator=g)
     tgt[:, -1] = EOS_ID
     tgt_in = torch.cat([torch.full((cfg.batch, 1), BOS_ID), tgt[:, :-1]], 1)
-    return {"src": src, "pad": torch.zeros_like(src, dtype=torch.bool), "tgt_in": tgt_in, "tgt": tgt}
+    batch = {"src": src, "pad": torch.zeros_like(src, dtype=torch.bool), "tgt_in": tgt_in, "tgt": tgt}
+    return {name: t.to(device) for name, t in batch.items()}
 
 
 # -- training -------------------------------------------------------------------------------
@@ -147,8 +159,7 @@ def bench_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
 def run_train_step(step: Callable[[dict[str, torch.Tensor]], torch.Tensor], opt: torch.optim.Optimizer,
                    b: dict[str, torch.Tensor], precision: str) -> int:
     """One update (forward under `precision`'s autocast, backward, optimizer); its source+target tokens."""
-    device_type = "cuda" if torch.cuda.is_available() else "cpu"
-    with torch.autocast(device_type, dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+    with torch.autocast(b["src"].device.type, dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
         loss = step(b)
     loss.backward()
     opt.step()
@@ -161,17 +172,18 @@ def train_throughput(model: torch.nn.Module, step: Callable[[dict[str, torch.Ten
     """Source+target tokens per second over the batches after `warmup` steps, and peak memory."""
     model.train()
     opt = bench_optimizer(model)
-    reset_peak_memory()
+    device = batches[0]["src"].device
+    reset_peak_memory(device)
     tokens, start = 0, 0.0
     for i, b in enumerate(batches):
         if i == warmup:
-            _sync()
+            sync(device)
             start, tokens = time.perf_counter(), 0
         tokens += run_train_step(step, opt, b, precision)
-    _sync()
+    sync(device)
     elapsed = time.perf_counter() - start
     return {"tokens_per_s": tokens / elapsed, "step_s": elapsed / (len(batches) - warmup),
-            "peak_mem_mb": peak_memory_mb()}
+            "peak_mem_mb": peak_memory_mb(device)}
 
 
 def faster(best: dict[str, float] | None, run: dict[str, float]) -> dict[str, float]:
@@ -181,15 +193,17 @@ def faster(best: dict[str, float] | None, run: dict[str, float]) -> dict[str, fl
 
 
 # -- decoding -------------------------------------------------------------------------------
-def decode_sources(cfg: BenchConfig, g: torch.Generator, tokenizer: Any = None,
-                   texts: list[str] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Real sentences when a tokenizer and texts are given, else random token sources of mixed lengths."""
+def decode_sources(cfg: BenchConfig, g: torch.Generator, tokenizer: Any = None, texts: list[str] | None = None,
+                   device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Real sentences when a tokenizer and texts are given, else random token sources of mixed lengths;
+    (B, S) ids and pad mask on `device`."""
     if tokenizer is not None and texts:
         seqs = tokenizer.encode_source(texts[: cfg.decode_sources])
     else:
         lengths = torch.randint(cfg.seq_len // 2, cfg.seq_len + 1, (cfg.decode_sources,), generator=g)
         seqs = [torch.randint(4, cfg.vocab, (int(n) - 1,), generator=g).tolist() + [EOS_ID] for n in lengths]
-    return pad_right(seqs, PAD_ID)
+    src, pad = pad_right(seqs, PAD_ID)
+    return src.to(device), pad.to(device)
 
 
 def seqlab_decode(model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor, beams: int,
@@ -201,14 +215,14 @@ def seqlab_decode(model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tenso
     cfg = DecodingConfig(method="beam", num_beams=beams, max_length=max_new) if beams > 1 else \
         DecodingConfig(max_length=max_new)
     if memory:
-        reset_peak_memory()
+        reset_peak_memory(src.device)
     start = time.perf_counter()
     with precision_context("bf16" if bf16 else "fp32", src.device):
         out = generate(model, src, pad, cfg)
-    _sync()
+    sync(src.device)
     elapsed = time.perf_counter() - start
     seqs = [out.sequences[i, 0, : out.lengths[i, 0]].tolist() for i in range(src.shape[0])]
-    return seqs, elapsed, peak_memory_mb() if memory else float("nan")
+    return seqs, elapsed, peak_memory_mb(src.device) if memory else float("nan")
 
 
 def hf_decode(model: Any, src: torch.Tensor, pad: torch.Tensor, beams: int,
@@ -216,17 +230,17 @@ def hf_decode(model: Any, src: torch.Tensor, pad: torch.Tensor, beams: int,
     """HF generate with the same rules: pad and BOS never emitted, HF's early stopping (`memory`: as
     in `seqlab_decode`)."""
     if memory:
-        reset_peak_memory()
+        reset_peak_memory(src.device)
     start = time.perf_counter()
     with torch.no_grad():
         out = model.generate(input_ids=src, attention_mask=(~pad).long(), num_beams=beams, do_sample=False,
                              max_new_tokens=max_new, early_stopping=True, length_penalty=1.0,
                              bad_words_ids=[[PAD_ID], [BOS_ID]], decoder_start_token_id=BOS_ID,
                              pad_token_id=PAD_ID, eos_token_id=EOS_ID, forced_eos_token_id=None)
-    _sync()
+    sync(src.device)
     elapsed = time.perf_counter() - start
     seqs = []
     for row in out[:, 1:].tolist():
         end = row.index(EOS_ID) + 1 if EOS_ID in row else len(row)
         seqs.append(row[:end])
-    return seqs, elapsed, peak_memory_mb() if memory else float("nan")
+    return seqs, elapsed, peak_memory_mb(src.device) if memory else float("nan")

@@ -61,3 +61,28 @@ def check_choice(owner: str, name: str, value: Any, literal: Any) -> None:
     options = get_args(literal)
     if value not in options:
         raise ConfigError(f"{owner}.{name}={value!r} is not valid; use one of {list(options)}")
+
+
+def resolve_device(owner: str, value: Any) -> str:
+    """A `device` setting as a torch device string: auto -> cuda when torch sees a GPU, else cpu.
+
+    cpu, cuda and cuda:N are accepted; CUDA asked for where torch sees none fails here, naming the key,
+    rather than at the first tensor moved (torch's own error names neither the key nor the fix).
+    """
+    import torch
+
+    key = f"{owner}.device" if owner else "device"
+    text = str(value)
+    if text == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if text == "cpu":
+        return text
+    kind, _, index = text.partition(":")
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise ConfigError(f"{key}={value!r} is not valid; use auto, cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        raise ConfigError(f"{key}={value!r} but torch {torch.__version__} sees no CUDA device; use {key}=cpu "
+                          f"(or auto), or install a CUDA build of torch on a machine with a GPU")
+    if index and int(index) >= torch.cuda.device_count():
+        raise ConfigError(f"{key}={value!r} but torch sees {torch.cuda.device_count()} CUDA device(s)")
+    return text

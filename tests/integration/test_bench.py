@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from pipelines.bench import format_table, run_bench
 
 from seqlab.benchmark import BenchConfig, faster, train_flops
+from seqlab.pipeline import plain, typed
 
 TINY = BenchConfig(d_model=32, n_heads=2, layers=1, d_ff=64, vocab=64, batch=4, seq_len=8, train_steps=2,
                    warmup_steps=1, train_repeats=2, decode_sources=4, max_new_tokens=5, num_beams=2,
@@ -37,3 +39,31 @@ def test_run_bench_times_both_toolkits_and_their_outputs_agree():
         assert r[f"mfu_{tag}"] == r["train_flops_per_step"] / ours["step_s"] / r[f"train_{tag}"]["matmul_peak_flops"]
     table = format_table(r)
     assert "train tok/s fp32" in table and "beam8 decode tok/s" in table and "outputs identical: True" in table
+
+
+def test_bench_decode_false_times_training_only_and_a_missing_gpu_fails_first():
+    from dataclasses import replace
+
+    from seqlab.config import ConfigError
+
+    r = run_bench(replace(TINY, decode=False, train_repeats=1), ckpt=None, scaling=False)
+    assert r["device"] == "cpu" and r["train_bf16_ratio"] > 0
+    assert not {"greedy", "beam", "beam8", "outputs_identical"} & set(r)
+    assert "outputs identical: not decoded" in format_table(r)
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="bench.device='cuda'"):
+            run_bench(replace(TINY, device="cuda"), ckpt=None, scaling=False)
+
+
+def test_bench_base_is_the_shape_of_the_wmt14_base_experiment(make_cfg):
+    """bench=base (the GPU MFU measurement) has the model of experiment=wmt14_en_de_base: model/base.yaml's
+    sizes, one size for both stacks, the corpus's joint vocabulary."""
+    bench = make_cfg("bench", ["bench=base"]).bench
+    experiment = make_cfg("train", ["experiment=wmt14_en_de_base"])
+    model = experiment.model
+    assert (bench.d_model, bench.n_heads, bench.d_ff) == (model.d_model, model.n_heads, model.d_ff)
+    assert bench.layers == model.encoder_layers == model.decoder_layers
+    assert bench.vocab == experiment.data.tokenizer.vocab_size and experiment.data.tokenizer.joint
+    assert bench.train_steps >= 200  # "a few hundred steps"
+    default = make_cfg("bench", []).bench
+    assert typed(BenchConfig, plain(default), "bench") == BenchConfig()  # one set of defaults, file and dataclass

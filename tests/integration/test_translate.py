@@ -99,3 +99,6 @@ def test_bf16_decoding_is_the_model_under_bf16_autocast(make_cfg, smoke_checkpoi
     assert bf16["metrics"]["hyp_logprob_per_token"] != fp32["metrics"]["hyp_logprob_per_token"]  # bf16 did run
     with pytest.raises(ConfigError, match="precision"):
         run(make_cfg, smoke_checkpoint, sources, "precision=fp16")
+    if not torch.cuda.is_available():  # a device torch does not have fails naming the key, before loading
+        with pytest.raises(ConfigError, match="device='cuda' but torch .* sees no CUDA device"):
+            run(make_cfg, smoke_checkpoint, sources, "device=cuda")

@@ -3,7 +3,8 @@
 Builds the checkpoint's data module (its corpus, tokenizer and token budget), takes the first
 `--steps` training batches in the sampler's order, and runs seqlab's training step on them (forward,
 label-smoothed loss, backward, AdamW) from a freshly initialised model of the checkpoint's shape.
-Prints real (non-pad) tokens/s per window of steps, with the thread count. Unlike `make bench`, whose
+Prints real (non-pad) tokens/s and page faults per step for each window of steps, with the thread count:
+the faults show whether the heap has settled (memory reused step to step) or still grows. Unlike `make bench`, whose
 batches are one fixed shape without padding, these are the token-budget batches a real run trains on:
 their sizes, padding and shape changes included (BENCHMARKS.md, "The real training loop").
 """
@@ -11,6 +12,7 @@ their sizes, padding and shape changes included (BENCHMARKS.md, "The real traini
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
 import torch
@@ -50,16 +52,23 @@ def main(argv: list[str] | None = None) -> None:
     model = Seq2SeqTransformer(reference.cfg)
     model.train()
     step, opt = seqlab_train_step(model, args.label_smoothing), bench_optimizer(model)
-    rates, tokens, start = [], 0, time.perf_counter()
+    rates, faults, tokens, start, faulted = [], [], 0, time.perf_counter(), minor_faults()
     for i, b in enumerate(batches):
         tokens += run_train_step(step, opt, b, PRECISIONS[args.precision])
         if (i + 1) % args.window == 0:
-            now = time.perf_counter()
+            now, now_faulted = time.perf_counter(), minor_faults()
             rates.append(tokens / (now - start))
-            tokens, start = 0, now
+            faults.append((now_faulted - faulted) / args.window)
+            tokens, start, faulted = 0, now, now_faulted
     shapes = {(tuple(b["src"].shape), tuple(b["tgt_in"].shape)) for b in batches}
     print(f"{args.precision} threads={torch.get_num_threads()} batches={len(batches)} shapes={len(shapes)} "
-          f"tokens/s per {args.window} steps: {' / '.join(f'{r:,.0f}' for r in rates)}")
+          f"tokens/s per {args.window} steps: {' / '.join(f'{r:,.0f}' for r in rates)}; "
+          f"page faults per step: {' / '.join(f'{f:,.0f}' for f in faults)}")
+
+
+def minor_faults() -> int:
+    """Page faults this process has taken so far (first touches of memory new to it)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 if __name__ == "__main__":

@@ -67,3 +67,14 @@ def test_bench_base_is_the_shape_of_the_wmt14_base_experiment(make_cfg):
     assert bench.train_steps >= 200  # "a few hundred steps"
     default = make_cfg("bench", []).bench
     assert typed(BenchConfig, plain(default), "bench") == BenchConfig()  # one set of defaults, file and dataclass
+
+
+def test_train_speed_times_the_corpus_batches_of_a_checkpoint(smoke_checkpoint, capsys):
+    from pipelines.train_speed import main
+
+    main([str(smoke_checkpoint), "--steps", "3", "--window", "1", "--precision", "fp32"])
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("fp32 threads=") and "batches=3" in line
+    rates, faults = line.split("tokens/s per 1 steps: ")[1].split("; page faults per step: ")
+    assert len(rates.split(" / ")) == len(faults.split(" / ")) == 3
+    assert all(float(r.replace(",", "")) > 0 for r in rates.split(" / "))

@@ -62,6 +62,20 @@ def test_loss_in_row_blocks_equals_the_whole_array(monkeypatch, dtype):
     assert (ours.double() - ref).abs().max() < (1e-6 if dtype == torch.float32 else 4e-3)
 
 
+
+def test_row_blocks_fit_a_cpu_cache_and_stay_few_on_a_gpu():
+    """A base model's batch (12,288 rows x 37,000 tokens): cache-sized blocks on a CPU, a handful on a GPU
+    (each block costs kernel launches there); either way every row exactly once, in order."""
+    from seqlab.train.losses import BLOCK_ELEMENTS, row_blocks
+
+    n, vocab = 12_288, 37_000
+    cpu, gpu = row_blocks(n, vocab, torch.device("cpu")), row_blocks(n, vocab, torch.device("cuda"))
+    assert row_blocks(n, vocab) == cpu
+    assert all((b.stop - b.start) * vocab <= BLOCK_ELEMENTS for b in cpu) and len(cpu) > 800
+    assert len(gpu) <= 8
+    for blocks in (cpu, gpu):
+        assert [i for b in blocks for i in range(b.start, b.stop)] == list(range(n))
+
 def test_inverse_sqrt_and_cosine_schedules():
     inv = lr_multiplier("inverse_sqrt", warmup_steps=100)
     assert inv(1) == pytest.approx(0.01) and inv(100) == pytest.approx(1.0)

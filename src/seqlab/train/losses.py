@@ -22,7 +22,7 @@ class _LabelSmoothedCE(torch.autograd.Function):
         n, vocab = logits.shape
         lse = logits.new_empty(n, dtype=torch.float32)  # (N,)
         x_sum, x_target = torch.empty_like(lse), torch.empty_like(lse)
-        for rows in row_blocks(n, vocab):  # each block's passes (max, exp, sums) stay in the CPU cache
+        for rows in row_blocks(n, vocab, logits.device):  # on a CPU each block's passes stay in its cache
             x = logits[rows].float()
             torch.logsumexp(x, dim=-1, out=lse[rows])
             torch.sum(x, dim=-1, out=x_sum[rows])
@@ -46,7 +46,7 @@ class _LabelSmoothedCE(torch.autograd.Function):
         grad = torch.empty_like(logits)  # (N, V), in the logits' dtype
         n, vocab = logits.shape
         direct = grad.dtype == torch.float32  # else each block is computed in fp32, then cast into grad
-        for rows in row_blocks(n, vocab):
+        for rows in row_blocks(n, vocab, logits.device):
             g = torch.sub(logits[rows].float(), lse[rows, None], out=grad[rows] if direct else None)
             g.exp_()  # softmax
             g.mul_(scale[rows, None]).sub_(shift[rows, None])
@@ -56,17 +56,22 @@ class _LabelSmoothedCE(torch.autograd.Function):
         return grad, None, None, None
 
 
-BLOCK_ELEMENTS = 1 << 19  # 2 MiB of fp32 per block of rows: the CPU's caches, shared by the threads
+BLOCK_ELEMENTS = 1 << 19  # CPU: 2 MiB of fp32 per block of rows, the CPU's caches, shared by the threads
+GPU_BLOCK_ELEMENTS = 1 << 26  # elsewhere: 256 MiB of fp32 temporaries per block, few enough launches
 
 
-def row_blocks(n: int, vocab: int) -> list[slice]:
-    """Slices of ~BLOCK_ELEMENTS elements over n rows of `vocab` columns.
+def row_blocks(n: int, vocab: int, device: torch.device | None = None) -> list[slice]:
+    """Slices of about a block's elements over n rows of `vocab` columns, for logits on `device`.
 
-    Why: the loss makes several passes over each (rows, V) block (max, exp, sums; in backward exp,
-    scale, shift); over the whole (N, V) array each pass streams from memory, over a block that fits
-    in cache only the first does. Rows are independent, so the result equals the whole-array one.
+    Why blocks on a CPU: the loss makes several passes over each (rows, V) block (max, exp, sums; in
+    backward exp, scale, shift); over the whole (N, V) array each pass streams from memory, over a block
+    that fits in cache only the first does. Why large ones elsewhere: a GPU pays a dozen kernel launches
+    per block, and cache-sized blocks of a base model's batch (12k rows x 37k tokens: ~870 of them)
+    would launch more kernels than the step has work; a large block only bounds the fp32 temporaries of
+    bf16 logits. Rows are independent, so every blocking gives the whole-array result.
     """
-    step = max(1, BLOCK_ELEMENTS // vocab)
+    elements = BLOCK_ELEMENTS if device is None or device.type == "cpu" else GPU_BLOCK_ELEMENTS
+    step = max(1, elements // vocab)
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 

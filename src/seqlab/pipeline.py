@@ -96,6 +96,10 @@ def train_spec(cfg: DictConfig) -> TrainSpec:
     optim = typed(OptimConfig, optim_values, "optim")
     loop = typed(LoopConfig, plain(cfg.train), "train")
     check_trainer(cfg)
+    if optim.fused and optim.clip_norm is not None and str(cfg.trainer.get("precision")).startswith("16"):
+        raise ConfigError("optim.fused=true cannot be clipped under trainer.precision=16-mixed (the fused step "
+                          "unscales fp16 gradients itself, after clipping would have run): set optim.fused=null "
+                          "or false, or optim.clip_norm=null")
     return TrainSpec(model, data, optim, loop, tracking_config(cfg))
 
 

@@ -51,6 +51,7 @@ def test_resume_matches_uninterrupted_training(make_cfg, tmp_path):
         (["model.d_model=100", "model.n_heads=8"], "model.d_model=100 is not divisible by model.n_heads=8"),
         (["optim.schedule=linear"], "optim.schedule='linear'"),
         (["optim.fused=maybe"], "optim.fused='maybe'"),
+        (["optim.fused=true", "trainer.precision=16-mixed"], "optim.fused=true cannot be clipped"),
         (["data.corpus.kind=ftp"], "data.corpus.kind='ftp'"),
     ],
 )
@@ -69,12 +70,14 @@ def test_unknown_key_is_named(make_cfg):
     assert "norm_positon" in str(err.value.__cause__ or err.value)
 
 
+@pytest.mark.parametrize("precision", ["32", "bf16-mixed"])
 @pytest.mark.parametrize(("clip", "moves"), [("1.0", True), ("1e-12", False)])
-def test_gradients_are_clipped_once_through_lightnings_hook(make_cfg, tmp_path, clip, moves):
-    """Adam ignores the gradient's scale except against eps: clipped to 1e-12, the weights barely move."""
+def test_gradients_are_clipped_once_through_lightnings_hook(make_cfg, tmp_path, clip, moves, precision):
+    """Adam ignores the gradient's scale except against eps: clipped to 1e-12, the weights barely move.
+    bf16-mixed too, with the fused AdamW (Lightning's mixed-precision plugin would refuse to clip it)."""
     train(make_cfg("train", [*SMOKE, "train.quick_eval_size=0", "trainer.max_steps=3", "optim.warmup_steps=1",
                              "train.checkpoint_every_n_steps=1", "train.keep_last_checkpoints=2",
-                             f"optim.clip_norm={clip}"], out=tmp_path / "run"))
+                             f"optim.clip_norm={clip}", f"trainer.precision={precision}"], out=tmp_path / "run"))
     a, b = (weights(p) for p in sorted((tmp_path / "run" / "checkpoints").glob("step-*.ckpt")))
     change = max((a[k] - b[k]).abs().max().item() for k in a)
     assert (change > 1e-5) == moves, change

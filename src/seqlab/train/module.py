@@ -81,11 +81,25 @@ class Seq2SeqModule(L.LightningModule):
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                                     gradient_clip_algorithm: str | None = None) -> None:
         """Lightning's clipping hook, so gradients are clipped once: the Trainer's `gradient_clip_val`
-        when set, else `optim.clip_norm` (by global norm, as fairseq's --clip-norm)."""
+        when set, else `optim.clip_norm` (by global norm, as fairseq's --clip-norm).
+
+        Only fp16 has a loss scaler; there Lightning unscales the gradients before this hook, and its own
+        `clip_gradients` clips them. Without one (fp32, bf16-mixed) the gradients are clipped here with
+        the same torch call, because Lightning's mixed-precision plugin refuses to clip for any fused
+        optimizer, even in bf16-mixed, where there is no scaling to undo.
+        """
         value = gradient_clip_val if gradient_clip_val is not None else self.optim.clip_norm
-        if value is not None:
-            self.clip_gradients(optimizer, gradient_clip_val=value, gradient_clip_algorithm=gradient_clip_algorithm
-                                or "norm")
+        if value is None:
+            return
+        algorithm = gradient_clip_algorithm or "norm"
+        if getattr(self.trainer.precision_plugin, "scaler", None) is not None:
+            self.clip_gradients(optimizer, gradient_clip_val=value, gradient_clip_algorithm=algorithm)
+            return
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        if algorithm == "value":
+            torch.nn.utils.clip_grad_value_(params, value)
+        else:
+            torch.nn.utils.clip_grad_norm_(params, value)
 
     def configure_optimizers(self) -> dict[str, Any]:
         decay, no_decay = [], []

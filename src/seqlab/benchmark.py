@@ -23,7 +23,7 @@ from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate, precision_context
 from seqlab.model import ModelConfig, Seq2SeqTransformer
-from seqlab.perf import gemm_rate, release_freed_memory
+from seqlab.perf import gemm_rate, release_freed_memory, sync
 from seqlab.train.losses import label_smoothed_nll
 from seqlab.train.optim import adamw
 
@@ -110,12 +110,6 @@ def matmul_peak(dtype: torch.dtype, device: torch.device | str = "cpu", repeats:
     """Best measured FLOP/s of a square matmul in `dtype` on `device`: 2048 x 2048 on a CPU, 8192 x 8192
     on a GPU (a 2048 product is too small to keep a data-centre GPU busy)."""
     return gemm_rate(dtype, 8192 if on_cuda(device) else 2048, repeats, str(device))
-
-
-def sync(device: torch.device | str) -> None:
-    """Wait for a GPU's queued work, so that the clock reads finished work; nothing on a CPU."""
-    if on_cuda(device):
-        torch.cuda.synchronize(device)
 
 
 # -- inputs -----------------------------------------------------------------------------------

@@ -119,13 +119,17 @@ def gemm_rate(dtype: Any, n: int = 1024, repeats: int = 3, device: str = "cpu") 
     rarely wins the minimum); the bench's matmul peak and the start-up precision check both use it."""
     import torch
 
-    def sync() -> None:
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-
     a, b = torch.randn(n, n, device=device).to(dtype), torch.randn(n, n, device=device).to(dtype)
-    sync()  # each timed product then ends with its own sync, so the next one starts on an idle device
-    return 2.0 * n**3 / (best_ms(lambda: (a @ b, sync()), repeats, warmup=0) / 1e3)
+    sync(device)  # each timed product then ends with its own sync, so the next one starts on an idle device
+    return 2.0 * n**3 / (best_ms(lambda: (a @ b, sync(device)), repeats, warmup=0) / 1e3)
+
+
+def sync(device: Any) -> None:
+    """Wait for a GPU's queued work, so that the clock reads finished work; nothing on a CPU."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def auto_precision(accelerator: str, flags: set[str] | None = None,

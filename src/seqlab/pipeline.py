@@ -22,6 +22,7 @@ from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig
 from seqlab.tracking.wandb import TrackingConfig
 from seqlab.train.config import LoopConfig, OptimConfig
+from seqlab.train.optim import check_fused_clipping
 
 log = logging.getLogger(__name__)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -96,10 +97,7 @@ def train_spec(cfg: DictConfig) -> TrainSpec:
     optim = typed(OptimConfig, optim_values, "optim")
     loop = typed(LoopConfig, plain(cfg.train), "train")
     check_trainer(cfg)
-    if optim.fused and optim.clip_norm is not None and str(cfg.trainer.get("precision")).startswith("16"):
-        raise ConfigError("optim.fused=true cannot be clipped under trainer.precision=16-mixed (the fused step "
-                          "unscales fp16 gradients itself, after clipping would have run): set optim.fused=null "
-                          "or false, or optim.clip_norm=null")
+    check_fused_clipping(optim.fused, optim.clip_norm, cfg.trainer.get("precision"))
     return TrainSpec(model, data, optim, loop, tracking_config(cfg))
 
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from seqlab.config import ConfigError
+
 FUSED_DEVICES = ("cpu", "cuda")  # where torch's AdamW has its fused kernel
 
 
@@ -22,8 +24,21 @@ def use_fused(setting: bool | None, params: Iterable[torch.Tensor], precision: s
     """
     if setting is not None:
         return setting
-    fp16 = precision is not None and precision.startswith("16")
-    return not fp16 and all(p.device.type in FUSED_DEVICES for p in params)
+    return not loss_scaled(precision) and all(p.device.type in FUSED_DEVICES for p in params)
+
+
+def loss_scaled(precision: str | None) -> bool:
+    """Whether a Lightning precision scales the loss (fp16: "16-mixed", "16-true", "16")."""
+    return precision is not None and str(precision).startswith("16")
+
+
+def check_fused_clipping(fused: bool | None, clip_norm: float | None, precision: str | None) -> None:
+    """Fail before any data is read where a fused AdamW would meet fp16 loss scaling and clipping: the fused
+    step unscales the gradients itself, after the clipping that Lightning must run on unscaled ones."""
+    if fused and clip_norm is not None and loss_scaled(precision):
+        raise ConfigError("optim.fused=true cannot be clipped under trainer.precision=16-mixed (the fused step "
+                          "unscales fp16 gradients itself, after clipping would have run): set optim.fused=null "
+                          "or false, or optim.clip_norm=null")
 
 
 def adamw(groups: list[dict[str, Any]], lr: float, betas: tuple[float, float], eps: float = 1e-8,

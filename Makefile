@@ -14,6 +14,7 @@ HF ?=
 TEXT ?=
 CKPTS ?=
 OUT ?=
+SWEEP ?= decoding
 
 # torch's CPU allocator on transparent huge pages: a large tensor's first write faults once per 2 MiB, not
 # per 4 KiB (BENCHMARKS.md: bf16 training +5-11% on a 2-core AMD EPYC, fp32 and decoding within noise).
@@ -49,9 +50,9 @@ translate: $(STAMP) ## Translate/summarize stdin or INPUT=file to stdout: CKPT=.
 	@test -n "$(CKPT)" || { echo "usage: make translate CKPT=run_dir_or_file [INPUT=in.txt] [ARGS=...] > out.txt" >&2; exit 2; }
 	@$(BIN)/python pipelines/translate.py ckpt=$(CKPT) $(if $(INPUT),input=$(INPUT)) $(ARGS)
 
-sweep-decoding: $(STAMP) ## Decode CKPT with the whole decoding grid (one W&B run each, one group), then the report
-	@test -n "$(CKPT)" || { echo "usage: make sweep-decoding CKPT=outputs/train/.../runs/<time>"; exit 2; }
-	$(BIN)/python pipelines/evaluate.py -m +sweep=decoding ckpt=$(CKPT) $(ARGS); status=$$?; \
+sweep-decoding: $(STAMP) ## Decode CKPT with a grid of conf/sweep (SWEEP=decoding | mbr | beam_curse), then the report
+	@test -n "$(CKPT)" || { echo "usage: make sweep-decoding CKPT=outputs/train/.../runs/<time> [SWEEP=mbr]"; exit 2; }
+	$(BIN)/python pipelines/evaluate.py -m +sweep=$(SWEEP) ckpt=$(CKPT) $(ARGS); status=$$?; \
 	$(BIN)/python pipelines/report.py --results $(RESULTS) && exit $$status
 
 sweep-arch: $(STAMP) ## Train norm x positions x tying (12 short runs x SEEDS seeds), evaluate greedy and beam 5, report

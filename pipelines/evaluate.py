@@ -22,6 +22,7 @@ from seqlab.checkpoint import CheckpointError, load_for_inference, resolve
 from seqlab.config import ConfigError, resolve_device
 from seqlab.data import CorpusConfig, DataConfig, Example, examples_from_text_files, load_split
 from seqlab.decoding import DecodingConfig, check_precision, precision_label
+from seqlab.decoding.mbr import check_task
 from seqlab.evaluation import EvalSettings, evaluate
 from seqlab.io import cache_key, file_digest
 from seqlab.perf import keep_freed_memory
@@ -151,6 +152,9 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     try:
         decoding = decoding_config(cfg)  # a bad value fails here, and is recorded
         check_precision(precision)  # so does this one, before the checkpoint loads
+        corpus = other_corpus(cfg)
+        if corpus is not None:
+            check_task(decoding.mbr, corpus.task, f"corpus {corpus.name}")
         label = precision_label(decoding.label, precision)
         payload["label"] = label
         payload["decoding"] = decoding.to_dict()
@@ -164,7 +168,10 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
                                  "model": info.model_config.to_dict(),
                                  "run_name": info.run_config.get("run_name"), "seed": info.run_config.get("seed"),
                                  "variant": variant_key(info.run_config)}
-        examples = test_examples(cfg, DataConfig.from_dict(info.data_config) if info.data_config else None)
+        data_cfg = DataConfig.from_dict(info.data_config) if info.data_config else None
+        if corpus is None and data_cfg is not None:
+            check_task(decoding.mbr, data_cfg.corpus.task, f"the checkpoint's corpus {data_cfg.corpus.name}")
+        examples = test_examples(cfg, data_cfg)
         payload["test_set"] = test_set or {"corpus": info.data_config["corpus"]["name"], "split": cfg.split}
         group = cfg.logger.get("group") or info.tracking.get("group") or sweep_group(cfg)  # the model's group
         logger = make_logger(tracking, out.path, f"{payload['checkpoint']['run_name']}/{label}", group,
@@ -182,6 +189,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         records, metrics = evaluate(model, tokenizer, examples, decoding, settings)
         rows = [r.to_dict() for r in records]
         out.write_hypotheses(rows)
+        if decoding.mbr is not None:
+            out.write_candidates([r.candidates_row() for r in records])
         payload.update(status=OK, metrics=metrics, settings=asdict(settings))
         if logger is not None:
             logger.log_metrics({f"{cfg.split}/{k}": v for k, v in scalar_metrics(metrics).items()})

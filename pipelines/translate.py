@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 from seqlab.checkpoint import load_for_inference, resolve
 from seqlab.config import ConfigError, check_choice, resolve_device
 from seqlab.decoding import DecodingConfig, check_precision, precision_context, precision_label
+from seqlab.decoding.mbr import check_task
 from seqlab.perf import keep_freed_memory
 from seqlab.pipeline import checkpoint_decoding, plain, typed
 from seqlab.progress import Progress
@@ -40,6 +41,9 @@ def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int
     model, tokenizer, info = load_for_inference(resolve(str(cfg.ckpt)), device=device)
     if cfg.decoding_from_checkpoint:
         decoding = checkpoint_decoding(info)
+    if info.data_config:
+        corpus = info.data_config["corpus"]
+        check_task(decoding.mbr, corpus["task"], f"the checkpoint's corpus {corpus['name']}")
     log.info("%s (step %d), decoding %s", info.path, info.step, precision_label(decoding.label, precision))
     with precision_context(precision, device):
         return _translate_all(cfg, model, tokenizer, decoding, stdin, stdout)

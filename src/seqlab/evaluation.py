@@ -19,6 +19,7 @@ from seqlab.data.corpora import Example
 from seqlab.data.sequences import pad_right, truncate
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate, precision_context, precision_label, score
+from seqlab.decoding.mbr import MBRChoice, choose, ranked_distinct
 from seqlab.metrics import (
     corpus_distinct,
     intervals,
@@ -61,9 +62,22 @@ class Record:
     token_logprobs: list[float] = field(default_factory=list)
     reference_token_logprobs: list[float] | None = None
     references: list[str] | None = None  # all references, when there are several (the first is `reference`)
+    mbr: MBRChoice | None = None  # MBR: every candidate and its expected utility (candidates.jsonl, not here)
+    pseudo_references: list[str] | None = None  # MBR with a separate sample of pseudo-references
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["mbr"], out["pseudo_references"]
+        return out
+
+    def candidates_row(self) -> dict[str, Any] | None:
+        """This source's line of candidates.jsonl: enough to recompute the MBR choice."""
+        if self.mbr is None:
+            return None
+        row = {"id": self.id, **self.mbr.to_dict()}
+        if self.pseudo_references is not None:
+            row["pseudo_references"] = self.pseudo_references
+        return row
 
 
 def length_batches(lengths: Sequence[int], budget: int, rows: int) -> list[list[int]]:
@@ -94,7 +108,14 @@ class Decoded:
     src_ids: list[list[int]]  # the sources as decoded (after truncation)
     n_truncated: int
     generated_tokens: int
-    seconds: float
+    seconds: float  # generating the hypotheses (MBR: the candidates)
+    mbr: list[MBRChoice] | None = None  # per source, with MBR
+    pseudo_references: list[list[str]] | None = None  # per source, when drawn apart from the candidates
+    mbr_seconds: float = 0.0  # computing the utilities and choosing
+
+    @property
+    def total_seconds(self) -> float:
+        return self.seconds + self.mbr_seconds
 
 
 def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Sequence[str], cfg: DecodingConfig,
@@ -122,7 +143,30 @@ def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Seque
                           for j in range(out.sequences.shape[1])]
         if on_batch is not None:
             on_batch(len(idx))
-    return Decoded(outputs, src_ids, truncated, generated, max(time.perf_counter() - start, 1e-9))
+    decoded = Decoded(outputs, src_ids, truncated, generated, max(time.perf_counter() - start, 1e-9))
+    if cfg.mbr is not None:
+        apply_mbr(decoded, tokenizer, cfg)
+    return decoded
+
+
+def apply_mbr(decoded: Decoded, tokenizer: Tokenizer, cfg: DecodingConfig) -> None:
+    """Reorder each source's hypotheses by expected utility (MBR), keeping the n_best distinct best;
+    a hypothesis's score becomes its expected utility. The candidates stay in `decoded.mbr`."""
+    assert cfg.mbr is not None
+    start = time.perf_counter()
+    n = cfg.mbr.candidates
+    choices, pseudo = [], []
+    for i, hyps in enumerate(decoded.hypotheses):
+        texts = [tokenizer.decode_target(ids) for ids, _, _ in hyps]
+        refs = texts[n:] if cfg.mbr.references is not None else None
+        choice = choose(cfg.mbr.utility, texts[:n], refs)
+        decoded.hypotheses[i] = [(hyps[j][0], choice.expected_utility[j], hyps[j][2])
+                                 for j in ranked_distinct(choice, cfg.n_best)]
+        choices.append(choice)
+        pseudo.append(refs)
+    decoded.mbr = choices
+    decoded.pseudo_references = pseudo if cfg.mbr.references is not None else None
+    decoded.mbr_seconds = time.perf_counter() - start
 
 
 def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence[Example],
@@ -134,15 +178,15 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
                                settings.precision)
     finally:
         progress.close()
-    src_ids, truncated, generated, elapsed = decoded.src_ids, decoded.n_truncated, decoded.generated_tokens, \
-        decoded.seconds
-    rows = cfg.rows_per_source
+    src_ids, truncated, generated = decoded.src_ids, decoded.n_truncated, decoded.generated_tokens
     records = []
-    for ex, hyps in zip(examples, decoded.hypotheses, strict=True):
+    for i, (ex, hyps) in enumerate(zip(examples, decoded.hypotheses, strict=True)):
         nbest = [{"text": tokenizer.decode_target(ids), "score": s, "logprob": sum(lp), "tokens": len(ids)}
                  for ids, s, lp in hyps]
         records.append(Record(ex.id, ex.source, ex.target, nbest[0]["text"], nbest, hyps[0][2],
-                              references=list(ex.references) if ex.extra_references else None))
+                              references=list(ex.references) if ex.extra_references else None,
+                              mbr=decoded.mbr[i] if decoded.mbr else None,
+                              pseudo_references=decoded.pseudo_references[i] if decoded.pseudo_references else None))
 
     hyps_text = [r.hypothesis for r in records]
     refs_text = [r.reference for r in records]  # the first reference: lengths, teacher-forced scores
@@ -159,16 +203,41 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     metrics.update(repetition(hyps_text))
     metrics[K.HYP_LEN] = sum(len(h.split()) for h in hyps_text) / max(len(records), 1)
     metrics[K.REF_LEN] = sum(len(r.split()) for r in refs_text) / max(len(records), 1)
-    if rows > 1:
+    metrics.update(short_outputs(hyps_text, refs_text))
+    if cfg.rows_per_source > 1:
         metrics.update(sample_diversity([[n["text"] for n in r.nbest] for r in records]))
-    metrics[K.TOKENS_PER_S] = generated / elapsed
-    metrics[K.SENTENCES_PER_S] = len(records) / elapsed
+    metrics[K.TOKENS_PER_S] = generated / decoded.seconds
+    metrics[K.SENTENCES_PER_S] = len(records) / decoded.total_seconds
+    metrics[K.DECODE_SECONDS] = decoded.total_seconds
+    if decoded.mbr is not None:
+        metrics.update(mbr_summary(decoded))
     if settings.score_references:
         ref_lps = score_references(model, tokenizer, refs_text, src_ids, settings.max_tokens)
         for record, lps in zip(records, ref_lps, strict=True):
             record.reference_token_logprobs = lps
         metrics.update(logprob_summary(ref_lps, "ref"))
     return records, metrics
+
+
+def short_outputs(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
+    """% of empty hypotheses, and of hypotheses under half their reference's length in words (the
+    short outputs that large beams favour: Koehn & Knowles 2017, Stahlberg & Byrne 2019)."""
+    n = max(len(hyps), 1)
+    empty = sum(not h.strip() for h in hyps)
+    short = sum(len(h.split()) < 0.5 * len(r.split()) for h, r in zip(hyps, refs, strict=True))
+    return {K.EMPTY_SHARE: 100.0 * empty / n, K.SHORT_SHARE: 100.0 * short / n}
+
+
+def mbr_summary(decoded: Decoded) -> dict[str, float]:
+    """What MBR did: time split between candidates and utilities, the chosen expected utility, and how
+    many distinct candidates it chose among."""
+    choices = decoded.mbr or []
+    n = max(len(choices), 1)
+    return {
+        K.GENERATE_SECONDS: decoded.seconds, K.MBR_SECONDS: decoded.mbr_seconds,
+        K.MBR_EXPECTED_UTILITY: sum(c.expected_utility[c.chosen] for c in choices) / n,
+        K.MBR_DISTINCT: sum(len(set(c.candidates)) for c in choices) / n,
+    }
 
 
 def score_references(model: Seq2SeqTransformer, tokenizer: Tokenizer, refs: Sequence[str],

@@ -5,7 +5,7 @@ what it and the tests call. Empty (or blank) input lines give empty output lines
 being decoded, so the output never shifts against the input. `fairseq` format prints, per
 input line i, fairseq-generate's lines: `S-i` (source), then per hypothesis `H-i<TAB>score<TAB>text`
 and `P-i<TAB>per-token log-probs`, scores and log-probs in base 2 as fairseq prints them
-(beam: the length-normalized score; otherwise the sequence log-prob).
+(beam: the length-normalized score; otherwise, MBR included, the sequence log-prob).
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ def translate(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: Sequence[s
     decoded = decode_texts(model, tokenizer, [lines[i] for i in keep], cfg, max_tokens, on_batch)
     out: list[list[Hypothesis]] = [[] for _ in lines]
     for i, hyps in zip(keep, decoded.hypotheses, strict=True):
-        out[i] = [Hypothesis(tokenizer.decode_target(ids), score, lps) for ids, score, lps in hyps]
+        # MBR ranks by expected utility; the printed score stays the model's log-prob (fairseq's H- lines)
+        out[i] = [Hypothesis(tokenizer.decode_target(ids), score if cfg.mbr is None else sum(lps), lps)
+                  for ids, score, lps in hyps]
     return out
 
 

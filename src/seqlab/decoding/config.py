@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from seqlab.config import ConfigError, check_choice
 from seqlab.constants import DEFAULT_IDS
+from seqlab.decoding.mbr import MBRConfig
 from seqlab.decoding.registry import SAMPLING_ONLY, build_processors
 
 Method = Literal["greedy", "beam", "sample"]
@@ -77,9 +79,15 @@ class DecodingConfig:
     force_eos: bool = False  # the last allowed step may only emit EOS (fairseq always; HF forced_eos_token_id)
     seed: int = 0
     name: str | None = None  # a label for reports, e.g. "beam5_lp0.6"
+    mbr: MBRConfig | None = None  # minimum Bayes risk over this setting's candidates (decoding/mbr.py)
 
     def __post_init__(self) -> None:
         own = "decoding"
+        if isinstance(self.mbr, Mapping):  # from YAML, the command line or a checkpoint's dict
+            object.__setattr__(self, "mbr", MBRConfig.from_dict(dict(self.mbr)))
+        if self.mbr is not None and not isinstance(self.mbr, MBRConfig):
+            raise ConfigError(f"{own}.mbr={self.mbr!r} must be a mapping such as {{utility: chrf, candidates: 32}} "
+                              "or null")
         check_choice(own, "method", self.method, Method)
         if self.early_stopping not in (True, False, "never"):
             raise ConfigError(f"{own}.early_stopping={self.early_stopping!r}; use true, false or never")
@@ -107,7 +115,24 @@ class DecodingConfig:
             if sampling:
                 raise ConfigError(f"{own}.{sampling[0]} only applies to method=sample (got method={self.method}); "
                                   f"use method=sample or set {sampling[0]}=null")
+        if self.mbr is not None:
+            self._check_mbr(self.mbr)
         build_processors(self, DEFAULT_IDS)  # each processor checks its own value
+
+    def _check_mbr(self, mbr: MBRConfig) -> None:
+        own = "decoding"
+        if self.method == "greedy":
+            raise ConfigError(f"{own}.mbr needs candidates to choose from, not method=greedy: use method=sample "
+                              f"({own}.mbr.candidates samples) or method=beam (num_beams >= {own}.mbr.candidates)")
+        if self.method == "beam" and self.num_beams < mbr.candidates:
+            raise ConfigError(f"{own}.mbr.candidates={mbr.candidates} > num_beams={self.num_beams}: the candidates "
+                              f"are the beam's n-best list; raise num_beams or lower {own}.mbr.candidates")
+        if self.method == "beam" and mbr.references is not None:
+            raise ConfigError(f"{own}.mbr.references={mbr.references} draws a separate sample, which needs "
+                              f"method=sample; with beam candidates use {own}.mbr.references=null")
+        if self.n_best > mbr.candidates:
+            raise ConfigError(f"{own}.n_best={self.n_best} > {own}.mbr.candidates={mbr.candidates}: MBR returns "
+                              "the best of its candidates")
 
     def _check_groups(self) -> None:
         own = "decoding"
@@ -159,13 +184,25 @@ class DecodingConfig:
     @property
     def rows_per_source(self) -> int:
         """Decoder rows per source: beams for beam search, samples (or 1) otherwise."""
-        return self.num_beams if self.method == "beam" else self.n_best
+        if self.method == "beam":
+            return self.num_beams
+        return self.hypotheses_per_source
+
+    @property
+    def hypotheses_per_source(self) -> int:
+        """Hypotheses generate() returns per source: n_best, or MBR's candidates (then its pseudo-references)."""
+        if self.mbr is None:
+            return self.n_best
+        extra = (self.mbr.references or 0) if self.method == "sample" else 0
+        return self.mbr.candidates + extra
 
     @property
     def label(self) -> str:
         """A short readable name of the setting, for tables and plots."""
         if self.name:
             return self.name
+        if self.mbr is not None:
+            return f"{self.mbr.label}_{replace(self, mbr=None, n_best=1).label}"
         if self.method == "greedy":
             return "greedy"
         if self.method == "beam":

@@ -78,7 +78,7 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                                              diversity_penalty=cfg.diversity_penalty, **common)
             else:
                 result = beam_search(step, cache, **common)
-            n = cfg.n_best
+            n = cfg.hypotheses_per_source
             result.sequences, result.scores = result.sequences[:, :n], result.scores[:, :n]
             result.token_logprobs, result.lengths = result.token_logprobs[:, :n], result.lengths[:, :n]
         else:

@@ -24,7 +24,14 @@ SAMPLE_DISTINCT2: Final = "sample_distinct2"
 SELF_BLEU: Final = "self_bleu"
 REPEATED_3GRAM: Final = "repeated_3gram"  # % of hypotheses with a repeated word 3-gram
 REPEATED_4GRAM: Final = "repeated_4gram"
+EMPTY_SHARE: Final = "empty_share"  # % of empty hypotheses
+SHORT_SHARE: Final = "short_share"  # % of hypotheses under half their reference's length (words)
 TOKENS_PER_S: Final = "decode_tokens_per_s"
+DECODE_SECONDS: Final = "decode_seconds"  # the whole decoding of the test set (MBR: candidates + utilities)
+GENERATE_SECONDS: Final = "generate_seconds"  # MBR: generating the candidates
+MBR_SECONDS: Final = "mbr_seconds"  # MBR: the utility matrices and the choice
+MBR_EXPECTED_UTILITY: Final = "mbr_expected_utility"  # mean over sources of the chosen candidate's estimate
+MBR_DISTINCT: Final = "mbr_distinct_candidates"  # mean distinct texts among a source's candidates
 SENTENCES_PER_S: Final = "decode_sentences_per_s"
 
 QUALITY: Final = (BLEU, CHRF, ROUGE1, ROUGE2, ROUGEL, ROUGELSUM)

@@ -18,6 +18,7 @@ from seqlab.io import atomic_write_text, cache_key
 
 METRICS_FILE = "metrics.json"
 HYPOTHESES_FILE = "hypotheses.jsonl"
+CANDIDATES_FILE = "candidates.jsonl"  # MBR: every source's candidates, expected utilities and chosen index
 OK, FAILED, INTERRUPTED = "ok", "failed", "interrupted"
 VAL_LOSS = "val/loss"
 
@@ -48,8 +49,14 @@ class ResultDir:
         atomic_write_text(self.metrics_path, json.dumps(payload, indent=2, sort_keys=True, default=str))
 
     def write_hypotheses(self, records: list[dict[str, Any]]) -> None:
-        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-        atomic_write_text(self.path / HYPOTHESES_FILE, text)
+        self.write_jsonl(HYPOTHESES_FILE, records)
+
+    def write_candidates(self, rows: list[dict[str, Any]]) -> None:
+        self.write_jsonl(CANDIDATES_FILE, rows)
+
+    def write_jsonl(self, name: str, rows: list[dict[str, Any]]) -> None:
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        atomic_write_text(self.path / name, text)
 
 
 def load_results(root: Path) -> list[dict[str, Any]]:

@@ -1,12 +1,17 @@
 """Names and ids defined once for the whole package."""
 
-from typing import Final, NamedTuple
+from typing import Final, Literal, NamedTuple
 
 # Special token ids: the tokenizer is trained to use exactly these.
 PAD_ID: Final = 0
 UNK_ID: Final = 1
 BOS_ID: Final = 2
 EOS_ID: Final = 3
+
+
+# The rule for a hypothesis's last allowed step (DecodingConfig.force_eos): Hugging Face's scores the forced
+# EOS 0, fairseq's keeps its log-prob (decoding.search.force_eos_).
+ForceEOS = Literal["hf", "fairseq"]
 
 
 class SpecialIds(NamedTuple):

@@ -29,7 +29,7 @@ from seqlab.decoding import DecodingConfig, generate
 from seqlab.decoding.generate import max_new_tokens
 from seqlab.decoding.processors import apply
 from seqlab.decoding.registry import build_processors
-from seqlab.decoding.search import NEG, beam_search, force_eos, model_step
+from seqlab.decoding.search import NEG, beam_search, force_eos_, model_step
 from seqlab.io import atomic_write_text
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.layers import MultiHeadAttention
@@ -131,7 +131,7 @@ def trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg: Dec
         raw = logits[:, -1].float()
         scores = apply(processors, prefix, raw)
         if cfg.force_eos:
-            scores = force_eos(scores, torch.tensor([t + 1 >= limit]), model.cfg.eos_id)
+            scores = force_eos_(scores.clone(), torch.tensor([t + 1 >= limit]), model.cfg.eos_id, cfg.force_eos)
         chosen = int(scores.argmax(-1))
         p_raw, p_after = F.softmax(raw, -1)[0], F.softmax(scores, -1)[0]
         top = lambda p: [(tokenizer.id_to_piece(int(i)), float(p[i])) for i in p.topk(k).indices]  # noqa: E731
@@ -186,7 +186,7 @@ def beam_trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg
     cache = model.start_cache(memory, pad, group=k, capacity=int(limits.max()) + 1, src_ids=src)
     beam_search(model_step(model), cache, ids=model.cfg, max_new=limits, num_beams=k,
                 length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping,
-                processors=build_processors(cfg, model.cfg), eos_at_limit=cfg.force_eos, on_step=record)
+                processors=build_processors(cfg, model.cfg), force_eos=cfg.force_eos or None, on_step=record)
     return nodes
 
 

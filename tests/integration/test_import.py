@@ -59,7 +59,7 @@ def test_imported_marian_model_equals_hf_generate_with_its_generation_config(tmp
     assert tokenizer.encode_source(SOURCES) == [hf_tok(s)["input_ids"] for s in SOURCES]
 
     decoding = DecodingConfig(**info.decoding)
-    assert (decoding.method, decoding.num_beams, decoding.max_length, decoding.force_eos) == ("beam", 3, 7, True)
+    assert (decoding.method, decoding.num_beams, decoding.max_length, decoding.force_eos) == ("beam", 3, 7, "hf")
     hf = transformers.MarianMTModel.from_pretrained(folder).eval()
     batch = hf_tok(SOURCES, return_tensors="pt", padding=True)
     with torch.no_grad():

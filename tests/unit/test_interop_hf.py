@@ -155,7 +155,7 @@ def test_decoding_config_from_hf_generation_config():
     cfg = DecodingConfig.from_generation_config(gc)
     assert (cfg.method, cfg.num_beams, cfg.n_best, cfg.length_penalty, cfg.early_stopping) == ("beam", 4, 2, 0.6,
                                                                                               True)
-    assert (cfg.max_length, cfg.min_length, cfg.force_eos) == (63, 2, True)  # HF counts the start token
+    assert (cfg.max_length, cfg.min_length, cfg.force_eos) == (63, 2, "hf")  # HF counts the start token
     sample = DecodingConfig.from_generation_config(transformers.GenerationConfig(
         do_sample=True, top_p=0.9, temperature=0.7, epsilon_cutoff=3e-4, max_new_tokens=20))
     assert (sample.method, sample.top_k, sample.top_p, sample.temperature, sample.epsilon, sample.max_length) == (

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from seqlab.config import ConfigError, check_choice
-from seqlab.constants import DEFAULT_IDS
+from seqlab.constants import DEFAULT_IDS, ForceEOS
 from seqlab.decoding.mbr import MBRConfig
 from seqlab.decoding.registry import SAMPLING_ONLY, build_processors
 
@@ -40,9 +40,11 @@ class DecodingConfig:
     running beam, scored at its current length, cannot beat the worst finished
     one; `"never"` scores it at the maximum length when length_penalty > 0.
 
-    `force_eos=True`: at a hypothesis's last allowed step only EOS may be chosen, with
-    processed score 0, as Hugging Face's ForcedEOSTokenLogitsProcessor (which Marian and
-    BART configs switch on through `forced_eos_token_id`) and fairseq's search always do.
+    `force_eos`: at a hypothesis's last allowed step only EOS may be chosen. Two rules:
+    `hf` (or `true`) scores the forced EOS 0, as Hugging Face's ForcedEOSTokenLogitsProcessor
+    (which Marian and BART configs switch on through `forced_eos_token_id`); `fairseq` masks the
+    other tokens and keeps EOS's own log-prob, as fairseq's SequenceGenerator does at max_len, so
+    a hypothesis whose EOS is impossible there cannot end (beam search drops it). `false`: off.
 
     `None` turns a processor off. Sampling draws from the processed
     distribution with randomness keyed on (seed, source tokens, sample index,
@@ -76,13 +78,18 @@ class DecodingConfig:
     dynatemp_exponent: float = 1.0
     edt_theta: float | None = None  # EDT (Zhang et al. 2024): T = t * edt_base ** (edt_theta / entropy)
     edt_base: float = 0.8
-    force_eos: bool = False  # the last allowed step may only emit EOS (fairseq always; HF forced_eos_token_id)
+    force_eos: bool | ForceEOS = False  # last allowed step: EOS only; hf (= true) | fairseq rule | false (off)
     seed: int = 0
     name: str | None = None  # a label for reports, e.g. "beam5_lp0.6"
     mbr: MBRConfig | None = None  # minimum Bayes risk over this setting's candidates (decoding/mbr.py)
 
     def __post_init__(self) -> None:
         own = "decoding"
+        if self.force_eos is True:  # the rule `true` always meant: Hugging Face's
+            object.__setattr__(self, "force_eos", "hf")
+        if self.force_eos not in (False, *get_args(ForceEOS)):
+            raise ConfigError(f"{own}.force_eos={self.force_eos!r} is not valid; use false, hf (Hugging Face: "
+                              "forced EOS scored 0; true means hf) or fairseq (EOS keeps its log-prob)")
         if isinstance(self.mbr, Mapping):  # from YAML, the command line or a checkpoint's dict
             object.__setattr__(self, "mbr", MBRConfig.from_dict(dict(self.mbr)))
         if self.mbr is not None and not isinstance(self.mbr, MBRConfig):

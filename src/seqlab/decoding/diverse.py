@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from seqlab.constants import SpecialIds
+from seqlab.constants import ForceEOS, SpecialIds
 from seqlab.decoding.processors import LogitsProcessor, apply
 from seqlab.decoding.search import (
     NEG,
@@ -35,7 +35,7 @@ from seqlab.decoding.search import (
     StepFn,
     expand,
     finalize,
-    force_eos,
+    force_eos_,
     merge_finished,
     normalized,
     select_running,
@@ -65,7 +65,7 @@ def group_stops(fin: Finished, rows: Tensor, best_candidate: Tensor, t: int, max
 def diverse_beam_search(
     step: StepFn, cache: DecoderCache, *, ids: SpecialIds, max_new: Tensor, num_beams: int, num_groups: int,
     diversity_penalty: float, length_penalty: float, early_stopping: bool | str,
-    processors: Sequence[LogitsProcessor], eos_at_limit: bool = False,
+    processors: Sequence[LogitsProcessor], force_eos: ForceEOS | None = None,
 ) -> GenerateOutput:
     """Beam search in `num_groups` groups with a Hamming diversity penalty (see the module docstring).
 
@@ -101,8 +101,9 @@ def diverse_beam_search(
             if j > 0 and diversity_penalty:
                 lp = lp - hamming_penalty(chosen[:, : j * g], vocab, diversity_penalty).repeat_interleave(g, 0)
             processed = apply(processors, prefix, lp)
-            if eos_at_limit:
-                processed = force_eos(processed, at_limit.repeat_interleave(g), ids.eos_id)
+            if force_eos is not None:
+                processed = force_eos_(processed.clone() if processed is lp else processed,
+                                       at_limit.repeat_interleave(g), ids.eos_id, force_eos)
             total = processed.view(a, g, vocab) + beams.scores[:, :, None]
             cand = expand(beams, total, raw_lp[:, j].reshape(a * g, vocab), t, ids.eos_id,
                           torch.zeros_like(at_limit))

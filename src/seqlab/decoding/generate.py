@@ -72,7 +72,7 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                                   src_ids=src_ids)
         if cfg.method == "beam":
             common = dict(ids=ids, max_new=limits, num_beams=cfg.num_beams, length_penalty=cfg.length_penalty,
-                          early_stopping=cfg.early_stopping, processors=processors, eos_at_limit=cfg.force_eos)
+                          early_stopping=cfg.early_stopping, processors=processors, force_eos=cfg.force_eos or None)
             if cfg.num_beam_groups > 1:
                 result = diverse_beam_search(step, cache, num_groups=cfg.num_beam_groups,
                                              diversity_penalty=cfg.diversity_penalty, **common)
@@ -88,7 +88,7 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                 base = source_keys(src_ids, src_pad_mask) if sample_keys is None else sample_keys.long()
                 keys = mix32(base.repeat_interleave(rows) * 0x01000193 + torch.arange(rows).repeat(len(base)))
             result = sample_or_greedy(step, cache, ids=ids, max_new=limits.repeat_interleave(rows),
-                                      processors=processors, keys=keys, seed=cfg.seed, eos_at_limit=cfg.force_eos)
+                                      processors=processors, keys=keys, seed=cfg.seed, force_eos=cfg.force_eos or None)
             b = src_ids.shape[0]
             result.sequences = result.sequences.view(b, rows, -1)
             result.token_logprobs = result.token_logprobs.view(b, rows, -1)

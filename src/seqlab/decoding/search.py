@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from seqlab.constants import SpecialIds
+from seqlab.constants import ForceEOS, SpecialIds
 from seqlab.decoding.processors import NEG_INF, LogitsProcessor, apply, split_bans
 from seqlab.decoding.sampling import gumbel_noise
 from seqlab.model import DecoderCache, Seq2SeqTransformer
@@ -51,23 +51,24 @@ def model_step(model: Seq2SeqTransformer) -> StepFn:
     return step
 
 
-def force_eos(scores: Tensor, at_limit: Tensor, eos: int) -> Tensor:
-    """Rows at their last allowed step may only emit EOS, scored 0 (HF's ForcedEOSTokenLogitsProcessor).
+def force_eos_(scores: Tensor, at_limit: Tensor, eos: int, rule: ForceEOS, running: Tensor | None = None) -> Tensor:
+    """Rows at their last allowed step may only emit EOS; in place, returns `scores`.
 
-    scores: (N, V) processed scores; at_limit: (N,) bool.
+    rule "hf" (Hugging Face's ForcedEOSTokenLogitsProcessor): EOS is scored 0, plus the row's running
+    score when `running` is given (scores that already include it). rule "fairseq" (SequenceGenerator
+    at max_len): the other tokens are masked and EOS keeps its own score, so its log-prob counts and a
+    row whose EOS is impossible (-inf) cannot end there (beam search never finishes it).
+    scores: (N, V) processed scores; at_limit: (N,) bool; running: (N,) or None.
     """
-    forced = torch.full_like(scores, NEG_INF)
-    forced[:, eos] = 0.0
-    return torch.where(at_limit[:, None], forced, scores)
-
-
-def force_eos_(scores: Tensor, at_limit: Tensor, eos: int, running: Tensor) -> None:
-    """force_eos after the running scores were added, in place: rows at their limit keep only EOS,
-    at their running score (0 + running, as force_eos then the add). scores (N, V); running (N,)."""
     rows = at_limit.nonzero().squeeze(1)
     if rows.numel():
+        if rule == "fairseq":
+            eos_scores = scores[rows, eos]  # a copy: advanced indexing
+        else:
+            eos_scores = running[rows] if running is not None else torch.zeros_like(scores[rows, eos])
         scores[rows] = NEG_INF
-        scores[rows, eos] = running[rows]
+        scores[rows, eos] = eos_scores
+    return scores
 
 
 class StepBuffers:
@@ -89,7 +90,7 @@ class StepBuffers:
 
 def sample_or_greedy(
     step: StepFn, cache: DecoderCache, *, ids: SpecialIds, max_new: Tensor,
-    processors: Sequence[LogitsProcessor], keys: Tensor | None, seed: int, eos_at_limit: bool = False,
+    processors: Sequence[LogitsProcessor], keys: Tensor | None, seed: int, force_eos: ForceEOS | None = None,
 ) -> GenerateOutput:
     """One hypothesis per row: argmax of the processed scores, or a keyed Gumbel-max sample.
 
@@ -107,11 +108,14 @@ def sample_or_greedy(
     for t in range(limit):
         logits, cache = step(prefix[:, -1], cache)  # (A, V)
         scores = apply(processors, prefix, logits)
-        if eos_at_limit:
-            scores = force_eos(scores, t + 1 >= max_new[active], eos)
+        at_limit = t + 1 >= max_new[active]
+        if force_eos is not None:
+            scores = force_eos_(scores.clone() if scores is logits else scores, at_limit, eos, force_eos)
         if keys is not None:
             scores = scores.double() + gumbel_noise(seed, keys[active], t, scores.shape[-1])
         next_tok = scores.argmax(dim=-1)  # (A,)
+        if force_eos is not None:  # EOS even where fairseq's rule left no finite score (its log-prob is kept)
+            next_tok = torch.where(at_limit, eos, next_tok)
         live = active[running]
         tokens[live, t] = next_tok[running]
         logprobs[live, t] = F.log_softmax(logits[running], dim=-1).gather(1, next_tok[running, None]).squeeze(1)
@@ -240,7 +244,7 @@ def can_improve(fin: Finished, active: Tensor, beams: Beams, t: int, max_new: Te
 def beam_search(
     step: StepFn, cache: DecoderCache, *, ids: SpecialIds, max_new: Tensor, num_beams: int,
     length_penalty: float, early_stopping: bool | str, processors: Sequence[LogitsProcessor],
-    eos_at_limit: bool = False, on_step: Callable[[int, Tensor, Candidates], None] | None = None,
+    force_eos: ForceEOS | None = None, on_step: Callable[[int, Tensor, Candidates], None] | None = None,
 ) -> GenerateOutput:
     """Hugging Face's beam search (see DecodingConfig), with done examples dropped from the batch.
 
@@ -275,8 +279,9 @@ def beam_search(
         flat = scores.view(a * k, -1)
         for ban in bans:  # in place after the add: the same numbers as HF's bans before it
             ban.ban_(prefix, flat)
-        if eos_at_limit:
-            force_eos_(flat, (t + 1 >= max_new[active]).repeat_interleave(k), ids.eos_id, beams.scores.view(-1))
+        if force_eos is not None:
+            force_eos_(flat, (t + 1 >= max_new[active]).repeat_interleave(k), ids.eos_id, force_eos,
+                       running=beams.scores.view(-1))
         cand = expand(beams, scores, raw_lp, t, ids.eos_id, t + 1 >= max_new[active])
         if on_step is not None:
             on_step(t, active, cand)

@@ -37,8 +37,10 @@ def reference_utility(utility: str, hyp: str, ref: str) -> float:
 
 
 def random_texts(rng: random.Random, n: int) -> list[str]:
-    words = ["the", "a", "cat", "dog", "sat", "on", "mat", ".", ",", "running", "runs", "ran", "and", "of", "in", "God", "earth", "heaven", "(", ")", "!", "“quoted”", "año", "niño", "3270"]
-    return [" ".join(rng.choice(words) for _ in range(rng.choice([0, 1, 2, 3, 5, 8, 13, 21]))) for _ in range(n)]
+    words = ["the", "a", "cat", "dog", "sat", "on", "mat", ".", ",", "running", "runs", "ran", "and", "of", "in",
+             "God", "earth", "(", ")", "!", "“quoted”", "año", "niño", "3270"]
+    lengths = [0, 1, 2, 3, 5, 8, 13, 21]
+    return [" ".join(rng.choice(words) for _ in range(rng.choice(lengths))) for _ in range(n)]
 
 
 def perturbed(rng: random.Random, text: str) -> str:

@@ -33,7 +33,7 @@ from seqlab.decoding.search import NEG, beam_search, force_eos_, model_step
 from seqlab.io import atomic_write_text
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.layers import MultiHeadAttention
-from seqlab.tracking.report import figure_png
+from seqlab.tracking.figures import figure_png
 
 KINDS = ("encoder", "decoder_self", "cross")
 

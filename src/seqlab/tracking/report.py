@@ -6,10 +6,7 @@ over seeds with each seed's value, and their validation-loss curves per variant.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +14,9 @@ from seqlab.checkpoint import run_dir_of
 from seqlab.io import atomic_write_text
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import summarize
+from seqlab.tracking.decoding_sections import beam_curse_section, mbr_section
 from seqlab.tracking.examples import example_section
+from seqlab.tracking.figures import png
 from seqlab.tracking.results import OK, read_curves, read_val_curve, variant_of
 from seqlab.tracking.wandb import CSV_DIR
 
@@ -58,30 +57,6 @@ def variant_name(result: dict[str, Any]) -> str:
     return f"{model.get('norm_position', '?')}-LN/{model.get('positions', '?')}/tie={model.get('tie_embeddings', '?')}"
 
 
-def _png(draw: Callable[[Any], None], width: float = 7.0, height: float = 3.6, grid: tuple[int, int] = (1, 1)
-         ) -> str:
-    """A base64 PNG of `draw(ax)` (one axes, or an array of them for a grid)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(*grid, figsize=(width, height), squeeze=grid == (1, 1))
-    draw(ax)
-    fig.tight_layout()
-    return figure_png(fig)
-
-
-def figure_png(fig: Any, dpi: int = 110) -> str:
-    """A matplotlib figure as a base64 PNG for an <img> tag (the figure is closed)."""
-    import matplotlib.pyplot as plt
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
-    plt.close(fig)
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
 def _bars(ax: Any, labels: list[str], series: dict[str, list[float]], ylabel: str) -> None:
     n = max(len(series), 1)
     width = 0.8 / n
@@ -104,7 +79,7 @@ def plots(ok: list[dict[str, Any]]) -> list[tuple[str, str]]:
     quality = [m for m in (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL) if all(m in r["metrics"] for r in by_label)]
     series = {m: [r["metrics"][m] for r in by_label] for m in quality}
     out.append(("Metric per decoding method",
-                _png(lambda ax: _bars(ax, labels, series, "score"), width=max(7, len(labels) * 0.5))))
+                png(lambda ax: _bars(ax, labels, series, "score"), width=max(7, len(labels) * 0.5))))
 
     temps = sorted((r for r in ok if r["decoding"]["method"] == "sample" and r["decoding"].get("temperature")
                     and K.DISTINCT2 in r["metrics"]), key=lambda r: r["decoding"]["temperature"])
@@ -117,11 +92,11 @@ def plots(ok: list[dict[str, Any]]) -> list[tuple[str, str]]:
                 ax.annotate(r["label"], (x, y), fontsize=7)
             ax.set_xlabel("distinct-2 (among samples of a source)")
             ax.set_ylabel("BLEU")
-        out.append(("BLEU against distinct-2 across sampling settings", _png(draw_tradeoff)))
+        out.append(("BLEU against distinct-2 across sampling settings", png(draw_tradeoff)))
 
     searches = [r for r in by_label if r["decoding"]["method"] in ("greedy", "beam")]
     if searches:
-        out.append(("Mean sequence log-prob: beam vs greedy", _png(lambda ax: _bars(
+        out.append(("Mean sequence log-prob: beam vs greedy", png(lambda ax: _bars(
             ax, [f"{r['label']} [{r.get('checkpoint', {}).get('run_name', '')}]" for r in searches],
             {"hypothesis log-prob / sequence": [r["metrics"][K.HYP_SEQ_LOGPROB] for r in searches]}, "nats"))))
 
@@ -130,7 +105,7 @@ def plots(ok: list[dict[str, Any]]) -> list[tuple[str, str]]:
         methods = sorted({r["label"] for r in searches})
         table = {m: [next((r["metrics"][K.BLEU] for r in searches if r["label"] == m and variant_name(r) == v),
                           0.0) for v in variants] for m in methods}
-        out.append(("Architecture variants: BLEU by decoding", _png(lambda ax: _bars(ax, variants, table, "BLEU"),
+        out.append(("Architecture variants: BLEU by decoding", png(lambda ax: _bars(ax, variants, table, "BLEU"),
                                                                      width=max(7, len(variants) * 0.8))))
     return out
 
@@ -174,12 +149,15 @@ def render(results: list[dict[str, Any]], title: str = "seqlab report", marks: d
                       for t, png in plots([r for r in results if r.get("status") == OK and "metrics" in r]))
     figures += seed_section([r for r in results if r.get("status") == OK and "metrics" in r])
     figures += training_section(results)
+    figures += beam_curse_section([r for r in results if r.get("status") == OK and "metrics" in r])
     figures += example_section([r for r in results if r.get("status") == OK])
+    figures += mbr_section([r for r in results if r.get("status") == OK])
     figures += extra  # e.g. attention and decoding inspections, built by the pipeline
     failed = sum(r.get("status") != OK for r in results)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:12px}}
-td,th{{border:1px solid #ccc;padding:3px 6px}}tr.failed{{background:#fdd}}img{{max-width:100%}}</style></head>
+td,th{{border:1px solid #ccc;padding:3px 6px}}tr.failed{{background:#fdd}}
+tr.chosen{{background:#dfd}}img{{max-width:100%}}</style></head>
 <body><h1>{html.escape(title)}</h1><p>{len(results)} runs, {failed} failed. Columns: the settings that differ
 between runs, then metrics (BLEU/chrF: sacreBLEU; ROUGE: rouge-score F1 with stemming; log-probs in nats),
 with 95% bootstrap intervals in brackets; "vs baseline": BLEU against the first setting evaluated on the same
@@ -193,7 +171,7 @@ def write_report(results: list[dict[str, Any]], path: Path, title: str = "seqlab
 
 
 MARKDOWN_METRICS = (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU,
-                    K.LENGTH_RATIO, K.TOKENS_PER_S)
+                    K.LENGTH_RATIO, K.SHORT_SHARE, K.TOKENS_PER_S, K.GENERATE_SECONDS, K.MBR_SECONDS)
 
 
 def markdown_table(results: list[dict[str, Any]], marks: dict[str, str] | None = None) -> str:
@@ -260,7 +238,7 @@ def seed_section(ok: list[dict[str, Any]]) -> str:
             ax.set_ylabel("validation loss")
             ax.legend(fontsize=7)
         out += ("<h2>Validation loss per variant (one line per seed)</h2>"
-                f"<img src='data:image/png;base64,{_png(draw)}'/>")
+                f"<img src='data:image/png;base64,{png(draw)}'/>")
     return out
 
 
@@ -296,5 +274,5 @@ def training_section(results: list[dict[str, Any]]) -> str:
                 ax.set_xlabel("step", fontsize=8)
             axes.flat[1].legend(fontsize=6)
         out += (f"<h2>Training curves: {html.escape(str(folder))} ({len(members)} runs)</h2>"
-                f"<img src='data:image/png;base64,{_png(draw, width=9, height=6, grid=(2, 2))}'/>")
+                f"<img src='data:image/png;base64,{png(draw, width=9, height=6, grid=(2, 2))}'/>")
     return out

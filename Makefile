@@ -72,7 +72,7 @@ study-positions: $(STAMP) ## Study question: sinusoidal vs learned positions
 	SEEDS=$(or $(SEEDS),3) bash pipelines/arch_study.sh $(BIN)/python positions
 
 inspect: $(STAMP) ## Attention maps and a step-by-step decoding trace of one sentence: CKPT=... TEXT="..." -> outputs/inspect.html
-	@test -n "$(CKPT)" -a -n "$(TEXT)" || { echo "usage: make inspect CKPT=run_dir_or_file TEXT=\"a source sentence\" [ARGS=\"--max-length 40\"]"; exit 2; }
+	@test -n "$(CKPT)" -a -n "$(TEXT)" || { echo "usage: make inspect CKPT=run_dir_or_file TEXT=\"a source sentence\" [ARGS=\"--max-length 40 --mbr chrf\"]"; exit 2; }
 	$(BIN)/python -m seqlab.inspection --ckpt $(CKPT) --text "$(TEXT)" $(ARGS)
 
 export: $(STAMP) ## A Hugging Face save_pretrained folder (Marian + tokenizer + generation_config): CKPT=... OUT=DIR

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import torch
 import torch.nn.functional as F
@@ -30,9 +30,12 @@ from seqlab.decoding.generate import max_new_tokens
 from seqlab.decoding.processors import apply
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.search import NEG, beam_search, force_eos_, model_step
+from seqlab.evaluation import decode_texts
 from seqlab.io import atomic_write_text
+from seqlab.metrics.utility import Utility
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.layers import MultiHeadAttention
+from seqlab.tracking.decoding_sections import candidates_table
 from seqlab.tracking.figures import figure_png
 
 KINDS = ("encoder", "decoder_self", "cross")
@@ -293,6 +296,14 @@ def inspect_page(maps: AttentionMaps, steps: list[TraceStep], title: str,
             + "".join(body) + "</body></html>")
 
 
+def mbr_candidates(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg: DecodingConfig) -> str:
+    """HTML: MBR's candidates for one source under `cfg` (a DecodingConfig with mbr), the choice marked."""
+    assert cfg.mbr is not None
+    choice = (decode_texts(model, tokenizer, [source], cfg, max_tokens=8000).mbr or [])[0]
+    return f"<h2>MBR: {html.escape(cfg.label)}</h2>" + candidates_table(choice.to_dict(), cfg.mbr.utility, source,
+                                                                        None, max_rows=len(choice.candidates))
+
+
 def main(argv: list[str] | None = None) -> int:
     from seqlab.checkpoint import load_for_inference
 
@@ -305,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-repeat-ngram-size", type=int, default=None)
     parser.add_argument("--top-k", type=int, default=5, help="alternatives shown per step")
     parser.add_argument("--num-beams", type=int, default=4, help="beam size of the beam tree (0: no tree)")
+    parser.add_argument("--mbr", choices=list(get_args(Utility)), default=None,
+                        help="also show MBR's candidates (epsilon 0.02 samples) and expected utilities")
+    parser.add_argument("--mbr-candidates", type=int, default=32)
     parser.add_argument("--out", type=Path, default=Path("outputs/inspect.html"))
     args = parser.parse_args(argv)
     model, tokenizer, info = load_for_inference(args.ckpt)
@@ -313,7 +327,12 @@ def main(argv: list[str] | None = None) -> int:
     steps = trace(model, tokenizer, args.text, cfg, args.top_k)
     nodes = beam_trace(model, tokenizer, args.text, replace(cfg, method="beam", num_beams=args.num_beams)) \
         if args.num_beams > 1 else None
-    atomic_write_text(args.out, inspect_page(maps, steps, f"{info.path}: {args.text}", nodes))
+    page = inspect_page(maps, steps, f"{info.path}: {args.text}", nodes)
+    if args.mbr is not None:
+        page = page.replace("</body>", mbr_candidates(model, tokenizer, args.text, replace(
+            cfg, method="sample", epsilon=0.02, mbr={"utility": args.mbr, "candidates": args.mbr_candidates}))
+            + "</body>")
+    atomic_write_text(args.out, page)
     print(args.out)
     return 0
 

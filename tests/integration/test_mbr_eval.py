@@ -117,3 +117,18 @@ def test_rouge_utility_on_a_summarization_corpus_is_accepted_before_loading(make
                             "corpus=bible_es_en"])
     with pytest.raises(ConfigError, match="corpus bible_es_en"):
         run_evaluation(cfg)  # the corpus is named: refused before the checkpoint is read
+
+
+def test_inspect_shows_the_candidates_and_the_choice(smoke_checkpoint, tmp_path):
+    from seqlab import inspection
+
+    out = tmp_path / "inspect.html"
+    inspection.main(["--ckpt", str(smoke_checkpoint), "--text", SOURCES[0], "--max-length", "10", "--num-beams", "0",
+                     "--mbr", "bleu", "--mbr-candidates", "6", "--out", str(out)])
+    page = out.read_text()
+    model, tokenizer, _ = load_for_inference(smoke_checkpoint)
+    cfg = DecodingConfig(method="sample", epsilon=0.02, max_length=10, mbr={"utility": "bleu", "candidates": 6})
+    choice = decode_texts(model, tokenizer, SOURCES[:1], cfg, 8000).mbr[0]
+    assert "MBR: mbr_bleu_c6_sample_epsilon0.02" in page
+    chosen = page[page.index("<tr class='chosen'>"):].split("</tr>")[0]
+    assert choice.candidates[choice.chosen] in chosen

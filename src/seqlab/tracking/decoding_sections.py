@@ -26,9 +26,24 @@ def read_candidates(result: dict[str, Any]) -> list[dict[str, Any]]:
         return []
 
 
-def mbr_section(ok: list[dict[str, Any]], n: int = 3, max_rows: int = 8) -> str:
-    """For each MBR result, n sources where MBR did not pick the first candidate: the distinct candidates
-    with how often each was drawn and its expected utility, the chosen one marked."""
+def candidates_table(row: dict[str, Any], utility: str, source: str, reference: str | None,
+                     max_rows: int = 8) -> str:
+    """One source's MBR candidates (a candidates.jsonl row): each distinct text with how often it was drawn
+    and its expected utility, best first, the chosen one marked."""
+    counts = Counter(row["candidates"])
+    utility_of = {t: row["expected_utility"][row["candidates"].index(t)] for t in counts}
+    chosen = row["candidates"][row["chosen"]]
+    lines = "".join(f"<tr class='{'chosen' if t == chosen else ''}'><td>{utility_of[t]:.2f}</td>"
+                    f"<td>{counts[t]}</td><td>{html.escape(t)}</td></tr>"
+                    for t in sorted(counts, key=lambda t: -utility_of[t])[:max_rows])
+    ref = f"<br>reference: {html.escape(reference)}" if reference is not None else ""
+    return (f"<p><b>{html.escape(str(row.get('id', '')))}</b> {html.escape(source)}{ref}</p><table class='mbr'>"
+            f"<tr><th>expected {html.escape(utility)}</th><th>drawn</th><th>candidate ({len(counts)} distinct "
+            f"of {len(row['candidates'])})</th></tr>{lines}</table>")
+
+
+def mbr_section(ok: list[dict[str, Any]], n: int = 3) -> str:
+    """For each MBR result, n sources where MBR did not pick the first candidate (the most varied first)."""
     out = ""
     for result in ok:
         rows = read_candidates(result)
@@ -38,21 +53,10 @@ def mbr_section(ok: list[dict[str, Any]], n: int = 3, max_rows: int = 8) -> str:
         moved = [r for r in rows if r["chosen"] != 0] or rows
         picked = sorted(moved, key=lambda r: (-len(set(r["candidates"])), str(r["id"])))[:n]
         utility = result.get("decoding", {}).get("mbr", {}).get("utility", "?")
-        parts = []
-        for row in picked:
-            counts = Counter(row["candidates"])
-            distinct = sorted(counts, key=lambda t: -row["expected_utility"][row["candidates"].index(t)])
-            chosen = row["candidates"][row["chosen"]]
-            utility_of = {t: row["expected_utility"][row["candidates"].index(t)] for t in counts}
-            lines = "".join(f"<tr class='{'chosen' if t == chosen else ''}'><td>{utility_of[t]:.2f}</td>"
-                            f"<td>{counts[t]}</td><td>{html.escape(t)}</td></tr>" for t in distinct[:max_rows])
-            record = records.get(str(row["id"]), {})
-            parts.append(f"<p><b>{html.escape(str(row['id']))}</b>: {html.escape(record.get('source', ''))}<br>"
-                         f"reference: {html.escape(record.get('reference', ''))}</p><table class='mbr'><tr>"
-                         f"<th>expected {html.escape(utility)}</th><th>drawn</th><th>candidate "
-                         f"({len(counts)} distinct of {len(row['candidates'])})</th></tr>{lines}</table>")
         name = f"{result.get('checkpoint', {}).get('run_name', '?')}/{result.get('label', '?')}"
-        out += f"<h2>MBR choices: {html.escape(name)}</h2>" + "".join(parts)
+        out += f"<h2>MBR choices: {html.escape(name)}</h2>" + "".join(
+            candidates_table(row, utility, records.get(str(row["id"]), {}).get("source", ""),
+                             records.get(str(row["id"]), {}).get("reference", "")) for row in picked)
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import io
 import json
 from pathlib import Path
@@ -131,4 +132,4 @@ def test_inspect_shows_the_candidates_and_the_choice(smoke_checkpoint, tmp_path)
     choice = decode_texts(model, tokenizer, SOURCES[:1], cfg, 8000).mbr[0]
     assert "MBR: mbr_bleu_c6_sample_epsilon0.02" in page
     chosen = page[page.index("<tr class='chosen'>"):].split("</tr>")[0]
-    assert choice.candidates[choice.chosen] in chosen
+    assert html.escape(choice.candidates[choice.chosen]) in chosen

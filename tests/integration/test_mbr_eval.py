@@ -133,3 +133,14 @@ def test_inspect_shows_the_candidates_and_the_choice(smoke_checkpoint, tmp_path)
     assert "MBR: mbr_bleu_c6_sample_epsilon0.02" in page
     chosen = page[page.index("<tr class='chosen'>"):].split("</tr>")[0]
     assert html.escape(choice.candidates[choice.chosen]) in chosen
+
+
+@pytest.mark.parametrize(("overrides", "label"), [
+    (["decoding=top_p", "decoding.mbr={utility:bleu,candidates:16}"], "mbr_bleu_c16_sample_temperature1_top_p0.9"),
+    (["decoding=beam8_lp1.0", "decoding.mbr={candidates:8}"], "mbr_chrf_c8_beam8_lp1"),
+    (["decoding=mbr_chrf", "decoding.mbr.candidates=64"], "mbr_chrf_c64_sample_epsilon0.02"),
+])
+def test_any_setting_takes_mbr_from_the_command_line(make_cfg, overrides, label):
+    from pipelines.evaluate import decoding_config
+
+    assert decoding_config(make_cfg("eval", ["ckpt=x", *overrides])).label == label

@@ -15,6 +15,7 @@ TEXT ?=
 CKPTS ?=
 OUT ?=
 SWEEP ?= decoding
+FORMAT ?= hf
 
 # torch's CPU allocator on transparent huge pages: a large tensor's first write faults once per 2 MiB, not
 # per 4 KiB (BENCHMARKS.md: bf16 training +5-11% on a 2-core AMD EPYC, fp32 and decoding within noise).
@@ -31,7 +32,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt torch
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,hf]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,hf,ct2]'
 	touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install seqlab with its dev tools (idempotent)
@@ -75,9 +76,9 @@ inspect: $(STAMP) ## Attention maps and a step-by-step decoding trace of one sen
 	@test -n "$(CKPT)" -a -n "$(TEXT)" || { echo "usage: make inspect CKPT=run_dir_or_file TEXT=\"a source sentence\" [ARGS=\"--max-length 40 --mbr chrf\"]"; exit 2; }
 	$(BIN)/python -m seqlab.inspection --ckpt $(CKPT) --text "$(TEXT)" $(ARGS)
 
-export: $(STAMP) ## A Hugging Face save_pretrained folder (Marian + tokenizer + generation_config): CKPT=... OUT=DIR
-	@test -n "$(CKPT)" -a -n "$(OUT)" || { echo "usage: make export CKPT=run_dir_or_file OUT=dir [ARGS=\"--num-beams 5\"]"; exit 2; }
-	$(BIN)/python -m seqlab.interop.export --ckpt $(CKPT) --out $(OUT) $(ARGS)
+export: $(STAMP) ## A Hugging Face save_pretrained folder, or FORMAT=ctranslate2 a CTranslate2 model: CKPT=... OUT=DIR
+	@test -n "$(CKPT)" -a -n "$(OUT)" || { echo "usage: make export CKPT=run_dir_or_file OUT=dir [FORMAT=ctranslate2] [ARGS=\"--num-beams 5\" | \"--quantization int8\"]"; exit 2; }
+	$(BIN)/python -m seqlab.interop.export --ckpt $(CKPT) --out $(OUT) --format $(FORMAT) $(ARGS)
 
 import: $(STAMP) ## A Hugging Face Marian folder (e.g. opus-mt-*) as a seqlab checkpoint: HF=DIR OUT=FILE.ckpt
 	@test -n "$(HF)" -a -n "$(OUT)" || { echo "usage: make import HF=path/to/opus-mt-es-en OUT=opus-mt-es-en.ckpt"; exit 2; }

@@ -37,3 +37,25 @@ def test_exported_folder_reproduces_seqlab(smoke_checkpoint, tmp_path, num_beams
         # the same text (MarianTokenizer's decode also strips spaces that pieces of bare "▁" leave)
         hf_text = hf_tok.decode(ref[i], skip_special_tokens=True)
         assert hf_text.split() == tokenizer.decode_target(ours.sequences[i, 0, :n]).split()
+
+
+def test_ctranslate2_export_from_the_command_line(smoke_checkpoint, tmp_path):
+    """`make export FORMAT=ctranslate2`: the smoke model, its real SentencePiece vocabulary, greedy as seqlab."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    from seqlab.interop.export import main
+
+    out = tmp_path / "ct2"
+    assert main(["--ckpt", str(smoke_checkpoint), "--out", str(out), "--format", "ctranslate2"]) == 0
+    model, tokenizer, _ = load_for_inference(smoke_checkpoint)
+    translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
+    src_ids = tokenizer.encode_source(SOURCES)
+    pieces = [[tokenizer.id_to_piece(i, "src") if i > 3 else ["<pad>", "<unk>", "<s>", "</s>"][i] for i in s]
+              for s in src_ids]
+    results = translator.translate_batch(pieces, beam_size=1, max_decoding_length=10,
+                                         suppress_sequences=[["<pad>"], ["<s>"]])
+    for ids, result in zip(src_ids, results, strict=True):
+        ours = generate(model, torch.tensor([ids]), torch.zeros(1, len(ids), dtype=torch.bool),
+                        DecodingConfig(max_length=10))
+        seq = ours.sequences[0, 0, : ours.lengths[0, 0]].tolist()
+        theirs = [tokenizer.tgt.piece_to_id(p) if p != "</s>" else 3 for p in result.hypotheses[0]]
+        assert (seq[:-1] if seq[-1] == 3 else seq) == theirs

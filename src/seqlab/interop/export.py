@@ -1,4 +1,5 @@
-"""A checkpoint as a Hugging Face `save_pretrained` folder: `python -m seqlab.interop.export --ckpt RUN --out DIR`.
+"""A checkpoint as a Hugging Face `save_pretrained` folder (`python -m seqlab.interop.export --ckpt RUN --out DIR`)
+or a CTranslate2 model directory (`--format ctranslate2 [--quantization int8]`, interop.ct2).
 
 The folder holds the Marian config and `model.safetensors` (interop.hf.to_hf: the same logits),
 `generation_config.json` with the decoding defaults given here (seqlab's names mapped onto HF's,
@@ -19,6 +20,7 @@ from typing import Any
 
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
+from seqlab.interop.ct2 import QUANTIZATIONS, export_ctranslate2
 from seqlab.io import atomic_write, atomic_write_text
 from seqlab.model import ModelConfig
 
@@ -82,6 +84,19 @@ def export(checkpoint: str | Path, out: str | Path, decoding: DecodingConfig | N
     return out
 
 
+def export_ct2_command(checkpoint: str, out: Path, quantization: str | None) -> int:
+    from seqlab.checkpoint import load_for_inference
+    from seqlab.interop.hf import InteropError
+
+    model, tokenizer, _ = load_for_inference(checkpoint)
+    try:
+        print(export_ctranslate2(model, tokenizer, out, quantization))
+    except InteropError as err:
+        print(f"seqlab.interop.export: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from seqlab.interop.hf import InteropError
 
@@ -93,7 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--length-penalty", type=float, default=1.0)
     parser.add_argument("--max-length", type=int, default=None, help="new tokens (default: the model's limit)")
     parser.add_argument("--force-eos", action="store_true")
+    parser.add_argument("--format", choices=["hf", "ctranslate2"], default="hf")
+    parser.add_argument("--quantization", default=None,
+                        help=f"ctranslate2 only: the weights' type, one of {', '.join(QUANTIZATIONS)}")
     args = parser.parse_args(argv)
+    if args.format == "ctranslate2":
+        return export_ct2_command(args.ckpt, args.out, args.quantization)
+    if args.quantization is not None:
+        parser.error("--quantization applies to --format ctranslate2 only")
     decoding = DecodingConfig(method="beam" if args.num_beams > 1 else "greedy", num_beams=args.num_beams,
                               length_penalty=args.length_penalty, max_length=args.max_length,
                               force_eos=args.force_eos)

@@ -1,0 +1,159 @@
+"""Export to CTranslate2, OpenNMT's inference engine, through its Transformer specification API.
+
+`ctranslate2` is an optional extra (`pip install seqlab[ct2]`), imported only here and only when
+called. Every variant the specification expresses is exported: pre/post-LN (pre-LN with or
+without its final norms), sinusoidal or learned positions (the table is written out, so
+CTranslate2 adds exactly seqlab's), tying none/decoder/all, scaled or unscaled embeddings, an
+embedding LayerNorm, ReLU/GELU/SiLU, an output bias, the layer-norm epsilon, and the tokenizer's
+pieces and special tokens. What it cannot express (copy attention; a final norm after a post-LN
+stack) is refused before anything is written, naming the key.
+
+Decoding starts from BOS (`decoder_start_token`) and sources are passed with seqlab's own
+tokens (EOS appended, no BOS), so both engines see the same ids.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from seqlab.data.tokenizer import Tokenizer
+from seqlab.interop.hf import InteropError
+from seqlab.model import ModelConfig, Seq2SeqTransformer
+
+# CTranslate2's weight types (`ctranslate2.Translator(compute_type=...)` picks the computation)
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16")
+ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH"}  # seqlab's exact (erf) GELU is CTranslate2's GELU
+SPECIALS = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}
+
+
+def check_exportable(cfg: ModelConfig) -> None:
+    """Fail, naming the key, on what CTranslate2's Transformer specification cannot express."""
+    if cfg.copy_attention:
+        raise InteropError("model.copy_attention=true: CTranslate2's Transformer has no copy attention "
+                           "(pointer-generator output); export a model trained with model.copy_attention=false")
+    if cfg.norm_position == "post" and cfg.use_final_norm:
+        raise InteropError("model.final_norm=true with model.norm_position=post: CTranslate2 has final norms "
+                           "only for pre-LN stacks; use model.final_norm=null (none for post-LN)")
+
+
+def vocabulary(tokenizer: Tokenizer, side: str, size: int) -> list[str]:
+    """The pieces by id; ids 0-3 carry CTranslate2's special tokens (seqlab's pad, unk, bos, eos)."""
+    pieces = [tokenizer.id_to_piece(i, side) for i in range(size)]  # type: ignore[arg-type]
+    specials = [SPECIALS["pad"], SPECIALS["unk"], SPECIALS["bos"], SPECIALS["eos"]]
+    ids = [tokenizer_id(tokenizer, name) for name in ("pad", "unk", "bos", "eos")]
+    for token, i in zip(specials, ids, strict=True):
+        pieces[i] = token
+    if len(set(pieces)) != len(pieces):
+        raise InteropError(f"the {side} vocabulary has repeated pieces; CTranslate2 needs unique tokens")
+    return pieces
+
+
+def tokenizer_id(tokenizer: Tokenizer, name: str) -> int:
+    from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+    return {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}[name]
+
+
+def _array(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to(torch.float32).cpu().numpy().copy()
+
+
+def _linear(spec: Any, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+    spec.weight = _array(weight)
+    if bias is not None:
+        spec.bias = _array(bias)
+
+
+def _norm(spec: Any, norm: torch.nn.LayerNorm) -> None:
+    spec.gamma, spec.beta = _array(norm.weight), _array(norm.bias)
+
+
+def _attention(spec: Any, attn: Any, norm: torch.nn.LayerNorm) -> None:
+    """Self-attention: linear[0] = fused q;k;v, linear[1] = out. Cross: q, fused k;v, out (seqlab's layout)."""
+    if attn.cross:
+        _linear(spec.linear[0], attn.q_proj.weight, attn.q_proj.bias)
+        _linear(spec.linear[1], attn.kv_proj.weight, attn.kv_proj.bias)
+    else:
+        _linear(spec.linear[0], attn.qkv_proj.weight, attn.qkv_proj.bias)
+    _linear(spec.linear[-1], attn.out_proj.weight, attn.out_proj.bias)
+    _norm(spec.layer_norm, norm)
+
+
+def _embeddings(stack: Any, embedder: Any, cfg: ModelConfig, tokens: Any) -> None:
+    tokens.weight = _array(embedder.tokens.weight)
+    stack.scale_embeddings = cfg.scale_embedding
+    positions = embedder.positions
+    stack.position_encodings.encodings = _array(positions.table if cfg.positions == "sinusoidal"
+                                                else positions.weight)
+    if embedder.norm is not None:
+        _norm(stack.layernorm_embedding, embedder.norm)
+
+
+def _ffn(spec: Any, layer: Any) -> None:
+    _linear(spec.linear_0, layer.ffn.fc1.weight, layer.ffn.fc1.bias)
+    _linear(spec.linear_1, layer.ffn.fc2.weight, layer.ffn.fc2.bias)
+    _norm(spec.layer_norm, layer.ffn_res.norm)
+
+
+def to_spec(model: Seq2SeqTransformer, tokenizer: Tokenizer) -> Any:
+    """The CTranslate2 TransformerSpec holding the model's weights, vocabularies and special tokens."""
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    cfg = model.cfg
+    check_exportable(cfg)
+    pre = cfg.norm_position == "pre"
+    common = dict(pre_norm=pre, activation=getattr(common_spec.Activation, ACTIVATIONS[cfg.activation]),
+                  layernorm_embedding=cfg.layernorm_embedding, no_final_norm=not cfg.use_final_norm)
+    encoder = transformer_spec.TransformerEncoderSpec(cfg.encoder_layers, cfg.n_heads, **common)
+    decoder = transformer_spec.TransformerDecoderSpec(cfg.decoder_layers, cfg.n_heads, **common)
+    _embeddings(encoder, model.src_embed, cfg, encoder.embeddings[0])
+    _embeddings(decoder, model.tgt_embed, cfg, decoder.embeddings)
+    for spec, layer in zip(encoder.layer, model.encoder_layers, strict=True):
+        _attention(spec.self_attention, layer.self_attn, layer.self_attn_res.norm)
+        _ffn(spec.ffn, layer)
+    for spec, layer in zip(decoder.layer, model.decoder_layers, strict=True):
+        _attention(spec.self_attention, layer.self_attn, layer.self_attn_res.norm)
+        _attention(spec.attention, layer.cross_attn, layer.cross_attn_res.norm)
+        _ffn(spec.ffn, layer)
+    if cfg.use_final_norm:
+        _norm(encoder.layer_norm, model.encoder_norm)
+        _norm(decoder.layer_norm, model.decoder_norm)
+    _linear(decoder.projection, model.output.weight, model.output.bias)
+    spec = transformer_spec.TransformerSpec(encoder, decoder)
+    spec.config.layer_norm_epsilon = cfg.layer_norm_eps
+    spec.config.add_source_bos = spec.config.add_source_eos = False  # seqlab's source ids are passed as they are
+    spec.config.decoder_start_token = SPECIALS["bos"]
+    spec.register_source_vocabulary(vocabulary(tokenizer, "src", cfg.src_vocab_size))
+    spec.register_target_vocabulary(vocabulary(tokenizer, "tgt", cfg.target_vocab_size))
+    return spec
+
+
+def export_ctranslate2(model: Seq2SeqTransformer, tokenizer: Tokenizer, out: str | Path,
+                       quantization: str | None = None) -> Path:
+    """Write a CTranslate2 model directory; nothing is left at `out` unless the whole export succeeds."""
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise InteropError(f"quantization={quantization!r} is not one of {list(QUANTIZATIONS)}")
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        raise InteropError("CTranslate2 is not installed: pip install 'seqlab[ct2]' (make install does)") from None
+    spec = to_spec(model, tokenizer)  # refuses what it cannot express before anything is written
+    spec.validate()
+    spec.optimize(quantization=None if quantization == "float32" else quantization)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        spec.save(str(staging))
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out

@@ -24,6 +24,7 @@ from seqlab.data import CorpusConfig, DataConfig, Example, examples_from_text_fi
 from seqlab.decoding import DecodingConfig, check_precision, precision_label
 from seqlab.decoding.mbr import check_task
 from seqlab.evaluation import EvalSettings, evaluate
+from seqlab.interop.engines import check_engine, engine_label, make_engine
 from seqlab.io import cache_key, file_digest
 from seqlab.perf import keep_freed_memory
 from seqlab.pipeline import checkpoint_decoding, is_multirun, plain, sweep_group, tracking_config, typed
@@ -127,8 +128,8 @@ def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     """Evaluate, or skip a setting that already has results; failures are recorded, then re-raised."""
     keep_freed_memory()
-    precision = str(cfg.get("precision", "fp32"))
-    label = precision_label(str(cfg.decoding.get("name") or cfg.decoding.method), precision)
+    precision, engine_name = str(cfg.get("precision", "fp32")), str(cfg.get("engine", "seqlab"))
+    label = engine_label(precision_label(str(cfg.decoding.get("name") or cfg.decoding.method), precision), engine_name)
     ckpt = str(cfg.ckpt)
     try:
         stat = resolve(ckpt).stat()  # a retrained checkpoint at the same path is a new setting
@@ -139,6 +140,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
                "decoding": "checkpoint" if cfg.decoding_from_checkpoint else plain(cfg.decoding)}
     if precision != "fp32":  # fp32 results keep the keys they had before decoding had a precision
         setting["precision"] = precision
+    if engine_name != "seqlab":  # so do seqlab's results, from before there was another engine
+        setting["engine"] = engine_name
     test_set = test_set_key(cfg)
     if test_set is not None:  # another test set: its own result folder (the checkpoint's own keeps its old key)
         setting["test_set"] = test_set
@@ -152,17 +155,18 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     try:
         decoding = decoding_config(cfg)  # a bad value fails here, and is recorded
         check_precision(precision)  # so does this one, before the checkpoint loads
+        check_engine("eval", engine_name, precision, decoding)
         corpus = other_corpus(cfg)
         if corpus is not None:
             check_task(decoding.mbr, corpus.task, f"corpus {corpus.name}")
-        label = precision_label(decoding.label, precision)
+        label = engine_label(precision_label(decoding.label, precision), engine_name)
         payload["label"] = label
         payload["decoding"] = decoding.to_dict()
         device = resolve_device("", cfg.device)
         model, tokenizer, info = load_for_inference(resolve(ckpt), device=device)
         if cfg.decoding_from_checkpoint:
             decoding = checkpoint_decoding(info)
-            label = precision_label(decoding.label, precision)
+            label = engine_label(precision_label(decoding.label, precision), engine_name)
             payload.update(label=label, decoding=decoding.to_dict())
         payload["checkpoint"] = {"path": str(info.path), "step": info.step, "git_revision": info.git_revision,
                                  "model": info.model_config.to_dict(),
@@ -186,7 +190,9 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
                                 score_references=cfg.score_references, ci_seed=cfg.ci_seed,
                                 n_bootstrap=cfg.n_bootstrap, precision=precision)
-        records, metrics = evaluate(model, tokenizer, examples, decoding, settings)
+        engine = make_engine(engine_name, resolve(ckpt), model, tokenizer, Path(cfg.paths.cache_dir), precision)
+        payload["engine"] = engine_name
+        records, metrics = evaluate(model, tokenizer, examples, decoding, settings, engine)
         rows = [r.to_dict() for r in records]
         out.write_hypotheses(rows)
         if decoding.mbr is not None:

@@ -8,8 +8,10 @@ terminal it is interactive: a prompt per line, answered at once.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 import hydra
@@ -19,6 +21,7 @@ from seqlab.checkpoint import load_for_inference, resolve
 from seqlab.config import ConfigError, check_choice, resolve_device
 from seqlab.decoding import DecodingConfig, check_precision, precision_context, precision_label
 from seqlab.decoding.mbr import check_task
+from seqlab.interop.engines import check_engine, engine_label, make_engine
 from seqlab.perf import keep_freed_memory
 from seqlab.pipeline import checkpoint_decoding, plain, typed
 from seqlab.progress import Progress
@@ -36,36 +39,42 @@ def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int
         raise ConfigError("decoding.n_best > 1 prints several hypotheses per line: add format=fairseq")
     keep_freed_memory()
     device = resolve_device("", cfg.device)
-    precision = str(cfg.get("precision", "fp32"))
+    precision, engine_name = str(cfg.get("precision", "fp32")), str(cfg.get("engine", "seqlab"))
     check_precision(precision, "translate")  # before the checkpoint loads
-    model, tokenizer, info = load_for_inference(resolve(str(cfg.ckpt)), device=device)
+    check_engine("translate", engine_name, precision, decoding)
+    ckpt = resolve(str(cfg.ckpt))
+    model, tokenizer, info = load_for_inference(ckpt, device=device)
     if cfg.decoding_from_checkpoint:
         decoding = checkpoint_decoding(info)
     if info.data_config:
         corpus = info.data_config["corpus"]
         check_task(decoding.mbr, corpus["task"], f"the checkpoint's corpus {corpus['name']}")
-    log.info("%s (step %d), decoding %s", info.path, info.step, precision_label(decoding.label, precision))
-    with precision_context(precision, device):
-        return _translate_all(cfg, model, tokenizer, decoding, stdin, stdout)
+    label = engine_label(precision_label(decoding.label, precision), engine_name)
+    log.info("%s (step %d), decoding %s", info.path, info.step, label)
+    engine = make_engine(engine_name, ckpt, model, tokenizer, Path(cfg.paths.cache_dir), precision)
+    context = precision_context(precision, device) if engine is None else contextlib.nullcontext()
+    with context:
+        return _translate_all(cfg, model, tokenizer, decoding, stdin, stdout, engine)
 
 
 def _translate_all(cfg: DictConfig, model: Any, tokenizer: Any, decoding: DecodingConfig, stdin: Any,
-                   stdout: Any) -> int:
+                   stdout: Any, engine: Any = None) -> int:
     if cfg.input is None and stdin.isatty():
-        return interactive(model, tokenizer, decoding, cfg.format, stdin, stdout)
+        return interactive(model, tokenizer, decoding, cfg.format, stdin, stdout, engine)
     progress = Progress(total=None, desc="translating")  # lines are read as they come: no total, no ETA
     if cfg.input is not None:
         with open(cfg.input, encoding="utf-8") as f:
             n = translate_stream(model, tokenizer, f, stdout, decoding, cfg.format, cfg.max_tokens, cfg.chunk_size,
-                                 progress)
+                                 progress, engine)
     else:
         n = translate_stream(model, tokenizer, stdin, stdout, decoding, cfg.format, cfg.max_tokens, cfg.chunk_size,
-                             progress)
+                             progress, engine)
     log.info("translated %d lines", n)
     return n
 
 
-def interactive(model: Any, tokenizer: Any, decoding: DecodingConfig, fmt: str, stdin: Any, stdout: Any) -> int:
+def interactive(model: Any, tokenizer: Any, decoding: DecodingConfig, fmt: str, stdin: Any, stdout: Any,
+                engine: Any = None) -> int:
     """A prompt per line (on stderr), each answered at once; Ctrl-D ends."""
     n = 0
     while True:
@@ -74,7 +83,7 @@ def interactive(model: Any, tokenizer: Any, decoding: DecodingConfig, fmt: str, 
         if not line:
             return n
         source = line.rstrip("\n")
-        stdout.write(format_output(n, source, translate(model, tokenizer, [source], decoding)[0], fmt))
+        stdout.write(format_output(n, source, translate(model, tokenizer, [source], decoding, engine=engine)[0], fmt))
         stdout.flush()
         n += 1
 

@@ -119,10 +119,11 @@ class Decoded:
 
 
 def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Sequence[str], cfg: DecodingConfig,
-                 max_tokens: int, on_batch: Any = None, precision: str = "fp32") -> Decoded:
+                 max_tokens: int, on_batch: Any = None, precision: str = "fp32", engine: Any = None) -> Decoded:
     """Tokenize, truncate to what the model takes, decode in length-sorted token-budget batches, and
     return the hypotheses in input order. `on_batch(n_sources)` is called after each batch (progress).
-    precision: fp32 | bf16 (the model under bf16 autocast; see `precision_context`)."""
+    precision: fp32 | bf16 (the model under bf16 autocast; see `precision_context`).
+    engine: None (seqlab's search) or an object with generate()'s signature (interop.engines)."""
     device = next(model.parameters()).device
     max_src = model.cfg.max_positions
     src_ids = tokenizer.encode_source(list(sources))
@@ -134,8 +135,11 @@ def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Seque
     generated, start = 0, time.perf_counter()
     for idx in length_batches([len(s) for s in src_ids], max_tokens, cfg.rows_per_source):
         ids, pad = pad_batch([src_ids[i] for i in idx], model.cfg.pad_id, device)
-        with precision_context(precision, device):
-            out = generate(model, ids, pad, cfg)
+        if engine is not None:
+            out = engine.generate(model, ids, pad, cfg)
+        else:
+            with precision_context(precision, device):
+                out = generate(model, ids, pad, cfg)
         generated += int(out.lengths.sum())
         for row, i in enumerate(idx):
             outputs[i] = [(out.sequences[row, j, : out.lengths[row, j]].tolist(), float(out.scores[row, j]),
@@ -170,12 +174,13 @@ def apply_mbr(decoded: Decoded, tokenizer: Tokenizer, cfg: DecodingConfig) -> No
 
 
 def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence[Example],
-             cfg: DecodingConfig, settings: EvalSettings) -> tuple[list[Record], dict[str, Any]]:
-    """Decode `examples`, score references, and return per-example records and corpus metrics."""
+             cfg: DecodingConfig, settings: EvalSettings, engine: Any = None) -> tuple[list[Record], dict[str, Any]]:
+    """Decode `examples`, score references, and return per-example records and corpus metrics.
+    engine: None for seqlab's search, or a CTranslate2 engine (interop.engines)."""
     progress = Progress(len(examples), f"decoding {precision_label(cfg.label, settings.precision)}")
     try:
         decoded = decode_texts(model, tokenizer, [e.source for e in examples], cfg, settings.max_tokens, progress,
-                               settings.precision)
+                               settings.precision, engine)
     finally:
         progress.close()
     src_ids, truncated, generated = decoded.src_ids, decoded.n_truncated, decoded.generated_tokens

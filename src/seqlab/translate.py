@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, TextIO
+from typing import Any, Literal, TextIO
 
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
@@ -32,10 +32,11 @@ class Hypothesis:
 
 
 def translate(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: Sequence[str], cfg: DecodingConfig,
-              max_tokens: int = 8000, on_batch: Callable[[int], None] | None = None) -> list[list[Hypothesis]]:
-    """The n-best hypotheses of every line (none for a blank line), in input order."""
+              max_tokens: int = 8000, on_batch: Callable[[int], None] | None = None,
+              engine: Any = None) -> list[list[Hypothesis]]:
+    """The n-best hypotheses of every line (none for a blank line), in input order (engine: interop.engines)."""
     keep = [i for i, line in enumerate(lines) if line.strip()]
-    decoded = decode_texts(model, tokenizer, [lines[i] for i in keep], cfg, max_tokens, on_batch)
+    decoded = decode_texts(model, tokenizer, [lines[i] for i in keep], cfg, max_tokens, on_batch, engine=engine)
     out: list[list[Hypothesis]] = [[] for _ in lines]
     for i, hyps in zip(keep, decoded.hypotheses, strict=True):
         # MBR ranks by expected utility; the printed score stays the model's log-prob (fairseq's H- lines)
@@ -69,11 +70,12 @@ def chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
 
 def translate_stream(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: Iterable[str], out: TextIO,
                      cfg: DecodingConfig, fmt: Format = "plain", max_tokens: int = 8000, chunk_size: int = 2000,
-                     on_batch: Callable[[int], None] | None = None) -> int:
+                     on_batch: Callable[[int], None] | None = None, engine: Any = None) -> int:
     """Translate every line of `lines` to `out`, chunk by chunk; returns the number of lines."""
     done = 0
     for chunk in chunks(lines, chunk_size):
-        for i, (source, hyps) in enumerate(zip(chunk, translate(model, tokenizer, chunk, cfg, max_tokens, on_batch),
+        for i, (source, hyps) in enumerate(zip(chunk, translate(model, tokenizer, chunk, cfg, max_tokens, on_batch,
+                                                                                 engine),
                                                strict=True)):
             out.write(format_output(done + i, source, hyps, fmt))
         out.flush()

@@ -8,7 +8,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from seqlab.config import check_choice
+from seqlab.config import ConfigError, check_choice
 from seqlab.constants import SpecialIds
 from seqlab.decoding.config import DecodingConfig
 from seqlab.decoding.diverse import diverse_beam_search
@@ -17,7 +17,7 @@ from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, beam_search, model_step, sample_or_greedy
 from seqlab.model import Seq2SeqTransformer
 
-DecodePrecision = Literal["fp32", "bf16"]
+DecodePrecision = Literal["fp32", "bf16", "int8"]  # int8: the CTranslate2 engine only (interop.engines)
 
 
 def check_precision(precision: str, owner: str = "eval") -> None:
@@ -32,6 +32,8 @@ def precision_context(precision: str, device: torch.device | str) -> AbstractCon
     AVX512-BF16), but rounding changes ties and near-ties: 20-25% of the outputs differed from fp32 there.
     """
     check_precision(precision)
+    if precision == "int8":
+        raise ConfigError("precision=int8 runs on engine=ctranslate2 only (seqlab's own search: fp32 or bf16)")
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 

@@ -9,6 +9,7 @@ import copy
 import json
 import logging
 import os
+import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from omegaconf import DictConfig
 
 from seqlab.benchmark import (
     BenchConfig,
+    ct2_decode,
     decode_sources,
     faster,
     hf_decode,
@@ -33,6 +35,7 @@ from seqlab.benchmark import (
 )
 from seqlab.config import resolve_device
 from seqlab.interop import to_hf
+from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
 from seqlab.io import atomic_write_text
 from seqlab.model import Seq2SeqTransformer
 from seqlab.perf import cpu_description, keep_freed_memory
@@ -143,6 +146,38 @@ def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Te
                                   "differing_from_fp32": sum(a != b for a, b in zip(low_seqs, ours_seqs, strict=True)),
                                   "sources": len(ours_seqs)}
     result["outputs_identical"] = identical
+    if src.device.type == "cpu":
+        result.update(ct2_comparison(cfg, model, src, pad, result))
+    return result
+
+
+def ct2_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor,
+                   seqlab: dict[str, Any]) -> dict[str, Any]:
+    """CTranslate2 fp32 and int8 on the same sources, threads and settings (skipped when not installed):
+    tokens/s (best of `decode_repeats`) and how many outputs equal seqlab's fp32 ones."""
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        log.warning("ctranslate2 is not installed: its rows are left out (pip install 'seqlab[ct2]')")
+        return {}
+    result: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for precision, quantization in (("fp32", None), ("int8", "int8")):
+            path = export_ctranslate2(model, None, Path(tmp) / precision, quantization)
+            engine = CT2Engine(path, model, None, "float32" if quantization is None else "int8")
+            for name, beams in decode_settings(cfg):
+                best = float("inf")
+                for _ in range(cfg.decode_repeats + 1):  # the first run warms CTranslate2 up
+                    seqs, seconds = ct2_decode(engine, src, pad, beams, cfg.max_new_tokens)
+                    best = min(best, seconds)
+                ours = seqlab[name]
+                reference = seqlab_decode(model, src, pad, beams, cfg.max_new_tokens, memory=False)[0]
+                tokens = sum(len(s) for s in seqs)
+                result[f"{name}_ct2_{precision}"] = {
+                    "tokens_per_s": tokens / best, "seconds": best, "x_hf": ours["hf_s"] / best,
+                    "seqlab_x": best / ours["seqlab_s"], "sources": len(seqs),
+                    "same_as_seqlab_fp32": sum(a == b for a, b in zip(seqs, reference, strict=True))}
+                log.info("%s CTranslate2 %s: %.2fs (seqlab fp32 %.2fs)", name, precision, best, ours["seqlab_s"])
     return result
 
 
@@ -200,6 +235,12 @@ def format_table(r: dict[str, Any]) -> str:
         lines.append(f"{'  ' + name + ' bf16 tok/s':<28}{low['tokens_per_s']:>14,.0f}{'':>14}"
                      f"{low['tokens_per_s'] / d['hf_tokens_per_s']:>9.2f}  ({low['differing_from_fp32']} of "
                      f"{low['sources']} outputs differ from fp32)")
+        for precision in ("fp32", "int8"):
+            c = r.get(f"{name}_ct2_{precision}")
+            if c is not None:
+                lines.append(f"{'  ' + name + ' CTranslate2 ' + precision:<28}{c['tokens_per_s']:>14,.0f}{'':>14}"
+                             f"{c['x_hf']:>9.2f}  (seqlab fp32 = {c['seqlab_x']:.2f}x it; {c['same_as_seqlab_fp32']}"
+                             f" of {c['sources']} outputs equal seqlab fp32's)")
     lines.append(f"outputs identical: {r.get('outputs_identical', 'not decoded')}; "
                  f"train GFLOP/step {r['train_flops_per_step'] / 1e9:.1f}; "
                  f"matmul peak fp32 {r['train_fp32']['matmul_peak_flops'] / 1e9:.0f} GFLOP/s, "

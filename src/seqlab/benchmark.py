@@ -219,6 +219,19 @@ def seqlab_decode(model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tenso
     return seqs, elapsed, peak_memory_mb(src.device) if memory else float("nan")
 
 
+def ct2_decode(engine: Any, src: torch.Tensor, pad: torch.Tensor, beams: int, max_new: int
+               ) -> tuple[list[list[int]], float]:
+    """CTranslate2's search on the same sources (seqlab's ids as its tokens), pad and BOS never emitted:
+    sequences (EOS included where one was emitted) and seconds (`interop.ct2.CT2Engine`)."""
+    cfg = DecodingConfig(method="beam", num_beams=beams, max_length=max_new) if beams > 1 else \
+        DecodingConfig(max_length=max_new)
+    sources = [row[~p].tolist() for row, p in zip(src.cpu(), pad.cpu(), strict=True)]
+    start = time.perf_counter()
+    nbest = engine.translate_ids(sources, cfg, max_new)
+    elapsed = time.perf_counter() - start
+    return [hyps[0] for hyps in nbest], elapsed
+
+
 def hf_decode(model: Any, src: torch.Tensor, pad: torch.Tensor, beams: int,
               max_new: int, memory: bool = True) -> tuple[list[list[int]], float, float]:
     """HF generate with the same rules: pad and BOS never emitted, HF's early stopping (`memory`: as

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
 from pipelines.bench import format_table, run_bench
@@ -39,6 +41,13 @@ def test_run_bench_times_both_toolkits_and_their_outputs_agree():
         assert r[f"mfu_{tag}"] == r["train_flops_per_step"] / ours["step_s"] / r[f"train_{tag}"]["matmul_peak_flops"]
     table = format_table(r)
     assert "train tok/s fp32" in table and "beam8 decode tok/s" in table and "outputs identical: True" in table
+    if importlib.util.find_spec("ctranslate2") is not None:  # the ct2 extra: CTranslate2 on the same sources
+        for name in ("greedy", "beam", "beam8"):
+            for precision in ("fp32", "int8"):
+                c = r[f"{name}_ct2_{precision}"]
+                assert c["tokens_per_s"] > 0 and 0 <= c["same_as_seqlab_fp32"] <= TINY.decode_sources
+        assert r["greedy_ct2_fp32"]["same_as_seqlab_fp32"] >= TINY.decode_sources - 1  # greedy: the same search
+        assert "greedy CTranslate2 int8" in table
 
 
 def test_bench_decode_false_times_training_only_and_a_missing_gpu_fails_first():

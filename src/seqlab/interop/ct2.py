@@ -45,9 +45,11 @@ def check_exportable(cfg: ModelConfig) -> None:
                            "only for pre-LN stacks; use model.final_norm=null (none for post-LN)")
 
 
-def vocabulary(tokenizer: Tokenizer, side: str, size: int) -> list[str]:
-    """The pieces by id; ids 0-3 carry CTranslate2's special tokens (seqlab's pad, unk, bos, eos)."""
-    pieces = [tokenizer.id_to_piece(i, side) for i in range(size)]  # type: ignore[arg-type]
+def vocabulary(tokenizer: Tokenizer | None, side: str, size: int) -> list[str]:
+    """The pieces by id; ids 0-3 carry CTranslate2's special tokens (seqlab's pad, unk, bos, eos).
+    Without a tokenizer (a benchmark's random model) piece i is named `t<i>`."""
+    pieces = [tokenizer.id_to_piece(i, side) if tokenizer is not None else f"t{i}"  # type: ignore[arg-type]
+              for i in range(size)]
     specials = [SPECIALS["pad"], SPECIALS["unk"], SPECIALS["bos"], SPECIALS["eos"]]
     ids = [tokenizer_id(tokenizer, name) for name in ("pad", "unk", "bos", "eos")]
     for token, i in zip(specials, ids, strict=True):
@@ -104,7 +106,7 @@ def _ffn(spec: Any, layer: Any) -> None:
     _norm(spec.layer_norm, layer.ffn_res.norm)
 
 
-def to_spec(model: Seq2SeqTransformer, tokenizer: Tokenizer) -> Any:
+def to_spec(model: Seq2SeqTransformer, tokenizer: Tokenizer | None) -> Any:
     """The CTranslate2 TransformerSpec holding the model's weights, vocabularies and special tokens."""
     from ctranslate2.specs import common_spec, transformer_spec
 
@@ -137,7 +139,7 @@ def to_spec(model: Seq2SeqTransformer, tokenizer: Tokenizer) -> Any:
     return spec
 
 
-def export_ctranslate2(model: Seq2SeqTransformer, tokenizer: Tokenizer, out: str | Path,
+def export_ctranslate2(model: Seq2SeqTransformer, tokenizer: Tokenizer | None, out: str | Path,
                        quantization: str | None = None) -> Path:
     """Write a CTranslate2 model directory; nothing is left at `out` unless the whole export succeeds."""
     if quantization is not None and quantization not in QUANTIZATIONS:
@@ -190,7 +192,8 @@ class CT2Engine:
     limit is used and longer outputs are cut at their own limit (exact for greedy search).
     """
 
-    def __init__(self, path: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, compute_type: str = "float32",
+    def __init__(self, path: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer | None,
+                 compute_type: str = "float32",
                  threads: int | None = None) -> None:
         import ctranslate2
 

@@ -38,6 +38,7 @@ from seqlab.interop import to_hf
 from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
 from seqlab.io import atomic_write_text
 from seqlab.model import Seq2SeqTransformer
+from seqlab.model.quantize import dynamic_int8
 from seqlab.perf import cpu_description, keep_freed_memory
 from seqlab.pipeline import plain, typed
 
@@ -147,7 +148,25 @@ def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Te
                                   "sources": len(ours_seqs)}
     result["outputs_identical"] = identical
     if src.device.type == "cpu":
+        result.update(int8_comparison(cfg, model, src, pad, result))
         result.update(ct2_comparison(cfg, model, src, pad, result))
+    return result
+
+
+def int8_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor,
+                    seqlab: dict[str, Any]) -> dict[str, Any]:
+    """seqlab on int8 linear layers (`dynamic_int8`): tokens/s and outputs equal to its fp32 ones."""
+    quantized = dynamic_int8(model)
+    result: dict[str, Any] = {}
+    for name, beams in decode_settings(cfg):
+        reference = seqlab_decode(model, src, pad, beams, cfg.max_new_tokens, memory=False)[0]
+        best = float("inf")
+        for _ in range(cfg.decode_repeats):
+            seqs, seconds, _ = seqlab_decode(quantized, src, pad, beams, cfg.max_new_tokens, memory=False)
+            best = min(best, seconds)
+        result[f"{name}_int8"] = {"tokens_per_s": sum(len(s) for s in seqs) / best, "seconds": best,
+                                  "x_hf": seqlab[name]["hf_s"] / best, "sources": len(seqs),
+                                  "same_as_seqlab_fp32": sum(a == b for a, b in zip(seqs, reference, strict=True))}
     return result
 
 
@@ -235,6 +254,10 @@ def format_table(r: dict[str, Any]) -> str:
         lines.append(f"{'  ' + name + ' bf16 tok/s':<28}{low['tokens_per_s']:>14,.0f}{'':>14}"
                      f"{low['tokens_per_s'] / d['hf_tokens_per_s']:>9.2f}  ({low['differing_from_fp32']} of "
                      f"{low['sources']} outputs differ from fp32)")
+        q = r.get(f"{name}_int8")
+        if q is not None:
+            lines.append(f"{'  ' + name + ' int8 tok/s':<28}{q['tokens_per_s']:>14,.0f}{'':>14}{q['x_hf']:>9.2f}"
+                         f"  ({q['same_as_seqlab_fp32']} of {q['sources']} outputs equal fp32's)")
         for precision in ("fp32", "int8"):
             c = r.get(f"{name}_ct2_{precision}")
             if c is not None:

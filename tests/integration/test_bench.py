@@ -41,6 +41,8 @@ def test_run_bench_times_both_toolkits_and_their_outputs_agree():
         assert r[f"mfu_{tag}"] == r["train_flops_per_step"] / ours["step_s"] / r[f"train_{tag}"]["matmul_peak_flops"]
     table = format_table(r)
     assert "train tok/s fp32" in table and "beam8 decode tok/s" in table and "outputs identical: True" in table
+    for name in ("greedy", "beam", "beam8"):  # seqlab's int8 linear layers
+        assert r[f"{name}_int8"]["tokens_per_s"] > 0 and "int8 tok/s" in table
     if importlib.util.find_spec("ctranslate2") is not None:  # the ct2 extra: CTranslate2 on the same sources
         for name in ("greedy", "beam", "beam8"):
             for precision in ("fp32", "int8"):

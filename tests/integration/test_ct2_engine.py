@@ -42,6 +42,21 @@ def test_eval_with_ctranslate2_beside_seqlab(make_cfg, smoke_checkpoint, decodin
         assert key in theirs["metrics"]
 
 
+def test_seqlab_int8_decodes_with_int8_linear_layers_and_scores_references_in_fp32(make_cfg, smoke_checkpoint):
+    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
+
+    from seqlab.checkpoint import load_for_inference
+    from seqlab.interop.engines import make_engine
+
+    model, tokenizer, _ = load_for_inference(smoke_checkpoint)
+    engine = make_engine("seqlab", smoke_checkpoint, model, tokenizer, Path("unused"), "int8")
+    assert isinstance(engine.model.output, Int8Linear) and not isinstance(model.output, Int8Linear)
+    fp32 = run_evaluation(make_cfg("eval", [f"ckpt={smoke_checkpoint}", *COMMON]))
+    int8 = run_evaluation(make_cfg("eval", [f"ckpt={smoke_checkpoint}", "precision=int8", *COMMON]))
+    assert int8["label"] == fp32["label"] + "_int8"
+    assert int8["metrics"]["ref_logprob_per_token"] == fp32["metrics"]["ref_logprob_per_token"]  # fp32 scoring
+
+
 def test_translate_with_ctranslate2_int8(make_cfg, smoke_checkpoint):
     lines = ["En el principio creó Dios los cielos y la tierra.", "", "Dios"]
     outs = {}
@@ -58,7 +73,7 @@ def test_translate_with_ctranslate2_int8(make_cfg, smoke_checkpoint):
     (["engine=ctranslate2", "decoding=sample"], "use engine=seqlab for decoding.method=sample"),
     (["engine=ctranslate2", "decoding=diverse8_g4"], "decoding.num_beam_groups"),
     (["engine=ctranslate2", "decoding.repetition_penalty=1.2"], "decoding.repetition_penalty=1.2"),
-    (["precision=int8"], "eval.precision=int8 runs on engine=ctranslate2 only"),
+    (["precision=fp16"], "eval.precision='fp16'"),
     (["engine=onnx"], "eval.engine='onnx'"),
 ])
 def test_bad_engine_settings_fail_before_loading(make_cfg, tmp_path, overrides, match):

@@ -17,7 +17,7 @@ from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, beam_search, model_step, sample_or_greedy
 from seqlab.model import Seq2SeqTransformer
 
-DecodePrecision = Literal["fp32", "bf16", "int8"]  # int8: the CTranslate2 engine only (interop.engines)
+DecodePrecision = Literal["fp32", "bf16", "int8"]  # int8: an int8 engine (interop.engines), not autocast
 
 
 def check_precision(precision: str, owner: str = "eval") -> None:
@@ -33,7 +33,8 @@ def precision_context(precision: str, device: torch.device | str) -> AbstractCon
     """
     check_precision(precision)
     if precision == "int8":
-        raise ConfigError("precision=int8 runs on engine=ctranslate2 only (seqlab's own search: fp32 or bf16)")
+        raise ConfigError("precision=int8 decodes on an int8 copy of the model (interop.engines.make_engine), "
+                          "not under autocast")
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 

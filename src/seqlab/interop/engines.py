@@ -2,8 +2,9 @@
 
 Chosen with `engine=` in eval and translate, checked before the checkpoint loads, so a sweep, its
 metrics, intervals and paired tests can compare the engines on one test set. `precision` is the
-engine's computation: fp32 or bf16 for both, int8 for CTranslate2 (int8 weights, CTranslate2's
-`compute_type=int8`).
+engine's computation: fp32 or bf16 for both; int8 is CTranslate2's `compute_type=int8` (weights
+quantized at export) or, for seqlab on a CPU, PyTorch's dynamic int8 linear layers
+(`model.quantize.dynamic_int8`). An int8 engine decodes; references are still scored in fp32.
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from torch import Tensor
+
 from seqlab.config import ConfigError, check_choice
 from seqlab.data.tokenizer import Tokenizer
-from seqlab.decoding import DecodingConfig
+from seqlab.decoding import DecodingConfig, GenerateOutput, generate
 from seqlab.interop.ct2 import CT2Engine, check_decodable
 from seqlab.model import Seq2SeqTransformer
+from seqlab.model.quantize import dynamic_int8
 
 Engine = Literal["seqlab", "ctranslate2"]
 # precision -> (CTranslate2 weight quantization at export, compute_type)
@@ -25,9 +29,6 @@ CT2_PRECISION = {"fp32": (None, "float32"), "bf16": (None, "bfloat16"), "int8": 
 def check_engine(owner: str, engine: str, precision: str, decoding: DecodingConfig | None) -> None:
     """Fail, naming the key, on an engine, precision or decoding setting that cannot run together."""
     check_choice(owner, "engine", engine, Engine)
-    if engine == "seqlab" and precision == "int8":
-        raise ConfigError(f"{owner}.precision=int8 runs on engine=ctranslate2 only; add engine=ctranslate2 or "
-                          "use precision=fp32 or bf16")
     if engine == "ctranslate2":
         if precision not in CT2_PRECISION:
             raise ConfigError(f"{owner}.precision={precision!r} is not one of {list(CT2_PRECISION)}")
@@ -40,10 +41,25 @@ def engine_label(label: str, engine: str) -> str:
     return label if engine == "seqlab" else f"{label}_ct2"
 
 
+class Int8Engine:
+    """seqlab's own search on the dynamic-int8 copy of the model (CPU only), used like `generate`."""
+
+    def __init__(self, model: Seq2SeqTransformer) -> None:
+        if next(model.parameters()).device.type != "cpu":
+            raise ConfigError("precision=int8 with engine=seqlab runs on a CPU (PyTorch's int8 linear kernels); "
+                              "use device=cpu, or precision=bf16 on a GPU")
+        self.model = dynamic_int8(model)
+
+    def generate(self, model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor,
+                 cfg: DecodingConfig) -> GenerateOutput:
+        return generate(self.model, src_ids, src_pad_mask, cfg)
+
+
 def make_engine(engine: str, checkpoint: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, cache_dir: Path,
-                precision: str) -> CT2Engine | None:
-    """None for seqlab's own search; else CTranslate2 on an export of `checkpoint` (made once, cached)."""
+                precision: str) -> CT2Engine | Int8Engine | None:
+    """None for seqlab's own search (fp32 or bf16 autocast), seqlab on int8 linear layers, or CTranslate2 on
+    an export of `checkpoint` (made once, cached)."""
     if engine == "seqlab":
-        return None
+        return Int8Engine(model) if precision == "int8" else None
     quantization, compute_type = CT2_PRECISION[precision]
     return CT2Engine.for_checkpoint(checkpoint, model.cpu(), tokenizer, cache_dir, quantization, compute_type)

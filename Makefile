@@ -107,7 +107,7 @@ test-full: $(STAMP) ## Every test, slow ones included (DDP, kill -9 and resume, 
 	$(BIN)/python -m pytest -q -m "not gpu"
 
 lint: $(STAMP) ## ruff
-	$(BIN)/ruff check src pipelines tests
+	$(BIN)/ruff check src pipelines benchmarks tests
 
 clean: ## Remove outputs, caches and the virtual environment
 	rm -rf outputs multirun cache results/bench.json wandb .ruff_cache $(VENV) src/*.egg-info

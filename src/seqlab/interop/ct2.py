@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from seqlab.config import ConfigError
+from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, score
 from seqlab.decoding.search import normalized
@@ -50,19 +51,11 @@ def vocabulary(tokenizer: Tokenizer | None, side: str, size: int) -> list[str]:
     Without a tokenizer (a benchmark's random model) piece i is named `t<i>`."""
     pieces = [tokenizer.id_to_piece(i, side) if tokenizer is not None else f"t{i}"  # type: ignore[arg-type]
               for i in range(size)]
-    specials = [SPECIALS["pad"], SPECIALS["unk"], SPECIALS["bos"], SPECIALS["eos"]]
-    ids = [tokenizer_id(tokenizer, name) for name in ("pad", "unk", "bos", "eos")]
-    for token, i in zip(specials, ids, strict=True):
-        pieces[i] = token
+    for name, i in (("pad", PAD_ID), ("unk", UNK_ID), ("bos", BOS_ID), ("eos", EOS_ID)):
+        pieces[i] = SPECIALS[name]
     if len(set(pieces)) != len(pieces):
         raise InteropError(f"the {side} vocabulary has repeated pieces; CTranslate2 needs unique tokens")
     return pieces
-
-
-def tokenizer_id(tokenizer: Tokenizer, name: str) -> int:
-    from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-
-    return {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}[name]
 
 
 def _array(t: torch.Tensor) -> np.ndarray:

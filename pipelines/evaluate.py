@@ -39,6 +39,13 @@ def decoding_config(cfg: DictConfig) -> DecodingConfig:
     return typed(DecodingConfig, values, "decoding")
 
 
+def setting_decoding(cfg: DictConfig) -> dict[str, Any]:
+    """The decoding values that key a result folder; `mbr: null` is left out, so settings without MBR keep
+    the folders (and the skip-if-finished) they had before MBR existed."""
+    values = plain(cfg.decoding)
+    return {k: v for k, v in values.items() if not (k == "mbr" and v is None)}
+
+
 def test_set_key(cfg: DictConfig) -> dict[str, Any] | None:
     """What identifies a test set other than the checkpoint's own split (files by their contents)."""
     if cfg.source is not None:
@@ -137,7 +144,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     except CheckpointError:
         version = None  # recorded as a failure below, with the reason
     setting = {"ckpt": ckpt, "version": version, "split": cfg.split, "limit": cfg.limit,
-               "decoding": "checkpoint" if cfg.decoding_from_checkpoint else plain(cfg.decoding)}
+               "decoding": "checkpoint" if cfg.decoding_from_checkpoint else setting_decoding(cfg)}
     if precision != "fp32":  # fp32 results keep the keys they had before decoding had a precision
         setting["precision"] = precision
     if engine_name != "seqlab":  # so do seqlab's results, from before there was another engine

@@ -144,3 +144,11 @@ def test_any_setting_takes_mbr_from_the_command_line(make_cfg, overrides, label)
     from pipelines.evaluate import decoding_config
 
     assert decoding_config(make_cfg("eval", ["ckpt=x", *overrides])).label == label
+
+
+def test_settings_without_mbr_keep_their_result_folder_keys(make_cfg):
+    """`mbr: null` stays out of the folder key, so results from before MBR existed are still found."""
+    from pipelines.evaluate import setting_decoding
+
+    assert "mbr" not in setting_decoding(make_cfg("eval", ["ckpt=x", "decoding=beam"]))
+    assert setting_decoding(make_cfg("eval", ["ckpt=x", "decoding=mbr_chrf"]))["mbr"]["utility"] == "chrf"

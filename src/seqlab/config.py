@@ -86,3 +86,16 @@ def resolve_device(owner: str, value: Any) -> str:
     if index and int(index) >= torch.cuda.device_count():
         raise ConfigError(f"{key}={value!r} but torch sees {torch.cuda.device_count()} CUDA device(s)")
     return text
+
+
+def typed(cls: type, values: dict[str, Any], where: str) -> Any:
+    """Build a dataclass, turning unknown keys and type errors into messages that name them."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        names = ", ".join(f"{where}.{k}" for k in unknown)
+        raise ConfigError(f"unknown key(s) {names}; valid keys under {where}: {sorted(known)}")
+    try:
+        return cls(**values)
+    except TypeError as err:
+        raise ConfigError(f"{where}: {err}") from None

@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from seqlab.config import ConfigError
+from seqlab.config import ConfigError, typed
 from seqlab.data import CorpusConfig, DataConfig, TokenizerConfig
 from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig
@@ -63,19 +63,6 @@ def plain(cfg: DictConfig | Any) -> Any:
     if isinstance(cfg, ListConfig):
         return OmegaConf.to_container(cfg, resolve=True)
     return {k: plain(cfg[k]) for k in cfg if k != "hydra"}
-
-
-def typed(cls: type, values: dict[str, Any], where: str) -> Any:
-    """Build a dataclass, turning unknown keys and type errors into messages that name them."""
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        names = ", ".join(f"{where}.{k}" for k in unknown)
-        raise ConfigError(f"unknown key(s) {names}; valid keys under {where}: {sorted(known)}")
-    try:
-        return cls(**values)
-    except TypeError as err:
-        raise ConfigError(f"{where}: {err}") from None
 
 
 def data_config(cfg: DictConfig) -> DataConfig:

@@ -14,13 +14,14 @@ never change the choice.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from typing import Any, get_args
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from seqlab.config import ConfigError, check_choice, check_types
+from seqlab.config import ConfigError, check_choice, check_types, typed
 from seqlab.metrics.utility import ROUGE_UTILITIES, Utility, utility_matrix
 
 
@@ -45,12 +46,7 @@ class MBRConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> MBRConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"unknown key(s) {', '.join('decoding.mbr.' + k for k in unknown)}; valid keys under "
-                              f"decoding.mbr: {sorted(known)} (utility one of {list(get_args(Utility))})")
-        return cls(**values)
+        return typed(cls, values, "decoding.mbr")
 
     @property
     def needs_summaries(self) -> bool:
@@ -100,8 +96,6 @@ def expected_utilities(utility: str, candidates: Sequence[str], references: Sequ
 
 def choose(utility: str, candidates: Sequence[str], references: Sequence[str] | None = None) -> MBRChoice:
     """MBR over one source's candidates; references default to the candidates themselves."""
-    import time
-
     start = time.perf_counter()
     refs = candidates if references is None else references
     scores = expected_utilities(utility, candidates, refs)

@@ -117,6 +117,7 @@ def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Te
     model.eval()
     hf = to_hf(model).to(src.device).eval()
     result: dict[str, Any] = {}
+    fp32_seqs: dict[str, list[list[int]]] = {}  # seqlab's fp32 outputs per setting, the int8 rows' reference
     identical = True
     for name, beams in decode_settings(cfg):
         ours_s = hf_s = float("inf")
@@ -131,6 +132,7 @@ def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Te
             hf_s = min(hf_s, seconds)
         same = ours_seqs == hf_seqs
         identical &= same
+        fp32_seqs[name] = ours_seqs
         tokens = sum(len(s) for s in ours_seqs)
         result[name] = {"seqlab_tokens_per_s": tokens / ours_s, "hf_tokens_per_s": tokens / hf_s,
                         "seqlab_s": ours_s, "hf_s": hf_s, "seqlab_peak_mem_mb": ours_mem, "hf_peak_mem_mb": hf_mem,
@@ -148,18 +150,18 @@ def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Te
                                   "sources": len(ours_seqs)}
     result["outputs_identical"] = identical
     if src.device.type == "cpu":
-        result.update(int8_comparison(cfg, model, src, pad, result))
-        result.update(ct2_comparison(cfg, model, src, pad, result))
+        result.update(int8_comparison(cfg, model, src, pad, result, fp32_seqs))
+        result.update(ct2_comparison(cfg, model, src, pad, result, fp32_seqs))
     return result
 
 
 def int8_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor,
-                    seqlab: dict[str, Any]) -> dict[str, Any]:
+                    seqlab: dict[str, Any], fp32_seqs: dict[str, list[list[int]]]) -> dict[str, Any]:
     """seqlab on int8 linear layers (`dynamic_int8`): tokens/s and outputs equal to its fp32 ones."""
     quantized = dynamic_int8(model)
     result: dict[str, Any] = {}
     for name, beams in decode_settings(cfg):
-        reference = seqlab_decode(model, src, pad, beams, cfg.max_new_tokens, memory=False)[0]
+        reference = fp32_seqs[name]
         best = float("inf")
         for _ in range(cfg.decode_repeats):
             seqs, seconds, _ = seqlab_decode(quantized, src, pad, beams, cfg.max_new_tokens, memory=False)
@@ -171,7 +173,7 @@ def int8_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tens
 
 
 def ct2_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor,
-                   seqlab: dict[str, Any]) -> dict[str, Any]:
+                   seqlab: dict[str, Any], fp32_seqs: dict[str, list[list[int]]]) -> dict[str, Any]:
     """CTranslate2 fp32 and int8 on the same sources, threads and settings (skipped when not installed):
     tokens/s (best of `decode_repeats`) and how many outputs equal seqlab's fp32 ones."""
     try:
@@ -189,8 +191,7 @@ def ct2_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tenso
                 for _ in range(cfg.decode_repeats + 1):  # the first run warms CTranslate2 up
                     seqs, seconds = ct2_decode(engine, src, pad, beams, cfg.max_new_tokens)
                     best = min(best, seconds)
-                ours = seqlab[name]
-                reference = seqlab_decode(model, src, pad, beams, cfg.max_new_tokens, memory=False)[0]
+                ours, reference = seqlab[name], fp32_seqs[name]
                 tokens = sum(len(s) for s in seqs)
                 result[f"{name}_ct2_{precision}"] = {
                     "tokens_per_s": tokens / best, "seconds": best, "x_hf": ours["hf_s"] / best,

@@ -21,10 +21,10 @@ from omegaconf import DictConfig, OmegaConf
 from seqlab.checkpoint import CheckpointError, load_for_inference, resolve
 from seqlab.config import ConfigError, resolve_device
 from seqlab.data import CorpusConfig, DataConfig, Example, examples_from_text_files, load_split
-from seqlab.decoding import DecodingConfig, check_precision, precision_label
+from seqlab.decoding import DecodingConfig, check_precision
 from seqlab.decoding.mbr import check_task
 from seqlab.evaluation import EvalSettings, evaluate
-from seqlab.interop.engines import check_engine, engine_label, make_engine
+from seqlab.interop.engines import check_engine, make_engine, run_label
 from seqlab.io import cache_key, file_digest
 from seqlab.perf import keep_freed_memory
 from seqlab.pipeline import checkpoint_decoding, is_multirun, plain, sweep_group, tracking_config, typed
@@ -136,7 +136,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     """Evaluate, or skip a setting that already has results; failures are recorded, then re-raised."""
     keep_freed_memory()
     precision, engine_name = str(cfg.get("precision", "fp32")), str(cfg.get("engine", "seqlab"))
-    label = engine_label(precision_label(str(cfg.decoding.get("name") or cfg.decoding.method), precision), engine_name)
+    label = run_label(str(cfg.decoding.get("name") or cfg.decoding.method), precision, engine_name)
     ckpt = str(cfg.ckpt)
     try:
         stat = resolve(ckpt).stat()  # a retrained checkpoint at the same path is a new setting
@@ -166,14 +166,14 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         corpus = other_corpus(cfg)
         if corpus is not None:
             check_task(decoding.mbr, corpus.task, f"corpus {corpus.name}")
-        label = engine_label(precision_label(decoding.label, precision), engine_name)
+        label = run_label(decoding.label, precision, engine_name)
         payload["label"] = label
         payload["decoding"] = decoding.to_dict()
         device = resolve_device("", cfg.device)
         model, tokenizer, info = load_for_inference(resolve(ckpt), device=device)
         if cfg.decoding_from_checkpoint:
             decoding = checkpoint_decoding(info)
-            label = engine_label(precision_label(decoding.label, precision), engine_name)
+            label = run_label(decoding.label, precision, engine_name)
             payload.update(label=label, decoding=decoding.to_dict())
         payload["checkpoint"] = {"path": str(info.path), "step": info.step, "git_revision": info.git_revision,
                                  "model": info.model_config.to_dict(),

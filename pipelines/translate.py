@@ -19,9 +19,9 @@ from omegaconf import DictConfig
 
 from seqlab.checkpoint import load_for_inference, resolve
 from seqlab.config import ConfigError, check_choice, resolve_device
-from seqlab.decoding import DecodingConfig, check_precision, precision_context, precision_label
+from seqlab.decoding import DecodingConfig, check_precision, precision_context
 from seqlab.decoding.mbr import check_task
-from seqlab.interop.engines import check_engine, engine_label, make_engine
+from seqlab.interop.engines import check_engine, make_engine, run_label
 from seqlab.perf import keep_freed_memory
 from seqlab.pipeline import checkpoint_decoding, plain, typed
 from seqlab.progress import Progress
@@ -49,7 +49,7 @@ def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int
     if info.data_config:
         corpus = info.data_config["corpus"]
         check_task(decoding.mbr, corpus["task"], f"the checkpoint's corpus {corpus['name']}")
-    label = engine_label(precision_label(decoding.label, precision), engine_name)
+    label = run_label(decoding.label, precision, engine_name)
     log.info("%s (step %d), decoding %s", info.path, info.step, label)
     engine = make_engine(engine_name, ckpt, model, tokenizer, Path(cfg.paths.cache_dir), precision)
     context = precision_context(precision, device) if engine is None else contextlib.nullcontext()

@@ -24,10 +24,13 @@ import torch
 
 from seqlab.config import ConfigError
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from seqlab.data.sequences import pad_right
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, score
+from seqlab.decoding.generate import max_new_tokens
 from seqlab.decoding.search import normalized
 from seqlab.interop.hf import InteropError
+from seqlab.io import file_digest
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 
 # CTranslate2's weight types (`ctranslate2.Translator(compute_type=...)` picks the computation)
@@ -201,8 +204,6 @@ class CT2Engine:
     def for_checkpoint(cls, checkpoint: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, cache_dir: Path,
                        quantization: str | None = None, compute_type: str = "float32") -> CT2Engine:
         """Export the checkpoint once into cache_dir (keyed on the file's digest and the quantization)."""
-        from seqlab.io import file_digest
-
         folder = Path(cache_dir) / "ctranslate2" / f"{file_digest(checkpoint)[:16]}-{quantization or 'float32'}"
         if not (folder / "model.bin").is_file():
             export_ctranslate2(model, tokenizer, folder, quantization)
@@ -227,9 +228,6 @@ class CT2Engine:
     def generate(self, model: Seq2SeqTransformer, src_ids: torch.Tensor, src_pad_mask: torch.Tensor,
                  cfg: DecodingConfig) -> GenerateOutput:
         """`generate`'s output for a batch: (B, n, T) sequences, seqlab's scores and token log-probs."""
-        from seqlab.data.sequences import pad_right
-        from seqlab.decoding.generate import max_new_tokens
-
         limits = max_new_tokens(cfg, src_pad_mask, model.cfg.max_positions).tolist()
         sources = [row[~pad].tolist() for row, pad in zip(src_ids, src_pad_mask, strict=True)]
         nbest = self.translate_ids(sources, cfg, int(max(limits)))

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from seqlab.config import ConfigError, check_choice
 from seqlab.data.tokenizer import Tokenizer
-from seqlab.decoding import DecodingConfig, GenerateOutput, generate
+from seqlab.decoding import DecodingConfig, GenerateOutput, generate, precision_label
 from seqlab.interop.ct2 import CT2Engine, check_decodable
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.quantize import dynamic_int8
@@ -36,8 +36,10 @@ def check_engine(owner: str, engine: str, precision: str, decoding: DecodingConf
             check_decodable(decoding)
 
 
-def engine_label(label: str, engine: str) -> str:
-    """A setting's label with its engine when not seqlab's (e.g. beam5_lp1_ct2)."""
+def run_label(label: str, precision: str, engine: str) -> str:
+    """A setting's label with its precision when not fp32 and its engine when not seqlab's
+    (e.g. beam5_lp1_int8_ct2)."""
+    label = precision_label(label, precision)
     return label if engine == "seqlab" else f"{label}_ct2"
 
 

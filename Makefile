@@ -41,64 +41,64 @@ install-browser: ## Install Debian's chromium for the report's browser test (nee
 	command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium; }
 
 train: $(STAMP) ## Train the default experiment (mt_bible_small, 25 CPU minutes); ARGS="key=value ..." to change it
-	$(BIN)/python pipelines/train.py $(ARGS)
+	$(BIN)/seqlab train $(ARGS)
 
 eval: $(STAMP) ## Evaluate a checkpoint on the test split: CKPT=run_dir_or_file [ARGS="decoding=beam"]
 	@test -n "$(CKPT)" || { echo "usage: make eval CKPT=outputs/train/.../runs/<time> [ARGS=decoding=beam]"; exit 2; }
-	$(BIN)/python pipelines/evaluate.py ckpt=$(CKPT) $(ARGS)
+	$(BIN)/seqlab evaluate ckpt=$(CKPT) $(ARGS)
 
 translate: $(STAMP) ## Translate/summarize stdin or INPUT=file to stdout: CKPT=... [ARGS="decoding=beam format=fairseq"]
 	@test -n "$(CKPT)" || { echo "usage: make translate CKPT=run_dir_or_file [INPUT=in.txt] [ARGS=...] > out.txt" >&2; exit 2; }
-	@$(BIN)/python pipelines/translate.py ckpt=$(CKPT) $(if $(INPUT),input=$(INPUT)) $(ARGS)
+	@$(BIN)/seqlab translate ckpt=$(CKPT) $(if $(INPUT),input=$(INPUT)) $(ARGS)
 
 sweep-decoding: $(STAMP) ## Decode CKPT with a grid of conf/sweep (SWEEP=decoding | mbr | beam_curse), then the report
 	@test -n "$(CKPT)" || { echo "usage: make sweep-decoding CKPT=outputs/train/.../runs/<time> [SWEEP=mbr]"; exit 2; }
-	$(BIN)/python pipelines/evaluate.py -m +sweep=$(SWEEP) ckpt=$(CKPT) $(ARGS); status=$$?; \
-	$(BIN)/python pipelines/report.py --results $(RESULTS) && exit $$status
+	$(BIN)/seqlab evaluate -m +sweep=$(SWEEP) ckpt=$(CKPT) $(ARGS); status=$$?; \
+	$(BIN)/seqlab report --results $(RESULTS) && exit $$status
 
 sweep-arch: $(STAMP) ## Train norm x positions x tying (12 short runs x SEEDS seeds), evaluate greedy and beam 5, report
-	SEEDS=$(or $(SEEDS),1) bash pipelines/sweep_arch.sh $(BIN)/python "$(ARGS)"; status=$$?; \
-	$(BIN)/python pipelines/report.py --results $(RESULTS) && exit $$status
+	$(BIN)/seqlab sweep-arch --seeds $(or $(SEEDS),1) $(ARGS); status=$$?; \
+	$(BIN)/seqlab report --results $(RESULTS) && exit $$status
 
 study: $(STAMP) ## The architecture study: every question, SEEDS seeds per variant (default 3), tables -> results/arch_study
-	SEEDS=$(or $(SEEDS),3) bash pipelines/arch_study.sh $(BIN)/python all
+	$(BIN)/seqlab study all --seeds $(or $(SEEDS),3) $(ARGS)
 
 study-norm: $(STAMP) ## Study question: post-LN vs pre-LN x warm-up {0, default}
-	SEEDS=$(or $(SEEDS),3) bash pipelines/arch_study.sh $(BIN)/python norm_warmup
+	$(BIN)/seqlab study norm_warmup --seeds $(or $(SEEDS),3) $(ARGS)
 
 study-tying: $(STAMP) ## Study question: tied embeddings none / decoder / all
-	SEEDS=$(or $(SEEDS),3) bash pipelines/arch_study.sh $(BIN)/python tying
+	$(BIN)/seqlab study tying --seeds $(or $(SEEDS),3) $(ARGS)
 
 study-positions: $(STAMP) ## Study question: sinusoidal vs learned positions
-	SEEDS=$(or $(SEEDS),3) bash pipelines/arch_study.sh $(BIN)/python positions
+	$(BIN)/seqlab study positions --seeds $(or $(SEEDS),3) $(ARGS)
 
 inspect: $(STAMP) ## Attention maps and a step-by-step decoding trace of one sentence: CKPT=... TEXT="..." -> outputs/inspect.html
 	@test -n "$(CKPT)" -a -n "$(TEXT)" || { echo "usage: make inspect CKPT=run_dir_or_file TEXT=\"a source sentence\" [ARGS=\"--max-length 40 --mbr chrf\"]"; exit 2; }
-	$(BIN)/python -m seqlab.inspection --ckpt $(CKPT) --text "$(TEXT)" $(ARGS)
+	$(BIN)/seqlab inspect --ckpt $(CKPT) --text "$(TEXT)" $(ARGS)
 
 export: $(STAMP) ## A Hugging Face save_pretrained folder, or FORMAT=ctranslate2 a CTranslate2 model: CKPT=... OUT=DIR
 	@test -n "$(CKPT)" -a -n "$(OUT)" || { echo "usage: make export CKPT=run_dir_or_file OUT=dir [FORMAT=ctranslate2] [ARGS=\"--num-beams 5\" | \"--quantization int8\"]"; exit 2; }
-	$(BIN)/python -m seqlab.interop.export --ckpt $(CKPT) --out $(OUT) --format $(FORMAT) $(ARGS)
+	$(BIN)/seqlab export --ckpt $(CKPT) --out $(OUT) --format $(FORMAT) $(ARGS)
 
 import: $(STAMP) ## A Hugging Face Marian folder (e.g. opus-mt-*) as a seqlab checkpoint: HF=DIR OUT=FILE.ckpt
 	@test -n "$(HF)" -a -n "$(OUT)" || { echo "usage: make import HF=path/to/opus-mt-es-en OUT=opus-mt-es-en.ckpt"; exit 2; }
-	$(BIN)/python -m seqlab.interop.importer --hf $(HF) --out $(OUT)
+	$(BIN)/seqlab import --hf $(HF) --out $(OUT)
 
 average: $(STAMP) ## Average checkpoints (fairseq's average_checkpoints): CKPTS="a.ckpt b.ckpt ..." OUT=avg.ckpt
 	@test -n "$(CKPTS)" -a -n "$(OUT)" || { echo "usage: make average CKPTS=\"run/checkpoints/step-*.ckpt\" OUT=avg.ckpt"; exit 2; }
-	$(BIN)/python -m seqlab.average --out $(OUT) $(CKPTS)
+	$(BIN)/seqlab average --out $(OUT) $(CKPTS)
 
 compare: $(STAMP) ## Paired significance: RUNS="base_result other_result ..." or ARGS="--refs R.txt --hyps A.txt B.txt"
-	$(BIN)/python -m seqlab.compare $(RUNS) $(ARGS)
+	$(BIN)/seqlab compare $(RUNS) $(ARGS)
 
 report: $(STAMP) ## Build outputs/report.html from every evaluation result on disk
-	$(BIN)/python pipelines/report.py --results $(RESULTS)
+	$(BIN)/seqlab report --results $(RESULTS)
 
 bench: $(STAMP) ## Speed against Hugging Face transformers (same shapes, same batches) -> results/bench.json
-	$(BIN)/python pipelines/bench.py $(ARGS)
+	$(BIN)/seqlab bench $(ARGS)
 
 params: $(STAMP) ## Parameter table (analytic vs counted) for a model shape; ARGS="--d_model 512 ..."
-	$(BIN)/python -m seqlab.model.params $(ARGS)
+	$(BIN)/seqlab params $(ARGS)
 
 test: $(STAMP) ## Fast test suite (offline, a few minutes on 2 cores)
 	$(BIN)/python -m pytest -q
@@ -107,7 +107,7 @@ test-full: $(STAMP) ## Every test, slow ones included (DDP, kill -9 and resume, 
 	$(BIN)/python -m pytest -q -m "not gpu"
 
 lint: $(STAMP) ## ruff
-	$(BIN)/ruff check src pipelines benchmarks tests
+	$(BIN)/ruff check src benchmarks tests
 
 clean: ## Remove outputs, caches and the virtual environment
 	rm -rf outputs multirun cache results/bench.json wandb .ruff_cache $(VENV) src/*.egg-info

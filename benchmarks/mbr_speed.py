@@ -19,8 +19,8 @@ from seqlab.checkpoint import load_for_inference
 from seqlab.data import DataConfig, load_split
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.mbr import choose
-from seqlab.evaluation import decode_texts
-from seqlab.perf import cpu_description
+from seqlab.hardware import cpu_description
+from seqlab.inference.evaluation import decode_texts
 
 PER_PAIR = {"chrf": lambda h, r: sentence_chrf(h, [r]).score, "bleu": lambda h, r: sentence_bleu(h, [r]).score}
 

@@ -114,7 +114,7 @@ def read_checkpoint(path: Path | str) -> dict[str, Any]:
                               "corrupt or holds objects other than tensors; re-copy it or retrain") from None
     if not isinstance(state, dict) or "seqlab" not in state or "state_dict" not in state:
         raise CheckpointError(f"{path}: not a seqlab checkpoint (no 'seqlab' description); "
-                              "use a checkpoint written by pipelines/train.py")
+                              "use a checkpoint written by seqlab train")
     return state
 
 
@@ -129,7 +129,7 @@ def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
     for key in ("model_config", "tokenizer", "data_config"):
         if not isinstance(meta.get(key), dict):
             raise CheckpointError(f"{path}: the checkpoint's description has no valid '{key}'; it was not "
-                                  "written by pipelines/train.py or is damaged; use another checkpoint")
+                                  "written by seqlab train or is damaged; use another checkpoint")
     try:
         cfg = ModelConfig.from_dict(meta["model_config"])
     except (ConfigError, TypeError, ValueError) as err:
@@ -189,7 +189,8 @@ def describe(tokenizer: Tokenizer, data_config: dict[str, Any], run_config: dict
 
 
 def atomic_checkpoint_io() -> Any:
-    """Lightning CheckpointIO that writes each checkpoint to a temporary file, then renames it."""
+    """Lightning CheckpointIO that writes each checkpoint to a temporary file, then renames it, and reads
+    one to resume from through `read_checkpoint` (integrity check, `weights_only=True`), as inference does."""
     from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
     from seqlab.io import atomic_write
@@ -197,6 +198,9 @@ def atomic_checkpoint_io() -> Any:
     class AtomicCheckpointIO(TorchCheckpointIO):
         def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
             atomic_write(path, lambda f: torch.save(checkpoint, f))
+
+        def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: Any = None) -> dict[str, Any]:
+            return read_checkpoint(path)  # on CPU; Lightning moves the state where it belongs
 
         def remove_checkpoint(self, path: Any) -> None:
             Path(path).unlink(missing_ok=True)

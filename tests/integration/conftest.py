@@ -1,4 +1,4 @@
-"""Compose Hydra configs the way the pipelines do, with every path inside a temporary folder."""
+"""Compose Hydra configs the way the commands do, with every path inside a temporary folder."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
-import seqlab.pipeline  # noqa: F401  (registers the dataclass defaults the YAML files extend)
+import seqlab.app.configs  # noqa: F401  (registers the dataclass defaults the YAML files extend)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -51,7 +51,7 @@ def make_cfg(tmp_path, shared_cache):
 @pytest.fixture(scope="session")
 def smoke_checkpoint(tmp_path_factory, shared_cache) -> Path:
     """last.ckpt of a 2-step smoke training, shared by the session's tests (read it, never write it)."""
-    from pipelines.train import train
+    from seqlab.app.train import train
 
     out = tmp_path_factory.mktemp("smoke_ckpt")
     GlobalHydra.instance().clear()

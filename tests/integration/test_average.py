@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from pipelines.train import train
 
-from seqlab.average import average_checkpoints, main
+from seqlab.app.average import main
+from seqlab.app.train import train
 from seqlab.checkpoint import CheckpointError, load_for_inference, read_checkpoint
 from seqlab.config import ConfigError
+from seqlab.train.average import average_checkpoints
 
 SMOKE = ["experiment=smoke", "logger=none", "train.quick_eval_size=0"]
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
-from pipelines.bench import format_table, run_bench
 
-from seqlab.benchmark import BenchConfig, faster, train_flops
-from seqlab.pipeline import plain, typed
+from seqlab.analysis.speed import BenchConfig, faster, train_flops
+from seqlab.app.bench import format_table, run_bench
+from seqlab.app.configs import plain, typed
 
+ROOT = Path(__file__).resolve().parents[2]
 TINY = BenchConfig(d_model=32, n_heads=2, layers=1, d_ff=64, vocab=64, batch=4, seq_len=8, train_steps=2,
                    warmup_steps=1, train_repeats=2, decode_sources=4, max_new_tokens=5, num_beams=2,
                    decode_repeats=1)
@@ -80,11 +84,13 @@ def test_bench_base_is_the_shape_of_the_wmt14_base_experiment(make_cfg):
     assert typed(BenchConfig, plain(default), "bench") == BenchConfig()  # one set of defaults, file and dataclass
 
 
-def test_train_speed_times_the_corpus_batches_of_a_checkpoint(smoke_checkpoint, capsys):
-    from pipelines.train_speed import main
-
-    main([str(smoke_checkpoint), "--steps", "3", "--window", "1", "--precision", "fp32"])
-    line = capsys.readouterr().out.strip()
+def test_train_speed_times_the_corpus_batches_of_a_checkpoint(smoke_checkpoint):
+    """The profiling script runs against the library as it is (a script: run, not imported)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_speed.py"), str(smoke_checkpoint),
+                           "--steps", "3", "--window", "1", "--precision", "fp32"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = proc.stdout.strip().splitlines()[-1]
     assert line.startswith("fp32 threads=") and "batches=3" in line
     rates, faults = line.split("tokens/s per 1 steps: ")[1].split("; page faults per step: ")
     assert len(rates.split(" / ")) == len(faults.split(" / ")) == 3

@@ -6,9 +6,9 @@ from dataclasses import fields
 
 import pytest
 
+from seqlab.app.configs import MODEL_FIELDS_FROM_ELSEWHERE, train_spec, typed
 from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig
-from seqlab.pipeline import MODEL_FIELDS_FROM_ELSEWHERE, train_spec, typed
 
 from .conftest import CONF
 

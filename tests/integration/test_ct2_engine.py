@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from pipelines.evaluate import run_evaluation
-from pipelines.translate import run_translate
 
+from seqlab.app.evaluate import run_evaluation
+from seqlab.app.translate import run_translate
 from seqlab.config import ConfigError
 
 pytest.importorskip("ctranslate2")

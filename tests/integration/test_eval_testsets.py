@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import sacrebleu
-from pipelines.evaluate import run_evaluation
 
+from seqlab.app.evaluate import run_evaluation
 from seqlab.config import ConfigError
 
 
@@ -55,8 +55,7 @@ def test_another_corpus_config_by_name_or_as_a_config(make_cfg, smoke_checkpoint
 
 
 def test_report_inspects_a_few_sentences_of_each_evaluated_checkpoint(make_cfg, smoke_checkpoint):
-    from pipelines.report import inspections
-
+    from seqlab.app.report import inspections
     from seqlab.tracking.results import load_results
 
     cfg = make_cfg("eval", [f"ckpt={smoke_checkpoint}", "logger=none", "decoding.max_length=6", "limit=3",

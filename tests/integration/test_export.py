@@ -42,7 +42,7 @@ def test_exported_folder_reproduces_seqlab(smoke_checkpoint, tmp_path, num_beams
 def test_ctranslate2_export_from_the_command_line(smoke_checkpoint, tmp_path):
     """`make export FORMAT=ctranslate2`: the smoke model, its real SentencePiece vocabulary, greedy as seqlab."""
     ctranslate2 = pytest.importorskip("ctranslate2")
-    from seqlab.interop.export import main
+    from seqlab.app.export import main
 
     out = tmp_path / "ct2"
     assert main(["--ckpt", str(smoke_checkpoint), "--out", str(out), "--format", "ctranslate2"]) == 0

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from pipelines.train import train
 
-from seqlab.checkpoint import CheckpointError, load_for_inference, read_checkpoint
+from seqlab.app.configs import train_spec
+from seqlab.app.train import train
+from seqlab.checkpoint import CheckpointError, atomic_checkpoint_io, load_for_inference, read_checkpoint
 from seqlab.data import CorpusConfig, DataConfig, TokenizerConfig
 from seqlab.data.datamodule import load_tokenizer, tokenized_split
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.io import atomic_write, publish_once
 from seqlab.model import ConfigError
-from seqlab.pipeline import train_spec
 from seqlab.train.fit import RunFolderBusy, RunFolderLock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,7 +121,7 @@ def test_same_seed_same_results_with_fresh_caches(tmp_path):
     losses = []
     for name in ("a", "b"):
         proc = subprocess.run(
-            [sys.executable, "pipelines/train.py", *SMOKE, "trainer.max_steps=3", "train.val_every_n_steps=3",
+            [sys.executable, "-m", "seqlab", "train", *SMOKE, "trainer.max_steps=3", "train.val_every_n_steps=3",
              f"hydra.run.dir={tmp_path / name}", f"paths.log_dir={tmp_path / 'outputs'}",
              f"paths.cache_dir={tmp_path / ('cache-' + name)}"],
             cwd=ROOT, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
@@ -273,6 +273,26 @@ def test_resume_auto_finds_the_given_run_folder_and_fresh_never_overwrites(make_
     assert fresh["step"] == 2
 
 
+class CodeCarrier:
+    """Unpickling this would import and build an arbitrary object: what `weights_only=True` refuses."""
+
+
+def test_resuming_reads_through_the_safe_loader_and_saving_says_what_it_saves(make_cfg, tmp_path, caplog):
+    run = tmp_path / "run"
+    common = [*SMOKE, "train.val_every_n_steps=2", "train.checkpoint_every_n_steps=0"]
+    with caplog.at_level("INFO"):
+        train(make_cfg("train", [*common, "trainer.max_steps=2"], out=run))
+    assert "weights_only" not in caplog.text  # Lightning logs this when a save leaves it unset
+    last = run / "checkpoints" / "last.ckpt"
+    state = read_checkpoint(last)
+    state["callbacks"]["carrier"] = CodeCarrier()
+    torch.save(state, last)
+    with pytest.raises(CheckpointError, match=rf"{last}: cannot be read as a checkpoint"):
+        train(make_cfg("train", [*common, "trainer.max_steps=4", f"train.resume={last}"], out=tmp_path / "next"))
+    with pytest.raises(CheckpointError, match=rf"{last}: cannot be read as a checkpoint"):
+        atomic_checkpoint_io().load_checkpoint(last)  # what Lightning's own resume load calls
+
+
 def test_second_training_in_a_locked_run_folder_fails_at_once(make_cfg, tmp_path):
     run = tmp_path / "busy"
     with RunFolderLock(run), pytest.raises(RunFolderBusy, match="another training is running"):
@@ -382,7 +402,7 @@ def test_duplicate_ids_are_warned_about(tmp_path, caplog):
 # 14: an interrupted evaluation says so ------------------------------------------------------------------------
 
 def test_interrupted_evaluation_is_recorded_as_interrupted(make_cfg, checkpoint, monkeypatch):
-    import pipelines.evaluate as evaluate_pipeline
+    import seqlab.app.evaluate as evaluate_pipeline
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def test_bench_runs_both_toolkits_on_the_gpu():
-    from pipelines.bench import format_table, run_bench
+    from seqlab.app.bench import format_table, run_bench
 
     from .test_bench import TINY
 
@@ -26,8 +26,8 @@ def test_bench_runs_both_toolkits_on_the_gpu():
 
 
 def test_smoke_training_on_the_gpu_in_bf16_then_translation_there(make_cfg, tmp_path):
-    from pipelines.train import train
-    from pipelines.translate import run_translate
+    from seqlab.app.train import train
+    from seqlab.app.translate import run_translate
 
     result = train(make_cfg("train", ["experiment=smoke", "logger=none", "trainer=gpu", "train.quick_eval_size=0",
                                       "trainer.max_steps=2", "trainer.precision=bf16-mixed"]))  # smoke says 32

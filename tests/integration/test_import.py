@@ -11,12 +11,11 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from pipelines.translate import run_translate  # noqa: E402
-
+from seqlab.app.import_hf import main  # noqa: E402
+from seqlab.app.translate import run_translate  # noqa: E402
 from seqlab.checkpoint import load_for_inference  # noqa: E402
 from seqlab.data.tokenizer import Tokenizer, TokenizerConfig  # noqa: E402
 from seqlab.decoding import DecodingConfig, generate  # noqa: E402
-from seqlab.interop.importer import main  # noqa: E402
 from tests.helpers import assert_first_hypotheses_equal  # noqa: E402
 
 SOURCES = ["the cat sat on the red mat", "a dog ran", "the big blue house"]

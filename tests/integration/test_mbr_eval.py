@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pipelines.evaluate import run_evaluation
-from pipelines.translate import run_translate
 from sacrebleu import sentence_chrf
 
+from seqlab.app.evaluate import run_evaluation
+from seqlab.app.translate import run_translate
 from seqlab.checkpoint import load_for_inference
 from seqlab.config import ConfigError
 from seqlab.decoding import DecodingConfig
-from seqlab.evaluation import decode_texts
+from seqlab.inference.evaluation import decode_texts
 
 SMALL = ["decoding.mbr.candidates=6", "decoding.max_length=10"]
 SOURCES = ["En el principio creó Dios los cielos y la tierra.", "Y la tierra estaba desordenada y vacía,",
@@ -121,11 +121,11 @@ def test_rouge_utility_on_a_summarization_corpus_is_accepted_before_loading(make
 
 
 def test_inspect_shows_the_candidates_and_the_choice(smoke_checkpoint, tmp_path):
-    from seqlab import inspection
+    from seqlab.app import inspect as inspect_command
 
     out = tmp_path / "inspect.html"
-    inspection.main(["--ckpt", str(smoke_checkpoint), "--text", SOURCES[0], "--max-length", "10", "--num-beams", "0",
-                     "--mbr", "bleu", "--mbr-candidates", "6", "--out", str(out)])
+    inspect_command.main(["--ckpt", str(smoke_checkpoint), "--text", SOURCES[0], "--max-length", "10",
+                          "--num-beams", "0", "--mbr", "bleu", "--mbr-candidates", "6", "--out", str(out)])
     page = out.read_text()
     model, tokenizer, _ = load_for_inference(smoke_checkpoint)
     cfg = DecodingConfig(method="sample", epsilon=0.02, max_length=10, mbr={"utility": "bleu", "candidates": 6})
@@ -141,14 +141,14 @@ def test_inspect_shows_the_candidates_and_the_choice(smoke_checkpoint, tmp_path)
     (["decoding=mbr_chrf", "decoding.mbr.candidates=64"], "mbr_chrf_c64_sample_epsilon0.02"),
 ])
 def test_any_setting_takes_mbr_from_the_command_line(make_cfg, overrides, label):
-    from pipelines.evaluate import decoding_config
+    from seqlab.app.evaluate import decoding_config
 
     assert decoding_config(make_cfg("eval", ["ckpt=x", *overrides])).label == label
 
 
 def test_settings_without_mbr_keep_their_result_folder_keys(make_cfg):
     """`mbr: null` stays out of the folder key, so results from before MBR existed are still found."""
-    from pipelines.evaluate import setting_decoding
+    from seqlab.app.evaluate import setting_decoding
 
     assert "mbr" not in setting_decoding(make_cfg("eval", ["ckpt=x", "decoding=beam"]))
     assert setting_decoding(make_cfg("eval", ["ckpt=x", "decoding=mbr_chrf"]))["mbr"]["utility"] == "chrf"

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from pipelines.train import train
 
+from seqlab.app.train import train
 from seqlab.checkpoint import CheckpointError, load_for_inference, read_checkpoint
 from seqlab.data import Example
 from seqlab.decoding import DecodingConfig
-from seqlab.evaluation import EvalSettings, evaluate
+from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.train.module import NonFiniteLossError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +99,7 @@ def test_wandb_key_never_written_and_offline_fallback(tmp_path, shared_cache):
     env.pop("WANDB_MODE", None)
     start = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "pipelines/train.py", "experiment=smoke", "logger=wandb", "logger.init_timeout=20",
+        [sys.executable, "-m", "seqlab", "train", "experiment=smoke", "logger=wandb", "logger.init_timeout=20",
          "trainer.max_steps=2", "train.quick_eval_size=0", f"hydra.run.dir={tmp_path / 'run'}",
          f"paths.log_dir={tmp_path}", f"paths.cache_dir={shared_cache}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -114,7 +114,7 @@ def test_wandb_key_never_written_and_offline_fallback(tmp_path, shared_cache):
 
 def start_training(tmp_path: Path, cache: Path, run_dir: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "pipelines/train.py", *SMOKE, "trainer.max_steps=400", "train.checkpoint_every_n_steps=5",
+        [sys.executable, "-m", "seqlab", "train", *SMOKE, "trainer.max_steps=400", "train.checkpoint_every_n_steps=5",
          "train.val_every_n_steps=1000", "trainer.log_every_n_steps=1", f"hydra.run.dir={run_dir}",
          f"paths.log_dir={tmp_path / 'outputs'}", f"paths.cache_dir={cache}"],
         cwd=ROOT, env={**os.environ, "WANDB_MODE": "offline"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -153,7 +153,7 @@ def test_kill_9_then_resume_auto(tmp_path, shared_cache):
     proc.wait()
     saved = read_checkpoint(last)["global_step"]  # readable: never half-written
     resumed = subprocess.run(
-        [sys.executable, "pipelines/train.py", *SMOKE, f"trainer.max_steps={saved + 5}", "train.resume=auto",
+        [sys.executable, "-m", "seqlab", "train", *SMOKE, f"trainer.max_steps={saved + 5}", "train.resume=auto",
          "train.checkpoint_every_n_steps=5", f"hydra.run.dir={tmp_path / 'run2'}",
          f"paths.log_dir={tmp_path / 'outputs'}", f"paths.cache_dir={shared_cache}"],
         cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -30,7 +30,7 @@ def smoke_ckpt(tmp_path_factory) -> tuple[Path, Path]:
     """A smoke-trained run directory (and the cache it used), shared by this module's tests."""
     tmp = tmp_path_factory.mktemp("smoke")
     cache = tmp / "cache"
-    run(["pipelines/train.py", "experiment=smoke", "train.quick_eval_size=0", "trainer.max_steps=20",
+    run(["-m", "seqlab", "train", "experiment=smoke", "train.quick_eval_size=0", "trainer.max_steps=20",
          f"hydra.run.dir={tmp / 'run'}", *paths(tmp, cache)])
     return tmp / "run", cache
 
@@ -38,7 +38,7 @@ def smoke_ckpt(tmp_path_factory) -> tuple[Path, Path]:
 def test_train_multirun_gives_one_offline_wandb_run_per_job_in_one_group(tmp_path, smoke_ckpt):
     _, cache = smoke_ckpt
     sweep = tmp_path / "sweep"
-    run(["pipelines/train.py", "-m", "experiment=smoke", "logger=wandb", "trainer.max_steps=2",
+    run(["-m", "seqlab", "train", "-m", "experiment=smoke", "logger=wandb", "trainer.max_steps=2",
          "train.quick_eval_size=0", "model.norm_position=pre,post", "model.tie_embeddings=none,all",
          f"hydra.sweep.dir={sweep}", *paths(tmp_path, cache)])
     runs = sorted(sweep.glob("*/wandb/offline-run-*/run-*.wandb"))
@@ -50,7 +50,7 @@ def test_train_multirun_gives_one_offline_wandb_run_per_job_in_one_group(tmp_pat
 
 def test_eval_sweep_records_failure_goes_on_and_skips_finished(tmp_path, smoke_ckpt):
     ckpt, cache = smoke_ckpt
-    common = ["pipelines/evaluate.py", "-m", f"ckpt={ckpt}", "limit=6", "decoding.max_length=12", "logger=wandb",
+    common = ["-m", "seqlab", "evaluate", "-m", f"ckpt={ckpt}", "limit=6", "decoding.max_length=12", "logger=wandb",
               f"hydra.sweep.dir={tmp_path / 'sweep'}", *paths(tmp_path, cache)]
     # the middle job has a bad value: the others finish, then the sweep exits 1 with a summary
     proc = run([*common, "decoding=top_p", "decoding.top_p=0.9,1.5,0.95"], expect=1)
@@ -68,7 +68,7 @@ def test_eval_sweep_records_failure_goes_on_and_skips_finished(tmp_path, smoke_c
     assert again.stdout.count("already evaluated") + again.stderr.count("already evaluated") == 2
     # The report lists every run, the failure included, with its plots.
     out = tmp_path / "report.html"
-    run(["pipelines/report.py", "--results", str(tmp_path / "outputs" / "eval_results"), "--out", str(out)])
+    run(["-m", "seqlab", "report", "--results", str(tmp_path / "outputs" / "eval_results"), "--out", str(out)])
     page = out.read_text()
     assert page.count("<tr class='failed'>") == 1 and "data:image/png;base64" in page
 
@@ -76,7 +76,7 @@ def test_eval_sweep_records_failure_goes_on_and_skips_finished(tmp_path, smoke_c
 @pytest.mark.slow
 def test_full_decoding_sweep_gives_one_group_and_a_report(tmp_path, smoke_ckpt):
     ckpt, cache = smoke_ckpt
-    run(["pipelines/evaluate.py", "-m", "+sweep=decoding", f"ckpt={ckpt}", "limit=5", "decoding.max_length=10",
+    run(["-m", "seqlab", "evaluate", "-m", "+sweep=decoding", f"ckpt={ckpt}", "limit=5", "decoding.max_length=10",
          "logger=wandb", f"hydra.sweep.dir={tmp_path / 'sweep'}", *paths(tmp_path, cache)])
     runs = list((tmp_path / "outputs" / "eval_results").glob("**/wandb/offline-run-*/run-*.wandb"))
     assert len(runs) >= 10
@@ -86,19 +86,17 @@ def test_full_decoding_sweep_gives_one_group_and_a_report(tmp_path, smoke_ckpt):
     group = load_for_inference(resolve(ckpt))[2].tracking["group"]
     assert group and all(group.encode() in r.read_bytes() for r in runs)
     out = tmp_path / "report.html"
-    run(["pipelines/report.py", "--results", str(tmp_path / "outputs" / "eval_results"), "--out", str(out)])
+    run(["-m", "seqlab", "report", "--results", str(tmp_path / "outputs" / "eval_results"), "--out", str(out)])
     assert out.read_text().count("data:image/png;base64") >= 3
 
 
 @pytest.mark.slow
 def test_sweep_arch_trains_the_grid_and_evaluates_each(tmp_path, smoke_ckpt):
     _, cache = smoke_ckpt
-    env = {**ENV, "EXPERIMENT": "smoke", "BUDGET": "null", "LIMIT": "4", "SWEEP_DIR": str(tmp_path / "sweep"),
-           "EVAL_ARGS": " ".join([*paths(tmp_path, cache), "decoding.max_length=8", "logger=csv"])}
-    extra = " ".join([*paths(tmp_path, cache), "trainer.max_steps=3", "logger=csv"])
-    proc = subprocess.run(["bash", "pipelines/sweep_arch.sh", sys.executable, extra], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    eval_args = " ".join([*paths(tmp_path, cache), "decoding.max_length=8", "logger=csv"])
+    train_args = " ".join([*paths(tmp_path, cache), "trainer.max_steps=3", "logger=csv"])
+    run(["-m", "seqlab", "sweep-arch", "--experiment", "smoke", "--budget", "null", "--limit", "4",
+         "--dir", str(tmp_path / "sweep"), "--train-args", train_args, "--eval-args", eval_args], timeout=900)
     assert len(list((tmp_path / "sweep").glob("*/checkpoints/best.ckpt"))) == 12
     results = [json.loads(p.read_text()) for p in (tmp_path / "outputs" / "eval_results").glob("**/metrics.json")]
     assert len(results) == 24 and {r["status"] for r in results} == {"ok"}
@@ -109,7 +107,7 @@ def test_sweep_arch_trains_the_grid_and_evaluates_each(tmp_path, smoke_ckpt):
 
 def test_single_eval_with_csv_logger(tmp_path, smoke_ckpt):
     ckpt, cache = smoke_ckpt
-    run(["pipelines/evaluate.py", f"ckpt={ckpt}", "limit=3", "decoding=beam", "decoding.max_length=8", "logger=csv",
+    run(["-m", "seqlab", "evaluate", f"ckpt={ckpt}", "limit=3", "decoding=beam", "decoding.max_length=8", "logger=csv",
          f"hydra.run.dir={tmp_path / 'run'}", *paths(tmp_path, cache)])
     (result,) = [json.loads(p.read_text()) for p in (tmp_path / "outputs" / "eval_results").glob("**/metrics.json")]
     assert result["status"] == "ok" and result["metrics"]["n_examples"] == 3
@@ -120,7 +118,7 @@ def test_single_eval_with_csv_logger(tmp_path, smoke_ckpt):
 def test_train_multirun_goes_on_after_a_failed_job_and_exits_1(tmp_path, smoke_ckpt):
     _, cache = smoke_ckpt
     sweep = tmp_path / "sweep"
-    proc = run(["pipelines/train.py", "-m", "experiment=smoke", "trainer.max_steps=2", "train.quick_eval_size=0",
+    proc = run(["-m", "seqlab", "train", "-m", "experiment=smoke", "trainer.max_steps=2", "train.quick_eval_size=0",
                 "model.n_heads=3,4", f"hydra.sweep.dir={sweep}", *paths(tmp_path, cache)], expect=1)
-    assert "training multirun: 1 failed" in proc.stderr and "model.n_heads=3" in proc.stderr
+    assert "training multirun: 1 finished, 1 failed" in proc.stderr and "model.n_heads=3" in proc.stderr
     assert (sweep / "1" / "checkpoints" / "last.ckpt").exists(), "the job after the failed one still trained"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 from hydra.errors import ConfigCompositionException
-from pipelines.train import train
 
+from seqlab.app.train import train
 from seqlab.checkpoint import load_for_inference, read_checkpoint
 from seqlab.model import ConfigError
 
@@ -85,7 +85,8 @@ def test_gradients_are_clipped_once_through_lightnings_hook(make_cfg, tmp_path, 
 
 def test_callbacks_config_group_adds_lightning_callbacks(make_cfg, tmp_path):
     from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
-    from pipelines.train import extra_callbacks
+
+    from seqlab.app.train import extra_callbacks
 
     assert extra_callbacks(make_cfg("train", SMOKE)) == []
     cfg = make_cfg("train", [*SMOKE, "callbacks=[early_stopping,lr_monitor]", "callbacks.early_stopping.patience=1"])

@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from pipelines.translate import run_translate
 
+from seqlab.app.translate import run_translate
 from seqlab.checkpoint import load_for_inference
 from seqlab.data import Example
 from seqlab.decoding import DecodingConfig
-from seqlab.evaluation import EvalSettings, evaluate
-from seqlab.translate import translate
+from seqlab.inference.evaluation import EvalSettings, evaluate
+from seqlab.inference.text import translate
 
 ROOT = Path(__file__).resolve().parents[2]
 LINES = ["En el principio creó Dios los cielos y la tierra.", "", "Y la tierra estaba desordenada y vacía,",
@@ -62,7 +62,7 @@ def test_fairseq_nbest_format(make_cfg, smoke_checkpoint):
 def test_command_line_keeps_stdout_clean(smoke_checkpoint, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("Dios\n\nla luz\n")
-    proc = subprocess.run([sys.executable, "pipelines/translate.py", f"ckpt={smoke_checkpoint}",
+    proc = subprocess.run([sys.executable, "-m", "seqlab", "translate", f"ckpt={smoke_checkpoint}",
                            "decoding.max_length=8"], cwd=ROOT, stdin=src.open(), capture_output=True, text=True,
                           env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -75,11 +75,11 @@ def test_bf16_decoding_is_the_model_under_bf16_autocast(make_cfg, smoke_checkpoi
     """precision=bf16 (eval and translate): the hypotheses of generate under bf16 autocast, a result folder and
     label of their own beside fp32's, references still scored in fp32; a bad value names the key."""
     import torch
-    from pipelines.evaluate import run_evaluation
 
+    from seqlab.app.evaluate import run_evaluation
     from seqlab.config import ConfigError
     from seqlab.decoding import generate
-    from seqlab.evaluation import pad_batch
+    from seqlab.inference.evaluation import pad_batch
 
     model, tokenizer, _ = load_for_inference(smoke_checkpoint)
     sources = [line for line in LINES if line.strip() and len(line) < 100]  # 3 short ones

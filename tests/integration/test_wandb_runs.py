@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipelines.evaluate import run_evaluation
-from pipelines.train import train
-
+from seqlab.app.evaluate import run_evaluation
+from seqlab.app.train import train
 from seqlab.checkpoint import load_for_inference
 
 SMOKE = ["experiment=smoke", "logger=wandb", "logger.mode=offline", "train.quick_eval_size=0"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from seqlab.decoding import DecodingConfig, generate
-from seqlab.inspection import record_attention
+from seqlab.inference.inspection import record_attention
 from tests.helpers import toy_batch, trained_toy_model
 
 
@@ -32,7 +32,7 @@ def test_recording_attention_leaves_outputs_identical_and_gives_distributions():
 
 def test_trace_chooses_what_generate_outputs(tmp_path):
     from seqlab.data.tokenizer import Tokenizer, TokenizerConfig
-    from seqlab.inspection import attention_maps, inspect_page, trace
+    from seqlab.inference.inspection import attention_maps, inspect_page, trace
     from seqlab.model import ModelConfig, Seq2SeqTransformer
 
     lines = [f"the {w} sat on the {v} mat" for w in ("cat", "dog", "bird", "cow") for v in ("red", "blue", "big")]
@@ -54,7 +54,7 @@ def test_trace_chooses_what_generate_outputs(tmp_path):
 
 def test_beam_trace_shows_the_search_that_generate_runs():
     from seqlab.data.tokenizer import Tokenizer, TokenizerConfig
-    from seqlab.inspection import beam_trace, beam_tree_png
+    from seqlab.inference.inspection import beam_trace, beam_tree_png
     from seqlab.model import ModelConfig, Seq2SeqTransformer
 
     lines = [f"the {w} sat on the {v} mat" for w in ("cat", "dog", "bird", "cow") for v in ("red", "blue", "big")]

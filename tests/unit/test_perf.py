@@ -14,7 +14,7 @@ import pytest
 # reports whether it came from mmap (hblkhd grows) and whether free gave the heap back to the OS (arena).
 PROBE = """
 import ctypes, ctypes.util, json, sys
-from seqlab.perf import keep_freed_memory, release_freed_memory
+from seqlab.memory import keep_freed_memory, release_freed_memory
 applied = keep_freed_memory() if sys.argv[1] == "keep" else None
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 class MallInfo2(ctypes.Structure):

@@ -12,7 +12,8 @@ from rouge_score import rouge_scorer, scoring
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest
 
-from seqlab.compare import CompareError, System, compare, from_text_files, main
+from seqlab.analysis.compare import CompareError, System, compare, from_text_files
+from seqlab.app.compare import main
 from seqlab.metrics import intervals
 from seqlab.metrics.seeds import compare as compare_seeds
 from seqlab.metrics.seeds import permutation_p, summarize

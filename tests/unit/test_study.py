@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from sacrebleu.metrics import BLEU
 
+from seqlab.analysis.study import GRID, VARIANTS
+from seqlab.app.study import grid_runs, main, study_runs
 from seqlab.metrics import sacrebleu_scores
 from seqlab.model import ModelConfig
 from seqlab.model.params import analytic_counts
-from seqlab.study import main
 from seqlab.tracking.report import render
 from seqlab.tracking.results import load_results
 
@@ -50,7 +51,7 @@ def make_study(root: Path, variants: dict[str, dict], seeds: int = 3) -> list[st
 def test_study_tables_from_a_study_folder_and_from_the_archive(tmp_path: Path) -> None:
     study, archive = tmp_path / "study", tmp_path / "archive"
     make_study(study, {"baseline": {"tie_embeddings": "all"}, "tie_none": {"tie_embeddings": "none"}})
-    assert main([str(study), "--archive", str(archive), "--questions", "tying"]) == 0
+    assert main(["tying", "--dir", str(study), "--archive", str(archive), "--tables-only"]) == 0
     summary = json.loads((archive / "summary.json").read_text())["tying"]
     base, none = summary["variants"]["baseline"], summary["variants"]["tie_none"]
     hyps = (archive / "baseline-seed1.hyps.txt.gz").exists()
@@ -73,7 +74,7 @@ def test_study_tables_from_a_study_folder_and_from_the_archive(tmp_path: Path) -
     assert cmp["bleu"]["exceeds_spread"] and cmp["val_loss"]["delta"] == pytest.approx(0.5)
     assert set(cmp["p_test_bleu"]) == {f"tie_none-seed{s}" for s in range(3)}
     first = (archive / "summary.md").read_text()
-    assert main(["--from-archive", "--archive", str(archive), "--questions", "tying"]) == 0
+    assert main(["tying", "--from-archive", "--archive", str(archive)]) == 0
     assert (archive / "summary.md").read_text() == first  # the archive alone regenerates the tables
 
 
@@ -96,7 +97,7 @@ def test_report_shows_example_outputs_where_settings_disagree(tmp_path):
 
 
 def test_report_marks_settings_that_differ_significantly_from_the_baseline(tmp_path):
-    from pipelines.report import significance_marks
+    from seqlab.app.report import significance_marks
 
     make_study(tmp_path, {"baseline": {"tie_embeddings": "all"}, "tie_none": {"tie_embeddings": "none"}}, seeds=1)
     results = load_results(tmp_path / "results")
@@ -116,3 +117,22 @@ def test_report_marks_settings_that_differ_significantly_from_the_baseline(tmp_p
     row = next(line for line in table if by_run["arch_tie_none"] in line)
     bleu = row.split(" | ")[1]
     assert bleu.count("[") == 1 and bleu.count(",") == 1  # "0.90 [lo, hi]"
+
+
+def test_runs_come_from_the_one_variant_table(tmp_path):
+    runs = study_runs(["tying", "positions"], 2, tmp_path)
+    assert [r.name for r in runs] == [f"{v}-seed{s}" for s in (0, 1)
+                                      for v in ("baseline", "tie_decoder", "tie_none", "learned_positions")]
+    tie_none = runs[2]
+    assert tie_none.train[-1:] == VARIANTS["tie_none"] and "seed=0" in tie_none.train
+    assert f"hydra.run.dir={tmp_path / 'runs' / 'tie_none-seed0'}" in tie_none.train
+    results = f"results_dir={tmp_path / 'results'}"
+    assert tie_none.evaluations == (("decoding=greedy", "split=test", "logger=csv", results),)
+
+
+def test_the_grid_is_every_combination_each_decoded_twice(tmp_path):
+    runs = grid_runs(1, tmp_path, "smoke", "null", 4, "g")
+    assert len(runs) == 12 and len({r.name for r in runs}) == 12
+    assert all(len(r.evaluations) == 2 and r.evaluations[1][0] == "decoding=beam" for r in runs)
+    assert {o for r in runs for o in r.train if o.startswith("model.tie_embeddings=")} == {
+        f"model.tie_embeddings={v}" for v in GRID["model.tie_embeddings"]}

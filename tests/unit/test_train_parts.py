@@ -149,7 +149,7 @@ def test_progress_is_line_based_off_a_terminal(caplog):
 def test_auto_precision_follows_amx_or_the_measured_gemm_rates():
     import torch
 
-    from seqlab.perf import auto_precision
+    from seqlab.hardware import auto_precision
 
     def rates(fp32: float, bf16: float):
         return lambda dtype: fp32 if dtype == torch.float32 else bf16

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from seqlab.config import ConfigError, check_choice, check_types
 from seqlab.constants import SPLITS
-from seqlab.io import file_digest
+from seqlab.digest import file_digest
 
 log = logging.getLogger(__name__)
 SourceKind = Literal["embedded", "hub", "files"]

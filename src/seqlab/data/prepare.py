@@ -38,8 +38,8 @@ from seqlab.constants import TRAIN
 from seqlab.data.corpora import Example, count_rows, iter_split
 from seqlab.data.sequences import truncate
 from seqlab.data.tokenizer import Tokenizer, TokenizerConfig
-from seqlab.io import cache_key
-from seqlab.perf import available_cores
+from seqlab.digest import cache_key
+from seqlab.hardware import available_cores
 from seqlab.progress import Progress
 
 if TYPE_CHECKING:

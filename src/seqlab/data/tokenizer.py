@@ -21,7 +21,8 @@ import sentencepiece as spm
 
 from seqlab.config import ConfigError, check_choice, check_types
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from seqlab.io import cache_key, publish_once
+from seqlab.digest import cache_key
+from seqlab.io import publish_once
 
 log = logging.getLogger(__name__)
 ModelType = Literal["unigram", "bpe"]

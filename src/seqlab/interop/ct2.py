@@ -29,8 +29,8 @@ from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, score
 from seqlab.decoding.generate import max_new_tokens
 from seqlab.decoding.search import normalized
+from seqlab.digest import file_digest
 from seqlab.interop.hf import InteropError
-from seqlab.io import file_digest
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 
 # CTranslate2's weight types (`ctranslate2.Translator(compute_type=...)` picks the computation)

@@ -12,7 +12,6 @@ reproduce seqlab's tokenization and its greedy and beam outputs (tested).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
-from seqlab.interop.ct2 import QUANTIZATIONS, export_ctranslate2
+from seqlab.interop.ct2 import export_ctranslate2
 from seqlab.io import atomic_write, atomic_write_text
 from seqlab.model import ModelConfig
 
@@ -95,37 +94,3 @@ def export_ct2_command(checkpoint: str, out: Path, quantization: str | None) -> 
         print(f"seqlab.interop.export: {err}", file=sys.stderr)
         return 2
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    from seqlab.interop.hf import InteropError
-
-    parser = argparse.ArgumentParser(prog="python -m seqlab.interop.export", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ckpt", required=True)
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--num-beams", type=int, default=1, help="generation_config default (1 = greedy)")
-    parser.add_argument("--length-penalty", type=float, default=1.0)
-    parser.add_argument("--max-length", type=int, default=None, help="new tokens (default: the model's limit)")
-    parser.add_argument("--force-eos", action="store_true")
-    parser.add_argument("--format", choices=["hf", "ctranslate2"], default="hf")
-    parser.add_argument("--quantization", default=None,
-                        help=f"ctranslate2 only: the weights' type, one of {', '.join(QUANTIZATIONS)}")
-    args = parser.parse_args(argv)
-    if args.format == "ctranslate2":
-        return export_ct2_command(args.ckpt, args.out, args.quantization)
-    if args.quantization is not None:
-        parser.error("--quantization applies to --format ctranslate2 only")
-    decoding = DecodingConfig(method="beam" if args.num_beams > 1 else "greedy", num_beams=args.num_beams,
-                              length_penalty=args.length_penalty, max_length=args.max_length,
-                              force_eos=args.force_eos)
-    try:
-        print(export(args.ckpt, args.out, decoding))
-    except InteropError as err:
-        print(f"seqlab.interop.export: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,18 +11,13 @@ folder's `generation_config.json` becomes the checkpoint's decoding defaults
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from seqlab.checkpoint import git_revision
 from seqlab.data.mapped import MappedTokenizer
 from seqlab.decoding import DecodingConfig
-from seqlab.io import atomic_write
 
 
 def read_vocab(path: Path) -> list[str]:
@@ -68,30 +63,3 @@ def import_marian(folder: str | Path) -> dict[str, Any]:
                    "run_config": {"run_name": folder.name}, "git_revision": git_revision(), "step": 0,
                    "decoding": decoding.to_dict(), "imported_from": str(folder.resolve())},
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    from seqlab.interop.hf import InteropError
-
-    parser = argparse.ArgumentParser(prog="python -m seqlab.interop.importer", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hf", required=True, type=Path, help="a Marian save_pretrained folder")
-    parser.add_argument("--out", required=True, type=Path, help="the seqlab checkpoint to write (.ckpt)")
-    args = parser.parse_args(argv)
-    missing = [n for n in ("config.json", "source.spm", "target.spm", "vocab.json") if not (args.hf / n).is_file()]
-    if missing:
-        print(f"seqlab.interop.importer: {args.hf} has no {', '.join(missing)}: not a Marian folder",
-              file=sys.stderr)
-        return 2
-    try:
-        state = import_marian(args.hf)
-    except (InteropError, ValueError) as err:
-        print(f"seqlab.interop.importer: {err}", file=sys.stderr)
-        return 2
-    atomic_write(args.out, lambda f: torch.save(state, f))
-    print(args.out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -45,7 +45,7 @@ class MultiHeadAttention(nn.Module):
         else:
             self.qkv_proj = nn.Linear(d, 3 * d)
         self.out_proj = nn.Linear(d, d)
-        self.recorder: list[Tensor] | None = None  # set by seqlab.inspection to collect attention weights
+        self.recorder: list[Tensor] | None = None  # set by seqlab.inference.inspection to collect attention weights
 
     def split_heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape

@@ -13,7 +13,6 @@ copy attention 2d^2 + 3d + 1 (query, key, gate).
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, fields
 
 from torch import Tensor, nn
@@ -97,25 +96,3 @@ def format_table(cfg: ModelConfig, counted: ParamCounts | None = None) -> str:
     for (name, a), (_, c) in zip(analytic.rows(), (counted or analytic).rows(), strict=True):
         lines.append(f"{name:<12}{a:>14,}" + (f"{c:>14,}" if counted else ""))
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """`python -m seqlab.model.params --d_model 512 ...`: print the table for one config."""
-    from seqlab.model.transformer import Seq2SeqTransformer
-
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--vocab", type=int, default=37000, help="shared vocabulary size")
-    for name, default in (("d_model", 512), ("n_heads", 8), ("encoder_layers", 6),
-                          ("decoder_layers", 6), ("d_ff", 2048)):
-        parser.add_argument(f"--{name}", type=int, default=default)
-    parser.add_argument("--tie_embeddings", default="all")
-    parser.add_argument("--positions", default="sinusoidal")
-    parser.add_argument("--norm_position", default="post")
-    parser.add_argument("--copy_attention", action="store_true", help="add a pointer-generator output")
-    args = vars(parser.parse_args(argv))
-    cfg = ModelConfig(src_vocab_size=args.pop("vocab"), **args)
-    print(format_table(cfg, count_parameters(Seq2SeqTransformer(cfg))))
-
-
-if __name__ == "__main__":
-    main()

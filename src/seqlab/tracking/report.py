@@ -124,7 +124,7 @@ def render(results: list[dict[str, Any]], title: str = "seqlab report", marks: d
     """The HTML page: a table of every run (what differs, metrics, status, its training run) and the plots.
 
     marks: result path -> a significance mark for its BLEU against its test set's baseline (the
-    pipeline computes them with seqlab.compare).
+    pipeline computes them with seqlab.analysis.compare).
     """
     marks = marks or {}
     rows = [describe(r) for r in results]

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from seqlab.checkpoint import CHECKPOINT_DIR, run_dir_of
-from seqlab.io import atomic_write_text, cache_key
+from seqlab.digest import cache_key
+from seqlab.io import atomic_write_text
 
 METRICS_FILE = "metrics.json"
 HYPOTHESES_FILE = "hypotheses.jsonl"

@@ -98,6 +98,12 @@ def check_fresh_start(run_dir: Path, resume: str | None, overwrite: bool) -> Non
                           "continue it with train.resume=auto, or start over with train.overwrite=true")
 
 
+def save_full(trainer: Any, path: Path) -> None:
+    """A checkpoint training resumes from (optimizer, schedule, loops); said explicitly, because
+    Lightning's default for `weights_only` is the same but logs that it had to choose."""
+    trainer.save_checkpoint(str(path), weights_only=False)
+
+
 class FinalCheckpoint(Callback):
     """`last.ckpt` always holds the final step, whatever the checkpoint interval (and with interval 0)."""
 
@@ -114,13 +120,13 @@ class FinalCheckpoint(Callback):
         step = trainer.global_step
         every = getattr(self.periodic(trainer), "_every_n_train_steps", 0)
         if 0 < trainer.max_steps <= step and self.saved_step != step and not (every and step % every == 0):
-            trainer.save_checkpoint(str(self.last_path))  # (at a multiple of N the periodic save writes it)
+            save_full(trainer, self.last_path)  # (at a multiple of N the periodic save writes it)
             self.saved_step = step
 
     def on_train_end(self, trainer: Any, module: Any) -> None:
         saved = max(self.saved_step, getattr(self.periodic(trainer), "_last_global_step_saved", -1))
         if trainer.global_step > 0 and saved != trainer.global_step and not trainer.sanity_checking:
-            trainer.save_checkpoint(str(self.last_path))
+            save_full(trainer, self.last_path)
             self.saved_step = trainer.global_step
 
 
@@ -191,7 +197,7 @@ class GracefulStop(Callback):
 
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.requested is not None and not trainer.should_stop:
-            trainer.save_checkpoint(str(self.last_path))
+            save_full(trainer, self.last_path)
             trainer.should_stop = True
 
     def on_train_end(self, trainer: Any, module: Any) -> None:

@@ -10,7 +10,7 @@ from seqlab.constants import VALIDATION
 from seqlab.data.corpora import Example, load_split
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
-from seqlab.evaluation import EvalSettings, evaluate
+from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.metrics import keys as K
 from seqlab.train.config import LoopConfig
 

@@ -22,8 +22,9 @@ import torch.nn.functional as F
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate, precision_context
+from seqlab.hardware import gemm_rate, sync
+from seqlab.memory import release_freed_memory
 from seqlab.model import ModelConfig, Seq2SeqTransformer
-from seqlab.perf import gemm_rate, release_freed_memory, sync
 from seqlab.train.losses import label_smoothed_nll
 from seqlab.train.optim import adamw
 

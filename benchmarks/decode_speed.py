@@ -1,6 +1,6 @@
-"""Decoding speed of a checkpoint on its own test split: `python pipelines/decode_speed.py CKPT [--beams 4]`.
+"""Decoding speed of a checkpoint on its own test split: `python benchmarks/decode_speed.py CKPT [--beams 4]`.
 
-Times `seqlab.evaluation.decode_texts` on the first N test sources after a short warm-up and prints
+Times `seqlab.inference.evaluation.decode_texts` on the first N test sources after a short warm-up and prints
 tokens/s with the thread count; for comparing thread and OpenMP wait-policy settings on a machine
 (BENCHMARKS.md, "Shared machines").
 """
@@ -15,7 +15,7 @@ import torch
 from seqlab.checkpoint import load_for_inference
 from seqlab.data import DataConfig, load_split
 from seqlab.decoding import DecodingConfig
-from seqlab.evaluation import decode_texts
+from seqlab.inference.evaluation import decode_texts
 
 
 def main(argv: list[str] | None = None) -> None:

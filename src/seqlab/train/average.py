@@ -1,4 +1,4 @@
-"""Checkpoint averaging: `python -m seqlab.average --out OUT.ckpt A.ckpt B.ckpt ...` (`make average`).
+"""Checkpoint averaging: `python -m seqlab.train.average --out OUT.ckpt A.ckpt B.ckpt ...` (`make average`).
 
 fairseq's `average_checkpoints`: the element-wise mean of every floating-point weight of
 N checkpoints of one model (typically the last N of a run: `train.keep_last_checkpoints=N`);
@@ -9,16 +9,11 @@ resumes like any other. The mean is taken in float64 and stored in each weight's
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from seqlab.checkpoint import CheckpointError, read_checkpoint
-from seqlab.io import atomic_write
 
 
 def average_checkpoints(paths: Sequence[Path | str]) -> dict[str, Any]:
@@ -47,23 +42,3 @@ def average_checkpoints(paths: Sequence[Path | str]) -> dict[str, Any]:
     out["state_dict"] = averaged
     out["seqlab"] = {**base["seqlab"], "averaged_from": [str(p) for p in paths]}
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m seqlab.average", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoints", nargs="+", type=Path)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args(argv)
-    try:
-        state = average_checkpoints(args.checkpoints)
-    except CheckpointError as err:
-        print(f"seqlab.average: {err}", file=sys.stderr)
-        return 2
-    atomic_write(args.out, lambda f: torch.save(state, f))
-    print(f"averaged {len(args.checkpoints)} checkpoints -> {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""Evaluate a checkpoint with one decoding setting: `python pipelines/evaluate.py ckpt=PATH [decoding=beam]`.
+"""Evaluate a checkpoint with one decoding setting: `seqlab evaluate ckpt=PATH [decoding=beam]`.
 
 Writes hypotheses.jsonl and metrics.json (atomically) under results_dir, logs the
 metrics to a W&B run (one per setting, grouped per sweep). A failing setting is
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import signal
-import sys
 import traceback
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -18,16 +17,17 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from seqlab.checkpoint import CheckpointError, load_for_inference, resolve
-from seqlab.config import ConfigError, resolve_device
+from seqlab.app.configs import CONF_DIR, JobLog, is_multirun, plain, sweep_group, tracking_config, typed
+from seqlab.app.infer import InferenceRequest, Loaded, load
+from seqlab.checkpoint import CheckpointError, resolve
+from seqlab.config import ConfigError
 from seqlab.data import CorpusConfig, DataConfig, Example, examples_from_text_files, load_split
-from seqlab.decoding import DecodingConfig, check_precision
+from seqlab.decoding import DecodingConfig
 from seqlab.decoding.mbr import check_task
-from seqlab.evaluation import EvalSettings, evaluate
-from seqlab.interop.engines import check_engine, make_engine, run_label
-from seqlab.io import cache_key, file_digest
-from seqlab.perf import keep_freed_memory
-from seqlab.pipeline import checkpoint_decoding, is_multirun, plain, sweep_group, tracking_config, typed
+from seqlab.digest import cache_key, file_digest
+from seqlab.inference.evaluation import EvalSettings, evaluate
+from seqlab.interop.engines import run_label
+from seqlab.memory import keep_freed_memory
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir
 from seqlab.tracking.wandb import artifact_of, finish, log_predictions, make_logger, use_artifact
 
@@ -107,7 +107,7 @@ def log_attention(logger: Any, model: Any, tokenizer: Any, examples: list[Exampl
     """The first sources' alignments (cross-attention over the model's hypothesis) as W&B images."""
     import base64
 
-    from seqlab.inspection import alignment_png, attention_maps
+    from seqlab.inference.inspection import alignment_png, attention_maps
 
     greedy = DecodingConfig(max_length=decoding.max_length, max_len_a=decoding.max_len_a,
                             max_len_b=decoding.max_len_b)
@@ -132,58 +132,59 @@ def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
-    """Evaluate, or skip a setting that already has results; failures are recorded, then re-raised."""
-    keep_freed_memory()
-    precision, engine_name = str(cfg.get("precision", "fp32")), str(cfg.get("engine", "seqlab"))
-    label = run_label(str(cfg.decoding.get("name") or cfg.decoding.method), precision, engine_name)
+def result_dir(cfg: DictConfig) -> tuple[ResultDir, dict[str, Any]]:
+    """The setting's result folder and the values that key it (a retrained checkpoint at the same path, another
+    test set, precision or engine: another folder)."""
     ckpt = str(cfg.ckpt)
     try:
-        stat = resolve(ckpt).stat()  # a retrained checkpoint at the same path is a new setting
+        stat = resolve(ckpt).stat()
         version = [stat.st_size, int(stat.st_mtime)]
     except CheckpointError:
-        version = None  # recorded as a failure below, with the reason
+        version = None  # recorded as a failure when the checkpoint loads, with the reason
     setting = {"ckpt": ckpt, "version": version, "split": cfg.split, "limit": cfg.limit,
                "decoding": "checkpoint" if cfg.decoding_from_checkpoint else setting_decoding(cfg)}
-    if precision != "fp32":  # fp32 results keep the keys they had before decoding had a precision
-        setting["precision"] = precision
-    if engine_name != "seqlab":  # so do seqlab's results, from before there was another engine
-        setting["engine"] = engine_name
+    if str(cfg.precision) != "fp32":  # fp32 results keep the keys they had before decoding had a precision
+        setting["precision"] = str(cfg.precision)
+    if str(cfg.engine) != "seqlab":  # so do seqlab's results, from before there was another engine
+        setting["engine"] = str(cfg.engine)
     test_set = test_set_key(cfg)
     if test_set is not None:  # another test set: its own result folder (the checkpoint's own keeps its old key)
         setting["test_set"] = test_set
-    out = ResultDir.for_setting(Path(cfg.results_dir), ckpt, label, setting)
+    label = run_label(str(cfg.decoding.get("name") or cfg.decoding.method), str(cfg.precision), str(cfg.engine))
+    return ResultDir.for_setting(Path(cfg.results_dir), ckpt, label, setting), setting
+
+
+def checkpoint_payload(info: Any) -> dict[str, Any]:
+    """What metrics.json records of the evaluated checkpoint."""
+    return {"path": str(info.path), "step": info.step, "git_revision": info.git_revision,
+            "model": info.model_config.to_dict(), "run_name": info.run_config.get("run_name"),
+            "seed": info.run_config.get("seed"), "variant": variant_key(info.run_config)}
+
+
+def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
+    """Evaluate, or skip a setting that already has results; failures are recorded, then re-raised."""
+    keep_freed_memory()
+    out, setting = result_dir(cfg)
     if out.finished() and not cfg.force:
         log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
         return {"status": "skipped", "path": str(out.path)}
     tracking = tracking_config(cfg)
+    label = run_label(str(cfg.decoding.get("name") or cfg.decoding.method), str(cfg.precision), str(cfg.engine))
     payload: dict[str, Any] = {"setting": setting, "label": label, "split": cfg.split}
     logger = None
     try:
-        decoding = decoding_config(cfg)  # a bad value fails here, and is recorded
-        check_precision(precision)  # so does this one, before the checkpoint loads
-        check_engine("eval", engine_name, precision, decoding)
+        request = InferenceRequest.from_cfg(cfg, "eval")  # a bad value fails here, and is recorded
         corpus = other_corpus(cfg)
         if corpus is not None:
-            check_task(decoding.mbr, corpus.task, f"corpus {corpus.name}")
-        label = run_label(decoding.label, precision, engine_name)
-        payload["label"] = label
-        payload["decoding"] = decoding.to_dict()
-        device = resolve_device("", cfg.device)
-        model, tokenizer, info = load_for_inference(resolve(ckpt), device=device)
-        if cfg.decoding_from_checkpoint:
-            decoding = checkpoint_decoding(info)
-            label = run_label(decoding.label, precision, engine_name)
-            payload.update(label=label, decoding=decoding.to_dict())
-        payload["checkpoint"] = {"path": str(info.path), "step": info.step, "git_revision": info.git_revision,
-                                 "model": info.model_config.to_dict(),
-                                 "run_name": info.run_config.get("run_name"), "seed": info.run_config.get("seed"),
-                                 "variant": variant_key(info.run_config)}
+            check_task(request.decoding.mbr, corpus.task, f"corpus {corpus.name}")
+        payload.update(label=request.label, decoding=request.decoding.to_dict())
+        loaded = load(request, cfg.device, Path(cfg.paths.cache_dir), task_checked=corpus is not None)
+        info, decoding, label = loaded.info, loaded.decoding, loaded.label
+        payload.update(label=label, decoding=decoding.to_dict(), checkpoint=checkpoint_payload(info))
         data_cfg = DataConfig.from_dict(info.data_config) if info.data_config else None
-        if corpus is None and data_cfg is not None:
-            check_task(decoding.mbr, data_cfg.corpus.task, f"the checkpoint's corpus {data_cfg.corpus.name}")
         examples = test_examples(cfg, data_cfg)
-        payload["test_set"] = test_set or {"corpus": info.data_config["corpus"]["name"], "split": cfg.split}
+        payload["test_set"] = setting.get("test_set") or {"corpus": info.data_config["corpus"]["name"],
+                                                          "split": cfg.split}
         group = cfg.logger.get("group") or info.tracking.get("group") or sweep_group(cfg)  # the model's group
         logger = make_logger(tracking, out.path, f"{payload['checkpoint']['run_name']}/{label}", group,
                              {"eval": {k: v for k, v in plain(cfg).items() if k != "decoding"},
@@ -196,37 +197,30 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
             use_artifact(logger, artifact)
         settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
                                 score_references=cfg.score_references, ci_seed=cfg.ci_seed,
-                                n_bootstrap=cfg.n_bootstrap, precision=precision)
-        engine = make_engine(engine_name, resolve(ckpt), model, tokenizer, Path(cfg.paths.cache_dir), precision)
-        payload["engine"] = engine_name
-        records, metrics = evaluate(model, tokenizer, examples, decoding, settings, engine)
+                                n_bootstrap=cfg.n_bootstrap, precision=request.precision)
+        payload["engine"] = request.engine
+        records, metrics = evaluate(loaded.model, loaded.tokenizer, examples, decoding, settings, loaded.engine)
         rows = [r.to_dict() for r in records]
         out.write_hypotheses(rows)
         if decoding.mbr is not None:
             out.write_candidates([r.candidates_row() for r in records])
         payload.update(status=OK, metrics=metrics, settings=asdict(settings))
         if logger is not None:
-            logger.log_metrics({f"{cfg.split}/{k}": v for k, v in scalar_metrics(metrics).items()})
-            if tracking.kind == "wandb":
-                log_predictions(logger, rows)
-                log_attention(logger, model, tokenizer, examples[: cfg.inspect_sentences], decoding, out.path)
-                logger.experiment.summary["status"] = OK
-            else:
-                logger.save()
+            log_results(logger, tracking.kind, cfg, metrics, rows, loaded, examples, out.path)
         log.info("%s: %s", label, {k: round(v, 3) for k, v in metrics.items() if isinstance(v, float)})
         return payload
     except KeyboardInterrupt:
         payload.update(status=INTERRUPTED, error="interrupted (Ctrl-C or SIGTERM) before the end; run it again to "
                                                  "finish (finished settings are skipped)")
-        log.error("evaluation interrupted (%s); recorded in %s", label, out.metrics_path)
+        log.error("evaluation interrupted (%s); recorded in %s", payload["label"], out.metrics_path)
         raise
     except Exception as err:
         payload.update(status=FAILED, error=f"{type(err).__name__}: {err}",
                        traceback=traceback.format_exc(limit=5))
-        log.error("evaluation failed (%s): %s", label, payload["error"])
+        log.error("evaluation failed (%s): %s", payload["label"], payload["error"])
         if logger is None and tracking.kind != "none":
-            logger = make_logger(tracking, out.path, f"failed/{label}", sweep_group(cfg), {"setting": setting},
-                                 job_type="sweep" if is_multirun() else "eval")
+            logger = make_logger(tracking, out.path, f"failed/{payload['label']}", sweep_group(cfg),
+                                 {"setting": setting}, job_type="sweep" if is_multirun() else "eval")
         if logger is not None and tracking.kind == "wandb":
             logger.experiment.summary["status"] = FAILED
             logger.experiment.summary["error"] = payload["error"]
@@ -236,8 +230,20 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         finish()
 
 
-FINISHED: list[str] = []  # this process's settings, for the summary at the end of a sweep
-FAILURES: list[str] = []
+def log_results(logger: Any, kind: str, cfg: DictConfig, metrics: dict[str, Any], rows: list[dict[str, Any]],
+                loaded: Loaded, examples: list[Example], folder: Path) -> None:
+    """The metrics to the logger; with W&B also the predictions table and the first alignments."""
+    logger.log_metrics({f"{cfg.split}/{k}": v for k, v in scalar_metrics(metrics).items()})
+    if kind == "wandb":
+        log_predictions(logger, rows)
+        log_attention(logger, loaded.model, loaded.tokenizer, examples[: cfg.inspect_sentences], loaded.decoding,
+                      folder)
+        logger.experiment.summary["status"] = OK
+    else:
+        logger.save()
+
+
+JOBS = JobLog("evaluation sweep")  # this process's settings, for the summary at the end of a sweep
 
 
 def interrupt_on_sigterm() -> None:
@@ -248,28 +254,20 @@ def interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="eval")
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="eval")
 def main(cfg: DictConfig) -> None:
     label = str(cfg.decoding.get("name") or cfg.decoding.method)
     try:
         result = run_evaluation(cfg)
-        FINISHED.append(f"{result.get('label', label)} ({result.get('status', OK)})")
+        JOBS.finished.append(f"{result.get('label', label)} ({result.get('status', OK)})")
     except Exception as err:
-        FAILURES.append(f"{label}: {type(err).__name__}: {err}")
+        JOBS.failed.append(f"{label}: {type(err).__name__}: {err}")
         if not is_multirun():
             raise  # a single run fails loudly; in a sweep the failure is recorded and the rest go on
 
 
-def sweep_summary() -> int:
-    """Print what a sweep finished and what failed; the exit status: 1 if anything failed."""
-    if FAILURES or len(FINISHED) > 1:
-        print(f"evaluation sweep: {len(FINISHED)} finished, {len(FAILURES)} failed", file=sys.stderr)
-        for failure in FAILURES:
-            print(f"  failed: {failure}", file=sys.stderr)
-    return 1 if FAILURES else 0
-
-
-if __name__ == "__main__":
+def run() -> int:
+    """`seqlab evaluate`: one setting, or a sweep whose failures are summarized (exit status 1)."""
     interrupt_on_sigterm()
     main()
-    sys.exit(sweep_summary())
+    return JOBS.summary()

@@ -1,6 +1,6 @@
 """Corpus preparation at scale: time, pairs/s, peak resident memory and cache size per corpus size.
 
-    python pipelines/prepare_bench.py --pairs 100000 1000000 4500000 [--workdir /tmp/prep]
+    python benchmarks/prepare_bench.py --pairs 100000 1000000 4500000 [--workdir /tmp/prep]
 
 Each size is a local JSONL corpus made by repeating the embedded Bible pairs (unique ids), prepared
 from an empty cache in a fresh process (tokenizer training on its default 2M-sentence sample, then
@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-from seqlab.perf import cpu_description  # noqa: E402
+from seqlab.hardware import cpu_description  # noqa: E402
 
 CHILD = """
 import json, sys, time, logging

@@ -1,4 +1,4 @@
-"""Translate or summarize text: `python pipelines/translate.py ckpt=PATH [decoding=beam] [input=FILE] < in > out`.
+"""Translate or summarize text: `seqlab translate ckpt=PATH [decoding=beam] [input=FILE] < in > out`.
 
 One output line per input line, in input order, on stdout (an empty line for an empty
 line); `format=fairseq` prints fairseq's S-/H-/P- lines with `decoding.n_best` hypotheses.
@@ -17,44 +17,30 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from seqlab.checkpoint import load_for_inference, resolve
-from seqlab.config import ConfigError, check_choice, resolve_device
-from seqlab.decoding import DecodingConfig, check_precision, precision_context
-from seqlab.decoding.mbr import check_task
-from seqlab.interop.engines import check_engine, make_engine, run_label
-from seqlab.perf import keep_freed_memory
-from seqlab.pipeline import checkpoint_decoding, plain, typed
+from seqlab.app.configs import CONF_DIR
+from seqlab.app.infer import InferenceRequest, load
+from seqlab.config import ConfigError, check_choice
+from seqlab.decoding import DecodingConfig, precision_context
+from seqlab.inference.text import Format, format_output, translate, translate_stream
+from seqlab.memory import keep_freed_memory
 from seqlab.progress import Progress
-from seqlab.translate import Format, format_output, translate, translate_stream
 
-log = logging.getLogger("seqlab.translate")
+log = logging.getLogger("seqlab.inference.text")
 
 
 def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int:
     """Translate `input` (or stdin) to stdout; returns the number of lines."""
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
     check_choice("translate", "format", cfg.format, Format)
-    decoding = typed(DecodingConfig, plain(cfg.decoding), "decoding")
-    if cfg.format == "plain" and decoding.n_best > 1:
+    request = InferenceRequest.from_cfg(cfg, "translate")  # a bad value fails here, before the checkpoint loads
+    if cfg.format == "plain" and request.decoding.n_best > 1:
         raise ConfigError("decoding.n_best > 1 prints several hypotheses per line: add format=fairseq")
     keep_freed_memory()
-    device = resolve_device("", cfg.device)
-    precision, engine_name = str(cfg.get("precision", "fp32")), str(cfg.get("engine", "seqlab"))
-    check_precision(precision, "translate")  # before the checkpoint loads
-    check_engine("translate", engine_name, precision, decoding)
-    ckpt = resolve(str(cfg.ckpt))
-    model, tokenizer, info = load_for_inference(ckpt, device=device)
-    if cfg.decoding_from_checkpoint:
-        decoding = checkpoint_decoding(info)
-    if info.data_config:
-        corpus = info.data_config["corpus"]
-        check_task(decoding.mbr, corpus["task"], f"the checkpoint's corpus {corpus['name']}")
-    label = run_label(decoding.label, precision, engine_name)
-    log.info("%s (step %d), decoding %s", info.path, info.step, label)
-    engine = make_engine(engine_name, ckpt, model, tokenizer, Path(cfg.paths.cache_dir), precision)
-    context = precision_context(precision, device) if engine is None else contextlib.nullcontext()
-    with context:
-        return _translate_all(cfg, model, tokenizer, decoding, stdin, stdout, engine)
+    loaded = load(request, cfg.device, Path(cfg.paths.cache_dir))
+    log.info("%s (step %d), decoding %s", loaded.info.path, loaded.info.step, loaded.label)
+    seqlab_search = loaded.engine is None
+    with precision_context(request.precision, loaded.device) if seqlab_search else contextlib.nullcontext():
+        return _translate_all(cfg, loaded.model, loaded.tokenizer, loaded.decoding, stdin, stdout, loaded.engine)
 
 
 def _translate_all(cfg: DictConfig, model: Any, tokenizer: Any, decoding: DecodingConfig, stdin: Any,
@@ -88,10 +74,12 @@ def interactive(model: Any, tokenizer: Any, decoding: DecodingConfig, fmt: str, 
         n += 1
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="translate")
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="translate")
 def main(cfg: DictConfig) -> None:
     run_translate(cfg)
 
 
-if __name__ == "__main__":
+def run() -> int:
+    """`seqlab translate`."""
     main()
+    return 0

@@ -1,6 +1,6 @@
 """Translate or summarize text with a checkpoint: one output line per input line, in input order.
 
-`pipelines/translate.py` is the command (`make translate CKPT=...`); these functions are
+`seqlab translate` (seqlab.app.translate) is the command (`make translate CKPT=...`); these functions are
 what it and the tests call. Empty (or blank) input lines give empty output lines without
 being decoded, so the output never shifts against the input. `fairseq` format prints, per
 input line i, fairseq-generate's lines: `S-i` (source), then per hypothesis `H-i<TAB>score<TAB>text`
@@ -17,7 +17,7 @@ from typing import Any, Literal, TextIO
 
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
-from seqlab.evaluation import decode_texts
+from seqlab.inference.evaluation import decode_texts
 from seqlab.model import Seq2SeqTransformer
 
 Format = Literal["plain", "fairseq"]

@@ -1,27 +1,25 @@
-"""The architecture study's tables: `python -m seqlab.study STUDY_DIR [--questions ...] [--archive DIR]`.
+"""The architecture study's variants and tables.
 
-`pipelines/arch_study.sh` trains every variant of a question with several seeds and
+`seqlab study` (seqlab.app.study) trains every variant of a question with several seeds and
 evaluates each run; this module archives what a conclusion needs (per run: test
 metrics, the validation-loss curve, the parameter count and the hypotheses; no
 checkpoints) into a folder small enough to keep in the repository, and turns the
 archive into one table per question: mean +- sd over seeds, each seed's value, the
 difference to the question's reference variant with its seed-level test
 (seqlab.metrics.seeds) and the per-seed paired bootstrap p-values on the test set
-(seqlab.compare). `--from-archive` rebuilds the tables from the archive alone.
+(seqlab.analysis.compare). `--from-archive` rebuilds the tables from the archive alone.
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seqlab.compare import METRICS, System, compare
+from seqlab.analysis.compare import METRICS, System, compare
 from seqlab.io import atomic_write_text
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import compare as compare_seeds
@@ -33,6 +31,17 @@ from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, OK, read_val_
 RUN = re.compile(r"^(?P<variant>.+)-seed(?P<seed>\d+)$")
 REFERENCES = "test.references.txt.gz"
 
+# variant -> its training overrides (the baseline: the experiment's default model); every question's
+# variants come from here, for the runs (seqlab.app.study) and for the tables
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "baseline": (),
+    "post_nowarmup": ("optim.warmup_steps=0",),
+    "pre": ("model.norm_position=pre",),
+    "pre_nowarmup": ("model.norm_position=pre", "optim.warmup_steps=0"),
+    "tie_none": ("model.tie_embeddings=none",),
+    "tie_decoder": ("model.tie_embeddings=decoder",),
+    "learned_positions": ("model.positions=learned",),
+}
 # question -> (title, variants in table order, (reference, variant) pairs to test)
 QUESTIONS: dict[str, tuple[str, list[str], list[tuple[str, str]]]] = {
     "norm_warmup": ("Post-LN vs pre-LN, with and without warm-up",
@@ -49,6 +58,10 @@ DESCRIBE = {
     "pre": "pre-LN, warm-up", "pre_nowarmup": "pre-LN, no warm-up", "tie_decoder": "tie decoder in/out only",
     "tie_none": "no tying", "learned_positions": "learned positions",
 }
+# the grid (`seqlab study --grid`, `make sweep-arch`): every combination of these
+GRID: dict[str, tuple[str, ...]] = {"model.norm_position": ("pre", "post"),
+                                    "model.positions": ("sinusoidal", "learned"),
+                                    "model.tie_embeddings": ("none", "decoder", "all")}
 
 
 @dataclass
@@ -181,33 +194,3 @@ def val_curves_png(runs: dict[tuple[str, int], Run], out: Path) -> Path:
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m seqlab.study", description=__doc__)
-    parser.add_argument("study", type=Path, nargs="?", help="the study folder (outputs/arch_study)")
-    parser.add_argument("--archive", type=Path, default=Path("results/arch_study"))
-    parser.add_argument("--questions", nargs="+", default=list(QUESTIONS), choices=list(QUESTIONS))
-    parser.add_argument("--from-archive", action="store_true", help="rebuild the tables from the archive only")
-    args = parser.parse_args(argv)
-    if not args.from_archive:
-        if args.study is None:
-            parser.error("give the study folder, or --from-archive")
-        found = collect(args.study, args.archive)
-        print(f"archived {len(found)} runs into {args.archive}", file=sys.stderr)
-    runs, refs = load_archive(args.archive)
-    sections, summary = [], {}
-    for q in args.questions:
-        table, data = question_table(q, runs, refs)
-        sections.append(table)
-        summary[q] = data
-    text = "\n\n".join(sections)
-    val_curves_png(runs, args.archive / "val_loss.png")
-    atomic_write_text(args.archive / "summary.md", text + "\n")
-    atomic_write_text(args.archive / "summary.json", json.dumps(summary, indent=1))
-    print(text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""Training speed on a corpus's own batches: `python pipelines/train_speed.py CKPT [--steps 250] [--precision bf16]`.
+"""Training speed on a corpus's own batches: `python benchmarks/train_speed.py CKPT [--steps 250] [--precision bf16]`.
 
 Builds the checkpoint's data module (its corpus, tokenizer and token budget), takes the first
 `--steps` training batches in the sampler's order, and runs seqlab's training step on them (forward,
@@ -17,12 +17,12 @@ import time
 
 import torch
 
-from seqlab.benchmark import bench_optimizer, run_train_step, seqlab_train_step
+from seqlab.analysis.speed import bench_optimizer, run_train_step, seqlab_train_step
 from seqlab.checkpoint import load_for_inference
 from seqlab.data import DataConfig
 from seqlab.data.datamodule import Batch, Seq2SeqDataModule
+from seqlab.memory import keep_freed_memory
 from seqlab.model import Seq2SeqTransformer
-from seqlab.perf import keep_freed_memory
 
 PRECISIONS = {"fp32": "32", "bf16": "bf16-mixed"}  # this script's names -> the trainer's
 

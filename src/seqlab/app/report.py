@@ -1,4 +1,4 @@
-"""Build the local HTML report from results on disk: `python pipelines/report.py [--results DIR] [--out FILE]`."""
+"""`seqlab report [--results DIR] [--out FILE]` (`make report`): the local HTML report of every result on disk."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from seqlab.compare import CompareError, compare, from_result_dir
+from seqlab.analysis.compare import CompareError, compare, from_result_dir
 from seqlab.metrics import keys as K
 from seqlab.tracking.examples import test_set_of
 from seqlab.tracking.report import markdown_table, write_report
@@ -46,7 +46,7 @@ def significance_marks(results: list[dict[str, Any]], limit: int = 40) -> dict[s
 def inspections(results: list[dict[str, Any]], sentences: int = 2, checkpoints: int = 4) -> str:
     """Alignments and greedy traces of the first test sentences of each evaluated checkpoint (a few)."""
     from seqlab.checkpoint import CheckpointError, load_for_inference
-    from seqlab.inspection import inspect_section
+    from seqlab.inference.inspection import inspect_section
     from seqlab.tracking.examples import read_hypotheses
 
     seen: dict[str, dict[str, Any]] = {}
@@ -80,7 +80,7 @@ def build_report(results_dir: Path, out: Path, inspect: int = 2
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="seqlab report", description=__doc__)
     parser.add_argument("--results", type=Path, default=Path("outputs/eval_results"))
     parser.add_argument("--out", type=Path, default=Path("outputs/report.html"))
     parser.add_argument("--markdown", action="store_true", help="also print a markdown table of the settings")
@@ -92,7 +92,3 @@ def main(argv: list[str] | None = None) -> None:
     print(path)
     if args.markdown:
         print(markdown_table(results, marks))
-
-
-if __name__ == "__main__":
-    main()

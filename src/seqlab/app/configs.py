@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass, fields
+import sys
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ from seqlab.train.config import LoopConfig, OptimConfig
 from seqlab.train.optim import check_fused_clipping
 
 log = logging.getLogger(__name__)
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+CONF_DIR = str(PROJECT_ROOT / "conf")  # every command's Hydra configs
 DATACLASS_DEFAULTS = "dataclass_defaults"
 # Fields a config file never sets: vocabulary sizes come from the tokenizer, special ids are constants.
 MODEL_FIELDS_FROM_ELSEWHERE = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
@@ -147,3 +149,20 @@ def checkpoint_decoding(info: Any) -> DecodingConfig:
     if not info.decoding:
         raise ConfigError(f"{info.path} carries no decoding defaults; drop decoding_from_checkpoint=true")
     return DecodingConfig(**info.decoding)
+
+
+@dataclass
+class JobLog:
+    """A multirun's outcome in this process: what finished, what failed, and the exit status it means."""
+
+    what: str  # "training", "evaluation"
+    finished: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    def summary(self) -> int:
+        """Print the failures (and the counts, for a sweep); 1 if anything failed."""
+        if self.failed or len(self.finished) > 1:
+            print(f"{self.what}: {len(self.finished)} finished, {len(self.failed)} failed", file=sys.stderr)
+            for failure in self.failed:
+                print(f"  failed: {failure}", file=sys.stderr)
+        return 1 if self.failed else 0

@@ -1,7 +1,7 @@
 """Where a training step's time goes, at the bench shape: the step's matrix products each timed alone, the
 forward pass by module, the backward pass by autograd node.
 
-    python pipelines/step_parts.py [--precision bf16-mixed|32-true] [--steps 8]
+    python benchmarks/step_parts.py [--precision bf16-mixed|32-true] [--steps 8]
 
 Why three views: `torch.profiler` charged page faults and its own overhead to whichever operator came
 first (BENCHMARKS.md), so this times the parts directly with `perf_counter`. Module and node times
@@ -20,9 +20,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from seqlab.benchmark import BenchConfig, bench_optimizer, random_batch, run_train_step, seqlab_train_step  # noqa: E402
+from seqlab.analysis.speed import BenchConfig, bench_optimizer, random_batch, run_train_step, seqlab_train_step  # noqa: E402
+from seqlab.hardware import best_ms, cpu_description  # noqa: E402
+from seqlab.memory import keep_freed_memory  # noqa: E402
 from seqlab.model import Seq2SeqTransformer  # noqa: E402
-from seqlab.perf import best_ms, cpu_description, keep_freed_memory  # noqa: E402
 
 
 def linear_shapes(model: torch.nn.Module) -> collections.Counter:

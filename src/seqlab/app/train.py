@@ -1,4 +1,4 @@
-"""Train one model: `python pipelines/train.py [experiment=NAME] [key=value ...]` (Hydra)."""
+"""Train one model: `seqlab train [experiment=NAME] [key=value ...]` (Hydra)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import hydra
 import lightning as L
 from omegaconf import DictConfig
 
+from seqlab.app.configs import CONF_DIR, JobLog, TrainSpec, is_multirun, job_name, plain, sweep_group, train_spec
 from seqlab.checkpoint import (
     LAST,
     atomic_checkpoint_io,
@@ -21,8 +22,8 @@ from seqlab.checkpoint import (
     run_dir_of,
 )
 from seqlab.data import Seq2SeqDataModule
-from seqlab.perf import auto_precision, keep_freed_memory
-from seqlab.pipeline import TrainSpec, is_multirun, job_name, plain, sweep_group, train_spec
+from seqlab.hardware import auto_precision
+from seqlab.memory import keep_freed_memory
 from seqlab.tracking.wandb import finish, make_logger, metric_history, saved_run_id, scrub
 from seqlab.train.fit import (
     FinalCheckpoint,
@@ -112,26 +113,24 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     return result
 
 
-FAILURES: list[str] = []  # failed jobs of this process's multirun, for the summary at the end
+JOBS = JobLog("training multirun")
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")
 def main(cfg: DictConfig) -> float | None:
     try:
         result = train(cfg)
     except Exception as err:
         if not is_multirun():
             raise  # a single run fails loudly; in a multirun the other jobs go on
-        FAILURES.append(f"{job_name(cfg)}: {type(err).__name__}: {err}")
-        log.exception("training failed: %s", FAILURES[-1])
+        JOBS.failed.append(f"{job_name(cfg)}: {type(err).__name__}: {err}")
+        log.exception("training failed: %s", JOBS.failed[-1])
         return None
+    JOBS.finished.append(job_name(cfg))
     return result["metrics"].get("val/loss")  # the value a Hydra sweeper would optimize
 
 
-if __name__ == "__main__":
+def run() -> int:
+    """`seqlab train`: one run, or a multirun whose failures are summarized (exit status 1)."""
     main()
-    if FAILURES:
-        print(f"training multirun: {len(FAILURES)} failed", file=sys.stderr)
-        for failure in FAILURES:
-            print(f"  failed: {failure}", file=sys.stderr)
-        sys.exit(1)
+    return JOBS.summary()

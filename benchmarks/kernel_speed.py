@@ -4,7 +4,7 @@ dropout), dropout (PyTorch's F.dropout against seqlab's 16-bit masks, and those 
 bool, as seqlab did before) on the residual stream and the feed-forward activations, and one AdamW update
 of the bench model's parameters (per-parameter loop, foreach, fused).
 
-    python pipelines/kernel_speed.py [--batch 64 --heads 4 --length 40 --head-dim 64 --repeats 20]
+    python benchmarks/kernel_speed.py [--batch 64 --heads 4 --length 40 --head-dim 64 --repeats 20]
 
 Prints three Markdown tables (milliseconds per forward + backward, best of `repeats`) and the CPU's flags.
 """
@@ -19,11 +19,12 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from seqlab.benchmark import BenchConfig  # noqa: E402
+from seqlab.analysis.speed import BenchConfig  # noqa: E402
+from seqlab.hardware import best_ms, cpu_description  # noqa: E402
+from seqlab.memory import keep_freed_memory  # noqa: E402
 from seqlab.model import Seq2SeqTransformer  # noqa: E402
 from seqlab.model.dropout import dropout, keep_mask  # noqa: E402
 from seqlab.model.layers import math_attention  # noqa: E402
-from seqlab.perf import best_ms, cpu_description, keep_freed_memory  # noqa: E402
 
 
 def bool_product_dropout(x: torch.Tensor, p: float) -> torch.Tensor:

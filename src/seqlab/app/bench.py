@@ -1,6 +1,6 @@
 """`make bench`: seqlab against Hugging Face MarianMTModel, same shapes, batches and precision.
 
-python pipelines/bench.py [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [bench.batch=64 ...]
+seqlab bench [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [bench.batch=64 ...]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-from seqlab.benchmark import (
+from seqlab.analysis.speed import (
     BenchConfig,
     ct2_decode,
     decode_sources,
@@ -33,14 +33,15 @@ from seqlab.benchmark import (
     train_flops,
     train_throughput,
 )
+from seqlab.app.configs import CONF_DIR, plain, typed
 from seqlab.config import resolve_device
+from seqlab.hardware import cpu_description
 from seqlab.interop import to_hf
 from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
 from seqlab.io import atomic_write_text
+from seqlab.memory import keep_freed_memory
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.quantize import dynamic_int8
-from seqlab.perf import cpu_description, keep_freed_memory
-from seqlab.pipeline import plain, typed
 
 log = logging.getLogger("seqlab.bench")
 
@@ -272,7 +273,7 @@ def format_table(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="bench")
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="bench")
 def main(cfg: DictConfig) -> None:
     bench = typed(BenchConfig, plain(cfg.bench), "bench")
     result = run_bench(bench, cfg.ckpt, cfg.scaling)
@@ -282,5 +283,7 @@ def main(cfg: DictConfig) -> None:
     print(f"wrote {out}")
 
 
-if __name__ == "__main__":
+def run() -> int:
+    """`seqlab bench`."""
     main()
+    return 0

@@ -1,6 +1,6 @@
 """Inside the model and the search, for one source: attention maps and a step-by-step decoding trace.
 
-`python -m seqlab.inspection --ckpt RUN --text "..." [--method beam --num-beams 4] [--out page.html]`
+`python -m seqlab.inference.inspection --ckpt RUN --text "..." [--method beam --num-beams 4] [--out page.html]`
 (`make inspect`) writes one HTML page: per layer a grid of heat maps (one per head) of the encoder
 self-attention, decoder self-attention and cross-attention over subword pieces, the cross-attention
 averaged over heads and layers as an alignment, and for the decoding setting the trace of every step:
@@ -12,13 +12,11 @@ Attention weights are recorded only inside `record_attention`, computed beside t
 
 from __future__ import annotations
 
-import argparse
 import html
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any, get_args
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -30,9 +28,7 @@ from seqlab.decoding.generate import max_new_tokens
 from seqlab.decoding.processors import apply
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.search import NEG, beam_search, force_eos_, model_step
-from seqlab.evaluation import decode_texts
-from seqlab.io import atomic_write_text
-from seqlab.metrics.utility import Utility
+from seqlab.inference.evaluation import decode_texts
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.layers import MultiHeadAttention
 from seqlab.tracking.decoding_sections import candidates_table
@@ -302,40 +298,3 @@ def mbr_candidates(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str,
     choice = (decode_texts(model, tokenizer, [source], cfg, max_tokens=8000).mbr or [])[0]
     return f"<h2>MBR: {html.escape(cfg.label)}</h2>" + candidates_table(choice.to_dict(), cfg.mbr.utility, source,
                                                                         None, max_rows=len(choice.candidates))
-
-
-def main(argv: list[str] | None = None) -> int:
-    from seqlab.checkpoint import load_for_inference
-
-    parser = argparse.ArgumentParser(prog="python -m seqlab.inspection", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ckpt", required=True, help="a .ckpt file or a training run folder")
-    parser.add_argument("--text", required=True, help="the source sentence")
-    parser.add_argument("--target", help="a reference to attend over (default: the model's greedy output)")
-    parser.add_argument("--max-length", type=int, default=None)
-    parser.add_argument("--no-repeat-ngram-size", type=int, default=None)
-    parser.add_argument("--top-k", type=int, default=5, help="alternatives shown per step")
-    parser.add_argument("--num-beams", type=int, default=4, help="beam size of the beam tree (0: no tree)")
-    parser.add_argument("--mbr", choices=list(get_args(Utility)), default=None,
-                        help="also show MBR's candidates (epsilon 0.02 samples) and expected utilities")
-    parser.add_argument("--mbr-candidates", type=int, default=32)
-    parser.add_argument("--out", type=Path, default=Path("outputs/inspect.html"))
-    args = parser.parse_args(argv)
-    model, tokenizer, info = load_for_inference(args.ckpt)
-    cfg = replace(DecodingConfig(), max_length=args.max_length, no_repeat_ngram_size=args.no_repeat_ngram_size)
-    maps = attention_maps(model, tokenizer, args.text, args.target, cfg)
-    steps = trace(model, tokenizer, args.text, cfg, args.top_k)
-    nodes = beam_trace(model, tokenizer, args.text, replace(cfg, method="beam", num_beams=args.num_beams)) \
-        if args.num_beams > 1 else None
-    page = inspect_page(maps, steps, f"{info.path}: {args.text}", nodes)
-    if args.mbr is not None:
-        page = page.replace("</body>", mbr_candidates(model, tokenizer, args.text, replace(
-            cfg, method="sample", epsilon=0.02, mbr={"utility": args.mbr, "candidates": args.mbr_candidates}))
-            + "</body>")
-    atomic_write_text(args.out, page)
-    print(args.out)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -248,6 +249,30 @@ def test_corpus_fingerprint_follows_contents(tmp_path):
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same mtime, as cp -p or rsync leave it
     assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
     assert corpus.fingerprint() != before
+
+
+def test_corpus_digest_memo_outlives_the_process_and_any_change_invalidates_it(tmp_path, monkeypatch):
+    from seqlab import digest
+
+    path, memo = tmp_path / "train.jsonl", tmp_path / "cache" / "digests"
+    path.write_text('{"id": "1", "src": "hola", "tgt": "hello"}\n')
+    hashed = []
+    real = digest._sha256
+    monkeypatch.setattr(digest, "_sha256", lambda p, chunk: hashed.append(p) or real(p, chunk))
+    monkeypatch.setattr(digest, "_DIGESTS", {})
+    first = digest.file_digest(path, memo)
+    digest._DIGESTS.clear()  # a new process: only the memo folder remains
+    assert digest.file_digest(path, memo) == first and len(hashed) == 1
+    stat = path.stat()
+    path.write_text('{"id": "1", "src": "hala", "tgt": "hello"}\n')  # same size, mtime set back below
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    digest._DIGESTS.clear()
+    changed = digest.file_digest(path, memo)
+    assert changed != first and changed == hashlib.sha256(path.read_bytes()).hexdigest() and len(hashed) == 2
+    for entry in memo.iterdir():
+        entry.write_text("damaged")  # a damaged memo entry is recomputed, not trusted
+    digest._DIGESTS.clear()
+    assert digest.file_digest(path, memo) == changed and len(hashed) == 3
 
 
 # 6-9: run folders ---------------------------------------------------------------------------------------------

@@ -112,10 +112,11 @@ class CorpusConfig:
             return f"translation.{self.src_lang}", f"translation.{self.tgt_lang}"
         return str(self.src_field), str(self.tgt_field)
 
-    def fingerprint(self) -> dict[str, Any]:
-        """What identifies the corpus contents, for cache keys."""
-        files = {s: _stat(self.resolve_file(s)) for s in self.files} if self.kind == "files" else {}
-        embedded = {s: _stat(self.embedded_file(s)) for s in SPLITS} if self.kind == "embedded" else {}
+    def fingerprint(self, memo_dir: Path | None = None) -> dict[str, Any]:
+        """What identifies the corpus contents, for cache keys; `memo_dir` keeps the files' digests between
+        processes (digest.file_digest)."""
+        files = {s: _stat(self.resolve_file(s), memo_dir) for s in self.files} if self.kind == "files" else {}
+        embedded = {s: _stat(self.embedded_file(s), memo_dir) for s in SPLITS} if self.kind == "embedded" else {}
         return {"name": self.name, "kind": self.kind, "path": self.path, "hub_config": self.hub_config,
                 "revision": self.revision,
                 "fields": self.text_fields(), "files": files, "embedded": embedded}
@@ -130,9 +131,9 @@ class CorpusConfig:
         return Path(self.files[split]).expanduser()
 
 
-def _stat(path: Path) -> list[Any]:
+def _stat(path: Path, memo_dir: Path | None = None) -> list[Any]:
     """A file's identity for cache keys: its path and a hash of its contents (not size and mtime)."""
-    return [str(path), file_digest(path)] if path.exists() else [str(path)]
+    return [str(path), file_digest(path, memo_dir)] if path.exists() else [str(path)]
 
 
 def load_split(cfg: CorpusConfig, split: str) -> list[Example]:

@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 CHUNK_PAIRS = 20_000  # examples tokenized at once: large enough to keep every core busy, small in memory
 FORMAT = 2  # 2: a folder of flat int32 ids + int64 offsets per split (1 was one .npz per split)
 SIDES = ("src", "tgt")
+DIGEST_MEMO = "digests"  # under the cache folder: corpus file digests by file identity
 
 
 class TokenizedSplit(Dataset):
@@ -258,9 +259,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def corpus_identity(cfg: DataConfig) -> dict[str, Any]:
+    """The corpus' fingerprint, its file digests memoized in the cache (a warm start reads no corpus file)."""
+    return cfg.corpus.fingerprint(Path(cfg.cache_dir) / DIGEST_MEMO)
+
+
 def split_folder(cfg: DataConfig, tokenizer: Tokenizer, split: str) -> Path:
     """Where a split's ids are cached: a key of every input that changes them."""
-    key = cache_key({"corpus": cfg.corpus.fingerprint(), "tokenizer": tokenizer.digest,
+    key = cache_key({"corpus": corpus_identity(cfg), "tokenizer": tokenizer.digest,
                      "tok_cfg": asdict(cfg.tokenizer), "max": (cfg.max_source_len, cfg.max_target_len),
                      "task": cfg.corpus.task})
     return Path(cfg.cache_dir) / f"data-{key}" / split
@@ -365,5 +371,5 @@ def load_tokenizer(cfg: DataConfig) -> Tokenizer:
             sample.append(streamed_sample(cfg))
         return sample[0][side]
 
-    return Tokenizer.cached(Path(cfg.cache_dir), cfg.corpus.fingerprint(), lambda: texts(0), lambda: texts(1),
+    return Tokenizer.cached(Path(cfg.cache_dir), corpus_identity(cfg), lambda: texts(0), lambda: texts(1),
                             cfg.tokenizer)

@@ -39,7 +39,11 @@ class TokenizerConfig:
     character_coverage: float = 1.0
     byte_fallback: bool = True  # unseen characters (emoji, new scripts) survive as bytes
     normalization: str = "nmt_nfkc"
-    max_sentences: int = 2_000_000  # SentencePiece's input_sentence_size sample
+    # the training sample (SentencePiece's `input_sentence_size`, drawn by seqlab): the trainer's memory grows
+    # with the sample (~2.5 GiB per million Bible-length sentences), not with the corpus, and 800k keeps
+    # preparing a WMT-size corpus under 3 GiB (BENCHMARKS.md). It changes the vocabulary of larger corpora
+    # only (a corpus with fewer texts is used whole); raise it where memory allows
+    max_sentences: int = 800_000
     seed: int = 0
 
     def __post_init__(self) -> None:

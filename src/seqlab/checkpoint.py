@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from seqlab.config import ConfigError
+from seqlab.data.mapped import from_checkpoint as tokenizer_from_checkpoint
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 
@@ -146,7 +147,7 @@ def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
         raise CheckpointError(f"{path}: weights do not match its ModelConfig (missing {missing[:5]}, "
                               f"unexpected {unexpected[:5]})")
     try:
-        tokenizer = Tokenizer.from_checkpoint(meta["tokenizer"])
+        tokenizer = tokenizer_from_checkpoint(meta["tokenizer"])
     except (KeyError, ValueError, TypeError, RuntimeError, ConfigError) as err:
         raise CheckpointError(f"{path}: the tokenizer stored in the checkpoint cannot be loaded "
                               f"({type(err).__name__}: {str(err)[:200]})") from None

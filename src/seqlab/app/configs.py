@@ -18,7 +18,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from seqlab.config import ConfigError, typed
-from seqlab.data import CorpusConfig, DataConfig, TokenizerConfig
+from seqlab.data import DataConfig
 from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig
 from seqlab.tracking.wandb import TrackingConfig
@@ -68,10 +68,7 @@ def plain(cfg: DictConfig | Any) -> Any:
 
 
 def data_config(cfg: DictConfig) -> DataConfig:
-    d = dict(plain(cfg.data))
-    corpus = typed(CorpusConfig, d.pop("corpus"), "data.corpus")
-    tokenizer = typed(TokenizerConfig, d.pop("tokenizer", {}), "data.tokenizer")
-    return typed(DataConfig, {"corpus": corpus, "tokenizer": tokenizer, "seed": cfg.seed, **d}, "data")
+    return DataConfig.from_dict({**plain(cfg.data), "seed": cfg.seed})
 
 
 def train_spec(cfg: DictConfig) -> TrainSpec:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
@@ -12,51 +12,14 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader
 
-from seqlab.config import ConfigError, check_types
 from seqlab.constants import BOS_ID, PAD_ID, TRAIN, VALIDATION
 from seqlab.data.batching import TokenBudgetBatchSampler
-from seqlab.data.corpora import CorpusConfig
+from seqlab.data.config import DataConfig
 from seqlab.data.prepare import TokenizedSplit, load_tokenizer, tokenized_split
 from seqlab.data.sequences import pad_right
-from seqlab.data.tokenizer import Tokenizer, TokenizerConfig
+from seqlab.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    """Corpus, tokenizer, length limits and batching. Lengths count tokens including EOS."""
-
-    corpus: CorpusConfig
-    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
-    max_source_len: int = 256
-    max_target_len: int = 256
-    max_tokens: int = 4096
-    max_sentences: int | None = None
-    num_workers: int = 0
-    prepare_threads: int | None = None  # tokenizing threads when preparing the cache; None: every core
-    seed: int = 0
-    cache_dir: str = "cache"
-
-    def __post_init__(self) -> None:
-        check_types(self, "data")
-        for name in ("max_source_len", "max_target_len", "max_tokens"):
-            if getattr(self, name) < 2:
-                raise ConfigError(f"data.{name}={getattr(self, name)} must be at least 2 (a token and EOS)")
-        if self.max_sentences is not None and self.max_sentences < 1:
-            raise ConfigError(f"data.max_sentences={self.max_sentences} must be positive, or null for no limit")
-        if self.num_workers < 0:
-            raise ConfigError(f"data.num_workers={self.num_workers} must be >= 0")
-        if self.prepare_threads is not None and self.prepare_threads < 1:
-            raise ConfigError(f"data.prepare_threads={self.prepare_threads} must be >= 1, or null for every core")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> DataConfig:
-        d = dict(d)
-        return cls(corpus=CorpusConfig(**d.pop("corpus")), tokenizer=TokenizerConfig(**d.pop("tokenizer")), **d)
 
 
 @dataclass

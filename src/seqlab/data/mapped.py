@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import sentencepiece as spm
 
-from seqlab.data.tokenizer import Tokenizer
+from seqlab.data.tokenizer import Tokenizer, models_from_checkpoint
 
 
 class MappedTokenizer(Tokenizer):
@@ -82,3 +82,12 @@ class MappedTokenizer(Tokenizer):
     def to_checkpoint(self) -> dict[str, Any]:
         return {**super().to_checkpoint(), "pieces": self.pieces, "tgt_pieces": self.tgt_pieces,
                 "special": list(self.special)}
+
+
+def from_checkpoint(state: dict[str, Any]) -> Tokenizer:
+    """Either kind of tokenizer from a checkpoint's record: a mapped one where it carries its own piece
+    numbering (an imported model), else seqlab's own."""
+    if "pieces" not in state:
+        return Tokenizer.from_checkpoint(state)
+    return MappedTokenizer(*models_from_checkpoint(state), state["pieces"], state.get("tgt_pieces"),
+                           tuple(state["special"]))

@@ -29,21 +29,19 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from torch.utils.data import Dataset
 
 from seqlab.constants import TRAIN
+from seqlab.data.config import DataConfig
 from seqlab.data.corpora import Example, count_rows, iter_split
 from seqlab.data.sequences import truncate
 from seqlab.data.tokenizer import Tokenizer, TokenizerConfig
 from seqlab.digest import cache_key
 from seqlab.hardware import available_cores
 from seqlab.progress import Progress
-
-if TYPE_CHECKING:
-    from seqlab.data.datamodule import DataConfig
 
 log = logging.getLogger(__name__)
 CHUNK_PAIRS = 20_000  # examples tokenized at once: large enough to keep every core busy, small in memory

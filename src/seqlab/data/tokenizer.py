@@ -127,13 +127,8 @@ class Tokenizer:
 
     @classmethod
     def from_checkpoint(cls, state: dict[str, Any]) -> Tokenizer:
-        models = (bytes.fromhex(state["src_model"]), bytes.fromhex(state["tgt_model"]) if state.get("tgt_model")
-                  else None)
-        if "pieces" in state:
-            from seqlab.data.mapped import MappedTokenizer
-
-            return MappedTokenizer(*models, state["pieces"], state.get("tgt_pieces"), tuple(state["special"]))
-        return cls(*models)
+        """The tokenizer `to_checkpoint` stored (data.mapped.from_checkpoint reads either kind)."""
+        return cls(*models_from_checkpoint(state))
 
     @classmethod
     def train(cls, sources: Sequence[str], targets: Sequence[str], cfg: TokenizerConfig) -> Tokenizer:
@@ -161,6 +156,11 @@ class Tokenizer:
             log.info("another process published %s first; using that one", path)
         state = json.loads(path.read_text())
         return cls(bytes.fromhex(state["src"]), bytes.fromhex(state["tgt"]) if state["tgt"] else None)
+
+
+def models_from_checkpoint(state: dict[str, Any]) -> tuple[bytes, bytes | None]:
+    """The SentencePiece model bytes a checkpoint's tokenizer record holds (hex in the file)."""
+    return bytes.fromhex(state["src_model"]), bytes.fromhex(state["tgt_model"]) if state.get("tgt_model") else None
 
 
 def training_sample(texts: Sequence[str], cfg: TokenizerConfig) -> list[str]:

@@ -36,8 +36,8 @@ from seqlab.decoding.search import (
     expand,
     finalize,
     force_eos_,
+    is_done,
     merge_finished,
-    normalized,
     select_running,
 )
 from seqlab.model import DecoderCache
@@ -48,18 +48,6 @@ def hamming_penalty(chosen: Tensor, vocab: int, penalty: float) -> Tensor:
     counts = torch.zeros((chosen.shape[0], vocab), device=chosen.device)
     counts.scatter_add_(1, chosen, torch.ones_like(chosen, dtype=counts.dtype))
     return penalty * counts
-
-
-def group_stops(fin: Finished, rows: Tensor, best_candidate: Tensor, t: int, max_new: Tensor,
-                length_penalty: float, early_stopping: bool | str) -> Tensor:
-    """(A,) HF's `BeamHypotheses.is_done` for each group: its finished set is full and, unless
-    early_stopping=True, the step's best candidate (running score) cannot beat the worst of it."""
-    full = fin.is_fin[rows].all(dim=1)
-    if early_stopping is True:
-        return full
-    length = max_new.float() if early_stopping == "never" and length_penalty > 0 else float(t + 1)
-    worst = fin.scores[rows].min(dim=1)[0]
-    return full & (worst >= normalized(best_candidate, length, length_penalty))
 
 
 def diverse_beam_search(
@@ -80,10 +68,7 @@ def diverse_beam_search(
     scores = torch.zeros((b, num_groups, g), device=device)
     scores[:, :, 1:] = NEG  # each group starts from one beam
     # Finished sets per (example, group): row example * num_groups + group.
-    fin = Finished(seq.view(b * num_groups, g, -1).clone(), tok_lp.view(b * num_groups, g, -1).clone(),
-                   torch.full((b * num_groups, g), NEG, device=device),
-                   torch.zeros((b * num_groups, g), dtype=torch.long, device=device),
-                   torch.zeros((b * num_groups, g), dtype=torch.bool, device=device))
+    fin = Finished.empty(seq.view(b * num_groups, g, -1), tok_lp.view(b * num_groups, g, -1))
     done = torch.zeros((b, num_groups), dtype=torch.bool, device=device)
     active = torch.arange(b, device=device)  # examples still searching; seq/tok_lp/scores hold their rows only
     for t in range(limit):
@@ -111,8 +96,8 @@ def diverse_beam_search(
             rows = active * num_groups + j
             was_done = done[active, j]
             finalize(fin, rows, cand, t, length_penalty, ~was_done)
-            done[active, j] = was_done | group_stops(fin, rows, cand.scores[:, 0], t, max_new[active],
-                                                      length_penalty, early_stopping)
+            done[active, j] = was_done | is_done(fin, rows, cand.scores[:, 0], t, max_new[active],
+                                                 length_penalty, early_stopping)
             chosen[:, j * g: (j + 1) * g] = torch.where(was_done[:, None], ids.pad_id, kept.seq[:, :, t + 1])
             seq[:, j], tok_lp[:, j], scores[:, j] = kept.seq, kept.tok_lp, kept.scores
         if at_limit.any():  # open groups of examples at their limit add their running beams (HF's finalize)

@@ -5,7 +5,7 @@ Validation (DecodingConfig builds its processors), labels and construction (gene
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from seqlab.decoding.adaptive import DynamicTemperature, EntropyTemperature, FrequencyPresencePenalty
 from seqlab.decoding.processors import (
@@ -24,9 +24,6 @@ from seqlab.decoding.processors import (
     Typical,
 )
 
-if TYPE_CHECKING:
-    from seqlab.decoding.config import DecodingConfig
-
 # The sampling warpers, in Hugging Face's order: DecodingConfig field -> processor.
 WARPERS: dict[str, type[LogitsProcessor]] = {
     "temperature": Temperature, "top_k": TopK, "top_p": TopP, "min_p": MinP, "typical_p": Typical,
@@ -37,13 +34,30 @@ ADAPTIVE_TEMPERATURES = ("dynatemp_range", "edt_theta")
 SAMPLING_ONLY = (*WARPERS, *ADAPTIVE_TEMPERATURES)
 
 
+class ProcessorSettings(Protocol):
+    """The settings the processors are built from: what DecodingConfig has (and a test's stand-in may have),
+    named here so that the registry does not depend on the config that validates itself through it. The
+    warpers' own fields (WARPERS) are read by name."""
+
+    repetition_penalty: float | None
+    frequency_penalty: float | None
+    presence_penalty: float | None
+    no_repeat_ngram_size: int | None
+    min_length: int
+    temperature: float | None
+    dynatemp_range: float | None
+    dynatemp_exponent: float
+    edt_theta: float | None
+    edt_base: float
+
+
 class SpecialIds(Protocol):
     pad_id: int
     bos_id: int
     eos_id: int
 
 
-def temperature_rule(cfg: DecodingConfig) -> LogitsProcessor | None:
+def temperature_rule(cfg: ProcessorSettings) -> LogitsProcessor | None:
     """The temperature processor: dynamic (llama.cpp), entropy-based (EDT), plain, or none."""
     base = cfg.temperature if cfg.temperature is not None else 1.0
     if cfg.dynatemp_range is not None:
@@ -53,7 +67,7 @@ def temperature_rule(cfg: DecodingConfig) -> LogitsProcessor | None:
     return Temperature(cfg.temperature) if cfg.temperature is not None else None
 
 
-def build_processors(cfg: DecodingConfig, ids: SpecialIds) -> list[LogitsProcessor]:
+def build_processors(cfg: ProcessorSettings, ids: SpecialIds) -> list[LogitsProcessor]:
     """Processors in Hugging Face's order: penalties and constraints first, then the sampling warpers.
 
     Each processor checks its own value, so building them is also how a DecodingConfig is validated.

@@ -166,6 +166,14 @@ class Finished:
     lengths: Tensor  # (B, K)
     is_fin: Tensor  # (B, K) bool: a real hypothesis in this slot
 
+    @classmethod
+    def empty(cls, seq: Tensor, tok_lp: Tensor) -> Finished:
+        """No hypothesis yet, in the shape of the starting beams seq, tok_lp (R, K, L + 1)."""
+        r, k = seq.shape[:2]
+        return cls(seq.clone(), tok_lp.clone(), torch.full((r, k), NEG, device=seq.device),
+                   torch.zeros((r, k), dtype=torch.long, device=seq.device),
+                   torch.zeros((r, k), dtype=torch.bool, device=seq.device))
+
 
 @dataclass
 class Candidates:
@@ -226,19 +234,18 @@ def merge_finished(fin: Finished, active: Tensor, seq: Tensor, tok_lp: Tensor, s
     fin.scores[active] = merged.gather(1, best)
 
 
-def can_improve(fin: Finished, active: Tensor, beams: Beams, t: int, max_new: Tensor, length_penalty: float,
-                early_stopping: bool | str) -> Tensor:
-    """(A,) HF's early-stop bound: can the best running beam still beat the worst finished hypothesis?
-
-    The running beam is scored at its current length, or with early_stopping="never" (and
-    length_penalty > 0) at the maximum length, the most it could still gain.
+def is_done(fin: Finished, rows: Tensor, best: Tensor, t: int, max_new: Tensor, length_penalty: float,
+            early_stopping: bool | str) -> Tensor:
+    """(A,) HF's `BeamHypotheses.is_done` for the finished sets `rows`, shared by beam and diverse beam search:
+    the set is full and, unless early_stopping=True, the `best` (A,) running score cannot beat its worst
+    hypothesis. `best` is scored at the current length, or with early_stopping="never" (and
+    length_penalty > 0) at the maximum length `max_new` (A,), the most it could still gain.
     """
-    never = early_stopping == "never" and length_penalty > 0
-    length = max_new[active, None].float() if never else float(t + 1)
-    best_running = normalized(beams.scores[:, :1], length, length_penalty)
-    is_fin = fin.is_fin[active]
-    worst = torch.where(is_fin, fin.scores[active].min(dim=1, keepdim=True)[0], NEG)
-    return (best_running > worst).any(dim=1)
+    full = fin.is_fin[rows].all(dim=1)
+    if early_stopping is True:
+        return full
+    length = max_new.float() if early_stopping == "never" and length_penalty > 0 else float(t + 1)
+    return full & (fin.scores[rows].min(dim=1)[0] >= normalized(best, length, length_penalty))
 
 
 def beam_search(
@@ -261,9 +268,7 @@ def beam_search(
     start_scores = torch.zeros((b, k), device=device)
     start_scores[:, 1:] = NEG  # all beams start identical: expand only the first
     beams = Beams(seq, torch.zeros((b, k, limit + 1), device=device), start_scores)
-    fin = Finished(seq.clone(), beams.tok_lp.clone(), torch.full((b, k), NEG, device=device),
-                   torch.zeros((b, k), dtype=torch.long, device=device),
-                   torch.zeros((b, k), dtype=torch.bool, device=device))
+    fin = Finished.empty(seq, beams.tok_lp)
     improvable = torch.ones(b, dtype=torch.bool, device=device)
     active = torch.arange(b, device=device)  # examples still searching; `beams` holds their rows only
     head, bans = split_bans(processors)
@@ -288,9 +293,9 @@ def beam_search(
         beams, origin = select_running(cand, k)
         all_fin = fin.is_fin[active].all(dim=1)
         finalize(fin, active, cand, t, length_penalty, improvable[active] & ~(all_fin & (early_stopping is True)))
-        improvable[active] &= can_improve(fin, active, beams, t, max_new, length_penalty, early_stopping)
-        done = ~improvable[active] | (fin.is_fin[active].all(dim=1) & (early_stopping is True))
-        done |= t + 1 >= max_new[active]
+        improvable[active] &= ~is_done(fin, active, beams.scores[:, 0], t, max_new[active], length_penalty,
+                                       early_stopping)
+        done = ~improvable[active] | (t + 1 >= max_new[active])
         rows = (torch.arange(a, device=device)[:, None] * k + origin).view(-1)
         if done.any():  # drop finished examples (their beams and cross keys/values) from the batch
             stay = (~done).nonzero().squeeze(1)

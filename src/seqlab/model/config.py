@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from seqlab.config import ConfigError, check_choice, check_types
+from seqlab.config import ConfigError, check_choice, check_types, typed
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 
 __all__ = ["ConfigError", "ModelConfig", "check_choice", "check_types"]
@@ -130,8 +130,4 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
         """Build from a plain mapping, naming any key that is not a field."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"unknown model key(s) {unknown}; valid keys are {sorted(known)}")
-        return cls(**values)
+        return typed(cls, dict(values), "model")

@@ -10,7 +10,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, open_dict
 
-import seqlab.app.configs  # noqa: F401  (registers the dataclass defaults the YAML files extend)
+import seqlab.app.store  # noqa: F401  (registers the dataclass defaults the YAML files extend)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"

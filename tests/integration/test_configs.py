@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
+from omegaconf import OmegaConf
 
-from seqlab.app.configs import MODEL_FIELDS_FROM_ELSEWHERE, train_spec, typed
+from seqlab.analysis.speed import BenchConfig
+from seqlab.app.configs import plain, train_spec, typed
+from seqlab.app.infer import InferenceSettings, TranslateSettings
+from seqlab.app.store import defaults
+from seqlab.data import DataConfig
 from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig
+from seqlab.train.config import LoopConfig, OptimConfig
 
 from .conftest import CONF
 
@@ -36,7 +42,7 @@ def test_every_decoding_file_builds_a_decoding_config(make_cfg, decoding):
 @pytest.mark.parametrize("size", SIZES)
 def test_model_sizes_take_every_variant_default_from_the_dataclass(make_cfg, size):
     cfg = make_cfg("train", [f"model={size}"])
-    variant_fields = {f.name: f.default for f in fields(ModelConfig) if f.name not in MODEL_FIELDS_FROM_ELSEWHERE}
+    variant_fields = defaults(ModelConfig)
     assert set(cfg.model) == set(variant_fields)
     for name in ("norm_position", "positions", "tie_embeddings", "activation", "copy_attention"):
         assert cfg.model[name] == variant_fields[name]
@@ -47,3 +53,29 @@ def test_decoding_files_take_every_default_from_the_dataclass(make_cfg):
     assert dict(cfg.decoding) == DecodingConfig().to_dict()
     assert len({tuple(sorted(make_cfg("eval", ["ckpt=unused", f"decoding={d}"]).decoding.items()))
                 for d in DECODINGS}) == len(DECODINGS), "no two decoding files describe the same setting"
+
+
+def test_optim_and_loop_defaults_are_the_dataclasses(make_cfg):
+    cfg = make_cfg("train", ["experiment=mt_bible_small"])
+    spec = train_spec(cfg)  # the experiment's deltas on the dataclass defaults, and nothing else
+    assert spec.optim == replace(OptimConfig(), lr=1e-3, warmup_steps=500)
+    assert spec.loop == replace(LoopConfig(), val_every_n_steps=300)
+    assert set(cfg.optim) == {f.name for f in fields(OptimConfig)}
+    assert set(cfg.train) == {f.name for f in fields(LoopConfig)}
+
+
+def test_inference_keys_and_the_bench_come_from_their_dataclasses(make_cfg):
+    for name, cls in (("eval", InferenceSettings), ("translate", TranslateSettings)):
+        cfg = make_cfg(name, ["ckpt=x"])
+        assert {f.name: plain(cfg[f.name]) for f in fields(cls)} == {**defaults(cls), "ckpt": "x"}
+    assert typed(BenchConfig, plain(make_cfg("bench", []).bench), "bench") == BenchConfig()
+
+
+@pytest.mark.parametrize("path", sorted((CONF / "data").glob("*.yaml")), ids=lambda p: p.stem)
+def test_data_files_hold_only_what_differs_from_the_dataclass(path):
+    own = OmegaConf.to_container(OmegaConf.load(path))
+    base = defaults(DataConfig)
+    same = [k for k, v in own.items() if k in base and k != "tokenizer" and v == base[k]]
+    same += [f"tokenizer.{k}" for k, v in (own.get("tokenizer") or {}).items() if v == base["tokenizer"][k]]
+    assert same == []
+    assert set(own) - {"defaults", "corpus"} <= set(base)

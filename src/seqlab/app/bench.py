@@ -33,7 +33,8 @@ from seqlab.analysis.speed import (
     train_flops,
     train_throughput,
 )
-from seqlab.app.configs import CONF_DIR, plain, typed
+from seqlab.app.configs import plain, typed
+from seqlab.app.store import CONF_DIR
 from seqlab.config import resolve_device
 from seqlab.hardware import cpu_description
 from seqlab.interop import to_hf

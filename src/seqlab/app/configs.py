@@ -1,18 +1,12 @@
-"""The pipeline edge: Hydra DictConfig -> typed seqlab configs, validated before any data is read.
-
-Importing this module also registers the dataclass defaults with Hydra's ConfigStore
-(`model/dataclass_defaults`, `decoding/dataclass_defaults`): the YAML files in
-conf/model and conf/decoding extend them with only what differs, so every default
-lives in one place, the dataclass.
-"""
+"""The Hydra edge: a composed DictConfig -> typed seqlab configs, validated before any data is read; and
+what a command needs to know about the Hydra job it runs in (multirun, sweep group, job name)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
-from dataclasses import dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -26,27 +20,6 @@ from seqlab.train.config import LoopConfig, OptimConfig
 from seqlab.train.optim import check_fused_clipping
 
 log = logging.getLogger(__name__)
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
-CONF_DIR = str(PROJECT_ROOT / "conf")  # every command's Hydra configs
-DATACLASS_DEFAULTS = "dataclass_defaults"
-# Fields a config file never sets: vocabulary sizes come from the tokenizer, special ids are constants.
-MODEL_FIELDS_FROM_ELSEWHERE = ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
-
-# `${project_root:}` in conf/paths: resolvable before Hydra's own config exists (sweep folders need it).
-OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT), replace=True)
-
-
-def register_configs() -> None:
-    """Register ModelConfig's and DecodingConfig's defaults as Hydra configs the YAML files extend."""
-    from hydra.core.config_store import ConfigStore
-
-    store = ConfigStore.instance()
-    model = {f.name: f.default for f in fields(ModelConfig) if f.name not in MODEL_FIELDS_FROM_ELSEWHERE}
-    store.store(group="model", name=DATACLASS_DEFAULTS, node=model)
-    store.store(group="decoding", name=DATACLASS_DEFAULTS, node=DecodingConfig().to_dict())
-
-
-register_configs()
 
 
 @dataclass(frozen=True)
@@ -79,7 +52,7 @@ def train_spec(cfg: DictConfig) -> TrainSpec:
                     **plain(cfg.model)}
     model = ModelConfig.from_dict(model_values)
     optim_values = plain(cfg.optim)
-    optim_values["betas"] = tuple(optim_values.get("betas", (0.9, 0.98)))
+    optim_values["betas"] = tuple(optim_values["betas"])  # YAML has lists; the config is frozen, hashable
     optim = typed(OptimConfig, optim_values, "optim")
     loop = typed(LoopConfig, plain(cfg.train), "train")
     check_trainer(cfg)

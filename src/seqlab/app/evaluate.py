@@ -17,8 +17,9 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from seqlab.app.configs import CONF_DIR, JobLog, is_multirun, plain, sweep_group, tracking_config, typed
+from seqlab.app.configs import JobLog, is_multirun, plain, sweep_group, tracking_config, typed
 from seqlab.app.infer import InferenceRequest, Loaded, load
+from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import CheckpointError, resolve
 from seqlab.config import ConfigError
 from seqlab.data import CorpusConfig, DataConfig, Example, examples_from_text_files, load_split

@@ -8,7 +8,7 @@ own decoding defaults) is checked right after loading, before anything is decode
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +16,50 @@ from omegaconf import DictConfig
 
 from seqlab.app.configs import checkpoint_decoding, plain
 from seqlab.checkpoint import CheckpointInfo, load_for_inference, resolve
-from seqlab.config import resolve_device, typed
+from seqlab.config import check_choice, check_types, resolve_device, typed
 from seqlab.data.tokenizer import Tokenizer
-from seqlab.decoding import DecodingConfig, check_precision
+from seqlab.decoding import DecodingConfig
+from seqlab.decoding.generate import DecodePrecision
 from seqlab.decoding.mbr import check_task
-from seqlab.interop.engines import check_engine, make_engine, run_label
+from seqlab.inference.text import Format
+from seqlab.interop.engines import Engine, check_engine, make_engine, run_label
 from seqlab.model import Seq2SeqTransformer
+
+
+@dataclass(frozen=True)
+class InferenceSettings:
+    """The keys `seqlab evaluate` and `seqlab translate` share; their configs' defaults (app.store)."""
+
+    ckpt: str  # a .ckpt file or a training run folder (its best.ckpt)
+    device: str = "auto"  # auto (CUDA when torch sees a GPU) | cpu | cuda | cuda:N
+    # fp32 | bf16: the model under bf16 autocast while decoding (faster on bf16 hardware; some outputs change,
+    # BENCHMARKS.md; references are scored in fp32) | int8: int8 linear layers on a CPU (engine=seqlab) or
+    # CTranslate2's int8. Labels get _bf16 / _int8.
+    precision: DecodePrecision = "fp32"
+    # seqlab | ctranslate2: CTranslate2 on an export of the checkpoint (cached in paths.cache_dir; greedy and
+    # beam; precision fp32 | bf16 | int8). Labels get _ct2.
+    engine: Engine = "seqlab"
+    decoding_from_checkpoint: bool = False  # the checkpoint's own defaults (an imported model's generation config)
+    max_tokens: int = 8000  # source tokens x beams per decoding batch
+
+    def check(self, owner: str) -> None:
+        """Fail naming `owner.key` (eval.precision=...): the same settings serve two commands."""
+        check_types(self, owner)
+        check_choice(owner, "precision", self.precision, DecodePrecision)
+        check_choice(owner, "engine", self.engine, Engine)
+
+
+@dataclass(frozen=True)
+class TranslateSettings(InferenceSettings):
+    """`seqlab translate`'s own keys besides the shared ones."""
+
+    input: str | None = None  # a text file, one source per line; None reads stdin
+    format: Format = "plain"  # plain (one hypothesis per line) | fairseq (S-/H-/P- lines, n-best)
+    chunk_size: int = 2000  # lines read and decoded at a time
+
+    def check(self, owner: str) -> None:
+        super().check(owner)
+        check_choice(owner, "format", self.format, Format)
 
 
 @dataclass(frozen=True)
@@ -37,11 +75,11 @@ class InferenceRequest:
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, command: str) -> InferenceRequest:
+        settings = settings_of(cfg, InferenceSettings, command)
         decoding = typed(DecodingConfig, plain(cfg.decoding), "decoding")
-        precision, engine = str(cfg.precision), str(cfg.engine)
-        check_precision(precision, command)
-        check_engine(command, engine, precision, decoding)
-        return cls(command, str(cfg.ckpt), decoding, precision, engine, bool(cfg.decoding_from_checkpoint))
+        check_engine(command, settings.engine, settings.precision, decoding)
+        return cls(command, settings.ckpt, decoding, settings.precision, settings.engine,
+                   settings.decoding_from_checkpoint)
 
     @property
     def label(self) -> str:
@@ -60,6 +98,13 @@ class Loaded:
     label: str
     engine: Any
     device: str
+
+
+def settings_of(cfg: DictConfig, cls: type, owner: str) -> Any:
+    """The typed, checked settings `cls` (InferenceSettings or TranslateSettings) of a composed config."""
+    settings = typed(cls, {f.name: plain(cfg[f.name]) for f in fields(cls)}, owner)
+    settings.check(owner)
+    return settings
 
 
 def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: bool = False) -> Loaded:

@@ -12,7 +12,8 @@ import hydra
 import lightning as L
 from omegaconf import DictConfig
 
-from seqlab.app.configs import CONF_DIR, JobLog, TrainSpec, is_multirun, job_name, plain, sweep_group, train_spec
+from seqlab.app.configs import JobLog, TrainSpec, is_multirun, job_name, plain, sweep_group, train_spec
+from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import (
     LAST,
     atomic_checkpoint_io,

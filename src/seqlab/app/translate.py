@@ -17,11 +17,11 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from seqlab.app.configs import CONF_DIR
-from seqlab.app.infer import InferenceRequest, load
-from seqlab.config import ConfigError, check_choice
+from seqlab.app.infer import InferenceRequest, TranslateSettings, load, settings_of
+from seqlab.app.store import CONF_DIR
+from seqlab.config import ConfigError
 from seqlab.decoding import DecodingConfig, precision_context
-from seqlab.inference.text import Format, format_output, translate, translate_stream
+from seqlab.inference.text import format_output, translate, translate_stream
 from seqlab.memory import keep_freed_memory
 from seqlab.progress import Progress
 
@@ -31,7 +31,7 @@ log = logging.getLogger("seqlab.inference.text")
 def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int:
     """Translate `input` (or stdin) to stdout; returns the number of lines."""
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
-    check_choice("translate", "format", cfg.format, Format)
+    settings_of(cfg, TranslateSettings, "translate")  # a bad value fails here, before the checkpoint loads
     request = InferenceRequest.from_cfg(cfg, "translate")  # a bad value fails here, before the checkpoint loads
     if cfg.format == "plain" and request.decoding.n_best > 1:
         raise ConfigError("decoding.n_best > 1 prints several hypotheses per line: add format=fairseq")

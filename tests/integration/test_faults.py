@@ -1,4 +1,4 @@
-"""Regression tests of the fault survey: nothing silently wrong, nothing lost, clear errors."""
+"""Faults: nothing silently wrong, nothing lost, a clear error naming the file, key or line."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def smoke_ckpt(make_cfg, tmp_path: Path, name: str = "run", extra: tuple[str, ..
     return train(make_cfg("train", [*SMOKE, *extra], out=tmp_path / name))
 
 
-# 1-2: tokenizer and data cache ---------------------------------------------------------------------------------
+# tokenizer and data cache ---------------------------------------------------------------------------------
 
 def test_cache_key_is_the_whole_tokenizer_not_its_tail():
     """Two different tokenizers have the same last 64 hex characters (the trainer spec), not the same digest."""
@@ -53,7 +53,7 @@ print(hashlib.sha256(tok.src_model).hexdigest())
 
 
 def test_tokenizer_training_is_the_same_in_every_process():
-    """SentencePiece's own sampling differed per process; the sample is now drawn by the seed alone."""
+    """SentencePiece's own sampling differs per process; seqlab draws the sample from the seed alone."""
     code = TRAIN_TOKENIZER.format(src=str(ROOT / "src"))
     digests = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                               env={**os.environ, "OMP_NUM_THREADS": "1"}).stdout.strip() for _ in range(2)}
@@ -131,7 +131,7 @@ def test_same_seed_same_results_with_fresh_caches(tmp_path):
     assert all(torch.equal(losses[0][k], losses[1][k]) for k in losses[0])
 
 
-# 3: tying across separate vocabularies -------------------------------------------------------------------------
+# tying across separate vocabularies -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("variant", ["model.tie_embeddings=all",
                                      "model.copy_attention=true model.tie_embeddings=decoder"])
@@ -236,7 +236,7 @@ def test_disk_full_says_so(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # no half-written file, no temporary left
 
 
-# 5: file contents, not size and mtime ----------------------------------------------------------------------------
+# file contents, not size and mtime ----------------------------------------------------------------------------
 
 def test_corpus_fingerprint_follows_contents(tmp_path):
     path = tmp_path / "train.jsonl"
@@ -275,7 +275,7 @@ def test_corpus_digest_memo_outlives_the_process_and_any_change_invalidates_it(t
     assert digest.file_digest(path, memo) == changed and len(hashed) == 3
 
 
-# 6-9: run folders ---------------------------------------------------------------------------------------------
+# run folders ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("interval", [3, 0])
 def test_last_checkpoint_holds_the_final_step(make_cfg, tmp_path, interval):
@@ -334,7 +334,7 @@ def test_stale_temporaries_are_removed_at_the_next_start(make_cfg, tmp_path):
     assert not stale.exists()
 
 
-# 12-13: config values ----------------------------------------------------------------------------------------
+# config values ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(
     ("override", "message"),
@@ -365,7 +365,7 @@ def test_readme_local_files_override_composes(make_cfg, tmp_path):
     assert cfg.data.corpus.files.train == "my.jsonl"
 
 
-# 11: data readers --------------------------------------------------------------------------------------------
+# data readers --------------------------------------------------------------------------------------------
 
 def files_corpus(path: Path) -> CorpusConfig:
     return CorpusConfig(name="f", kind="files", task="translation", files={"train": str(path)},
@@ -424,7 +424,7 @@ def test_duplicate_ids_are_warned_about(tmp_path, caplog):
     assert "1 example ids are repeated (first: 'x')" in caplog.text
 
 
-# 14: an interrupted evaluation says so ------------------------------------------------------------------------
+# an interrupted evaluation says so ------------------------------------------------------------------------
 
 def test_interrupted_evaluation_is_recorded_as_interrupted(make_cfg, checkpoint, monkeypatch):
     import seqlab.app.evaluate as evaluate_pipeline

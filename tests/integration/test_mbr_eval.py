@@ -147,7 +147,7 @@ def test_any_setting_takes_mbr_from_the_command_line(make_cfg, overrides, label)
 
 
 def test_settings_without_mbr_keep_their_result_folder_keys(make_cfg):
-    """`mbr: null` stays out of the folder key, so results from before MBR existed are still found."""
+    """`mbr: null` stays out of the folder key, so results written without the field are still found."""
     from seqlab.app.evaluate import setting_decoding
 
     assert "mbr" not in setting_decoding(make_cfg("eval", ["ckpt=x", "decoding=beam"]))

@@ -41,8 +41,8 @@ def decoding_config(cfg: DictConfig) -> DecodingConfig:
 
 
 def setting_decoding(cfg: DictConfig) -> dict[str, Any]:
-    """The decoding values that key a result folder; `mbr: null` is left out, so settings without MBR keep
-    the folders (and the skip-if-finished) they had before MBR existed."""
+    """The decoding values that key a result folder; `mbr: null` is left out, so a setting without MBR keys
+    the same folder as results written without the field (found, and skipped when finished)."""
     values = plain(cfg.decoding)
     return {k: v for k, v in values.items() if not (k == "mbr" and v is None)}
 
@@ -144,9 +144,10 @@ def result_dir(cfg: DictConfig) -> tuple[ResultDir, dict[str, Any]]:
         version = None  # recorded as a failure when the checkpoint loads, with the reason
     setting = {"ckpt": ckpt, "version": version, "split": cfg.split, "limit": cfg.limit,
                "decoding": "checkpoint" if cfg.decoding_from_checkpoint else setting_decoding(cfg)}
-    if str(cfg.precision) != "fp32":  # fp32 results keep the keys they had before decoding had a precision
+    # defaults stay out of the key, so results written without these fields keep their folders
+    if str(cfg.precision) != "fp32":
         setting["precision"] = str(cfg.precision)
-    if str(cfg.engine) != "seqlab":  # so do seqlab's results, from before there was another engine
+    if str(cfg.engine) != "seqlab":
         setting["engine"] = str(cfg.engine)
     test_set = test_set_key(cfg)
     if test_set is not None:  # another test set: its own result folder (the checkpoint's own keeps its old key)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from seqlab.analysis.speed import BenchConfig, faster, train_flops
-from seqlab.app.bench import format_table, run_bench
+from seqlab.app.bench import bench_table, run_bench
 from seqlab.app.configs import plain, typed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def test_run_bench_times_both_toolkits_and_their_outputs_agree():
         assert ours["tokens_per_s"] > 0 and theirs["tokens_per_s"] > 0
         assert r[f"train_{tag}_ratio"] == ours["tokens_per_s"] / theirs["tokens_per_s"]
         assert r[f"mfu_{tag}"] == r["train_flops_per_step"] / ours["step_s"] / r[f"train_{tag}"]["matmul_peak_flops"]
-    table = format_table(r)
+    table = bench_table(r)
     assert "train tok/s fp32" in table and "beam8 decode tok/s" in table and "outputs identical: True" in table
     for name in ("greedy", "beam", "beam8"):  # seqlab's int8 linear layers
         assert r[f"{name}_int8"]["tokens_per_s"] > 0 and "int8 tok/s" in table
@@ -64,7 +64,7 @@ def test_bench_decode_false_times_training_only_and_a_missing_gpu_fails_first():
     r = run_bench(replace(TINY, decode=False, train_repeats=1), ckpt=None, scaling=False)
     assert r["device"] == "cpu" and r["train_bf16_ratio"] > 0
     assert not {"greedy", "beam", "beam8", "outputs_identical"} & set(r)
-    assert "outputs identical: not decoded" in format_table(r)
+    assert "outputs identical: not decoded" in bench_table(r)
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="bench.device='cuda'"):
             run_bench(replace(TINY, device="cuda"), ckpt=None, scaling=False)

@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 
 def test_bench_runs_both_toolkits_on_the_gpu():
-    from seqlab.app.bench import format_table, run_bench
+    from seqlab.app.bench import bench_table, run_bench
 
     from .test_bench import TINY
 
@@ -22,7 +22,7 @@ def test_bench_runs_both_toolkits_on_the_gpu():
     for tag in ("fp32", "bf16"):
         assert r[f"train_{tag}"]["seqlab"]["peak_mem_mb"] > 0  # CUDA's counter, not the host's RSS
         assert r[f"train_{tag}_sdpa"] is None  # attention_kernel=auto is SDPA on a GPU: nothing to compare
-    assert "(host: " in format_table(r)
+    assert "(host: " in bench_table(r)
 
 
 def test_smoke_training_on_the_gpu_in_bf16_then_translation_there(make_cfg, tmp_path):

@@ -214,7 +214,7 @@ def add_seed_aggregates(report: Report, systems: Sequence[System]) -> None:
                                                                              summaries[m])) for m in METRICS]
 
 
-def format_table(report: Report, systems: Sequence[System], alpha: float = 0.05) -> str:
+def significance_table(report: Report, systems: Sequence[System], alpha: float = 0.05) -> str:
     """A readable table: per metric, each system's score, CI, delta and p-values (* = p < alpha for both)."""
     found = {(c.system, c.metric): c for c in report.comparisons}
     width = max(len(s.name) for s in systems)

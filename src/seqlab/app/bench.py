@@ -233,7 +233,7 @@ def scaling_table(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor
     return table
 
 
-def format_table(r: dict[str, Any]) -> str:
+def bench_table(r: dict[str, Any]) -> str:
     where = r["cpu"] if r["device"] == "cpu" else f"{r['device']} (host: {r['cpu']})"
     lines = [f"{where}; threads {r['threads']}; torch {r['torch']}; "
              f"THP_MEM_ALLOC_ENABLE={int(r['huge_page_allocator'])}",
@@ -280,7 +280,7 @@ def main(cfg: DictConfig) -> None:
     result = run_bench(bench, cfg.ckpt, cfg.scaling)
     out = Path(cfg.out)
     atomic_write_text(out, json.dumps(result, indent=2, default=str))
-    print(format_table(result))
+    print(bench_table(result))
     print(f"wrote {out}")
 
 

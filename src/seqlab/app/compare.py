@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from seqlab.analysis.compare import CompareError, compare, format_table, from_result_dir, from_text_files
+from seqlab.analysis.compare import CompareError, compare, from_result_dir, from_text_files, significance_table
 from seqlab.io import atomic_write_text
 from seqlab.metrics.significance import N_AR, N_BOOTSTRAP, SACREBLEU_DEFAULT_SEED
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     except CompareError as err:
         print(f"seqlab compare: {err}", file=sys.stderr)
         return 2
-    print(format_table(report, systems))
+    print(significance_table(report, systems))
     if args.json:
         atomic_write_text(args.json, json.dumps(report.to_dict(systems), indent=2))
     return 0

@@ -30,7 +30,7 @@ from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.interop.engines import run_label
 from seqlab.memory import keep_freed_memory
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir
-from seqlab.tracking.wandb import artifact_of, finish, log_predictions, make_logger, use_artifact
+from seqlab.tracking.wandb import TrackingConfig, artifact_of, finish, log_predictions, make_logger, use_artifact
 
 log = logging.getLogger("seqlab.evaluate")
 
@@ -187,16 +187,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         examples = test_examples(cfg, data_cfg)
         payload["test_set"] = setting.get("test_set") or {"corpus": info.data_config["corpus"]["name"],
                                                           "split": cfg.split}
-        group = cfg.logger.get("group") or info.tracking.get("group") or sweep_group(cfg)  # the model's group
-        logger = make_logger(tracking, out.path, f"{payload['checkpoint']['run_name']}/{label}", group,
-                             {"eval": {k: v for k, v in plain(cfg).items() if k != "decoding"},
-                              "decoding": decoding.to_dict(), "model": info.model_config.to_dict(),
-                              "checkpoint": payload["checkpoint"], "training_run_id": info.tracking.get("run_id"),
-                              "checkpoint_artifact": artifact_of(info.tracking, info.path)},
-                             job_type="sweep" if is_multirun() else "eval")
-        artifact = artifact_of(info.tracking, info.path)
-        if artifact is not None and tracking.kind == "wandb":
-            use_artifact(logger, artifact)
+        logger = open_logger(cfg, tracking, out.path, loaded, payload["checkpoint"])
         settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
                                 score_references=cfg.score_references, ci_seed=cfg.ci_seed,
                                 n_bootstrap=cfg.n_bootstrap, precision=request.precision)
@@ -230,6 +221,23 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     finally:
         out.write_metrics(payload)
         finish()
+
+
+def open_logger(cfg: DictConfig, tracking: TrackingConfig, folder: Path, loaded: Loaded,
+                checkpoint: dict[str, Any]) -> Any:
+    """The setting's logger (a W&B run in the model's group, which uses the checkpoint's artifact)."""
+    info = loaded.info
+    group = cfg.logger.get("group") or info.tracking.get("group") or sweep_group(cfg)
+    artifact = artifact_of(info.tracking, info.path)
+    logger = make_logger(tracking, folder, f"{checkpoint['run_name']}/{loaded.label}", group,
+                         {"eval": {k: v for k, v in plain(cfg).items() if k != "decoding"},
+                          "decoding": loaded.decoding.to_dict(), "model": info.model_config.to_dict(),
+                          "checkpoint": checkpoint, "training_run_id": info.tracking.get("run_id"),
+                          "checkpoint_artifact": artifact},
+                         job_type="sweep" if is_multirun() else "eval")
+    if artifact is not None and tracking.kind == "wandb":
+        use_artifact(logger, artifact)
+    return logger
 
 
 def log_results(logger: Any, kind: str, cfg: DictConfig, metrics: dict[str, Any], rows: list[dict[str, Any]],

@@ -1,26 +1,35 @@
-"""`seqlab params [--d_model 512 ...]` (`make params`): the parameter table, analytic against counted, of one shape."""
+"""`seqlab params [--d_model 512 ...]` (`make params`): the parameter table, analytic against counted, of one shape.
+
+Every option's default is ModelConfig's (the Transformer base shape), so the table with no options is the
+model a config with no model overrides builds, with a 37k shared vocabulary.
+"""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import fields
+from typing import get_args, get_type_hints
 
 from seqlab.model.config import ModelConfig
-from seqlab.model.params import count_parameters, format_table
+from seqlab.model.params import count_parameters, param_table
+
+SIZES = ("d_model", "n_heads", "encoder_layers", "decoder_layers", "d_ff")
+CHOICES = ("tie_embeddings", "positions", "norm_position")
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m seqlab.model.params --d_model 512 ...`: print the table for one config."""
     from seqlab.model.transformer import Seq2SeqTransformer
 
-    parser = argparse.ArgumentParser(prog="seqlab params", description=main.__doc__)
+    defaults = {f.name: f.default for f in fields(ModelConfig)}
+    hints = get_type_hints(ModelConfig)
+    parser = argparse.ArgumentParser(prog="seqlab params", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vocab", type=int, default=37000, help="shared vocabulary size")
-    for name, default in (("d_model", 512), ("n_heads", 8), ("encoder_layers", 6),
-                          ("decoder_layers", 6), ("d_ff", 2048)):
-        parser.add_argument(f"--{name}", type=int, default=default)
-    parser.add_argument("--tie_embeddings", default="all")
-    parser.add_argument("--positions", default="sinusoidal")
-    parser.add_argument("--norm_position", default="post")
+    for name in SIZES:
+        parser.add_argument(f"--{name}", type=int, default=defaults[name])
+    for name in CHOICES:
+        parser.add_argument(f"--{name}", default=defaults[name], choices=get_args(hints[name]))
     parser.add_argument("--copy_attention", action="store_true", help="add a pointer-generator output")
     args = vars(parser.parse_args(argv))
     cfg = ModelConfig(src_vocab_size=args.pop("vocab"), **args)
-    print(format_table(cfg, count_parameters(Seq2SeqTransformer(cfg))))
+    print(param_table(cfg, count_parameters(Seq2SeqTransformer(cfg))))

@@ -89,7 +89,7 @@ def count_parameters(model: nn.Module) -> ParamCounts:
     return counts
 
 
-def format_table(cfg: ModelConfig, counted: ParamCounts | None = None) -> str:
+def param_table(cfg: ModelConfig, counted: ParamCounts | None = None) -> str:
     """A plain-text table of analytic (and, if given, counted) parameters."""
     analytic = analytic_counts(cfg)
     lines = [f"{'component':<12}{'analytic':>14}" + (f"{'counted':>14}" if counted else "")]

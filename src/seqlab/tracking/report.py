@@ -124,7 +124,7 @@ def render(results: list[dict[str, Any]], title: str = "seqlab report", marks: d
     """The HTML page: a table of every run (what differs, metrics, status, its training run) and the plots.
 
     marks: result path -> a significance mark for its BLEU against its test set's baseline (the
-    pipeline computes them with seqlab.analysis.compare).
+    report command computes them with seqlab.analysis.compare).
     """
     marks = marks or {}
     rows = [describe(r) for r in results]
@@ -152,7 +152,7 @@ def render(results: list[dict[str, Any]], title: str = "seqlab report", marks: d
     figures += beam_curse_section([r for r in results if r.get("status") == OK and "metrics" in r])
     figures += example_section([r for r in results if r.get("status") == OK])
     figures += mbr_section([r for r in results if r.get("status") == OK])
-    figures += extra  # e.g. attention and decoding inspections, built by the pipeline
+    figures += extra  # e.g. attention and decoding inspections, built by the report command
     failed = sum(r.get("status") != OK for r in results)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse;font-size:12px}}

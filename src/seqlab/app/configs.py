@@ -118,7 +118,7 @@ def checkpoint_decoding(info: Any) -> DecodingConfig:
     """The decoding defaults a checkpoint carries (an imported model's generation config)."""
     if not info.decoding:
         raise ConfigError(f"{info.path} carries no decoding defaults; drop decoding_from_checkpoint=true")
-    return DecodingConfig(**info.decoding)
+    return typed(DecodingConfig, dict(info.decoding), f"{info.path}: decoding")
 
 
 @dataclass

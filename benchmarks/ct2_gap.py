@@ -1,0 +1,91 @@
+"""Where seqlab's fp32 beam search loses to CTranslate2's: `python benchmarks/ct2_gap.py CKPT [--beams 5]`.
+
+Both engines decode the checkpoint's first 64 test sources (the bench's sentences), at most 40 new tokens,
+2 threads, best of 3 after a warm-up. They run twice:
+- as the bench runs them;
+- with 40 tokens forced (`min_length=40`), so both do the same work: every row, every step. The stopping
+  rules then cannot explain a difference.
+
+Then it prints one seqlab forced run's torch.profiler summary: the linear layers' time in the loop against
+the same products timed alone, the attention kernels, and everything else. Prints the CPU's flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from seqlab.analysis.speed import BenchConfig, decode_sources
+from seqlab.checkpoint import load_for_inference
+from seqlab.data import DataConfig, load_split
+from seqlab.decoding import DecodingConfig, generate
+from seqlab.hardware import cpu_description
+from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
+from seqlab.memory import keep_freed_memory
+
+
+def best_seconds(fn: Callable[[], Any], repeats: int = 3) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def linear_seconds_alone(events: Any) -> float:
+    """The profiled matrix products' shapes, each timed alone as often as the loop ran it."""
+    total = 0.0
+    for e in events:
+        if e.key not in ("aten::addmm", "aten::mm") or not e.input_shapes:
+            continue
+        shapes = [s for s in e.input_shapes if len(s) == 2]
+        (m, k), (_, n) = shapes[0], shapes[1]
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        total += best_seconds(lambda a=a, b=b: a @ b, 10) * e.count
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("ckpt")
+    parser.add_argument("--beams", type=int, default=5)
+    args = parser.parse_args()
+    keep_freed_memory()
+    torch.set_num_threads(2)
+    print(cpu_description())
+    model, tokenizer, info = load_for_inference(args.ckpt)
+    texts = [e.source for e in load_split(DataConfig.from_dict(info.data_config).corpus, "test")][:64]
+    src, pad = decode_sources(BenchConfig(), torch.Generator(), tokenizer, texts)
+    sources = [row[~p].tolist() for row, p in zip(src, pad, strict=True)]
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = CT2Engine(export_ctranslate2(model, None, Path(tmp) / "fp32", None), model, None, "float32")
+        for forced in (False, True):
+            cfg = DecodingConfig(method="beam", num_beams=args.beams, max_length=40, min_length=40 * forced)
+            with torch.no_grad():
+                ours = best_seconds(lambda cfg=cfg: generate(model, src, pad, cfg))
+            theirs = best_seconds(lambda cfg=cfg: engine.translate_ids(sources, cfg, 40))
+            print(f"beam {args.beams}, {'40 tokens forced' if forced else 'as in the bench'}: seqlab {ours:.3f} s, "
+                  f"CTranslate2 {theirs:.3f} s, seqlab at {theirs / ours:.2f}x its speed")
+    cfg = DecodingConfig(method="beam", num_beams=args.beams, max_length=40, min_length=40)
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        generate(model, src, pad, cfg)
+    by_name = {e.key: e.self_cpu_time_total / 1e6 for e in prof.key_averages()}
+    total = sum(by_name.values())
+    linear = by_name.get("aten::addmm", 0.0) + by_name.get("aten::mm", 0.0)
+    attention = sum(v for k, v in by_name.items() if "attention" in k)
+    alone = linear_seconds_alone(prof.key_averages(group_by_input_shape=True))
+    print(f"profiled seqlab run (40 forced): {total:.3f} s; linear layers {linear:.3f} s (the same products alone: "
+          f"{alone:.3f} s); attention kernels {attention:.3f} s; everything else {total - linear - attention:.3f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -42,6 +42,7 @@ from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
 from seqlab.io import atomic_write_text
 from seqlab.memory import keep_freed_memory
 from seqlab.model import Seq2SeqTransformer
+from seqlab.model.onednn import onednn_available, onednn_linears
 from seqlab.model.quantize import dynamic_int8
 
 log = logging.getLogger("seqlab.bench")
@@ -119,7 +120,8 @@ def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Te
     model.eval()
     hf = to_hf(model).to(src.device).eval()
     result: dict[str, Any] = {}
-    fp32_seqs: dict[str, list[list[int]]] = {}  # seqlab's fp32 outputs per setting, the int8 rows' reference
+    fp32_seqs: dict[str, list[list[int]]] = {}  # seqlab's fp32 outputs per setting, the other rows' reference
+    hf_fp32_seqs: dict[str, list[list[int]]] = {}
     identical = True
     for name, beams in decode_settings(cfg):
         ours_s = hf_s = float("inf")
@@ -134,7 +136,7 @@ def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Te
             hf_s = min(hf_s, seconds)
         same = ours_seqs == hf_seqs
         identical &= same
-        fp32_seqs[name] = ours_seqs
+        fp32_seqs[name], hf_fp32_seqs[name] = ours_seqs, hf_seqs
         tokens = sum(len(s) for s in ours_seqs)
         result[name] = {"seqlab_tokens_per_s": tokens / ours_s, "hf_tokens_per_s": tokens / hf_s,
                         "seqlab_s": ours_s, "hf_s": hf_s, "seqlab_peak_mem_mb": ours_mem, "hf_peak_mem_mb": hf_mem,
@@ -152,25 +154,29 @@ def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Te
                                   "sources": len(ours_seqs)}
     result["outputs_identical"] = identical
     if src.device.type == "cpu":
-        result.update(int8_comparison(cfg, model, src, pad, result, fp32_seqs))
+        result.update(variant_comparison(cfg, dynamic_int8(model), "int8", src, pad, result, fp32_seqs, hf_fp32_seqs))
+        if onednn_available():
+            result.update(variant_comparison(cfg, onednn_linears(model), "onednn", src, pad, result, fp32_seqs,
+                                             hf_fp32_seqs))
         result.update(ct2_comparison(cfg, model, src, pad, result, fp32_seqs))
     return result
 
 
-def int8_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor,
-                    seqlab: dict[str, Any], fp32_seqs: dict[str, list[list[int]]]) -> dict[str, Any]:
-    """seqlab on int8 linear layers (`dynamic_int8`): tokens/s and outputs equal to its fp32 ones."""
-    quantized = dynamic_int8(model)
+def variant_comparison(cfg: BenchConfig, variant: Seq2SeqTransformer, tag: str, src: torch.Tensor, pad: torch.Tensor,
+                       seqlab: dict[str, Any], fp32_seqs: dict[str, list[list[int]]],
+                       hf_seqs: dict[str, list[list[int]]]) -> dict[str, Any]:
+    """seqlab's search on another form of the model (int8 linear layers; fp32 ones on oneDNN's packed
+    weights): tokens/s, and how many outputs equal seqlab's fp32 ones and HF's."""
     result: dict[str, Any] = {}
     for name, beams in decode_settings(cfg):
-        reference = fp32_seqs[name]
         best = float("inf")
         for _ in range(cfg.decode_repeats):
-            seqs, seconds, _ = seqlab_decode(quantized, src, pad, beams, cfg.max_new_tokens, memory=False)
+            seqs, seconds, _ = seqlab_decode(variant, src, pad, beams, cfg.max_new_tokens, memory=False)
             best = min(best, seconds)
-        result[f"{name}_int8"] = {"tokens_per_s": sum(len(s) for s in seqs) / best, "seconds": best,
-                                  "x_hf": seqlab[name]["hf_s"] / best, "sources": len(seqs),
-                                  "same_as_seqlab_fp32": sum(a == b for a, b in zip(seqs, reference, strict=True))}
+        same = {f"same_as_{ref}": sum(a == b for a, b in zip(seqs, by_name[name], strict=True))
+                for ref, by_name in (("seqlab_fp32", fp32_seqs), ("hf", hf_seqs))}
+        result[f"{name}_{tag}"] = {"tokens_per_s": sum(len(s) for s in seqs) / best, "seconds": best,
+                                   "x_hf": seqlab[name]["hf_s"] / best, "sources": len(seqs), **same}
     return result
 
 
@@ -261,6 +267,12 @@ def bench_table(r: dict[str, Any]) -> str:
         if q is not None:
             lines.append(f"{'  ' + name + ' int8 tok/s':<28}{q['tokens_per_s']:>14,.0f}{'':>14}{q['x_hf']:>9.2f}"
                          f"  ({q['same_as_seqlab_fp32']} of {q['sources']} outputs equal fp32's)")
+        f = r.get(f"{name}_onednn")
+        if f is not None:
+            ct2 = r.get(f"{name}_ct2_fp32")
+            versus = f"; {ct2['seconds'] / f['seconds']:.2f}x CTranslate2 fp32" if ct2 else ""
+            lines.append(f"{'  ' + name + ' oneDNN fp32 tok/s':<28}{f['tokens_per_s']:>14,.0f}{'':>14}{f['x_hf']:>9.2f}"
+                         f"  ({f['same_as_hf']} of {f['sources']} outputs equal HF's{versus})")
         for precision in ("fp32", "int8"):
             c = r.get(f"{name}_ct2_{precision}")
             if c is not None:

@@ -36,8 +36,9 @@ class InferenceSettings:
     # BENCHMARKS.md; references are scored in fp32) | int8: int8 linear layers on a CPU (engine=seqlab) or
     # CTranslate2's int8. Labels get _bf16 / _int8.
     precision: DecodePrecision = "fp32"
-    # seqlab | ctranslate2: CTranslate2 on an export of the checkpoint (cached in paths.cache_dir; greedy and
-    # beam; precision fp32 | bf16 | int8). Labels get _ct2.
+    # seqlab | seqlab_onednn: the same search, its fp32 linear layers on oneDNN's packed weights (a CPU; labels
+    # get _onednn) | ctranslate2: CTranslate2 on an export of the checkpoint (cached in paths.cache_dir; greedy
+    # and beam; precision fp32 | bf16 | int8; labels get _ct2).
     engine: Engine = "seqlab"
     decoding_from_checkpoint: bool = False  # the checkpoint's own defaults (an imported model's generation config)
     max_tokens: int = 8000  # source tokens x beams per decoding batch

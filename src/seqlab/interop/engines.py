@@ -1,4 +1,6 @@
-"""Which engine decodes: seqlab's own search, or CTranslate2's (interop.ct2) on an export of the checkpoint.
+"""Which engine decodes: seqlab's own search, the same search with its fp32 linear layers on oneDNN's packed
+weights (`seqlab_onednn`, model.onednn: faster on CPUs where PyTorch's MKL matmul is slow), or
+CTranslate2's (interop.ct2) on an export of the checkpoint.
 
 Chosen with `engine=` in eval and translate, checked before the checkpoint loads, so a sweep, its
 metrics, intervals and paired tests can compare the engines on one test set. `precision` is the
@@ -12,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+import torch
 from torch import Tensor
 
 from seqlab.config import ConfigError, check_choice
@@ -19,9 +22,12 @@ from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, generate, precision_label
 from seqlab.interop.ct2 import CT2Engine, check_decodable
 from seqlab.model import Seq2SeqTransformer
+from seqlab.model.onednn import onednn_available, onednn_linears
 from seqlab.model.quantize import dynamic_int8
 
-Engine = Literal["seqlab", "ctranslate2"]
+# seqlab_onednn: seqlab's search with its fp32 linear layers on oneDNN's packed weights (model.onednn)
+Engine = Literal["seqlab", "seqlab_onednn", "ctranslate2"]
+LABEL_SUFFIX = {"seqlab": "", "seqlab_onednn": "_onednn", "ctranslate2": "_ct2"}
 # precision -> (CTranslate2 weight quantization at export, compute_type)
 CT2_PRECISION = {"fp32": (None, "float32"), "bf16": (None, "bfloat16"), "int8": ("int8", "int8")}
 
@@ -29,6 +35,9 @@ CT2_PRECISION = {"fp32": (None, "float32"), "bf16": (None, "bfloat16"), "int8": 
 def check_engine(owner: str, engine: str, precision: str, decoding: DecodingConfig | None) -> None:
     """Fail, naming the key, on an engine, precision or decoding setting that cannot run together."""
     check_choice(owner, "engine", engine, Engine)
+    if engine == "seqlab_onednn" and precision != "fp32":
+        raise ConfigError(f"{owner}.engine=seqlab_onednn packs fp32 weights; use {owner}.precision=fp32 with it, or "
+                          f"engine=seqlab for precision={precision}")
     if engine == "ctranslate2":
         if precision not in CT2_PRECISION:
             raise ConfigError(f"{owner}.precision={precision!r} is not one of {list(CT2_PRECISION)}")
@@ -38,9 +47,8 @@ def check_engine(owner: str, engine: str, precision: str, decoding: DecodingConf
 
 def run_label(label: str, precision: str, engine: str) -> str:
     """A setting's label with its precision when not fp32 and its engine when not seqlab's
-    (e.g. beam5_lp1_int8_ct2)."""
-    label = precision_label(label, precision)
-    return label if engine == "seqlab" else f"{label}_ct2"
+    (e.g. beam5_lp1_int8_ct2, beam5_lp1_onednn)."""
+    return precision_label(label, precision) + LABEL_SUFFIX[engine]
 
 
 class Int8Engine:
@@ -57,11 +65,31 @@ class Int8Engine:
         return generate(self.model, src_ids, src_pad_mask, cfg)
 
 
+class OneDNNEngine:
+    """seqlab's own search on a copy of the model whose linear layers run on oneDNN's packed fp32 weights
+    (CPU only), used like `generate`."""
+
+    def __init__(self, model: Seq2SeqTransformer) -> None:
+        if next(model.parameters()).device.type != "cpu":
+            raise ConfigError("engine=seqlab_onednn runs on a CPU (oneDNN's packed fp32 linear layers); use "
+                              "device=cpu, or engine=seqlab on a GPU")
+        if not onednn_available():
+            raise ConfigError(f"engine=seqlab_onednn: torch {torch.__version__} has no oneDNN packed linear on this "
+                              "machine; use engine=seqlab")
+        self.model = onednn_linears(model)
+
+    def generate(self, model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor,
+                 cfg: DecodingConfig) -> GenerateOutput:
+        return generate(self.model, src_ids, src_pad_mask, cfg)
+
+
 def make_engine(engine: str, checkpoint: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, cache_dir: Path,
-                precision: str) -> CT2Engine | Int8Engine | None:
-    """None for seqlab's own search (fp32 or bf16 autocast), seqlab on int8 linear layers, or CTranslate2 on
-    an export of `checkpoint` (made once, cached)."""
+                precision: str) -> CT2Engine | Int8Engine | OneDNNEngine | None:
+    """None for seqlab's own search (fp32 or bf16 autocast), seqlab on int8 or oneDNN-packed linear layers,
+    or CTranslate2 on an export of `checkpoint` (made once, cached)."""
     if engine == "seqlab":
         return Int8Engine(model) if precision == "int8" else None
+    if engine == "seqlab_onednn":
+        return OneDNNEngine(model)
     quantization, compute_type = CT2_PRECISION[precision]
     return CT2Engine.for_checkpoint(checkpoint, model.cpu(), tokenizer, cache_dir, quantization, compute_type)

@@ -1,0 +1,50 @@
+"""engine=seqlab_onednn: the same search with the linear layers on oneDNN's packed fp32 weights."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from seqlab.config import ConfigError
+from seqlab.decoding import DecodingConfig, generate
+from seqlab.interop.engines import check_engine, run_label
+from seqlab.model.onednn import PackedLinear, onednn_available, onednn_linears
+
+from ..helpers import toy_batch, trained_toy_model
+
+needs_onednn = pytest.mark.skipif(not onednn_available(), reason="this torch build has no oneDNN packed linear")
+
+
+@needs_onednn
+@pytest.mark.parametrize("bias", [True, False])
+def test_packed_linear_computes_the_linear_layer(bias):
+    g = torch.Generator().manual_seed(0)
+    linear = nn.Linear(48, 80, bias=bias)
+    x = torch.randn(3, 7, 48, generator=g)  # any leading shape
+    expected = F.linear(x, linear.weight, linear.bias)
+    torch.testing.assert_close(PackedLinear(linear)(x), expected, rtol=1e-5, atol=1e-5)
+
+
+@needs_onednn
+def test_decoding_on_packed_weights_matches_the_model_and_leaves_it_untouched():
+    model = trained_toy_model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    packed = onednn_linears(model)
+    assert isinstance(packed.output, PackedLinear) and isinstance(model.output, nn.Linear)
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+    src, pad, *_ = toy_batch(torch.Generator().manual_seed(1), 8, 40)
+    for cfg in (DecodingConfig(max_length=8), DecodingConfig(method="beam", num_beams=4, max_length=8)):
+        with torch.no_grad():
+            ours, theirs = generate(model, src, pad, cfg), generate(packed, src, pad, cfg)
+        assert torch.equal(ours.sequences, theirs.sequences)
+        torch.testing.assert_close(ours.scores, theirs.scores, rtol=1e-5, atol=1e-5)
+
+
+def test_onednn_engine_is_fp32_only_and_labelled():
+    check_engine("eval", "seqlab_onednn", "fp32", DecodingConfig())
+    with pytest.raises(ConfigError, match=r"eval.engine=seqlab_onednn packs fp32 weights; use eval.precision=fp32"):
+        check_engine("eval", "seqlab_onednn", "int8", DecodingConfig())
+    assert run_label("beam5_lp1", "fp32", "seqlab_onednn") == "beam5_lp1_onednn"
+    assert run_label("greedy", "int8", "ctranslate2") == "greedy_int8_ct2"

@@ -6,6 +6,7 @@ Both engines decode the checkpoint's first 64 test sources (the bench's sentence
 - with 40 tokens forced (`min_length=40`), so both do the same work: every row, every step. The stopping
   rules then cannot explain a difference.
 
+First it times the decoder's products through PyTorch's fp32 matmul and through oneDNN's packed linear.
 Then it prints one seqlab forced run's torch.profiler summary: the linear layers' time in the loop against
 the same products timed alone, the attention kernels, and everything else; and the speed of attention
 written out as matmuls (`attention_kernel=math`) against the fused kernel. Prints the CPU's flags.
@@ -31,6 +32,7 @@ from seqlab.hardware import cpu_description
 from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
 from seqlab.memory import keep_freed_memory
 from seqlab.model.layers import MultiHeadAttention
+from seqlab.model.onednn import PackedLinear
 
 
 def best_seconds(fn: Callable[[], Any], repeats: int = 3) -> float:
@@ -56,6 +58,19 @@ def linear_seconds_alone(events: Any) -> float:
     return total
 
 
+def gemm_rates(rows: int = 320) -> None:
+    """The decoder's products (beam 5 x 64 sources = 320 rows) through PyTorch's fp32 matmul and through
+    oneDNN's packed linear (model.onednn), GFLOP/s, best of 20."""
+    import torch.nn.functional as F
+
+    for k, n in ((256, 768), (256, 256), (256, 1024), (1024, 256), (256, 8000)):
+        x, linear = torch.randn(rows, k), torch.nn.Linear(k, n)
+        packed, flop = PackedLinear(linear), 2 * rows * k * n
+        default = flop / best_seconds(lambda x=x, linear=linear: F.linear(x, linear.weight, linear.bias), 20) / 1e9
+        onednn = flop / best_seconds(lambda x=x, packed=packed: packed(x), 20) / 1e9
+        print(f"{rows} x {k} x {n}: torch fp32 matmul {default:.0f} GFLOP/s, oneDNN packed {onednn:.0f} GFLOP/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("ckpt")
@@ -64,6 +79,7 @@ def main() -> None:
     keep_freed_memory()
     torch.set_num_threads(2)
     print(cpu_description())
+    gemm_rates()
     model, tokenizer, info = load_for_inference(args.ckpt)
     texts = [e.source for e in load_split(DataConfig.from_dict(info.data_config).corpus, "test")][:64]
     src, pad = decode_sources(BenchConfig(), torch.Generator(), tokenizer, texts)

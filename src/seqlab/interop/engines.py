@@ -47,8 +47,9 @@ def check_engine(owner: str, engine: str, precision: str, decoding: DecodingConf
 
 def run_label(label: str, precision: str, engine: str) -> str:
     """A setting's label with its precision when not fp32 and its engine when not seqlab's
-    (e.g. beam5_lp1_int8_ct2, beam5_lp1_onednn)."""
-    return precision_label(label, precision) + LABEL_SUFFIX[engine]
+    (e.g. beam5_lp1_int8_ct2, beam5_lp1_onednn). An unknown engine gets a label too: it fails later, by
+    name, once its result folder exists to record the failure."""
+    return precision_label(label, precision) + LABEL_SUFFIX.get(engine, f"_{engine}")
 
 
 class Int8Engine:

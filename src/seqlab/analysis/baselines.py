@@ -1,6 +1,6 @@
 """Reference points that need no model: the lead (first sentence) baseline for summarization.
 
-`python -m seqlab.analysis.baselines [--corpus debian_pkg_summaries] [--split test]` prints ROUGE of the lead baseline.
+`seqlab baselines [--corpus debian_pkg_summaries] [--split test]` prints ROUGE of the lead baseline.
 """
 
 from __future__ import annotations

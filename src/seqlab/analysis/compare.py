@@ -1,4 +1,4 @@
-"""Paired significance between systems: `python -m seqlab.analysis.compare BASE_RESULT OTHER_RESULT ... [--json PATH]`.
+"""Paired significance between systems: `seqlab compare BASE_RESULT OTHER_RESULT ... [--json PATH]`.
 
 Systems are evaluation result folders (each with hypotheses.jsonl, as `make eval`
 writes them), the first being the baseline; or plain-text files for outputs seqlab did

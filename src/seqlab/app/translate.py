@@ -25,7 +25,7 @@ from seqlab.inference.text import format_output, translate, translate_stream
 from seqlab.memory import keep_freed_memory
 from seqlab.progress import Progress
 
-log = logging.getLogger("seqlab.inference.text")
+log = logging.getLogger("seqlab.translate")
 
 
 def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int:

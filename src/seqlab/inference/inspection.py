@@ -1,6 +1,6 @@
 """Inside the model and the search, for one source: attention maps and a step-by-step decoding trace.
 
-`python -m seqlab.inference.inspection --ckpt RUN --text "..." [--method beam --num-beams 4] [--out page.html]`
+`seqlab inspect --ckpt RUN --text "..." [--num-beams 4] [--out page.html]`
 (`make inspect`) writes one HTML page: per layer a grid of heat maps (one per head) of the encoder
 self-attention, decoder self-attention and cross-attention over subword pieces, the cross-attention
 averaged over heads and layers as an alignment, and for the decoding setting the trace of every step:

@@ -1,4 +1,4 @@
-"""A checkpoint as a Hugging Face `save_pretrained` folder (`python -m seqlab.interop.export --ckpt RUN --out DIR`)
+"""A checkpoint as a Hugging Face `save_pretrained` folder (`seqlab export --ckpt RUN --out DIR`)
 or a CTranslate2 model directory (`--format ctranslate2 [--quantization int8]`, interop.ct2).
 
 The folder holds the Marian config and `model.safetensors` (interop.hf.to_hf: the same logits),

@@ -1,5 +1,5 @@
 """A Hugging Face Marian folder (e.g. a downloaded Helsinki-NLP/opus-mt-*) as a seqlab checkpoint:
-`python -m seqlab.interop.importer --hf DIR --out FILE.ckpt` (`make import`).
+`seqlab import --hf DIR --out FILE.ckpt` (`make import`).
 
 The weights go through interop.hf.from_hf (same logits); the tokenizer keeps Marian's SentencePiece
 models and its `vocab.json` numbering (data.mapped.MappedTokenizer, MarianTokenizer's rule); the

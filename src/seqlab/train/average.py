@@ -1,4 +1,4 @@
-"""Checkpoint averaging: `python -m seqlab.train.average --out OUT.ckpt A.ckpt B.ckpt ...` (`make average`).
+"""Checkpoint averaging: `seqlab average --out OUT.ckpt A.ckpt B.ckpt ...` (`make average`).
 
 fairseq's `average_checkpoints`: the element-wise mean of every floating-point weight of
 N checkpoints of one model (typically the last N of a run: `train.keep_last_checkpoints=N`);

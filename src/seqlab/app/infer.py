@@ -75,8 +75,10 @@ class InferenceRequest:
     from_checkpoint: bool  # decode with the checkpoint's own defaults (an imported model's generation config)
 
     @classmethod
-    def from_cfg(cls, cfg: DictConfig, command: str) -> InferenceRequest:
-        settings = settings_of(cfg, InferenceSettings, command)
+    def from_cfg(cls, cfg: DictConfig, command: str,
+                 settings_cls: type[InferenceSettings] = InferenceSettings) -> InferenceRequest:
+        """`settings_cls`: the command's own settings (TranslateSettings), all checked here, once."""
+        settings = settings_of(cfg, settings_cls, command)
         decoding = typed(DecodingConfig, plain(cfg.decoding), "decoding")
         check_engine(command, settings.engine, settings.precision, decoding)
         return cls(command, settings.ckpt, decoding, settings.precision, settings.engine,

@@ -17,7 +17,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from seqlab.app.infer import InferenceRequest, TranslateSettings, load, settings_of
+from seqlab.app.infer import InferenceRequest, TranslateSettings, load
 from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError
 from seqlab.decoding import DecodingConfig, precision_context
@@ -31,8 +31,7 @@ log = logging.getLogger("seqlab.translate")
 def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int:
     """Translate `input` (or stdin) to stdout; returns the number of lines."""
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
-    settings_of(cfg, TranslateSettings, "translate")  # a bad value fails here, before the checkpoint loads
-    request = InferenceRequest.from_cfg(cfg, "translate")  # a bad value fails here, before the checkpoint loads
+    request = InferenceRequest.from_cfg(cfg, "translate", TranslateSettings)  # fails here, before loading
     if cfg.format == "plain" and request.decoding.n_best > 1:
         raise ConfigError("decoding.n_best > 1 prints several hypotheses per line: add format=fairseq")
     keep_freed_memory()

@@ -11,6 +11,7 @@ quantized at export) or, for seqlab on a CPU, PyTorch's dynamic int8 linear laye
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -52,32 +53,15 @@ def run_label(label: str, precision: str, engine: str) -> str:
     return precision_label(label, precision) + LABEL_SUFFIX.get(engine, f"_{engine}")
 
 
-class Int8Engine:
-    """seqlab's own search on the dynamic-int8 copy of the model (CPU only), used like `generate`."""
+class VariantEngine:
+    """seqlab's own search on another form of the model that runs on a CPU only (int8 linear layers, or fp32
+    ones on oneDNN's packed weights), used like `generate`."""
 
-    def __init__(self, model: Seq2SeqTransformer) -> None:
+    def __init__(self, model: Seq2SeqTransformer, variant: Callable[[Seq2SeqTransformer], Seq2SeqTransformer],
+                 setting: str, kernels: str, on_gpu: str) -> None:
         if next(model.parameters()).device.type != "cpu":
-            raise ConfigError("precision=int8 with engine=seqlab runs on a CPU (PyTorch's int8 linear kernels); "
-                              "use device=cpu, or precision=bf16 on a GPU")
-        self.model = dynamic_int8(model)
-
-    def generate(self, model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor,
-                 cfg: DecodingConfig) -> GenerateOutput:
-        return generate(self.model, src_ids, src_pad_mask, cfg)
-
-
-class OneDNNEngine:
-    """seqlab's own search on a copy of the model whose linear layers run on oneDNN's packed fp32 weights
-    (CPU only), used like `generate`."""
-
-    def __init__(self, model: Seq2SeqTransformer) -> None:
-        if next(model.parameters()).device.type != "cpu":
-            raise ConfigError("engine=seqlab_onednn runs on a CPU (oneDNN's packed fp32 linear layers); use "
-                              "device=cpu, or engine=seqlab on a GPU")
-        if not onednn_available():
-            raise ConfigError(f"engine=seqlab_onednn: torch {torch.__version__} has no oneDNN packed linear on this "
-                              "machine; use engine=seqlab")
-        self.model = onednn_linears(model)
+            raise ConfigError(f"{setting} runs on a CPU ({kernels}); use device=cpu, or {on_gpu} on a GPU")
+        self.model = variant(model)
 
     def generate(self, model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor,
                  cfg: DecodingConfig) -> GenerateOutput:
@@ -85,12 +69,19 @@ class OneDNNEngine:
 
 
 def make_engine(engine: str, checkpoint: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, cache_dir: Path,
-                precision: str) -> CT2Engine | Int8Engine | OneDNNEngine | None:
+                precision: str) -> CT2Engine | VariantEngine | None:
     """None for seqlab's own search (fp32 or bf16 autocast), seqlab on int8 or oneDNN-packed linear layers,
     or CTranslate2 on an export of `checkpoint` (made once, cached)."""
+    if engine == "seqlab" and precision == "int8":
+        return VariantEngine(model, dynamic_int8, "precision=int8 with engine=seqlab", "PyTorch's int8 linear kernels",
+                             "precision=bf16")
     if engine == "seqlab":
-        return Int8Engine(model) if precision == "int8" else None
+        return None
     if engine == "seqlab_onednn":
-        return OneDNNEngine(model)
+        if not onednn_available():
+            raise ConfigError(f"engine=seqlab_onednn: torch {torch.__version__} has no oneDNN packed linear on this "
+                              "machine; use engine=seqlab")
+        return VariantEngine(model, onednn_linears, "engine=seqlab_onednn", "oneDNN's packed fp32 linear layers",
+                             "engine=seqlab")
     quantization, compute_type = CT2_PRECISION[precision]
     return CT2Engine.for_checkpoint(checkpoint, model.cpu(), tokenizer, cache_dir, quantization, compute_type)

@@ -17,6 +17,7 @@ class Command:
     module: str  # under seqlab.app; its main() reads sys.argv (Hydra) or takes argv (argparse)
     summary: str
     hydra: bool = False
+    args: tuple[str, ...] = ()  # put before the user's arguments (a command that is another's mode)
 
 
 COMMANDS: dict[str, Command] = {
@@ -26,7 +27,8 @@ COMMANDS: dict[str, Command] = {
     "translate": Command("translate", "translate or summarize stdin or input=FILE to stdout", True),
     "bench": Command("bench", "speed against Hugging Face (and CTranslate2) in one run -> results/bench.json", True),
     "study": Command("study", "the architecture study: train, evaluate and tabulate each question's variants"),
-    "sweep-arch": Command("study", "norm x positions x tying, short runs, greedy and beam 5 (see study --grid)"),
+    "sweep-arch": Command("study", "norm x positions x tying, short runs, greedy and beam 5 (see study --grid)",
+                          args=("--grid",)),
     "compare": Command("compare", "paired significance between evaluation results or plain-text files"),
     "report": Command("report", "the local HTML report of every evaluation result on disk"),
     "inspect": Command("inspect", "attention maps and a step-by-step decoding trace of one sentence"),
@@ -56,11 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     command = COMMANDS[name]
     module = importlib.import_module(f"seqlab.app.{command.module}")
     if command.hydra:
-        sys.argv = [f"seqlab {name}", *rest]  # Hydra reads its overrides from sys.argv
+        sys.argv = [f"seqlab {name}", *command.args, *rest]  # Hydra reads its overrides from sys.argv
         return int(module.run() or 0)
-    if name == "sweep-arch":
-        rest = ["--grid", *rest]
-    return int(module.main(rest) or 0)
+    return int(module.main([*command.args, *rest]) or 0)
 
 
 if __name__ == "__main__":

@@ -152,8 +152,13 @@ def result_dir(cfg: DictConfig) -> tuple[ResultDir, dict[str, Any]]:
     test_set = test_set_key(cfg)
     if test_set is not None:  # another test set: its own result folder (the checkpoint's own keeps its old key)
         setting["test_set"] = test_set
-    label = run_label(str(cfg.decoding.get("name") or cfg.decoding.method), str(cfg.precision), str(cfg.engine))
-    return ResultDir.for_setting(Path(cfg.results_dir), ckpt, label, setting), setting
+    return ResultDir.for_setting(Path(cfg.results_dir), ckpt, folder_label(cfg), setting), setting
+
+
+def folder_label(cfg: DictConfig) -> str:
+    """The setting's label from the raw config. It names the result folder, and the run until the decoding
+    config is typed (the typed label may add details, e.g. beam5_lp1)."""
+    return run_label(str(cfg.decoding.get("name") or cfg.decoding.method), str(cfg.precision), str(cfg.engine))
 
 
 def checkpoint_payload(info: Any) -> dict[str, Any]:
@@ -171,8 +176,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
         return {"status": "skipped", "path": str(out.path)}
     tracking = tracking_config(cfg)
-    label = run_label(str(cfg.decoding.get("name") or cfg.decoding.method), str(cfg.precision), str(cfg.engine))
-    payload: dict[str, Any] = {"setting": setting, "label": label, "split": cfg.split}
+    payload: dict[str, Any] = {"setting": setting, "label": folder_label(cfg), "split": cfg.split}
     logger = None
     try:
         request = InferenceRequest.from_cfg(cfg, "eval")  # a bad value fails here, and is recorded

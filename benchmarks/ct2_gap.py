@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from seqlab.analysis.speed import BenchConfig, decode_sources
 from seqlab.checkpoint import load_for_inference
 from seqlab.data import DataConfig, load_split
 from seqlab.decoding import DecodingConfig, generate
-from seqlab.hardware import cpu_description
+from seqlab.hardware import best_ms, cpu_description
 from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
 from seqlab.memory import keep_freed_memory
 from seqlab.model.layers import MultiHeadAttention
@@ -36,13 +35,8 @@ from seqlab.model.onednn import PackedLinear
 
 
 def best_seconds(fn: Callable[[], Any], repeats: int = 3) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    """The fastest of `repeats` runs after one warm-up (hardware.best_ms, in seconds)."""
+    return best_ms(fn, repeats, warmup=1) / 1e3
 
 
 def linear_seconds_alone(events: Any) -> float:

@@ -36,8 +36,11 @@ class SlotCache:
     """Stands in for a DecoderCache: remembers which (sentence, slot) each row is and the step."""
 
     def __init__(self, sentences: int, beams: int) -> None:
-        self.sentence = torch.arange(sentences).repeat_interleave(beams)
+        self.sentence = torch.arange(sentences)  # one row per sentence until expand_ (as beam search starts)
         self.beams, self.t = beams, 0
+
+    def expand_(self, group: int) -> None:
+        self.sentence = self.sentence.repeat_interleave(group)
 
     def compact_(self, rows: torch.Tensor) -> None:
         self.sentence = self.sentence[rows]
@@ -50,7 +53,7 @@ def toy_step(last: torch.Tensor, cache: SlotCache) -> tuple[torch.Tensor, SlotCa
     """(N,) -> (N, 6) log-probs: fairseq's TestIncrementalDecoder (EOS only after the tables end)."""
     n = last.shape[0]
     probs = torch.zeros(n, 6)
-    slot = torch.arange(n) % cache.beams
+    slot = torch.arange(n) % cache.beams if cache.t > 0 else torch.zeros(n, dtype=torch.long)  # one row each at first
     if cache.t < len(BEAM_PROBS):
         table = torch.tensor(BEAM_PROBS[cache.t])
         probs[:, EOS:] = table[cache.sentence * cache.beams + slot]

@@ -206,25 +206,39 @@ def test_grouped_cache_equals_repeated_memory(copy):
         assert torch.equal(a, d)
 
 
-def test_buffer_moves_rows_in_place_like_index_select():
-    """KVBuffer.take_ (subset, order, repeats) and rearrange_ (only changed rows) equal plain indexing
-    and keep writing into the buffers they own."""
+def test_buffer_moves_rows_like_index_select_between_two_storages():
+    """KVBuffer.take_ (subset, order, repeats) equals plain indexing, and it alternates between its
+    storages and the spare it is handed: after the first move no storage is allocated."""
     from seqlab.model.cache import KVBuffer
 
     k, v = torch.randn(6, 2, 3, 4), torch.randn(6, 2, 3, 4)
     buf = KVBuffer(capacity=5)
     buf.append(k, v)
-    owned = (buf.k.data_ptr(), buf.v.data_ptr())
-    buf.take_(torch.tensor([4, 1, 1, 0]))
+    spare = buf.take_(torch.tensor([4, 1, 1, 0]))
     assert torch.equal(buf.live()[0], k[[4, 1, 1, 0]]) and torch.equal(buf.live()[1], v[[4, 1, 1, 0]])
+    owned = {spare.data_ptr(), *(x.data_ptr() for x in buf.stores)}
     index = torch.tensor([2, 2, 0, 3])
-    buf.rearrange_(index, (index != torch.arange(4)).nonzero().squeeze(1))
+    spare = buf.take_(index, spare)
     assert torch.equal(buf.live()[0], k[[4, 1, 1, 0]][index])
-    buf.take_(torch.tensor([3, 0]))
-    assert torch.equal(buf.live()[1], v[[4, 1, 1, 0]][index][[3, 0]])
-    assert (buf.k.data_ptr(), buf.v.data_ptr()) == owned
+    new_k = torch.randn(4, 2, 1, 4)
+    buf.append(new_k, new_k)  # a step after a move writes into the moved rows
+    assert torch.equal(buf.live()[0], torch.cat([k[[4, 1, 1, 0]][index], new_k], dim=2))
+    spare = buf.take_(torch.tensor([3, 0]), spare)
+    assert torch.equal(buf.live()[1][:, :, :3], v[[4, 1, 1, 0]][index][[3, 0]])
+    assert {spare.data_ptr(), *(x.data_ptr() for x in buf.stores)} == owned
     with pytest.raises(ValueError, match="holds 2 rows"):
         buf.append(k[:3, :, :1], v[:3, :, :1])
+
+
+def test_buffer_grows_past_its_capacity():
+    """Appending past the capacity keeps every earlier step (the buffer doubles)."""
+    from seqlab.model.cache import KVBuffer
+
+    steps = [torch.randn(3, 2, 1, 4) for _ in range(5)]
+    buf = KVBuffer(capacity=2)
+    for x in steps:
+        k, v = buf.append(x, -x)
+    assert buf.capacity == 8 and torch.equal(k, torch.cat(steps, dim=2)) and torch.equal(v, -k)
 
 
 @pytest.mark.parametrize("norm", ["pre", "post"])

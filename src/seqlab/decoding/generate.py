@@ -71,8 +71,9 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
         limits = max_new_tokens(cfg, src_pad_mask, model_cfg.max_positions)
         step = model_step(model)
         rows = cfg.rows_per_source
-        cache = model.start_cache(memory, src_pad_mask, group=rows, capacity=int(limits.max()) + 1,
-                                  src_ids=src_ids)
+        plain_beam = cfg.method == "beam" and cfg.num_beam_groups == 1  # makes its beams after the first step
+        cache = model.start_cache(memory, src_pad_mask, group=1 if plain_beam else rows,
+                                  capacity=int(limits.max()) + 1, src_ids=src_ids)
         if cfg.method == "beam":
             common = dict(ids=ids, max_new=limits, num_beams=cfg.num_beams, length_penalty=cfg.length_penalty,
                           early_stopping=cfg.early_stopping, processors=processors, force_eos=cfg.force_eos or None)

@@ -187,14 +187,17 @@ class Candidates:
 
 
 def expand(beams: Beams, scores: Tensor, raw_lp: Tensor, t: int, eos: int, at_limit: Tensor) -> Candidates:
-    """scores (A, K, V) processed log-probs + running scores -> the top 2K candidates."""
+    """scores (A, K, V) processed log-probs + running scores -> the top 2K candidates.
+
+    raw_lp: (A * K, V) unwarped log-probs of each beam's next token, or (A, V) where the beams are all
+    the same (the first step)."""
     a, k, vocab = scores.shape
     top_scores, top_idx = torch.topk(scores.view(a, k * vocab), 2 * k)  # (A, C)
     src_beam, tok = top_idx // vocab, top_idx % vocab
     seq = _rows(beams.seq, src_beam)
     seq[:, :, t + 1] = tok
     tok_lp = _rows(beams.tok_lp, src_beam)
-    tok_lp[:, :, t + 1] = raw_lp.view(a, k * vocab).gather(1, top_idx)
+    tok_lp[:, :, t + 1] = raw_lp.view(a, -1).gather(1, top_idx if raw_lp.shape[0] == a * k else tok)
     return Candidates(seq, tok_lp, top_scores, src_beam, (tok == eos) | at_limit[:, None])
 
 
@@ -257,9 +260,11 @@ def beam_search(
 
     on_step(t, active, candidates), if given, sees every step's 2K candidates (for traces).
 
-    cache holds B * num_beams rows, example-major. max_new: (B,) per-example limits.
-    Each step: expand the running beams to 2K candidates, keep the best K that did not stop,
-    move stopped ones into the finished set, then stop examples that cannot improve.
+    cache holds one row per example: all its beams start the same, so the first step runs once per
+    example (as CTranslate2's does) and then the cache grows to B * num_beams rows, example-major.
+    max_new: (B,) per-example limits. Each step: expand the running beams to 2K candidates, keep the
+    best K that did not stop, move stopped ones into the finished set, then stop examples that cannot
+    improve.
     """
     b, k = max_new.shape[0], num_beams
     limit, device = int(max_new.max()), max_new.device
@@ -275,13 +280,17 @@ def beam_search(
     work = StepBuffers()
     for t in range(limit):
         a = active.shape[0]
-        prefix = beams.seq[:, :, : t + 1].reshape(a * k, t + 1)
-        logits, cache = step(prefix[:, -1], cache)  # (A*K, V)
+        rows = 1 if t == 0 else k  # decoded rows per example: the beams differ after the first step
+        logits, cache = step(beams.seq[:, :rows, t].reshape(-1), cache)  # (A * rows, V)
+        if t == 0:
+            cache.expand_(k)
+        prefix = beams.seq[:, :rows, : t + 1].reshape(a * rows, t + 1)
         raw_lp = torch.log_softmax(logits, dim=-1, out=work.get("raw_lp", logits))
         processed = apply(head, prefix, raw_lp)
-        scores = torch.add(processed.view(a, k, -1), beams.scores[:, :, None],
-                           out=work.get("scores", logits).view(a, k, -1))  # (A, K, V)
+        scores = torch.add(processed.view(a, rows, -1), beams.scores[:, :, None],
+                           out=work.get("scores", logits).view(a, k, -1) if rows == k else None)  # (A, K, V)
         flat = scores.view(a * k, -1)
+        prefix = beams.seq[:, :, : t + 1].reshape(a * k, t + 1)
         for ban in bans:  # in place after the add: the same numbers as HF's bans before it
             ban.ban_(prefix, flat)
         if force_eos is not None:
@@ -296,15 +305,15 @@ def beam_search(
         improvable[active] &= ~is_done(fin, active, beams.scores[:, 0], t, max_new[active], length_penalty,
                                        early_stopping)
         done = ~improvable[active] | (t + 1 >= max_new[active])
-        rows = (torch.arange(a, device=device)[:, None] * k + origin).view(-1)
+        parents = (torch.arange(a, device=device)[:, None] * k + origin).view(-1)
         if done.any():  # drop finished examples (their beams and cross keys/values) from the batch
             stay = (~done).nonzero().squeeze(1)
             if stay.numel() == 0:
                 break
             active = active[stay]
             beams = Beams(beams.seq[stay], beams.tok_lp[stay], beams.scores[stay])
-            cache.compact_(rows.view(a, k)[stay].view(-1))
+            cache.compact_(parents.view(a, k)[stay].view(-1))
         else:
-            cache.rearrange_(rows)  # beams moved within their example: copy only the rows that changed
+            cache.rearrange_(parents)  # each beam takes its parent's keys/values
     within = torch.arange(limit, device=device)[None, None, :] < fin.lengths[:, :, None]
     return GenerateOutput(fin.seq[:, :, 1:], fin.scores, fin.tok_lp[:, :, 1:] * within, fin.lengths)

@@ -182,7 +182,7 @@ def beam_trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg
 
     memory = model.encode(src, pad)
     limits = max_new_tokens(cfg, pad, model.cfg.max_positions)
-    cache = model.start_cache(memory, pad, group=k, capacity=int(limits.max()) + 1, src_ids=src)
+    cache = model.start_cache(memory, pad, capacity=int(limits.max()) + 1, src_ids=src)
     beam_search(model_step(model), cache, ids=model.cfg, max_new=limits, num_beams=k,
                 length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping,
                 processors=build_processors(cfg, model.cfg), force_eos=cfg.force_eos or None, on_step=record)

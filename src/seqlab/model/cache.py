@@ -1,19 +1,22 @@
 """The decoder's incremental-decoding cache: preallocated self-attention buffers, shared cross-attention.
 
-Self-attention keys/values of each layer live in (N, H, capacity, Dh) buffers:
-a step writes its new keys/values in place (no concatenation), and beam search
-rearranges rows in place, copying only the rows whose beam changed.
-Cross-attention keys/values are computed once per source and kept once per
-source: with `group` rows (beams) per source they are (N / group, H, S, Dh), and
-each source's beams attend to them together as one group of queries. A model
-with copy attention keeps its copy keys and source ids the same way.
+Self-attention keys/values of each layer live time-major, in (capacity, N, H, Dh) buffers: a step
+writes its new keys/values in place (no concatenation), and the keys/values so far, `[:length]`, are
+one contiguous block whatever the number of rows. Beam search moves rows at every step (each beam
+takes its parent's history); a move gathers that block along the row axis straight into a spare
+buffer of the same size, which then takes the old one's place (`take_`). Kept head-major, the live
+part of each row is a strided slice, and moving rows in place (gather into a temporary, write back)
+cost two passes over it at 2-3x the time (BENCHMARKS.md).
 
-Searches move rows in place (`compact_`, `rearrange_`): the moved rows are gathered into a
-temporary of their own size and written back into the buffers, which keep their capacity. On
-CPU a freshly allocated tensor pays a page fault per page on first write wherever the allocator
-has handed the memory back to the OS; rebuilding the capacity-sized buffers each time an example
-finished took a fifth of beam search while the process's heap was trimmed at every free
-(BENCHMARKS.md), and in place no allocation of their size happens during the search at all.
+The buffers are views of flat storages allocated once per search and reused: a freshly allocated
+tensor pays a page fault per page on first write wherever the allocator has handed the memory back
+to the OS, which once took a fifth of beam search (BENCHMARKS.md). When rows leave the batch, the
+same storages are viewed with fewer rows.
+
+Cross-attention keys/values are computed once per source and kept once per source: with `group`
+rows (beams) per source they are (N / group, H, S, Dh), and each source's beams attend to them
+together as one group of queries. A model with copy attention keeps its copy keys and source ids
+the same way.
 """
 
 from __future__ import annotations
@@ -29,57 +32,77 @@ KV = tuple[Tensor, Tensor]
 
 
 class KVBuffer:
-    """One layer's self-attention keys and values so far: the first `rows` rows of (N, H, capacity, Dh)."""
+    """One layer's self-attention keys and values so far: (capacity, rows, H, Dh) views of flat storages."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity, self.length, self.rows = capacity, 0, 0
-        self.k: Tensor | None = None
-        self.v: Tensor | None = None
+        self.heads: tuple[int, int] = (0, 0)  # (H, Dh)
+        self.stores: list[Tensor] = []  # [keys, values], flat
+
+    def _view(self, store: Tensor, rows: int) -> Tensor:
+        h, dh = self.heads
+        return store[: self.capacity * rows * h * dh].view(self.capacity, rows, h, dh)
+
+    @property
+    def k(self) -> Tensor:
+        return self._view(self.stores[0], self.rows)  # (capacity, rows, H, Dh)
+
+    @property
+    def v(self) -> Tensor:
+        return self._view(self.stores[1], self.rows)
 
     def live(self) -> KV:
         """The keys and values of the live rows so far, (rows, H, length, Dh) views."""
-        return self.k[: self.rows, :, : self.length], self.v[: self.rows, :, : self.length]
+        return self.k[: self.length].permute(1, 2, 0, 3), self.v[: self.length].permute(1, 2, 0, 3)
 
     def append(self, k: Tensor, v: Tensor) -> KV:
         """Store (N, H, T, Dh) new keys/values; return all of them so far as views."""
         n, h, t, dh = k.shape
-        if self.k is None or self.length + t > self.k.shape[2]:
-            grown = max(self.capacity, 2 * (self.k.shape[2] if self.k is not None else 0), self.length + t)
-            new_k, new_v = k.new_empty(n, h, grown, dh), v.new_empty(n, h, grown, dh)
-            if self.k is not None:
-                new_k[: self.rows, :, : self.length], new_v[: self.rows, :, : self.length] = self.live()
-            self.k, self.v, self.rows = new_k, new_v, n
+        if not self.stores:
+            self.capacity, self.rows, self.heads = max(self.capacity, t), n, (h, dh)
+            self.stores = [k.new_empty(self.capacity * n * h * dh) for _ in range(2)]
+        elif self.length + t > self.capacity:
+            self._grow(max(2 * self.capacity, self.length + t))
         if n != self.rows:
             raise ValueError(f"the cache holds {self.rows} rows but the decoder step has {n}")
-        self.k[:n, :, self.length : self.length + t] = k
-        self.v[:n, :, self.length : self.length + t] = v
+        self.k[self.length : self.length + t] = k.permute(2, 0, 1, 3)
+        self.v[self.length : self.length + t] = v.permute(2, 0, 1, 3)
         self.length += t
         return self.live()  # (N, H, T_all, Dh)
+
+    def _grow(self, capacity: int) -> None:
+        old = [self._view(store, self.rows)[: self.length] for store in self.stores]
+        self.capacity = capacity
+        self.stores = [x.new_empty(capacity * x[0].numel()) for x in old]
+        for store, x in zip(self.stores, old, strict=True):
+            self._view(store, self.rows)[: self.length] = x
 
     def select(self, index: Tensor) -> KVBuffer:
         """A new buffer holding rows `index` (any subset or order); this one is unchanged."""
         out = KVBuffer(self.capacity)
-        if self.k is not None:
+        if self.stores:
             k, v = self.live()
             out.append(k.index_select(0, index), v.index_select(0, index))
         return out
 
-    def take_(self, index: Tensor) -> None:
-        """In place: row i becomes old row index[i] (any subset or order, at most as many rows)."""
-        if self.k is None:
-            return
-        m = index.shape[0]
-        k, v = (x.index_select(0, index) for x in self.live())  # read everything before writing
-        self.k[:m, :, : self.length], self.v[:m, :, : self.length] = k, v
-        self.rows = m
+    def take_(self, index: Tensor, spare: Tensor | None = None) -> Tensor | None:
+        """In place: row i becomes old row index[i] (any subset, order or repeats).
 
-    def rearrange_(self, index: Tensor, changed: Tensor) -> None:
-        """In place: row i becomes old row index[i]; only rows in `changed` are copied."""
-        if self.k is None or changed.numel() == 0:
-            return
-        source = index[changed]
-        for x in self.live():
-            x.index_copy_(0, changed, x.index_select(0, source))  # the right side is read first
+        Each storage is gathered into `spare` (a flat tensor, or None), which then holds it; the storage
+        it replaced is returned, to be the next call's spare. A spare too small for the rows is replaced.
+        """
+        if not self.stores:
+            return spare
+        m = index.shape[0]
+        for i, store in enumerate(self.stores):
+            needed = self.capacity * m * self.heads[0] * self.heads[1]
+            if spare is None or spare.numel() < needed or spare.dtype != store.dtype:
+                spare = store.new_empty(max(needed, store.numel()))
+            torch.index_select(self._view(store, self.rows)[: self.length], 1, index,
+                               out=self._view(spare, m)[: self.length])
+            self.stores[i], spare = spare, store
+        self.rows = m
+        return spare
 
 
 class DecoderCache:
@@ -90,6 +113,7 @@ class DecoderCache:
         self.layers = [KVBuffer(capacity) for _ in cross_kv]
         self.cross_kv, self.cross_mask, self.group = cross_kv, cross_mask, group  # cross: (G, H, S, Dh)
         self.copy = copy  # per source, like cross_kv
+        self.spare: Tensor | None = None  # the storage the next row move gathers into (KVBuffer.take_)
 
     @property
     def length(self) -> int:
@@ -116,16 +140,25 @@ class DecoderCache:
     def compact_(self, index: Tensor) -> None:
         """In place, what `reorder(index)` returns: rows (finished ones dropped, beams moved) and their sources."""
         sources = self._sources(index)
-        for layer in self.layers:
-            layer.take_(index)
+        self._take_(index)
         moved = self._with_sources(self.layers, self.group, lambda t: t.index_select(0, sources))
         self.cross_kv, self.cross_mask, self.copy = moved.cross_kv, moved.cross_mask, moved.copy
 
+    def expand_(self, group: int) -> None:
+        """In place: each row of a cache with one row per source becomes `group` equal rows, the source's
+        beams. Beam search runs its first step on one row per source, where all beams are the same."""
+        if self.group != 1:
+            raise ValueError(f"expand_: the cache already has {self.group} rows per source")
+        self._take_(torch.arange(self.cross_mask.shape[0], device=self.cross_mask.device).repeat_interleave(group))
+        self.group = group
+
     def rearrange_(self, index: Tensor) -> None:
-        """In place, for beam search: row i takes row index[i] (same source), copying only changed rows."""
-        changed = (index != torch.arange(index.shape[0], device=index.device)).nonzero().squeeze(1)
+        """In place, for beam search: row i takes row index[i], from the same source (the sources stay)."""
+        self._take_(index)
+
+    def _take_(self, index: Tensor) -> None:
         for layer in self.layers:
-            layer.rearrange_(index, changed)
+            self.spare = layer.take_(index, self.spare)
 
     def ungroup(self) -> DecoderCache:
         """The same cache with its per-source tensors repeated per row (group 1)."""
@@ -136,7 +169,7 @@ class DecoderCache:
     def _with_sources(self, layers: list[KVBuffer], group: int, pick: Callable[[Tensor], Tensor]) -> DecoderCache:
         """A cache with these self-attention buffers and every per-source tensor passed through `pick`."""
         out = DecoderCache.__new__(DecoderCache)
-        out.layers, out.group = layers, group
+        out.layers, out.group, out.spare = layers, group, None
         out.cross_kv = tuple((pick(k), pick(v)) for k, v in self.cross_kv)
         out.cross_mask = pick(self.cross_mask)
         out.copy = CopySource(pick(self.copy.keys), pick(self.copy.ids)) if self.copy is not None else None

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.model.cache import KVBuffer
-from seqlab.model.config import DropoutKernel, ModelConfig
+from seqlab.model.config import AttentionKernel, DropoutKernel, ModelConfig
 from seqlab.model.dropout import Dropout, dropout
 
 
@@ -83,7 +83,7 @@ class MultiHeadAttention(nn.Module):
         if group > 1:  # one source's beams form one group of queries over its keys: (G, H, K*T, Dh)
             q = q.view(b // group, group, h, t, dh).transpose(1, 2).reshape(b // group, h, group * t, dh)
         p_drop = self.dropout if self.training else 0.0
-        if self.kernel == "math" or (self.kernel == "auto" and q.device.type == "cpu" and q.dtype != torch.float32):
+        if written_out(self.kernel, q, t):
             out = math_attention(q, k, v, attn_mask, is_causal, p_drop, self.dropout_kernel)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=p_drop)
@@ -91,6 +91,19 @@ class MultiHeadAttention(nn.Module):
             out = out.view(b // group, h, group, t, dh).transpose(1, 2).reshape(b, h, t, dh)
         out = out.transpose(1, 2).reshape(b, t, h * dh)  # (B, T, d)
         return self.out_proj(out)
+
+
+def written_out(kernel: AttentionKernel, q: Tensor, queries: int) -> bool:
+    """Whether attention runs as `math_attention` rather than the fused kernel; `queries` per row.
+
+    "auto" writes it out on a CPU in bf16, where the fused CPU kernel is several times slower at these
+    shapes, and for a decoding step (one query per row), where there is too little work per head for
+    the fused kernel's blocking: it took a quarter of fp32 beam search, 1.2x the written-out time
+    (BENCHMARKS.md). Training and encoding in fp32 keep the fused kernel.
+    """
+    if kernel != "auto":
+        return kernel == "math"
+    return q.device.type == "cpu" and (q.dtype != torch.float32 or queries == 1)
 
 
 def causal_mask(t: int, s: int, device: torch.device) -> Tensor:

@@ -42,10 +42,7 @@ class SlotCache:
     def expand_(self, group: int) -> None:
         self.sentence = self.sentence.repeat_interleave(group)
 
-    def compact_(self, rows: torch.Tensor) -> None:
-        self.sentence = self.sentence[rows]
-
-    def rearrange_(self, rows: torch.Tensor) -> None:
+    def compact_(self, rows: torch.Tensor, kept: torch.Tensor | None = None) -> None:
         self.sentence = self.sentence[rows]
 
 

@@ -187,7 +187,7 @@ def test_grouped_cache_equals_repeated_memory(copy):
             assert (a - b).abs().max() <= 1e-5
         # Beams trade places within their source (in place), then one source is dropped.
         order = torch.tensor([2, 2, 0, 4, 3, 3])
-        grouped.rearrange_(order)
+        grouped.compact_(order)
         flat = flat.reorder(order)
         nxt = rows[order, -1:]
         a, grouped = model.decode(nxt, None, None, grouped)
@@ -206,28 +206,31 @@ def test_grouped_cache_equals_repeated_memory(copy):
         assert torch.equal(a, d)
 
 
-def test_buffer_moves_rows_like_index_select_between_two_storages():
-    """KVBuffer.take_ (subset, order, repeats) equals plain indexing, and it alternates between its
-    storages and the spare it is handed: after the first move no storage is allocated."""
-    from seqlab.model.cache import KVBuffer
+def test_cache_moves_only_the_positions_a_row_lacks():
+    """compact_ copies a row's positions from kept[i] on and leaves the first kept[i] as they are."""
+    from seqlab.model.cache import DecoderCache
 
-    k, v = torch.randn(6, 2, 3, 4), torch.randn(6, 2, 3, 4)
-    buf = KVBuffer(capacity=5)
-    buf.append(k, v)
-    spare = buf.take_(torch.tensor([4, 1, 1, 0]))
-    assert torch.equal(buf.live()[0], k[[4, 1, 1, 0]]) and torch.equal(buf.live()[1], v[[4, 1, 1, 0]])
-    owned = {spare.data_ptr(), *(x.data_ptr() for x in buf.stores)}
-    index = torch.tensor([2, 2, 0, 3])
-    spare = buf.take_(index, spare)
-    assert torch.equal(buf.live()[0], k[[4, 1, 1, 0]][index])
-    new_k = torch.randn(4, 2, 1, 4)
-    buf.append(new_k, new_k)  # a step after a move writes into the moved rows
-    assert torch.equal(buf.live()[0], torch.cat([k[[4, 1, 1, 0]][index], new_k], dim=2))
-    spare = buf.take_(torch.tensor([3, 0]), spare)
-    assert torch.equal(buf.live()[1][:, :, :3], v[[4, 1, 1, 0]][index][[3, 0]])
-    assert {spare.data_ptr(), *(x.data_ptr() for x in buf.stores)} == owned
-    with pytest.raises(ValueError, match="holds 2 rows"):
-        buf.append(k[:3, :, :1], v[:3, :, :1])
+    h, dh = 2, 4
+    cross = torch.zeros(2, h, 3, dh)
+    cache = DecoderCache(((cross, cross.clone()),), torch.ones(2, 1, 1, 3, dtype=torch.bool), group=2, capacity=4)
+    k = torch.randn(4, h, 3, dh)
+    cache.layers[0].append(k, -k)
+    cache.compact_(torch.tensor([1, 1, 2, 2]), torch.tensor([2, 3, 3, 0]))
+    got_k, got_v = cache.layers[0].live()
+    want = torch.stack([torch.cat([k[0, :, :2], k[1, :, 2:]], dim=1), k[1], k[2], k[2]])
+    assert torch.equal(got_k, want) and torch.equal(got_v, -want)
+    cache.compact_(torch.tensor([2, 3]))  # example 1 takes example 0's slot: copied whole
+    assert torch.equal(cache.layers[0].live()[0], want[2:]) and cache.cross_mask.shape[0] == 1
+
+
+def test_in_place_order_moves_only_the_last_rows_into_holes():
+    from seqlab.model.cache import in_place_order, shared_prefix
+
+    keep = torch.tensor([True, False, True, False, True, True])
+    assert in_place_order(keep).tolist() == [0, 4, 2, 5]
+    assert in_place_order(torch.ones(3, dtype=torch.bool)).tolist() == [0, 1, 2]
+    prefix = torch.tensor([[1, 2, 3], [1, 2, 4], [1, 5, 3]])
+    assert shared_prefix(prefix, torch.tensor([1, 0, 0])).tolist() == [2, 2, 1]
 
 
 def test_buffer_grows_past_its_capacity():
@@ -238,7 +241,7 @@ def test_buffer_grows_past_its_capacity():
     buf = KVBuffer(capacity=2)
     for x in steps:
         k, v = buf.append(x, -x)
-    assert buf.capacity == 8 and torch.equal(k, torch.cat(steps, dim=2)) and torch.equal(v, -k)
+    assert buf.k.shape[0] == 8 and torch.equal(k, torch.cat(steps, dim=2)) and torch.equal(v, -k)
 
 
 @pytest.mark.parametrize("norm", ["pre", "post"])

@@ -35,6 +35,7 @@ from seqlab.decoding.search import (
     StepFn,
     expand,
     finalize,
+    follow_parents,
     force_eos_,
     is_done,
     merge_finished,
@@ -74,6 +75,7 @@ def diverse_beam_search(
     for t in range(limit):
         a = active.shape[0]
         logits, cache = step(seq[..., t].reshape(a * k), cache)  # (A*K, V)
+        prefix_all = seq[..., : t + 1].reshape(a * k, t + 1).clone()  # the groups change seq below
         raw_lp = F.log_softmax(logits, dim=-1).view(a, num_groups, g, -1)
         vocab = raw_lp.shape[-1]
         chosen = torch.zeros((a, k), dtype=torch.long, device=device)  # this step's tokens, group by group
@@ -106,16 +108,12 @@ def diverse_beam_search(
                 new = (at_limit & ~done[active, j])[:, None].expand(-1, g)
                 merge_finished(fin, rows, seq[:, j], tok_lp[:, j], scores[:, j], t, length_penalty, new)
         stop = done[active].all(dim=1) | at_limit
-        cache_rows = (torch.arange(a, device=device)[:, None, None] * k
-                      + torch.arange(num_groups, device=device)[None, :, None] * g + origin).view(a, k)
-        if stop.any():
-            stay = (~stop).nonzero().squeeze(1)
-            if stay.numel() == 0:
-                break
+        if bool(stop.all()):
+            break
+        parents = (torch.arange(num_groups, device=device)[None, :, None] * g + origin).view(a, k)
+        stay = follow_parents(cache, prefix_all, parents, stop)
+        if stay.shape[0] < a:
             active, seq, tok_lp, scores = active[stay], seq[stay], tok_lp[stay], scores[stay]
-            cache.compact_(cache_rows[stay].view(-1))
-        else:
-            cache.rearrange_(cache_rows.view(-1))
     return _ranked(fin, b, k, limit)
 
 

@@ -18,6 +18,7 @@ from seqlab.constants import ForceEOS, SpecialIds
 from seqlab.decoding.processors import NEG_INF, LogitsProcessor, apply, split_bans
 from seqlab.decoding.sampling import gumbel_noise
 from seqlab.model import DecoderCache, Seq2SeqTransformer
+from seqlab.model.cache import in_place_order, shared_prefix
 
 NEG = -1.0e9  # HF's "impossible" score: finite, so sums and top-k stay well defined
 COMPACT_EVERY = 8  # finished rows leave the batch once they are this fraction (1/8) of it: fewer cache copies
@@ -126,7 +127,7 @@ def sample_or_greedy(
         if finished == running.numel():
             break
         if finished * COMPACT_EVERY >= running.numel():  # drop finished rows once they are 1/8 of the batch
-            keep = running.nonzero().squeeze(1)
+            keep = in_place_order(running)
             active, prefix, running = active[keep], prefix[keep], running[keep]
             cache.compact_(keep)
     return GenerateOutput(tokens[:, None], logprobs[:, None].sum(-1), logprobs[:, None], lengths[:, None])
@@ -251,6 +252,22 @@ def is_done(fin: Finished, rows: Tensor, best: Tensor, t: int, max_new: Tensor, 
     return full & (fin.scores[rows].min(dim=1)[0] >= normalized(best, length, length_penalty))
 
 
+def follow_parents(cache: DecoderCache, prefix: Tensor, origin: Tensor, done: Tensor) -> Tensor:
+    """Move the cache after a beam step: each beam takes its parent's keys/values, and examples that are
+    done leave the batch, the last ones taking their slots (`in_place_order`). Returns the examples that
+    stay, in their new order. A beam that stays in its slot keeps the positions it shares with its parent.
+
+    prefix: (A * K, t + 1) the rows' tokens before the step; origin: (A, K) each beam's parent among its
+    example's rows; done: (A,) bool.
+    """
+    k = origin.shape[1]
+    stay = in_place_order(~done)
+    parents = (stay[:, None] * k + origin[stay]).view(-1)
+    in_slot = (stay == torch.arange(stay.shape[0], device=stay.device)).repeat_interleave(k)
+    cache.compact_(parents, shared_prefix(prefix, parents) * in_slot)
+    return stay
+
+
 def beam_search(
     step: StepFn, cache: DecoderCache, *, ids: SpecialIds, max_new: Tensor, num_beams: int,
     length_penalty: float, early_stopping: bool | str, processors: Sequence[LogitsProcessor],
@@ -305,15 +322,11 @@ def beam_search(
         improvable[active] &= ~is_done(fin, active, beams.scores[:, 0], t, max_new[active], length_penalty,
                                        early_stopping)
         done = ~improvable[active] | (t + 1 >= max_new[active])
-        parents = (torch.arange(a, device=device)[:, None] * k + origin).view(-1)
-        if done.any():  # drop finished examples (their beams and cross keys/values) from the batch
-            stay = (~done).nonzero().squeeze(1)
-            if stay.numel() == 0:
-                break
+        if bool(done.all()):
+            break
+        stay = follow_parents(cache, prefix, origin, done)
+        if stay.shape[0] < a:
             active = active[stay]
             beams = Beams(beams.seq[stay], beams.tok_lp[stay], beams.scores[stay])
-            cache.compact_(parents.view(a, k)[stay].view(-1))
-        else:
-            cache.rearrange_(parents)  # each beam takes its parent's keys/values
     within = torch.arange(limit, device=device)[None, None, :] < fin.lengths[:, :, None]
     return GenerateOutput(fin.seq[:, :, 1:], fin.scores, fin.tok_lp[:, :, 1:] * within, fin.lengths)

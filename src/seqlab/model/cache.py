@@ -1,17 +1,19 @@
 """The decoder's incremental-decoding cache: preallocated self-attention buffers, shared cross-attention.
 
-Self-attention keys/values of each layer live time-major, in (capacity, N, H, Dh) buffers: a step
-writes its new keys/values in place (no concatenation), and the keys/values so far, `[:length]`, are
-one contiguous block whatever the number of rows. Beam search moves rows at every step (each beam
-takes its parent's history); a move gathers that block along the row axis straight into a spare
-buffer of the same size, which then takes the old one's place (`take_`). Kept head-major, the live
-part of each row is a strided slice, and moving rows in place (gather into a temporary, write back)
-cost two passes over it at 2-3x the time (BENCHMARKS.md).
+Self-attention keys/values of each layer live time-major, in (capacity, slots, H, Dh) buffers, of
+which the first `rows` slots are live: a step writes its new keys/values in place (no concatenation).
 
-The buffers are views of flat storages allocated once per search and reused: a freshly allocated
-tensor pays a page fault per page on first write wherever the allocator has handed the memory back
-to the OS, which once took a fifth of beam search (BENCHMARKS.md). When rows leave the batch, the
-same storages are viewed with fewer rows.
+Searches move rows in place (`compact_`): each beam takes its parent's keys/values, and examples that
+are done leave the batch. A move copies only the positions a row does not already hold. Beams share
+most of their history (a row and its new parent usually differ only in their last few positions: in
+beam 5 on the bench, 27% of the (row, position) pairs differ), and the caller says how many leading
+positions of each row are already right (`kept`). The searches fill the slots of finished examples
+with the last ones (`in_place_order`), so the examples that stay keep their slots. Copying every row
+whole at every step took an eighth of beam search (BENCHMARKS.md).
+
+The buffers are allocated once per search: a freshly allocated tensor pays a page fault per page on
+first write wherever the allocator has handed the memory back to the OS, which once took a fifth of
+beam search (BENCHMARKS.md).
 
 Cross-attention keys/values are computed once per source and kept once per source: with `group`
 rows (beams) per source they are (N / group, H, S, Dh), and each source's beams attend to them
@@ -31,78 +33,77 @@ from seqlab.model.copy import CopySource
 KV = tuple[Tensor, Tensor]
 
 
+def in_place_order(keep: Tensor) -> Tensor:
+    """(N,) bool -> the indices of the kept items, in the order that moves the fewest: with m kept, a kept
+    item below m stays in its slot, and the kept items from m on fill the other slots below m."""
+    m = int(keep.sum())
+    order = torch.arange(m, device=keep.device)
+    order[~keep[:m]] = keep[m:].nonzero().squeeze(1) + m
+    return order
+
+
+def shared_prefix(prefix: Tensor, index: Tensor) -> Tensor:
+    """(R,) how many leading tokens row i of `prefix` (N, L) shares with row index[i], for i < R.
+
+    In a search, equal token prefixes are one node of the search tree, and their cached keys/values
+    are copies of the same numbers: that many leading positions of row i need no copy (`kept`)."""
+    return (prefix[: index.shape[0]] == prefix[index]).int().cumprod(1).sum(1)
+
+
 class KVBuffer:
-    """One layer's self-attention keys and values so far: (capacity, rows, H, Dh) views of flat storages."""
+    """One layer's self-attention keys and values so far: the first `rows` slots of (capacity, slots, H, Dh)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity, self.length, self.rows = capacity, 0, 0
-        self.heads: tuple[int, int] = (0, 0)  # (H, Dh)
-        self.stores: list[Tensor] = []  # [keys, values], flat
-
-    def _view(self, store: Tensor, rows: int) -> Tensor:
-        h, dh = self.heads
-        return store[: self.capacity * rows * h * dh].view(self.capacity, rows, h, dh)
-
-    @property
-    def k(self) -> Tensor:
-        return self._view(self.stores[0], self.rows)  # (capacity, rows, H, Dh)
-
-    @property
-    def v(self) -> Tensor:
-        return self._view(self.stores[1], self.rows)
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
 
     def live(self) -> KV:
         """The keys and values of the live rows so far, (rows, H, length, Dh) views."""
-        return self.k[: self.length].permute(1, 2, 0, 3), self.v[: self.length].permute(1, 2, 0, 3)
+        return (self.k[: self.length, : self.rows].permute(1, 2, 0, 3),
+                self.v[: self.length, : self.rows].permute(1, 2, 0, 3))
 
     def append(self, k: Tensor, v: Tensor) -> KV:
         """Store (N, H, T, Dh) new keys/values; return all of them so far as views."""
         n, h, t, dh = k.shape
-        if not self.stores:
-            self.capacity, self.rows, self.heads = max(self.capacity, t), n, (h, dh)
-            self.stores = [k.new_empty(self.capacity * n * h * dh) for _ in range(2)]
-        elif self.length + t > self.capacity:
-            self._grow(max(2 * self.capacity, self.length + t))
+        if self.k is None:
+            self.k, self.v = (x.new_empty(max(self.capacity, t), n, h, dh) for x in (k, v))
+            self.rows = n
+        elif self.length + t > self.k.shape[0]:
+            self.take_(torch.arange(self.rows, device=k.device), max(2 * self.k.shape[0], self.length + t))
         if n != self.rows:
             raise ValueError(f"the cache holds {self.rows} rows but the decoder step has {n}")
-        self.k[self.length : self.length + t] = k.permute(2, 0, 1, 3)
-        self.v[self.length : self.length + t] = v.permute(2, 0, 1, 3)
+        self.k[self.length : self.length + t, :n] = k.permute(2, 0, 1, 3)
+        self.v[self.length : self.length + t, :n] = v.permute(2, 0, 1, 3)
         self.length += t
         return self.live()  # (N, H, T_all, Dh)
 
-    def _grow(self, capacity: int) -> None:
-        old = [self._view(store, self.rows)[: self.length] for store in self.stores]
-        self.capacity = capacity
-        self.stores = [x.new_empty(capacity * x[0].numel()) for x in old]
-        for store, x in zip(self.stores, old, strict=True):
-            self._view(store, self.rows)[: self.length] = x
+    def take_(self, index: Tensor, capacity: int | None = None) -> None:
+        """New buffers (of `capacity` positions, default the same) holding rows `index` (any number) of these."""
+        capacity = capacity or self.k.shape[0]
+        moved = []
+        for x in (self.k, self.v):
+            new = x.new_empty(capacity, index.shape[0], *x.shape[2:])
+            torch.index_select(x[: self.length], 1, index, out=new[: self.length])
+            moved.append(new)
+        self.k, self.v = moved
+        self.rows = index.shape[0]
 
     def select(self, index: Tensor) -> KVBuffer:
-        """A new buffer holding rows `index` (any subset or order); this one is unchanged."""
+        """A new buffer holding rows `index` (any subset, order or repeats); this one is unchanged."""
         out = KVBuffer(self.capacity)
-        if self.stores:
-            k, v = self.live()
-            out.append(k.index_select(0, index), v.index_select(0, index))
+        if self.k is not None:
+            out.k, out.v, out.length, out.rows = self.k, self.v, self.length, self.rows
+            out.take_(index)
         return out
 
-    def take_(self, index: Tensor, spare: Tensor | None = None) -> Tensor | None:
-        """In place: row i becomes old row index[i] (any subset, order or repeats).
-
-        Each storage is gathered into `spare` (a flat tensor, or None), which then holds it; the storage
-        it replaced is returned, to be the next call's spare. A spare too small for the rows is replaced.
-        """
-        if not self.stores:
-            return spare
-        m = index.shape[0]
-        for i, store in enumerate(self.stores):
-            needed = self.capacity * m * self.heads[0] * self.heads[1]
-            if spare is None or spare.numel() < needed or spare.dtype != store.dtype:
-                spare = store.new_empty(max(needed, store.numel()))
-            torch.index_select(self._view(store, self.rows)[: self.length], 1, index,
-                               out=self._view(spare, m)[: self.length])
-            self.stores[i], spare = spare, store
-        self.rows = m
-        return spare
+    def move_(self, source: Tensor, target: Tensor, rows: int) -> None:
+        """In place: flat (position, slot) entries `target` take entries `source`; `rows` slots stay live."""
+        if self.k is not None:
+            for x in (self.k, self.v):
+                flat = x.view(-1, x.shape[2] * x.shape[3])  # (capacity * slots, H * Dh)
+                flat.index_copy_(0, target, flat.index_select(0, source))  # every source read before writing
+        self.rows = rows
 
 
 class DecoderCache:
@@ -113,7 +114,6 @@ class DecoderCache:
         self.layers = [KVBuffer(capacity) for _ in cross_kv]
         self.cross_kv, self.cross_mask, self.group = cross_kv, cross_mask, group  # cross: (G, H, S, Dh)
         self.copy = copy  # per source, like cross_kv
-        self.spare: Tensor | None = None  # the storage the next row move gathers into (KVBuffer.take_)
 
     @property
     def length(self) -> int:
@@ -137,28 +137,40 @@ class DecoderCache:
         return self._with_sources([layer.select(index) for layer in self.layers], self.group,
                                   lambda t: t.index_select(0, sources))
 
-    def compact_(self, index: Tensor) -> None:
-        """In place, what `reorder(index)` returns: rows (finished ones dropped, beams moved) and their sources."""
+    def compact_(self, index: Tensor, kept: Tensor | None = None) -> None:
+        """In place, what `reorder(index)` returns, with at most as many rows: beams moved, finished rows dropped.
+
+        kept: (R,) how many leading positions row i already holds as row index[i] does (`shared_prefix`);
+        by default all of them where index[i] == i, else none. Only the other positions are copied.
+        """
+        length = self.length
+        slots = self.layers[0].k.shape[1] if length else 0
+        if kept is None:
+            kept = torch.where(index == torch.arange(index.shape[0], device=index.device), length, 0)
+        row, position = (torch.arange(length, device=index.device)[None, :] >= kept[:, None]).nonzero(as_tuple=True)
+        source, target = position * slots + index[row], position * slots + row
+        for layer in self.layers:
+            layer.move_(source, target, index.shape[0])
         sources = self._sources(index)
-        self._take_(index)
-        moved = self._with_sources(self.layers, self.group, lambda t: t.index_select(0, sources))
-        self.cross_kv, self.cross_mask, self.copy = moved.cross_kv, moved.cross_mask, moved.copy
+        moved = (sources != torch.arange(sources.shape[0], device=index.device)).nonzero().squeeze(1)
+        g = sources.shape[0]
+        for x in (*(t for kv in self.cross_kv for t in kv), self.cross_mask):  # owned: moved in place
+            x.index_copy_(0, moved, x.index_select(0, sources[moved]))
+        self.cross_kv = tuple((k[:g], v[:g]) for k, v in self.cross_kv)
+        self.cross_mask = self.cross_mask[:g]
+        if self.copy is not None:  # holds the caller's source ids: copied, not moved
+            self.copy = CopySource(self.copy.keys.index_select(0, sources), self.copy.ids.index_select(0, sources))
 
     def expand_(self, group: int) -> None:
         """In place: each row of a cache with one row per source becomes `group` equal rows, the source's
         beams. Beam search runs its first step on one row per source, where all beams are the same."""
         if self.group != 1:
             raise ValueError(f"expand_: the cache already has {self.group} rows per source")
-        self._take_(torch.arange(self.cross_mask.shape[0], device=self.cross_mask.device).repeat_interleave(group))
-        self.group = group
-
-    def rearrange_(self, index: Tensor) -> None:
-        """In place, for beam search: row i takes row index[i], from the same source (the sources stay)."""
-        self._take_(index)
-
-    def _take_(self, index: Tensor) -> None:
+        index = torch.arange(self.cross_mask.shape[0], device=self.cross_mask.device).repeat_interleave(group)
         for layer in self.layers:
-            self.spare = layer.take_(index, self.spare)
+            if layer.k is not None:
+                layer.take_(index)
+        self.group = group
 
     def ungroup(self) -> DecoderCache:
         """The same cache with its per-source tensors repeated per row (group 1)."""
@@ -169,7 +181,7 @@ class DecoderCache:
     def _with_sources(self, layers: list[KVBuffer], group: int, pick: Callable[[Tensor], Tensor]) -> DecoderCache:
         """A cache with these self-attention buffers and every per-source tensor passed through `pick`."""
         out = DecoderCache.__new__(DecoderCache)
-        out.layers, out.group, out.spare = layers, group, None
+        out.layers, out.group = layers, group
         out.cross_kv = tuple((pick(k), pick(v)) for k, v in self.cross_kv)
         out.cross_mask = pick(self.cross_mask)
         out.copy = CopySource(pick(self.copy.keys), pick(self.copy.ids)) if self.copy is not None else None

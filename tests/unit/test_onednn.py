@@ -48,3 +48,30 @@ def test_onednn_engine_is_fp32_only_and_labelled():
         check_engine("eval", "seqlab_onednn", "int8", DecodingConfig())
     assert run_label("beam5_lp1", "fp32", "seqlab_onednn") == "beam5_lp1_onednn"
     assert run_label("greedy", "int8", "ctranslate2") == "greedy_int8_ct2"
+
+
+@pytest.mark.parametrize("variant", ["onednn", "int8"])
+def test_fused_feed_forward_relu_computes_the_same_layer(variant):
+    """The CPU forms fuse the ReLU into the first feed-forward layer: the same numbers as the separate ReLU
+    (int8: bitwise; oneDNN: within fp32 rounding of F.linear)."""
+    from seqlab.model.layers import identity
+    from seqlab.model.quantize import Int8LinearReLU, dynamic_int8
+
+    if variant == "onednn" and not onednn_available():
+        pytest.skip("this torch build has no oneDNN packed linear")
+    model = trained_toy_model()
+    form = onednn_linears(model) if variant == "onednn" else dynamic_int8(model)
+    x = torch.randn(5, model.cfg.d_model, generator=torch.Generator().manual_seed(2))
+    fused_by_name = dict(form.named_modules())
+    for name, plain in model.named_modules():
+        if type(plain).__name__ != "FeedForward":
+            continue
+        fused = fused_by_name[name]
+        assert fused.act is identity
+        if variant == "int8":
+            assert isinstance(fused.fc1, Int8LinearReLU)
+            assert torch.equal(fused.fc1(x), torch.relu(fused.fc1.linear(x)))
+        else:
+            assert fused.fc1.activation == "relu"
+            torch.testing.assert_close(fused.fc1(x), torch.relu(plain.fc1(x)), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(fused(x), plain(x), rtol=0.05, atol=0.05)  # int8: within quantization

@@ -14,6 +14,7 @@ import copy
 import torch
 from torch import Tensor, nn
 
+from seqlab.model.layers import fuse_relu
 from seqlab.model.transformer import Seq2SeqTransformer
 
 
@@ -23,24 +24,26 @@ def onednn_available() -> bool:
 
 
 class PackedLinear(nn.Module):
-    """An nn.Linear whose weight is held in oneDNN's packed layout (inference only: no gradient)."""
+    """An nn.Linear whose weight is held in oneDNN's packed layout (inference only: no gradient), optionally
+    followed by a ReLU that oneDNN applies as it writes the output (`activation="relu"`)."""
 
-    def __init__(self, linear: nn.Linear) -> None:
+    def __init__(self, linear: nn.Linear, activation: str = "none") -> None:
         super().__init__()
-        self.out_features = linear.out_features
+        self.out_features, self.activation = linear.out_features, activation
         weight = linear.weight.detach().float().contiguous()
         self.register_buffer("packed", torch.ops.mkldnn._reorder_linear_weight(weight))
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float().contiguous())
 
     def forward(self, x: Tensor) -> Tensor:  # (..., in) -> (..., out)
         rows = x.reshape(-1, x.shape[-1])
-        out = torch.ops.mkldnn._linear_pointwise(rows, self.packed, self.bias, "none", [], "")
+        out = torch.ops.mkldnn._linear_pointwise(rows, self.packed, self.bias, self.activation, [], "")
         return out.view(*x.shape[:-1], self.out_features)
 
 
 def onednn_linears(model: Seq2SeqTransformer) -> Seq2SeqTransformer:
-    """A CPU copy of `model` (eval mode) whose nn.Linear layers run through oneDNN with packed weights; the
-    original is untouched (a tied output layer gets its own packed copy of the embedding)."""
+    """A CPU copy of `model` (eval mode) whose nn.Linear layers run through oneDNN with packed weights, the
+    feed-forward ReLU fused into the first one; the original is untouched (a tied output layer gets its own
+    packed copy of the embedding)."""
     packed = copy.deepcopy(model).cpu().float().eval()
 
     def swap(module: nn.Module) -> None:
@@ -50,5 +53,6 @@ def onednn_linears(model: Seq2SeqTransformer) -> Seq2SeqTransformer:
             else:
                 swap(child)
 
+    fuse_relu(packed, lambda fc1: PackedLinear(fc1, "relu"))
     swap(packed)
     return packed

@@ -43,10 +43,9 @@ def test_eval_with_ctranslate2_beside_seqlab(make_cfg, smoke_checkpoint, decodin
 
 
 def test_seqlab_int8_decodes_with_int8_linear_layers_and_scores_references_in_fp32(make_cfg, smoke_checkpoint):
-    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
-
     from seqlab.checkpoint import load_for_inference
     from seqlab.interop.engines import make_engine
+    from seqlab.model.quantize import Int8Linear
 
     model, tokenizer, _ = load_for_inference(smoke_checkpoint)
     engine = make_engine("seqlab", smoke_checkpoint, model, tokenizer, Path("unused"), "int8")

@@ -55,7 +55,7 @@ def test_fused_feed_forward_relu_computes_the_same_layer(variant):
     """The CPU forms fuse the ReLU into the first feed-forward layer: the same numbers as the separate ReLU
     (int8: bitwise; oneDNN: within fp32 rounding of F.linear)."""
     from seqlab.model.layers import identity
-    from seqlab.model.quantize import Int8LinearReLU, dynamic_int8
+    from seqlab.model.quantize import Int8Linear, dynamic_int8
 
     if variant == "onednn" and not onednn_available():
         pytest.skip("this torch build has no oneDNN packed linear")
@@ -69,9 +69,35 @@ def test_fused_feed_forward_relu_computes_the_same_layer(variant):
         fused = fused_by_name[name]
         assert fused.act is identity
         if variant == "int8":
-            assert isinstance(fused.fc1, Int8LinearReLU)
-            assert torch.equal(fused.fc1(x), torch.relu(fused.fc1.linear(x)))
+            assert isinstance(fused.fc1, Int8Linear) and fused.fc1.relu
+            unfused = Int8Linear(fused.fc1.linear, reduce_range=fused.fc1.reduce_range)
+            assert torch.equal(fused.fc1(x), torch.relu(unfused(x)))
         else:
             assert fused.fc1.activation == "relu"
             torch.testing.assert_close(fused.fc1(x), torch.relu(plain.fc1(x)), rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(fused(x), plain(x), rtol=0.05, atol=0.05)  # int8: within quantization
+
+
+def test_int8_activations_use_8_bits_only_where_products_cannot_saturate():
+    """7-bit activations (PyTorch's reduce_range) unless the CPU has VNNI; where it does, 8 bits are exact
+    even for products that a 16-bit pair sum (vpmaddubsw) would saturate, and closer to fp32 than 7."""
+    from seqlab.hardware import cpu_flags
+    from seqlab.model.quantize import Int8Linear, dynamic_int8, full_range_activations
+
+    assert full_range_activations({"avx2", "avx512_vnni"}) and full_range_activations({"amx_int8"})
+    assert not full_range_activations({"avx2", "avx512f"})
+    model = trained_toy_model()
+    layers = [m for m in dynamic_int8(model).modules() if isinstance(m, Int8Linear)]
+    assert layers and all(m.reduce_range == (not full_range_activations()) for m in layers)
+    if not full_range_activations(cpu_flags()):
+        pytest.skip("no VNNI on this CPU: 7-bit activations")
+    linear = nn.Linear(64, 8, bias=False)
+    with torch.no_grad():
+        linear.weight.fill_(1.0)  # every weight at the int8 maximum
+    quantized = torch.ao.quantization.quantize_dynamic(nn.Sequential(linear), {nn.Linear}, dtype=torch.qint8)[0]
+    x = torch.full((4, 64), 10.0)
+    x[0, 0] = -1.0  # activations at the top of the 8-bit range: pairs of products reach 2 x 255 x 127
+    exact = x @ linear.weight.T
+    full, seven = (Int8Linear(quantized, reduce_range=r)(x) for r in (False, True))
+    assert (full - exact).abs().max() < 0.01 * exact.abs().max()  # no saturation
+    assert (full - exact).abs().max() < (seven - exact).abs().max()

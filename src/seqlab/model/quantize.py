@@ -8,15 +8,43 @@ import warnings
 import torch
 from torch import Tensor, nn
 
+from seqlab.hardware import cpu_flags
 from seqlab.model.layers import fuse_relu
 from seqlab.model.transformer import Seq2SeqTransformer
+
+VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+def full_range_activations(flags: set[str] | None = None) -> bool:
+    """Whether activations may use all 8 bits here: where the CPU has VNNI (or AMX), int8 products
+    accumulate in 32 bits. Without it, fbgemm's kernels add pairs of u8 x s8 products in 16 bits
+    (vpmaddubsw), which saturates unless activations keep to 7 bits: PyTorch's `reduce_range`, the
+    default of its dynamic linear layer. On the bench's CPU 8 bits keep 46-50 of 64 outputs equal to
+    fp32's, 7 bits 39 (BENCHMARKS.md)."""
+    return bool(VNNI_FLAGS & (cpu_flags() if flags is None else flags))
+
+
+class Int8Linear(nn.Module):
+    """PyTorch's dynamically quantized linear layer (int8 weights, activations quantized per call), with
+    the activation range chosen for this CPU, and optionally the ReLU after it in the same kernel
+    (`linear_relu_dynamic`: the same numbers as relu(linear(x)))."""
+
+    def __init__(self, linear: nn.Module, relu: bool = False, reduce_range: bool | None = None) -> None:
+        super().__init__()
+        self.linear = linear  # torch.ao.nn.quantized.dynamic.Linear: holds the packed int8 weight
+        self.relu = relu
+        self.reduce_range = not full_range_activations() if reduce_range is None else reduce_range
+
+    def forward(self, x: Tensor) -> Tensor:
+        op = torch.ops.quantized.linear_relu_dynamic if self.relu else torch.ops.quantized.linear_dynamic
+        return op(x, self.linear._packed_params._packed_params, reduce_range=self.reduce_range).to(x.dtype)
 
 
 def dynamic_int8(model: Seq2SeqTransformer) -> Seq2SeqTransformer:
     """A copy of `model` whose nn.Linear layers (attention projections, feed-forward, output) hold int8
-    weights (per-tensor scale) and quantize their inputs per batch: PyTorch's dynamic quantization,
-    run by its x86 (fbgemm/oneDNN) int8 kernels, the feed-forward ReLU fused into the first. Embeddings,
-    norms, softmax and the search stay fp32.
+    weights (per-tensor scale) and quantize their inputs per call (`Int8Linear`): PyTorch's dynamic
+    quantization, run by its x86 (fbgemm) int8 kernels, the feed-forward ReLU fused into the first layer.
+    Embeddings, norms, softmax and the search stay fp32.
 
     The original model is untouched (a tied output layer gets its own int8 copy of the embedding).
     """
@@ -25,18 +53,14 @@ def dynamic_int8(model: Seq2SeqTransformer) -> Seq2SeqTransformer:
         warnings.simplefilter("ignore", UserWarning)
         quantized = torch.ao.quantization.quantize_dynamic(copy.deepcopy(model).cpu().eval(), {nn.Linear},
                                                            dtype=torch.qint8)
-    fuse_relu(quantized, Int8LinearReLU)
+    fuse_relu(quantized, lambda fc1: Int8Linear(fc1, relu=True))
+
+    def swap(module: nn.Module) -> None:
+        for name, child in module.named_children():
+            if isinstance(child, torch.ao.nn.quantized.dynamic.Linear):
+                setattr(module, name, Int8Linear(child))
+            elif not isinstance(child, Int8Linear):
+                swap(child)
+
+    swap(quantized)
     return quantized
-
-
-class Int8LinearReLU(nn.Module):
-    """A dynamically quantized int8 linear layer with the ReLU after it in the same kernel (PyTorch's
-    `linear_relu_dynamic`, as its LinearReLU module runs it): the same numbers as relu(linear(x))."""
-
-    def __init__(self, linear: nn.Module) -> None:
-        super().__init__()
-        self.linear = linear  # torch.ao.nn.quantized.dynamic.Linear
-
-    def forward(self, x: Tensor) -> Tensor:
-        packed = self.linear._packed_params._packed_params
-        return torch.ops.quantized.linear_relu_dynamic(x, packed, reduce_range=True).to(x.dtype)

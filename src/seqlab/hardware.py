@@ -29,9 +29,11 @@ def available_cores() -> int:
 
 
 def cpu_description() -> str:
-    """Model, usable cores and the flags that decide matmul speed, for benchmark headers."""
+    """Model, usable cores and the flags that decide matmul speed (VNNI: int8's activation range too), for
+    benchmark headers."""
     cores = available_cores()
-    flags = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f in cpu_flags()]
+    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8", "amx_tile")
+    flags = [f for f in wanted if f in cpu_flags()]
     return f"{_cpuinfo('model name') or '?'}; cores: {cores}; flags: {' '.join(flags)}"
 
 

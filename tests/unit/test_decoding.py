@@ -104,3 +104,27 @@ def test_bad_values_say_what_to_use(kwargs, message):
     with pytest.raises(ConfigError) as err:
         DecodingConfig(**kwargs)
     assert message in str(err.value)
+
+
+EARLY = dict(method="beam", max_length=20, early_stopping=True)  # examples finish (and leave) at different steps
+
+
+@pytest.mark.parametrize("cfg", [
+    DecodingConfig(num_beams=5, n_best=5, **EARLY),
+    DecodingConfig(num_beams=4, num_beam_groups=2, diversity_penalty=0.5, n_best=4, **EARLY),
+], ids=["beam", "diverse"])
+def test_beam_cache_moves_keep_every_hypothesis_exact(model, cfg):
+    """Beams copy only the cache positions they do not share with their parent, and finished examples'
+    slots go to the last ones: every hypothesis's log-probs still equal teacher forcing, and each example
+    decodes as it does alone."""
+    ids, pad = sources(12, seed=4)
+    together = generate(model, ids, pad, cfg)
+    assert len({int(n) for n in together.lengths[:, 0]}) > 2, "examples should finish at different steps"
+    for j in range(cfg.n_best):
+        forced = score(model, ids, pad, together.sequences[:, j])
+        within = torch.arange(together.sequences.shape[-1])[None, :] < together.lengths[:, j : j + 1]
+        assert (forced * within - together.token_logprobs[:, j]).abs().max() <= 1e-5
+    for i in (0, 4, 11):
+        real = int((~pad[i]).sum())
+        alone = generate(model, ids[i : i + 1, :real], pad[i : i + 1, :real], cfg)
+        assert [hyps(alone, 0, j) for j in range(cfg.n_best)] == [hyps(together, i, j) for j in range(cfg.n_best)]

@@ -297,17 +297,17 @@ def beam_search(
     work = StepBuffers()
     for t in range(limit):
         a = active.shape[0]
+        prefix = beams.seq[:, :, : t + 1].reshape(a * k, t + 1)  # the beams' tokens: the cache's rows
         rows = 1 if t == 0 else k  # decoded rows per example: the beams differ after the first step
-        logits, cache = step(beams.seq[:, :rows, t].reshape(-1), cache)  # (A * rows, V)
+        decoded = prefix[::k] if rows == 1 else prefix  # (A * rows, t + 1)
+        logits, cache = step(decoded[:, -1], cache)  # (A * rows, V)
         if t == 0:
             cache.expand_(k)
-        prefix = beams.seq[:, :rows, : t + 1].reshape(a * rows, t + 1)
         raw_lp = torch.log_softmax(logits, dim=-1, out=work.get("raw_lp", logits))
-        processed = apply(head, prefix, raw_lp)
+        processed = apply(head, decoded, raw_lp)
         scores = torch.add(processed.view(a, rows, -1), beams.scores[:, :, None],
                            out=work.get("scores", logits).view(a, k, -1) if rows == k else None)  # (A, K, V)
         flat = scores.view(a * k, -1)
-        prefix = beams.seq[:, :, : t + 1].reshape(a * k, t + 1)
         for ban in bans:  # in place after the add: the same numbers as HF's bans before it
             ban.ban_(prefix, flat)
         if force_eos is not None:

@@ -152,8 +152,10 @@ class DecoderCache:
         for layer in self.layers:
             layer.move_(source, target, index.shape[0])
         sources = self._sources(index)
-        moved = (sources != torch.arange(sources.shape[0], device=index.device)).nonzero().squeeze(1)
         g = sources.shape[0]
+        moved = (sources != torch.arange(g, device=index.device)).nonzero().squeeze(1)
+        if moved.numel() == 0 and g == self.cross_mask.shape[0]:
+            return  # beams moved within their sources (most beam steps): the per-source tensors stay
         for x in (*(t for kv in self.cross_kv for t in kv), self.cross_mask):  # owned: moved in place
             x.index_copy_(0, moved, x.index_select(0, sources[moved]))
         self.cross_kv = tuple((k[:g], v[:g]) for k, v in self.cross_kv)

@@ -164,6 +164,15 @@ def identity(x: Tensor) -> Tensor:
     return x
 
 
+def replace_layers(model: nn.Module, kind: type[nn.Module], make: Callable[[nn.Module], nn.Module]) -> None:
+    """In place: every submodule of type `kind` becomes make(submodule); a replaced one is not searched."""
+    for name, child in model.named_children():
+        if isinstance(child, kind):
+            setattr(model, name, make(child))
+        else:
+            replace_layers(child, kind, make)
+
+
 def fuse_relu(model: nn.Module, fused: Callable[[nn.Module], nn.Module]) -> None:
     """In place, for inference: each FeedForward with a ReLU gets fc1 = fused(fc1), a layer that applies the
     ReLU itself (one pass fewer over the (rows, d_ff) activations), and no separate activation."""

@@ -14,7 +14,7 @@ import copy
 import torch
 from torch import Tensor, nn
 
-from seqlab.model.layers import fuse_relu
+from seqlab.model.layers import fuse_relu, replace_layers
 from seqlab.model.transformer import Seq2SeqTransformer
 
 
@@ -45,14 +45,6 @@ def onednn_linears(model: Seq2SeqTransformer) -> Seq2SeqTransformer:
     feed-forward ReLU fused into the first one; the original is untouched (a tied output layer gets its own
     packed copy of the embedding)."""
     packed = copy.deepcopy(model).cpu().float().eval()
-
-    def swap(module: nn.Module) -> None:
-        for name, child in module.named_children():
-            if isinstance(child, nn.Linear):
-                setattr(module, name, PackedLinear(child))
-            else:
-                swap(child)
-
     fuse_relu(packed, lambda fc1: PackedLinear(fc1, "relu"))
-    swap(packed)
+    replace_layers(packed, nn.Linear, PackedLinear)
     return packed

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.hardware import cpu_flags
-from seqlab.model.layers import fuse_relu
+from seqlab.model.layers import fuse_relu, replace_layers
 from seqlab.model.transformer import Seq2SeqTransformer
 
 VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
@@ -53,14 +53,8 @@ def dynamic_int8(model: Seq2SeqTransformer) -> Seq2SeqTransformer:
         warnings.simplefilter("ignore", UserWarning)
         quantized = torch.ao.quantization.quantize_dynamic(copy.deepcopy(model).cpu().eval(), {nn.Linear},
                                                            dtype=torch.qint8)
-    fuse_relu(quantized, lambda fc1: Int8Linear(fc1, relu=True))
-
-    def swap(module: nn.Module) -> None:
-        for name, child in module.named_children():
-            if isinstance(child, torch.ao.nn.quantized.dynamic.Linear):
-                setattr(module, name, Int8Linear(child))
-            elif not isinstance(child, Int8Linear):
-                swap(child)
-
-    swap(quantized)
+    reduce_range = not full_range_activations()
+    replace_layers(quantized, torch.ao.nn.quantized.dynamic.Linear,
+                   lambda linear: Int8Linear(linear, reduce_range=reduce_range))
+    fuse_relu(quantized, lambda fc1: Int8Linear(fc1.linear, relu=True, reduce_range=reduce_range))
     return quantized

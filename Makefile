@@ -23,7 +23,7 @@ FORMAT ?= hf
 export THP_MEM_ALLOC_ENABLE ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-browser train eval translate sweep-decoding sweep-arch study study-norm study-tying study-positions inspect export import average compare report bench params test test-full lint clean
+.PHONY: help install install-browser train eval translate sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -62,6 +62,18 @@ sweep-arch: $(STAMP) ## Train norm x positions x tying (12 short runs x SEEDS se
 
 study: $(STAMP) ## The architecture study: every question, SEEDS seeds per variant (default 3), tables -> results/arch_study
 	$(BIN)/seqlab study all --seeds $(or $(SEEDS),3) $(ARGS)
+
+# The trained study outlives any one sitting: it runs from its own worktree and virtualenv at a fixed commit
+# (STUDY_REV), so that editing this checkout cannot change the runs that follow, and it writes and commits its
+# records into this checkout's results/arch_study_trained/ as each lands. Rerun to carry on where it stopped.
+STUDY_WT ?= ../seqlab-study
+STUDY_REV ?= HEAD
+QUESTIONS ?= all
+study-trained: ## The study at a trained budget from a worktree at STUDY_REV: QUESTIONS="curve" | "all" | "depth"; long, run with nohup
+	test -d $(STUDY_WT) || git worktree add --detach $(STUDY_WT) $(STUDY_REV)
+	@test "$$(git -C $(STUDY_WT) rev-parse HEAD)" = "$$(git rev-parse $(STUDY_REV))" || { echo "$(STUDY_WT) is at $$(git -C $(STUDY_WT) rev-parse --short HEAD), not $(STUDY_REV): git -C $(STUDY_WT) checkout --detach $(STUDY_REV)"; exit 2; }
+	$(MAKE) -C $(STUDY_WT) install PY=$(PY)
+	cd $(STUDY_WT) && .venv/bin/seqlab study $(QUESTIONS) --recipe trained --archive $(CURDIR)/results/arch_study_trained --commit $(ARGS)
 
 study-norm: $(STAMP) ## Study question: post-LN vs pre-LN x warm-up {0, default}
 	$(BIN)/seqlab study norm_warmup --seeds $(or $(SEEDS),3) $(ARGS)

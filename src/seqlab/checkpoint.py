@@ -9,7 +9,6 @@ only: loading a checkpoint never runs code from the file.
 from __future__ import annotations
 
 import pickle
-import subprocess
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from seqlab.config import ConfigError
 from seqlab.data.mapped import from_checkpoint as tokenizer_from_checkpoint
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.provenance import git_state
 
 CKPT_SUFFIX = ".ckpt"
 BEST, LAST = "best", "last"
@@ -58,15 +58,8 @@ class CheckpointInfo:
 
 def git_revision() -> str | None:
     """The code's git commit (with '-dirty' when the tree has changes), or None outside git."""
-    root = Path(__file__).resolve().parents[2]
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return rev + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
+    rev, clean = git_state()
+    return None if rev is None else rev + ("" if clean else "-dirty")
 
 
 def resolve(path: Path | str) -> Path:

@@ -28,13 +28,19 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+# the flags that decide matmul speed (VNNI: int8's activation range too)
+SPEED_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8", "amx_tile")
+
+
+def cpu_model() -> str:
+    """The CPU's model name ("?" where /proc/cpuinfo has none)."""
+    return _cpuinfo("model name") or "?"
+
+
 def cpu_description() -> str:
-    """Model, usable cores and the flags that decide matmul speed (VNNI: int8's activation range too), for
-    benchmark headers."""
-    cores = available_cores()
-    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8", "amx_tile")
-    flags = [f for f in wanted if f in cpu_flags()]
-    return f"{_cpuinfo('model name') or '?'}; cores: {cores}; flags: {' '.join(flags)}"
+    """Model, usable cores and the flags that decide matmul speed, for benchmark headers."""
+    flags = [f for f in SPEED_FLAGS if f in cpu_flags()]
+    return f"{cpu_model()}; cores: {available_cores()}; flags: {' '.join(flags)}"
 
 
 BF16_MARGIN = 1.5  # bf16 GEMMs must be this much faster than fp32 to pay for autocast's casts

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
 from sacrebleu.metrics import BLEU
 
-from seqlab.analysis.study import GRID, VARIANTS
-from seqlab.app.study import grid_runs, main, study_runs
+from seqlab.analysis.study import GRID, RECIPES, VARIANTS, Record, curve_budget
+from seqlab.analysis.study_runs import execute, grid_runs, study_runs, training_wall
+from seqlab.analysis.study_tables import depth_fails
+from seqlab.app.study import main, tables
 from seqlab.metrics import sacrebleu_scores
 from seqlab.model import ModelConfig
 from seqlab.model.params import analytic_counts
@@ -20,42 +23,95 @@ from seqlab.tracking.results import load_results
 WORDS = ["in", "the", "beginning", "god", "created", "heaven", "and", "earth", "light", "was", "good", "day", "night"]
 
 
-def make_study(root: Path, variants: dict[str, dict], seeds: int = 3) -> list[str]:
+def make_refs() -> list[str]:
     rng = random.Random(0)
-    refs = [" ".join(rng.choice(WORDS) for _ in range(8)) for _ in range(30)]
+    return [" ".join(rng.choice(WORDS) for _ in range(8)) for _ in range(30)]
+
+
+def write_evaluation(results: Path, run_dir: Path, variant: str, seed: int, refs: list[str], model_delta: dict,
+                     label: str = "greedy") -> None:
+    """One decoded run as `seqlab evaluate` leaves it: metrics.json and hypotheses.jsonl under results/<run>/."""
+    rng = random.Random(hash((variant, seed, label)) % 1000)
+    keep = 0.9 if variant == "tie_none" else 0.5
+    hyps = [" ".join(w if rng.random() < keep else rng.choice(WORDS) for w in r.split()) for r in refs]
+    folder = results / run_dir.name / f"{label}-abc"
+    folder.mkdir(parents=True)
+    folder.joinpath("hypotheses.jsonl").write_text("".join(
+        json.dumps({"id": str(i), "source": f"s{i}", "reference": r, "hypothesis": h}) + "\n"
+        for i, (r, h) in enumerate(zip(refs, hyps, strict=True))))
+    model = ModelConfig(src_vocab_size=100, d_model=16, n_heads=2, d_ff=32, encoder_layers=1,
+                        decoder_layers=1, **model_delta).to_dict()
+    folder.joinpath("metrics.json").write_text(json.dumps({
+        "status": "ok", "label": label, "split": "test", "decoding": {"method": label}, "engine": "seqlab",
+        "settings": {"precision": "fp32"},
+        "metrics": {**sacrebleu_scores(hyps, refs), "rougeL": 10.0 + seed, "hyp_logprob_per_seq": -1.0},
+        "checkpoint": {"run_name": f"arch_{variant}", "seed": seed, "variant": variant, "step": 30,
+                       "git_revision": "0123abc", "model": model,
+                       "path": str(run_dir / "checkpoints" / "best.ckpt")}}))
+
+
+def write_training(run_dir: Path, variant: str, seed: int) -> None:
+    """A finished training's run folder: the CSV history, the resolved config and the progress log."""
+    (run_dir / "csv").mkdir(parents=True, exist_ok=True)
+    rows = [f"0,{s - 1},,{6.0 - s / 10 + seed / 100 + (0.5 if variant == 'tie_none' else 0)}" for s in (10, 20, 30)]
+    (run_dir / "csv" / "metrics.csv").write_text("epoch,step,train/loss,val/loss\n" + "\n".join(rows) + "\n")
+    (run_dir / "csv" / "hparams.yaml").write_text("trainer:\n  precision: bf16-mixed\n")
+    (run_dir / "train.log").write_text("".join(
+        f"[2026-01-01 00:00:{s:02d},000][seqlab.train.fit][INFO] - step {s}  loss 5.0  lr 1e-3  900 tok/s  {s}s  "
+        f"ETA 0:00:10\n" for s in (10, 20, 30)))
+
+
+def make_study(root: Path, variants: dict[str, dict], seeds: int = 3) -> list[str]:
+    """A study folder as the short recipe leaves it, for the report (results/<run>/<setting>/, runs/<run>/)."""
+    refs = make_refs()
     for variant, model_delta in variants.items():
-        keep = 0.9 if variant == "tie_none" else 0.5
         for seed in range(seeds):
-            name = f"{variant}-seed{seed}"
-            hyps = [" ".join(w if rng.random() < keep else rng.choice(WORDS) for w in r.split()) for r in refs]
-            folder = root / "results" / name / "greedy-abc"
-            folder.mkdir(parents=True)
-            folder.joinpath("hypotheses.jsonl").write_text("".join(
-                json.dumps({"id": str(i), "source": f"s{i}", "reference": r, "hypothesis": h}) + "\n"
-                for i, (r, h) in enumerate(zip(refs, hyps, strict=True))))
-            model = ModelConfig(src_vocab_size=100, d_model=16, n_heads=2, d_ff=32, encoder_layers=1,
-                                decoder_layers=1, **model_delta).to_dict()
-            run_dir = root / "runs" / name
-            folder.joinpath("metrics.json").write_text(json.dumps({
-                "status": "ok", "label": "greedy", "split": "test", "decoding": {"method": "greedy"},
-                "metrics": {**sacrebleu_scores(hyps, refs), "rougeL": 10.0 + seed, "hyp_logprob_per_seq": -1.0},
-                "checkpoint": {"run_name": f"arch_{variant}", "seed": seed, "variant": variant, "step": 30,
-                               "model": model, "path": str(run_dir / "checkpoints" / "best.ckpt")}}))
-            (run_dir / "csv").mkdir(parents=True)
-            rows = [f"0,{s - 1},,{6.0 - s / 10 + seed / 100 + (0.5 if variant == 'tie_none' else 0)}"
-                    for s in (10, 20, 30)]
-            (run_dir / "csv" / "metrics.csv").write_text("epoch,step,train/loss,val/loss\n" + "\n".join(rows) + "\n")
+            run_dir = root / "runs" / f"{variant}-seed{seed}"
+            write_evaluation(root / "results", run_dir, variant, seed, refs, model_delta)
+            write_training(run_dir, variant, seed)
     return refs
 
 
-def test_study_tables_from_a_study_folder_and_from_the_archive(tmp_path: Path) -> None:
-    study, archive = tmp_path / "study", tmp_path / "archive"
-    make_study(study, {"baseline": {"tie_embeddings": "all"}, "tie_none": {"tie_embeddings": "none"}})
-    assert main(["tying", "--dir", str(study), "--archive", str(archive), "--tables-only"]) == 0
+class FakeSeqlab:
+    """`seqlab train` / `seqlab evaluate` as the runner calls them, without training: each leaves the files the
+    real command leaves; `stop_at` raises KeyboardInterrupt at that run's training (a session's end)."""
+
+    def __init__(self, stop_at: str | None = None) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self.stop_at, self.refs = stop_at, make_refs()
+
+    def __call__(self, command: str, *args: str) -> bool:
+        self.calls.append((command, *args))
+        values = dict(a.split("=", 1) for a in args if "=" in a)
+        if command == "train":
+            run_dir = Path(values["hydra.run.dir"])
+            if run_dir.name == self.stop_at:
+                raise KeyboardInterrupt
+            write_training(run_dir, run_dir.name.rsplit("-seed", 1)[0], int(values["seed"]))
+            (run_dir / "checkpoints").mkdir(exist_ok=True)
+            (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+            return True
+        run_dir = Path(values["ckpt"])
+        variant, seed = run_dir.name.rsplit("-seed", 1)
+        delta = {"tie_embeddings": "none"} if variant == "tie_none" else {}
+        write_evaluation(Path(values["results_dir"]), run_dir, variant, int(seed), self.refs, delta,
+                         label=values["decoding"])
+        return True
+
+    def trained(self) -> list[str]:
+        return [Path(dict(a.split("=", 1) for a in c[1:] if "=" in a)["hydra.run.dir"]).name
+                for c in self.calls if c[0] == "train"]
+
+
+def test_study_tables_from_the_runs_and_from_the_archive_alone(tmp_path: Path) -> None:
+    archive, fake = tmp_path / "archive", FakeSeqlab()
+    runs = study_runs(["tying"], 3, RECIPES["short"], tmp_path / "study")
+    runs = [r for r in runs if r.variant in ("baseline", "tie_none")]
+    assert execute(runs, archive, command=fake) == []
+    text = tables(archive, ["tying"], "greedy")
     summary = json.loads((archive / "summary.json").read_text())["tying"]
     base, none = summary["variants"]["baseline"], summary["variants"]["tie_none"]
-    hyps = (archive / "baseline-seed1.hyps.txt.gz").exists()
-    assert hyps and (archive / "val_loss.png").stat().st_size > 1000
+    assert (archive / "baseline-seed1.greedy.hyps.txt.gz").exists() and (archive / "val_loss.png").stat().st_size > 1000
     assert base["val_loss"]["values"] == {"0": pytest.approx(3.0), "1": pytest.approx(3.01), "2": pytest.approx(3.02)}
     assert none["val_loss"]["mean"] == pytest.approx(3.51)
     tied = ModelConfig(src_vocab_size=100, d_model=16, n_heads=2, d_ff=32, encoder_layers=1, decoder_layers=1,
@@ -64,18 +120,80 @@ def test_study_tables_from_a_study_folder_and_from_the_archive(tmp_path: Path) -
     assert base["params"] == analytic_counts(tied).total
     (cmp,) = summary["comparisons"]
     assert cmp["delta_params"] == analytic_counts(untied).total - analytic_counts(tied).total == 2 * 100 * 16
+    results = tmp_path / "study" / "results" / "greedy"
     refs = [json.loads(line)["reference"] for line in
-            (study / "results/baseline-seed0/greedy-abc/hypotheses.jsonl").read_text().splitlines()]
+            (results / "baseline-seed0/greedy-abc/hypotheses.jsonl").read_text().splitlines()]
     bleu = {v: [BLEU().corpus_score(
         [json.loads(line)["hypothesis"] for line in
-         (study / f"results/{v}-seed{s}/greedy-abc/hypotheses.jsonl").read_text().splitlines()], [refs]).score
+         (results / f"{v}-seed{s}/greedy-abc/hypotheses.jsonl").read_text().splitlines()], [refs]).score
         for s in range(3)] for v in ("baseline", "tie_none")}
     assert cmp["bleu"]["delta"] == pytest.approx(sum(bleu["tie_none"]) / 3 - sum(bleu["baseline"]) / 3)
     assert cmp["bleu"]["exceeds_spread"] and cmp["val_loss"]["delta"] == pytest.approx(0.5)
     assert set(cmp["p_test_bleu"]) == {f"tie_none-seed{s}" for s in range(3)}
     first = (archive / "summary.md").read_text()
+    assert first == text + "\n"
     assert main(["tying", "--from-archive", "--archive", str(archive)]) == 0
     assert (archive / "summary.md").read_text() == first  # the archive alone regenerates the tables
+
+
+def test_each_record_names_its_provenance(tmp_path: Path) -> None:
+    archive, fake = tmp_path / "archive", FakeSeqlab()
+    runs = [r for r in study_runs(["positions"], 1, RECIPES["trained"], tmp_path / "study") if r.variant == "baseline"]
+    assert execute(runs, archive, command=fake) == []
+    beam, greedy = (json.loads((archive / f"baseline-seed0.{label}.json").read_text()) for label in ("beam5", "greedy"))
+    assert beam["label"] == "beam5" and greedy["label"] == "greedy"  # one record per decoding, neither overwritten
+    assert beam["metrics"] != greedy["metrics"]
+    train, decode = beam["training"], beam["evaluation"]
+    assert train["commit"] == "0123abc" and train["precision"] == "bf16-mixed" and train["wall_s"] == 30.0
+    assert train["updates"] == 30 and train["command"].startswith("seqlab train experiment=arch_study_trained")
+    assert decode["precision"] == "fp32" and decode["engine"] == "seqlab" and "decoding=beam" in decode["command"]
+    assert decode["cpu"] and decode["torch"] and decode["date"].endswith("Z")
+
+
+def test_a_stopped_study_resumes_from_the_archive_without_retraining(tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    runs = [r for r in study_runs(["tying"], 2, RECIPES["short"], tmp_path / "study") if r.variant != "tie_decoder"]
+    first = FakeSeqlab(stop_at="tie_none-seed0")
+    with pytest.raises(KeyboardInterrupt):
+        execute(runs, archive, command=first)
+    assert first.trained() == ["baseline-seed0", "tie_none-seed0"]
+    assert sorted(p.name for p in archive.glob("*.json")) == ["baseline-seed0.greedy.json"]
+    shutil.rmtree(tmp_path / "study")  # a fresh machine: outputs/ is gone, the committed archive is all there is
+    second = FakeSeqlab()
+    assert execute(runs, archive, command=second) == []
+    assert second.trained() == ["tie_none-seed0", "baseline-seed1", "tie_none-seed1"]
+    assert execute(runs, archive, command=(third := FakeSeqlab())) == [] and third.calls == []
+
+
+def test_a_run_cut_off_mid_way_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
+    (run,) = [r for r in study_runs(["positions"], 1, RECIPES["short"], tmp_path / "study") if r.variant == "baseline"]
+    (run.folder / "checkpoints").mkdir(parents=True)
+    (run.folder / "checkpoints" / "last.ckpt").write_bytes(b"half-way")
+    fake = FakeSeqlab()
+    assert execute([run], tmp_path / "archive", command=fake) == []
+    assert f"train.resume={run.folder / 'checkpoints' / 'last.ckpt'}" in fake.calls[0]
+
+
+def test_training_wall_time_sums_the_sittings_of_a_resumed_run() -> None:
+    line = "[2026-01-01 00:00:00,000][seqlab.train.fit][INFO] - step {}  loss 5.0  lr 1e-3  900 tok/s  {}s  ETA 0:01:00"
+    log = "\n".join([line.format(20, 15), line.format(40, 30), "other", line.format(60, 12), line.format(80, 25)])
+    assert training_wall(log)[:2] == (55.0, 2)
+
+
+def test_the_budget_is_the_first_validation_near_the_lowest() -> None:
+    curve = [(300, 4.0), (600, 3.2), (900, 3.05), (1200, 3.03), (1500, 3.02), (1800, 3.04)]
+    assert curve_budget(curve) == 1200  # 3.03 <= 3.02 + 0.02; 3.05 is not
+
+
+def test_depth_failure_rule() -> None:
+    def rec(variant: str, seed: int, loss: float, status: str = "ok") -> Record:
+        return Record(variant, seed, "training", {}, [(1000, loss)], 0, 1000, {}, status=status)
+
+    pre = [rec("pre", s, 4.0 + s / 100) for s in range(3)]
+    assert depth_fails([rec("post", s, 4.0 + s / 100 + 0.02) for s in range(3)], pre)[0] is False
+    assert depth_fails([rec("post", s, 4.5 + s / 100) for s in range(3)], pre)[0] is True
+    one_diverged = [rec("post", 0, 4.0), rec("post", 1, float("nan"), "diverged")]
+    assert depth_fails(one_diverged, pre) == (True, "diverged (seeds [1])")
 
 
 def test_report_aggregates_seeds_and_draws_validation_curves(tmp_path: Path) -> None:
@@ -120,19 +238,23 @@ def test_report_marks_settings_that_differ_significantly_from_the_baseline(tmp_p
 
 
 def test_runs_come_from_the_one_variant_table(tmp_path):
-    runs = study_runs(["tying", "positions"], 2, tmp_path)
+    runs = study_runs(["tying", "positions"], 2, RECIPES["short"], tmp_path)
     assert [r.name for r in runs] == [f"{v}-seed{s}" for s in (0, 1)
                                       for v in ("baseline", "tie_decoder", "tie_none", "learned_positions")]
     tie_none = runs[2]
     assert tie_none.train[-1:] == VARIANTS["tie_none"] and "seed=0" in tie_none.train
     assert f"hydra.run.dir={tmp_path / 'runs' / 'tie_none-seed0'}" in tie_none.train
-    results = f"results_dir={tmp_path / 'results'}"
-    assert tie_none.evaluations == (("decoding=greedy", "split=test", "logger=csv", results),)
+    (greedy,) = tie_none.evaluations
+    assert greedy.overrides[0] == "decoding=greedy" and greedy.results_dir == tmp_path / "results" / "greedy"
+    assert {"engine=seqlab", "precision=fp32", "split=test"} <= set(greedy.overrides)
+    trained = study_runs(["depth"], 1, RECIPES["trained"], tmp_path)
+    assert len(trained) == 8 and all(not r.evaluations and r.labels() == ["training"] for r in trained)
+    assert all("experiment=arch_study_trained" in r.train and "model.encoder_layers=6" in r.train for r in trained)
 
 
 def test_the_grid_is_every_combination_each_decoded_twice(tmp_path):
     runs = grid_runs(1, tmp_path, "smoke", "null", 4, "g")
     assert len(runs) == 12 and len({r.name for r in runs}) == 12
-    assert all(len(r.evaluations) == 2 and r.evaluations[1][0] == "decoding=beam" for r in runs)
+    assert all(len(r.evaluations) == 2 and r.evaluations[1].overrides[0] == "decoding=beam" for r in runs)
     assert {o for r in runs for o in r.train if o.startswith("model.tie_embeddings=")} == {
         f"model.tie_embeddings={v}" for v in GRID["model.tie_embeddings"]}

@@ -19,6 +19,7 @@ from seqlab.checkpoint import (
     atomic_checkpoint_io,
     checkpoint_file,
     describe,
+    read_checkpoint,
     remove_stale_temporaries,
     run_dir_of,
 )
@@ -73,7 +74,9 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     resolved = scrub(plain(cfg))
     group = sweep_group(cfg)
     resumed_id = saved_run_id(run_dir_of(ckpt_path)) if ckpt_path is not None else None  # continue that W&B run
-    logger = make_logger(spec.tracking, out_dir, job_name(cfg), group, resolved, job_type="train", run_id=resumed_id)
+    resumed_at = int(read_checkpoint(ckpt_path)["global_step"]) if ckpt_path is not None else None
+    logger = make_logger(spec.tracking, out_dir, job_name(cfg), group, resolved, job_type="train", run_id=resumed_id,
+                         resumed_at=resumed_at)
     tracking = {"group": spec.tracking.group or group,
                 "run_id": logger.experiment.id if spec.tracking.kind == "wandb" else None,
                 "log_checkpoints": spec.tracking.kind == "wandb" and spec.tracking.log_checkpoints}
@@ -81,7 +84,7 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
                            describe=describe(tok, spec.data.to_dict(), resolved, tracking))
     quick_eval = [QuickEval.from_datamodule(datamodule, spec.loop)] if spec.loop.quick_eval_size > 0 else []
 
-    loggers = [logger, metric_history(out_dir)] if spec.tracking.kind == "wandb" else [logger]
+    loggers = [logger, metric_history(out_dir, resumed_at)] if spec.tracking.kind == "wandb" else [logger]
     bar = cfg.trainer.get("enable_progress_bar")
     bar = sys.stderr.isatty() if bar is None else bool(bar)  # a bar on a terminal; ETA log lines otherwise
     trainer_kwargs = dict(

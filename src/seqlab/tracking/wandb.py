@@ -77,9 +77,10 @@ def scrub(config: Any) -> Any:
 
 
 def make_logger(cfg: TrackingConfig, save_dir: Path, name: str, group: str, config: dict[str, Any],
-                job_type: str = "train", run_id: str | None = None) -> Any:
+                job_type: str = "train", run_id: str | None = None, resumed_at: int | None = None) -> Any:
     """A Lightning logger for the run, with the resolved config attached; None for kind=none.
 
+    `resumed_at`: the update a resumed training starts from (its CSV history keeps the rows before it).
     W&B: `job_type` is train / eval / sweep; `run_id` continues an earlier run (a resumed training);
     the summaries keep the best value of each metric (min loss, max BLEU/chrF/ROUGE), and the run's
     id is written to `<save_dir>/wandb-run-id` so that a resumed training can continue it.
@@ -88,7 +89,7 @@ def make_logger(cfg: TrackingConfig, save_dir: Path, name: str, group: str, conf
     if cfg.kind == "none":
         return None
     if cfg.kind == "csv":
-        logger = metric_history(save_dir)
+        logger = metric_history(save_dir, resumed_at)
         logger.log_hyperparams(scrub(config))
         return logger
     import wandb
@@ -132,12 +133,43 @@ def log_predictions(logger: Any, records: list[dict[str, Any]], key: str = "pred
     logger.log_table(key=key, columns=columns, data=rows)
 
 
-def metric_history(save_dir: Path) -> Any:
+def metric_history(save_dir: Path, resumed_at: int | None = None) -> Any:
     """The run's metric history as `<save_dir>/csv/metrics.csv`, written next to W&B too, so that the
-    local report can draw training curves with W&B offline or off (tracking.results.read_curves)."""
-    from lightning.pytorch.loggers import CSVLogger
+    local report can draw training curves with W&B offline or off (tracking.results.read_curves).
 
-    return CSVLogger(save_dir=str(save_dir), name=CSV_DIR, version="")
+    A training resumed from a checkpoint at update `resumed_at` keeps the rows logged before it (Lightning's
+    CSVLogger would delete the file) and drops later ones, which the resumed training logs again."""
+    from lightning.pytorch.loggers import CSVLogger
+    from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+
+    class ResumedWriter(ExperimentWriter):
+        def __init__(self, log_dir: str) -> None:
+            kept = earlier_rows(Path(log_dir) / self.NAME_METRICS_FILE, resumed_at)
+            super().__init__(log_dir)  # deletes the file; its earlier rows are written again with the next save
+            self.metrics = kept
+
+    class ResumedCSVLogger(CSVLogger):
+        @property
+        def experiment(self) -> Any:
+            if self._experiment is None:
+                Path(self.root_dir).mkdir(parents=True, exist_ok=True)
+                self._experiment = ResumedWriter(log_dir=self.log_dir)
+            return self._experiment
+
+    cls = CSVLogger if resumed_at is None else ResumedCSVLogger
+    return cls(save_dir=str(save_dir), name=CSV_DIR, version="")
+
+
+def earlier_rows(metrics_csv: Path, before_step: int | None) -> list[dict[str, Any]]:
+    """The rows of a CSVLogger file logged before update `before_step` (Lightning logs update n as step
+    n - 1), without empty cells; none for a fresh run."""
+    import csv
+
+    if before_step is None or not metrics_csv.is_file():
+        return []
+    with metrics_csv.open(newline="") as f:
+        return [{k: v for k, v in row.items() if v != ""} for row in csv.DictReader(f)
+                if int(row["step"]) < before_step]
 
 
 def finish() -> None:

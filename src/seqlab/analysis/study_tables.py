@@ -1,0 +1,159 @@
+"""The architecture study's tables and figures, from its archive alone (seqlab.analysis.study).
+
+A decoded question: one row per variant (mean +- sd over seeds and each seed's BLEU) and one per
+comparison (the seed-level permutation p and the per-seed paired bootstrap on the test set). The depth
+question is judged on training alone, by the rule fixed before its runs (`depth_fails`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from seqlab.analysis.compare import METRICS, System, compare
+from seqlab.analysis.study import CURVE_TOLERANCE, DESCRIBE, DIVERGED, QUESTIONS, Record, curve_budget
+from seqlab.metrics import keys as K
+from seqlab.metrics.seeds import compare as compare_seeds
+from seqlab.metrics.seeds import pooled_sd, summarize
+
+Runs = dict[tuple[str, int], Record]
+DEPTH_SD_FACTOR = 3.0  # post-LN "fails" above pre-LN's final validation loss by more than this x pooled seed sd
+
+
+def question_table(question: str, runs: Runs, refs: list[str]) -> tuple[str, dict[str, Any]]:
+    """The markdown table of one decoded question and its numbers."""
+    q = QUESTIONS[question]
+    seeds = {v: sorted(s for (vv, s) in runs if vv == v) for v in q.variants}
+    present = [v for v in q.variants if seeds[v]]
+    lines = [f"**{q.title}**", "",
+             "| variant | params | seeds | val loss | BLEU (per seed) | chrF | ROUGE-L |",
+             "|---|---|---|---|---|---|---|"]
+    data: dict[str, Any] = {"variants": {}, "comparisons": []}
+    for v in present:
+        rs = [runs[(v, s)] for s in seeds[v]]
+        val = summarize({r.seed: r.final_val_loss for r in rs})
+        by_metric = {m: summarize({r.seed: r.metrics[m] for r in rs}) for m in (K.BLEU, K.CHRF, K.ROUGEL)}
+        bleu_values = ", ".join(f"{x:.2f}" for x in by_metric[K.BLEU].values.values())
+        lines.append(f"| {v} ({DESCRIBE.get(v, v)}) | {rs[0].params / 1e6:.2f}M | {len(rs)} | "
+                     f"{val.mean:.3f} ± {val.sd:.3f} | {by_metric[K.BLEU].mean:.2f} ± {by_metric[K.BLEU].sd:.2f} "
+                     f"({bleu_values}) | {by_metric[K.CHRF].mean:.2f} ± {by_metric[K.CHRF].sd:.2f} | "
+                     f"{by_metric[K.ROUGEL].mean:.2f} ± {by_metric[K.ROUGEL].sd:.2f} |")
+        data["variants"][v] = {"params": rs[0].params, "val_loss": val.to_dict(),
+                               **{m: s.to_dict() for m, s in by_metric.items()}}
+    if q.pairs:
+        lines += ["", "| comparison | Δ val loss | Δ BLEU | > seed spread | p (seeds, permutation) | "
+                  "p (test set, paired bootstrap per seed) | Δ params |", "|---|---|---|---|---|---|---|"]
+    for ref, other in q.pairs:
+        common = sorted(set(seeds.get(ref, [])) & set(seeds.get(other, [])))
+        if not common:
+            continue
+        row, entry = comparison_row(ref, other, common, runs, refs)
+        lines.append(row)
+        data["comparisons"].append(entry)
+    return "\n".join(lines), data
+
+
+def comparison_row(ref: str, other: str, common: list[int], runs: Runs, refs: list[str]) -> tuple[str, dict]:
+    """One comparison: seed-level tests of BLEU and validation loss, and each seed's paired test set tests."""
+    systems = [System(f"{v}-seed{s}", runs[(v, s)].hypotheses, [refs], origin=f"{v}-seed{s}", variant=v,
+                      seed=s, group_label=v) for v in (ref, other) for s in common]
+    report = compare(systems, n_ar=1000)
+    p_test = {c.system: c.p_bootstrap for c in report.comparisons if c.metric == K.BLEU}
+    bleu = compare_seeds(summarize({s: runs[(ref, s)].metrics[K.BLEU] for s in common}),
+                         summarize({s: runs[(other, s)].metrics[K.BLEU] for s in common}))
+    val = compare_seeds(summarize({s: runs[(ref, s)].final_val_loss for s in common}),
+                        summarize({s: runs[(other, s)].final_val_loss for s in common}))
+    per_seed = ", ".join(f"{p_test[f'{other}-seed{s}']:.3f}" for s in common)
+    d_params = runs[(other, common[0])].params - runs[(ref, common[0])].params
+    row = (f"| {other} − {ref} | {val.delta:+.3f}{' (> spread)' if val.exceeds_spread else ''} | "
+           f"{bleu.delta:+.2f} | {'yes' if bleu.exceeds_spread else 'no'} | {bleu.p_permutation:.2f} | "
+           f"{per_seed} | {d_params / 1e6:+.2f}M |")
+    entry = {"reference": ref, "variant": other, "seeds": common, "bleu": bleu.to_dict(),
+             "val_loss": val.to_dict(), "p_test_bleu": p_test, "delta_params": d_params,
+             "tests": [{"base": c.base, "system": c.system, "metric": c.metric, "delta": c.delta,
+                        "p_bootstrap": c.p_bootstrap, "p_ar": c.p_ar}
+                       for c in report.comparisons if c.metric in METRICS]}
+    return row, entry
+
+
+def depth_fails(post: list[Record], pre: list[Record]) -> tuple[bool, str]:
+    """The rule fixed before the depth runs: post-LN fails if any seed diverged (a non-finite loss), or if
+    its mean final validation loss exceeds pre-LN's by more than DEPTH_SD_FACTOR x the pooled seed sd."""
+    diverged = [r.seed for r in post if r.status == DIVERGED]
+    if diverged:
+        return True, f"diverged (seeds {diverged})"
+    finite_pre = [r for r in pre if r.status != DIVERGED]
+    if not finite_pre:
+        return False, "pre-LN diverged too: no reference"
+    a = summarize({r.seed: r.final_val_loss for r in finite_pre})
+    b = summarize({r.seed: r.final_val_loss for r in post})
+    margin = DEPTH_SD_FACTOR * pooled_sd(a, b)
+    gap = b.mean - a.mean
+    return gap > margin, f"{gap:+.3f} vs {DEPTH_SD_FACTOR:g} x sd = {margin:.3f}"
+
+
+def depth_table(runs: Runs) -> tuple[str, dict[str, Any]]:
+    """Final validation loss per depth variant and the failure rule for each post-LN / pre-LN pair."""
+    q = QUESTIONS["depth"]
+    lines = [f"**{q.title}**", "", "| variant | seeds | final val loss (per seed) | diverged |", "|---|---|---|---|"]
+    data: dict[str, Any] = {"variants": {}, "comparisons": []}
+    by_variant = {v: [runs[k] for k in sorted(runs) if k[0] == v] for v in q.variants}
+    for v, rs in by_variant.items():
+        if not rs:
+            continue
+        finite = [r.final_val_loss for r in rs if r.status != DIVERGED]
+        mean = sum(finite) / len(finite) if finite else math.nan
+        per_seed = ", ".join("diverged" if r.status == DIVERGED else f"{r.final_val_loss:.3f}" for r in rs)
+        lines.append(f"| {v} | {len(rs)} | {mean:.3f} ({per_seed}) | {sum(r.status == DIVERGED for r in rs)} |")
+        data["variants"][v] = {"seeds": [r.seed for r in rs], "final_val_loss": [r.final_val_loss for r in rs],
+                               "status": [r.status for r in rs]}
+    lines += ["", "| post-LN vs pre-LN | post-LN fails? | why |", "|---|---|---|"]
+    for pre, post in q.pairs:
+        if by_variant.get(pre) and by_variant.get(post):
+            fails, why = depth_fails(by_variant[post], by_variant[pre])
+            lines.append(f"| {post} vs {pre} | {'yes' if fails else 'no'} | {why} |")
+            data["comparisons"].append({"pre": pre, "post": post, "fails": fails, "why": why})
+    return "\n".join(lines), data
+
+
+def curve_table(runs: Runs) -> tuple[str, dict[str, Any]]:
+    """The curve run's validation losses and the budget they choose."""
+    rs = [r for (v, _), r in sorted(runs.items()) if v == "curve"]
+    if not rs:
+        return "", {}
+    curve = rs[0].val_curve
+    budget = curve_budget(curve)
+    lowest = min(loss for _, loss in curve)
+    lines = [f"**{QUESTIONS['curve'].title}**", "",
+             f"| update | val loss | within {CURVE_TOLERANCE} of the lowest |", "|---|---|---|"]
+    lines += [f"| {s:,} | {loss:.3f} | {'yes' if loss <= lowest + CURVE_TOLERANCE else ''}"
+              f"{' ← budget' if s == budget else ''} |" for s, loss in curve]
+    return "\n".join(lines), {"curve": curve, "lowest": lowest, "budget": budget}
+
+
+def val_curves_png(runs: Runs, out: Path) -> Path:
+    """Validation loss against steps, mean over seeds per variant (shaded: min to max over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for v in sorted({v for v, _ in runs}):
+        curves = [runs[k].val_curve for k in sorted(runs) if k[0] == v and runs[k].val_curve]
+        if not curves:
+            continue
+        steps = [s for s, _ in curves[0]]
+        if not all([s for s, _ in c] == steps for c in curves):
+            continue
+        losses = list(zip(*[[loss for _, loss in c] for c in curves], strict=True))
+        ax.plot(steps, [sum(x) / len(x) for x in losses], marker="o", ms=3, label=f"{v} ({len(curves)} seeds)")
+        ax.fill_between(steps, [min(x) for x in losses], [max(x) for x in losses], alpha=0.15)
+    ax.set_xlabel("step")
+    ax.set_ylabel("validation loss (label-smoothed)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out

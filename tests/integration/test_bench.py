@@ -95,3 +95,14 @@ def test_train_speed_times_the_corpus_batches_of_a_checkpoint(smoke_checkpoint):
     rates, faults = line.split("tokens/s per 1 steps: ")[1].split("; page faults per step: ")
     assert len(rates.split(" / ")) == len(faults.split(" / ")) == 3
     assert all(float(r.replace(",", "")) > 0 for r in rates.split(" / "))
+
+
+def test_bench_times_every_position_scheme_beside_sinusoidal():
+    from dataclasses import replace
+
+    r = run_bench(replace(TINY, decode=False, train_repeats=1, decode_repeats=1), ckpt=None, scaling=False,
+                  positions=True)
+    assert set(r["positions"]) == {"sinusoidal", "learned", "rope", "alibi", "t5", "none"}
+    assert all(row["train_step_s"] > 0 and row["beam_s"] > 0 for row in r["positions"].values())
+    assert r["positions"]["sinusoidal"]["train_x_sinusoidal"] == 1.0
+    assert "positions=t5" in bench_table(r)

@@ -23,6 +23,9 @@ VARIANTS = [
     {}, {"norm_position": "pre"}, {"norm_position": "pre", "final_norm": False}, {"positions": "learned"},
     {"tie_embeddings": "none"}, {"tie_embeddings": "decoder"}, {"scale_embedding": False}, {"activation": "gelu"},
     {"activation": "silu"}, {"layernorm_embedding": True}, {"output_bias": True},
+    {"positions": "rope"}, {"positions": "rope", "norm_position": "pre", "rope_dim": 4, "rope_base": 500.0},
+    {"positions": "t5"}, {"positions": "t5", "norm_position": "pre", "t5_buckets": 8, "t5_max_distance": 12},
+    {"positions": "none"},
 ]
 
 
@@ -79,6 +82,8 @@ def test_what_ctranslate2_cannot_express_is_refused_before_writing(tmp_path):
         export_ctranslate2(random_model(copy_attention=True), Pieces(), out)
     with pytest.raises(InteropError, match="model.final_norm=true with model.norm_position=post"):
         export_ctranslate2(random_model(final_norm=True), Pieces(), out)
+    with pytest.raises(InteropError, match="model.positions=alibi: CTranslate2 has ALiBi in decoders only"):
+        export_ctranslate2(random_model(positions="alibi"), Pieces(), out)
     with pytest.raises(InteropError, match="quantization='int3'"):
         export_ctranslate2(random_model(), Pieces(), out, quantization="int3")
     assert not out.exists() and list(tmp_path.iterdir()) == []

@@ -75,3 +75,33 @@ def test_beam_trace_shows_the_search_that_generate_runs():
     finished = [n for n in nodes if n.fate == "finished" and n.step == best_len]
     assert any(abs(n.score / best_len ** cfg.length_penalty - float(out.scores[0, 0])) < 1e-4 for n in finished)
     assert len(beam_tree_png(nodes)) > 1000
+
+
+def test_relative_schemes_record_their_weights_and_show_their_bias():
+    """Recorded weights include the position bias (they are what the layers used: the outputs equal the plain
+    forward's, rows sum to 1, padding and later keys get none); the page draws ALiBi's and T5's bias per stack."""
+    from seqlab.inference.inspection import AttentionMaps, inspect_page, position_bias
+    from seqlab.model import ModelConfig, Seq2SeqTransformer
+
+    g = torch.Generator().manual_seed(3)
+    src, pad, tgt = toy_batch(g, 3, 40)
+    for scheme in ("rope", "alibi", "t5"):
+        torch.manual_seed(0)
+        model = Seq2SeqTransformer(ModelConfig(src_vocab_size=40, d_model=16, n_heads=4, encoder_layers=2,
+                                               decoder_layers=2, d_ff=32, dropout=0.0, positions=scheme)).eval()
+        with torch.no_grad(), record_attention(model) as found:
+            model(src, pad, tgt)
+        for w in found["encoder"]:
+            assert torch.allclose(w.sum(-1), torch.ones_like(w.sum(-1)), atol=1e-5)
+            assert (w.masked_select(pad[:, None, None, :].expand_as(w)) == 0).all()
+        assert all((w.triu(diagonal=1) == 0).all() for w in found["decoder_self"])
+        bias = position_bias(model, 5, 4)
+        if scheme == "rope":
+            assert bias is None
+            continue
+        assert bias["encoder"].shape == (4, 5, 5) and torch.isinf(bias["decoder_self"][:, 0, 1]).all()
+        maps = AttentionMaps([f"s{i}" for i in range(5)], [f"t{i}" for i in range(4)],
+                             {"encoder": [], "decoder_self": [], "cross": [torch.rand(4, 4, 5)]}, scheme, bias)
+        page = inspect_page(maps, [], "a model")
+        assert f"positions: {scheme}" in page and "encoder position bias" in page
+        assert "decoder self position bias" in page

@@ -124,8 +124,12 @@ def test_variants_marian_cannot_express_are_refused():
 
     cfg = ModelConfig(src_vocab_size=40, d_model=16, n_heads=4, tie_embeddings="all", copy_attention=True,
                       norm_position="pre")
-    with pytest.raises(InteropError, match="norm_position must be post.*copy_attention must be off"):
+    with pytest.raises(InteropError, match=r"model.norm_position=pre \(Marian is post-LN\).*copy_attention must be"):
         to_hf(Seq2SeqTransformer(cfg))
+    for scheme in ("rope", "alibi", "t5", "none", "learned"):
+        relative = ModelConfig(src_vocab_size=40, d_model=16, n_heads=4, positions=scheme)
+        with pytest.raises(InteropError, match=f"model.positions={scheme} "):
+            to_hf(Seq2SeqTransformer(relative))
 
 
 @pytest.mark.parametrize("num_beams", [1, 4])

@@ -81,3 +81,23 @@ def test_repetition_counts_hypotheses_with_a_repeated_ngram():
     # no 4-gram occurs twice in any of them.
     assert repetition(hyps) == {K.REPEATED_3GRAM: 60.0, K.REPEATED_4GRAM: 0.0}
     assert repetition(["x y z w x y z w"])[K.REPEATED_4GRAM] == 100.0
+
+
+def test_length_buckets_score_each_bucket_as_its_own_corpus():
+    """BLEU and chrF of a bucket are sacreBLEU's corpus scores of that bucket's examples alone; shares are
+    the % of examples per bucket; an empty bucket has no scores."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    from seqlab.metrics import by_source_length
+    from seqlab.metrics import keys as K
+
+    hyps = ["the cat sat on the mat", "a dog ran", "it is raining today", "birds fly south in winter", "yes"]
+    refs = ["the cat sat on a mat", "the dog ran", "it rains today", "birds fly south for the winter", "no"]
+    lengths = [3, 16, 17, 40, 30]  # buckets: <=16, <=16, 17-32, 33-64, 17-32
+    out = by_source_length(hyps, refs, lengths)
+    assert [out[K.bucket(K.SHARE, label)] for label, _, _ in K.LENGTH_BUCKETS] == [40.0, 40.0, 20.0, 0.0]
+    for label, members in (("src_le16", [0, 1]), ("src_17_32", [2, 4]), ("src_33_64", [3])):
+        sub_h, sub_r = [hyps[i] for i in members], [[refs[i] for i in members]]
+        assert out[K.bucket(K.BLEU, label)] == BLEU().corpus_score(sub_h, sub_r).score
+        assert out[K.bucket(K.CHRF, label)] == CHRF().corpus_score(sub_h, sub_r).score
+    assert K.bucket(K.BLEU, "src_gt64") not in out

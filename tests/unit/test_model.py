@@ -14,6 +14,7 @@ from seqlab.model.params import analytic_counts, count_parameters
 
 VARIANTS = list(itertools.product(["pre", "post"], ["sinusoidal", "learned"], ["none", "decoder", "all"],
                                   [True, False]))
+VARIANTS += list(itertools.product(["pre", "post"], ["rope", "alibi", "t5", "none"], ["decoder"], [True]))
 
 
 def tiny(norm="post", positions="sinusoidal", tie="decoder", scale=True, **kw) -> ModelConfig:
@@ -121,7 +122,8 @@ def test_causality(norm):
             assert (out[:, t:] - base[:, t:]).abs().max() > 0
 
 
-@pytest.mark.parametrize(("norm", "positions"), [("pre", "learned"), ("post", "sinusoidal")])
+@pytest.mark.parametrize(("norm", "positions"), [("pre", "learned"), ("post", "sinusoidal"), ("pre", "rope"),
+                                               ("post", "alibi"), ("pre", "t5"), ("post", "none")])
 def test_padding_leaves_real_positions_unchanged(norm, positions):
     cfg = tiny(norm, positions)
     model = Seq2SeqTransformer(cfg).eval()

@@ -101,3 +101,27 @@ def test_int8_activations_use_8_bits_only_where_products_cannot_saturate():
     full, seven = (Int8Linear(quantized, reduce_range=r)(x) for r in (False, True))
     assert (full - exact).abs().max() < 0.01 * exact.abs().max()  # no saturation
     assert (full - exact).abs().max() < (seven - exact).abs().max()
+
+
+@pytest.mark.parametrize("positions", ["rope", "alibi", "t5", "none"])
+def test_cpu_forms_decode_relative_positions(positions):
+    """The oneDNN and int8 forms swap linear layers only, so every position scheme decodes through them:
+    oneDNN gives seqlab's beam (fp32 rounding apart), int8 a search of its own on the same positions."""
+    from seqlab.model import ModelConfig, Seq2SeqTransformer
+    from seqlab.model.quantize import dynamic_int8
+
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(ModelConfig(src_vocab_size=40, d_model=32, n_heads=4, encoder_layers=2,
+                                           decoder_layers=2, d_ff=64, dropout=0.0, positions=positions)).eval()
+    with torch.no_grad():
+        model.output.weight.mul_(3.0)  # peaked distributions: no near-ties for rounding to break
+    src, pad, *_ = toy_batch(torch.Generator().manual_seed(1), 8, 40)
+    cfg = DecodingConfig(method="beam", num_beams=4, max_length=8)
+    with torch.no_grad():
+        ours = generate(model, src, pad, cfg)
+        if onednn_available():
+            packed = generate(onednn_linears(model), src, pad, cfg)
+            assert torch.equal(ours.sequences, packed.sequences)
+            torch.testing.assert_close(ours.scores, packed.scores, rtol=1e-5, atol=1e-5)
+        int8 = generate(dynamic_int8(model), src, pad, cfg)
+    assert int8.sequences.shape[:2] == ours.sequences.shape[:2] and torch.isfinite(int8.scores).all()

@@ -258,3 +258,24 @@ def test_the_grid_is_every_combination_each_decoded_twice(tmp_path):
     assert all(len(r.evaluations) == 2 and r.evaluations[1].overrides[0] == "decoding=beam" for r in runs)
     assert {o for r in runs for o in r.train if o.startswith("model.tie_embeddings=")} == {
         f"model.tie_embeddings={v}" for v in GRID["model.tie_embeddings"]}
+
+
+def test_length_table_gives_each_buckets_bleu_over_seeds_and_skips_records_without_buckets() -> None:
+    from seqlab.analysis.study_tables import length_table
+    from seqlab.metrics import keys as K
+
+    def rec(variant: str, seed: int, with_buckets: bool = True) -> Record:
+        metrics = {K.BLEU: 30.0}
+        if with_buckets:
+            for i, (label, _, _) in enumerate(K.LENGTH_BUCKETS):
+                metrics[K.bucket(K.SHARE, label)] = 25.0
+                if label != "src_gt64":  # an empty bucket has its share and no scores
+                    metrics[K.bucket(K.BLEU, label)] = 40.0 - 10 * i + seed
+        return Record(variant, seed, "beam5", metrics, [], 0, 0, {})
+
+    text, data = length_table({"baseline": [rec("baseline", s) for s in range(3)],
+                               "rope_positions": [rec("rope_positions", s) for s in range(3)]})
+    assert "| <= 16 (25%) | 17-32 (25%) | 33-64 (25%) | > 64 (25%) |" in text
+    assert data["baseline"]["src_17_32"]["mean"] == pytest.approx(31.0) and "src_gt64" not in data["baseline"]
+    assert "| rope_positions | 41.00 ± 1.00 | 31.00 ± 1.00 | 21.00 ± 1.00 | – |" in text
+    assert length_table({"baseline": [rec("baseline", 0, with_buckets=False)]}) == ("", {})

@@ -56,6 +56,9 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "tie_none": ("model.tie_embeddings=none",),
     "tie_decoder": ("model.tie_embeddings=decoder",),
     "learned_positions": ("model.positions=learned",),
+    "rope_positions": ("model.positions=rope",),
+    "alibi_positions": ("model.positions=alibi",),
+    "t5_positions": ("model.positions=t5",),
     # the trained recipe's budget comes from this run's validation curve (curve_budget)
     "curve": ("trainer.max_steps=6300",),
 }
@@ -87,6 +90,12 @@ QUESTIONS: dict[str, Question] = {
                           [("baseline", "learned_positions")]),
     "curve": Question("The baseline's validation curve to 6,300 updates (chooses the trained budget)", ["curve"],
                       [], recipes=("trained",)),
+    # relative positions queue after the design questions: `seqlab study relative_positions --recipe trained`
+    "relative_positions": Question("Sinusoidal vs relative positions (RoPE, ALiBi, T5's bias)",
+                                   ["baseline", "learned_positions", "rope_positions", "alibi_positions",
+                                    "t5_positions"],
+                                   [("baseline", v) for v in ("rope_positions", "alibi_positions", "t5_positions")],
+                                   recipes=("trained",)),
     "depth": Question("6+6 layers, 1,000 updates: does post-LN need warm-up where pre-LN does not?",
                       [v for v in VARIANTS if v.startswith("deep_")],
                       [(f"deep_pre_{w}_lr{lr}", f"deep_post_{w}_lr{lr}") for w in ("warmup", "nowarmup")
@@ -97,6 +106,7 @@ DESCRIBE = {
     "baseline": "post-LN, warm-up, sinusoidal, tie all", "post_nowarmup": "post-LN, no warm-up",
     "pre": "pre-LN, warm-up", "pre_nowarmup": "pre-LN, no warm-up", "tie_decoder": "tie decoder in/out only",
     "tie_none": "no tying", "learned_positions": "learned positions", "curve": "baseline, 6,300 updates",
+    "rope_positions": "RoPE", "alibi_positions": "ALiBi (symmetric in the encoder)", "t5_positions": "T5 bias",
 }
 # the grid (`seqlab study --grid`, `make sweep-arch`): every combination of these
 GRID: dict[str, tuple[str, ...]] = {"model.norm_position": ("pre", "post"),

@@ -51,6 +51,41 @@ def question_table(question: str, runs: Runs, refs: list[str]) -> tuple[str, dic
         row, entry = comparison_row(ref, other, common, runs, refs)
         lines.append(row)
         data["comparisons"].append(entry)
+    if question in LENGTH_QUESTIONS:
+        table, data["by_length"] = length_table({v: [runs[(v, s)] for s in seeds[v]] for v in present})
+        lines += ["", table] if table else []
+    return "\n".join(lines), data
+
+
+LENGTH_QUESTIONS = ("positions", "relative_positions")  # where schemes are said to differ: long sentences
+
+
+def length_table(by_variant: dict[str, list[Record]]) -> tuple[str, dict[str, Any]]:
+    """BLEU per source-length bucket (subword tokens), mean +- sd over seeds, with each bucket's share of the
+    test set; empty when the records predate the buckets."""
+    labels = [label for label, _, _ in K.LENGTH_BUCKETS]
+    first = next((rs[0] for rs in by_variant.values() if rs), None)
+    if first is None or K.bucket(K.SHARE, labels[0]) not in first.metrics:
+        return "", {}
+    names = {label: f"{low}-{high}" if high else f"> {low - 1}" for label, low, high in K.LENGTH_BUCKETS}
+    names[labels[0]] = f"<= {K.LENGTH_BUCKETS[0][2]}"
+    shares = " | ".join(f"{names[b]} ({first.metrics[K.bucket(K.SHARE, b)]:.0f}%)" for b in labels)
+    lines = ["BLEU by source length in subword tokens (share of the test set), mean ± sd over seeds", "",
+             f"| variant | {shares} |", "|---" * (len(labels) + 1) + "|"]
+    data: dict[str, Any] = {}
+    for v, rs in by_variant.items():
+        if any(K.bucket(K.SHARE, labels[0]) not in r.metrics for r in rs):
+            continue
+        cells, data[v] = [], {}
+        for b in labels:
+            values = {r.seed: r.metrics[K.bucket(K.BLEU, b)] for r in rs if K.bucket(K.BLEU, b) in r.metrics}
+            if not values:
+                cells.append("–")
+                continue
+            s = summarize(values)
+            cells.append(f"{s.mean:.2f} ± {s.sd:.2f}")
+            data[v][b] = s.to_dict()
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
     return "\n".join(lines), data
 
 

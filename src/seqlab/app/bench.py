@@ -1,6 +1,6 @@
 """`make bench`: seqlab against Hugging Face MarianMTModel, same shapes, batches and precision.
 
-seqlab bench [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [bench.batch=64 ...]
+seqlab bench [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [positions=true] [bench.batch=64 ...]
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from seqlab.model.quantize import dynamic_int8
 log = logging.getLogger("seqlab.bench")
 
 
-def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool) -> dict[str, Any]:
+def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool = False) -> dict[str, Any]:
     device = resolve_device("bench", cfg.device)  # a bad value fails before anything is built
     keep_freed_memory()
     torch.manual_seed(cfg.seed)
@@ -73,12 +73,15 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool) -> dict[str, An
     result["train_flops_per_step"] = train_flops(model_cfg, cfg.batch, cfg.seq_len, cfg.seq_len)
     for precision, tag in (("32", "fp32"), ("bf16-mixed", "bf16")):
         result.update(train_comparison(cfg, model, batches, precision, tag, result["train_flops_per_step"]))
-    if cfg.decode or scaling:
+    src = pad = None
+    if cfg.decode or scaling or positions:
         src, pad = decode_sources(cfg, g, tokenizer, texts, device)
     if cfg.decode:
         result.update(decode_comparison(cfg, model, src, pad))
     if scaling:
         result["scaling"] = scaling_table(cfg, model, src, pad)
+    if positions:
+        result["positions"] = positions_table(cfg, device, src, pad)
     return result
 
 
@@ -239,6 +242,32 @@ def scaling_table(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor
     return table
 
 
+POSITION_SCHEMES = ("sinusoidal", "learned", "rope", "alibi", "t5", "none")
+
+
+def positions_table(cfg: BenchConfig, device: torch.device | str, src: torch.Tensor, pad: torch.Tensor
+                    ) -> dict[str, Any]:
+    """seqlab alone, one model shape per position scheme: a bf16-mixed training step (the recipe's
+    precision) and fp32 beam search, each against sinusoidal positions timed in the same run."""
+    g = torch.Generator().manual_seed(cfg.seed + 2)
+    batches = [random_batch(cfg, g, device=device) for _ in range(cfg.warmup_steps + cfg.train_steps)]
+    table: dict[str, Any] = {}
+    for scheme in POSITION_SCHEMES:
+        torch.manual_seed(cfg.seed)
+        m = Seq2SeqTransformer(cfg.model_config(positions=scheme)).to(device)
+        r = train_throughput(m, seqlab_train_step(m, cfg.label_smoothing), batches, "bf16-mixed", cfg.warmup_steps)
+        m.eval()
+        seconds = min(seqlab_decode(m, src, pad, cfg.num_beams, cfg.max_new_tokens, memory=False)[1]
+                      for _ in range(cfg.decode_repeats))
+        table[scheme] = {"train_step_s": r["step_s"], "beam_s": seconds}
+        log.info("positions=%s: train step %.3fs, beam %d %.2fs", scheme, r["step_s"], cfg.num_beams, seconds)
+    base = table["sinusoidal"]
+    for row in table.values():
+        row["train_x_sinusoidal"] = base["train_step_s"] / row["train_step_s"]
+        row["beam_x_sinusoidal"] = base["beam_s"] / row["beam_s"]
+    return table
+
+
 def bench_table(r: dict[str, Any]) -> str:
     where = r["cpu"] if r["device"] == "cpu" else f"{r['device']} (host: {r['cpu']})"
     lines = [f"{where}; threads {r['threads']}; torch {r['torch']}; "
@@ -283,13 +312,16 @@ def bench_table(r: dict[str, Any]) -> str:
                  f"train GFLOP/step {r['train_flops_per_step'] / 1e9:.1f}; "
                  f"matmul peak fp32 {r['train_fp32']['matmul_peak_flops'] / 1e9:.0f} GFLOP/s, "
                  f"bf16 {r['train_bf16']['matmul_peak_flops'] / 1e9:.0f} GFLOP/s")
+    for scheme, row in (r.get("positions") or {}).items():
+        lines.append(f"{'positions=' + scheme:<28}train {row['train_x_sinusoidal']:.2f}x, "
+                     f"beam {row['beam_x_sinusoidal']:.2f}x sinusoidal's speed")
     return "\n".join(lines)
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="bench")
 def main(cfg: DictConfig) -> None:
     bench = typed(BenchConfig, plain(cfg.bench), "bench")
-    result = run_bench(bench, cfg.ckpt, cfg.scaling)
+    result = run_bench(bench, cfg.ckpt, cfg.scaling, cfg.positions)
     out = Path(cfg.out)
     atomic_write_text(out, json.dumps(result, indent=2, default=str))
     print(bench_table(result))

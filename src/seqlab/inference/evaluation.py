@@ -21,6 +21,7 @@ from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate, precision_context, precision_label, score
 from seqlab.decoding.mbr import MBRChoice, choose, ranked_distinct
 from seqlab.metrics import (
+    by_source_length,
     corpus_distinct,
     intervals,
     logprob_summary,
@@ -199,6 +200,8 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     metrics: dict[str, Any] = {"n_examples": len(records), "n_truncated_sources": truncated}
     metrics["n_references"] = len(streams)
     metrics.update(sacrebleu_scores(hyps_text, streams))
+    eos = model.cfg.eos_id
+    metrics.update(by_source_length(hyps_text, streams, [len(s) - (bool(s) and s[-1] == eos) for s in src_ids]))
     metrics.update(rouge_scores(hyps_text, streams))
     if settings.n_bootstrap > 1:
         for name, interval in intervals(hyps_text, streams, settings.ci_seed, settings.n_bootstrap).items():

@@ -35,6 +35,11 @@ from seqlab.tracking.decoding_sections import candidates_table
 from seqlab.tracking.figures import figure_png
 
 KINDS = ("encoder", "decoder_self", "cross")
+POSITION_NOTES = {  # what the page says of each scheme (docs/positions.md)
+    "sinusoidal": "a fixed table added to the embeddings", "learned": "a learned table added to the embeddings",
+    "rope": "queries and keys rotated by their positions in every self-attention",
+    "alibi": "a fixed linear bias on self-attention logits, shown below",
+    "t5": "a learned bucketed bias on self-attention logits, shown below", "none": "no position information"}
 
 
 @dataclass
@@ -44,6 +49,8 @@ class AttentionMaps:
     src_pieces: list[str]
     tgt_pieces: list[str]  # the decoder inputs: <s> then the target tokens
     weights: dict[str, list[Tensor]]  # kind -> per layer (H, T_query, T_key)
+    positions: str = "sinusoidal"  # the model's position scheme
+    position_bias: dict[str, Tensor] | None = None  # ALiBi / T5: stack -> (H, T_query, T_key), all its layers add
 
     def alignment(self) -> Tensor:
         """(T, S) cross-attention averaged over heads and layers."""
@@ -93,7 +100,22 @@ def attention_maps(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str,
         model(src, pad, tgt_in)
     weights = {kind: [w[0] for w in found[kind]] for kind in KINDS}
     return AttentionMaps(pieces(tokenizer, src[0].tolist(), "src"), pieces(tokenizer, tgt_in[0].tolist(), "tgt"),
-                         weights)
+                         weights, model.cfg.positions, position_bias(model, src.shape[1], tgt_in.shape[1]))
+
+
+def position_bias(model: Seq2SeqTransformer, src_len: int, tgt_len: int) -> dict[str, Tensor] | None:
+    """The logit bias a relative scheme adds in each stack's self-attention (ALiBi, T5), (H, T, T) per stack
+    (the decoder's with later keys at -inf, as its mask has them); None for schemes without one."""
+    stacks = {"encoder": (model.encoder_positions, src_len), "decoder_self": (model.decoder_positions, tgt_len)}
+    out = {}
+    for kind, (module, n) in stacks.items():
+        bias = None if module is None else module(0, n, n).bias
+        if bias is None:
+            return None
+        if kind == "decoder_self":
+            bias = bias.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+        out[kind] = bias[0].detach().float()
+    return out
 
 
 @dataclass
@@ -220,8 +242,10 @@ def beam_tree_png(nodes: list[BeamNode]) -> str:
     return figure_png(fig, dpi=90)
 
 
-def heatmap_grid(weights: Tensor, queries: list[str], keys: list[str], title: str) -> str:
-    """One layer, (H, T, S): a row of heat maps, one per head, as a base64 PNG."""
+def heatmap_grid(weights: Tensor, queries: list[str], keys: list[str], title: str,
+                 value_range: tuple[float | None, float | None] = (0.0, 1.0)) -> str:
+    """One layer, (H, T, S): a row of heat maps, one per head, as a base64 PNG (`value_range`: the colour
+    scale; (None, None) fits it to the values)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -231,7 +255,7 @@ def heatmap_grid(weights: Tensor, queries: list[str], keys: list[str], title: st
     size = max(2.5, 0.22 * max(len(queries), len(keys)))
     fig, axes = plt.subplots(1, heads, figsize=(size * heads, size), squeeze=False)
     for h, ax in enumerate(axes[0]):
-        ax.imshow(weights[h].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.imshow(weights[h].numpy(), cmap="viridis", vmin=value_range[0], vmax=value_range[1], aspect="auto")
         ax.set_title(title if heads == 1 else f"{title}, head {h + 1}", fontsize=8)
         ax.set_xticks(range(len(keys)), keys, rotation=90, fontsize=6)
         ax.set_yticks(range(len(queries)), queries, fontsize=6)
@@ -263,9 +287,15 @@ def inspect_page(maps: AttentionMaps, steps: list[TraceStep], title: str,
     """The HTML page: attention grids per kind and layer, the alignment, the greedy trace, the beam tree."""
     keys = {"encoder": (maps.src_pieces, maps.src_pieces), "decoder_self": (maps.tgt_pieces, maps.tgt_pieces),
             "cross": (maps.tgt_pieces, maps.src_pieces)}
-    body = [f"<h1>{html.escape(title)}</h1>"]
+    body = [f"<h1>{html.escape(title)}</h1>", f"<p>positions: {html.escape(maps.positions)} "
+            f"({POSITION_NOTES.get(maps.positions, '')})</p>"]
     body.append("<h2>Alignment: cross-attention averaged over heads and layers</h2>"
                 f"<img src='data:image/png;base64,{alignment_png(maps)}'/>")
+    for kind, bias in (maps.position_bias or {}).items():
+        finite = bias[torch.isfinite(bias)]
+        scale = (float(finite.min()), float(finite.max())) if finite.numel() else (None, None)
+        body.append(f"<h2>{kind.replace('_', ' ')} position bias (added to every layer's logits)</h2>"
+                    f"<img src='data:image/png;base64,{heatmap_grid(bias, *keys[kind], 'bias', scale)}'/>")
     for kind in KINDS:
         for i, layer in enumerate(maps.weights[kind]):
             body.append(f"<h2>{kind.replace('_', ' ')} attention, layer {i + 1}</h2>"

@@ -3,7 +3,9 @@
 `ctranslate2` is an optional extra (`pip install seqlab[ct2]`), imported only here and only when
 called. Every variant the specification expresses is exported: pre/post-LN (pre-LN with or
 without its final norms), sinusoidal or learned positions (the table is written out, so
-CTranslate2 adds exactly seqlab's), tying none/decoder/all, scaled or unscaled embeddings, an
+CTranslate2 adds exactly seqlab's), rotary positions (`rotary_interleave=False`: seqlab's rotate-half
+layout), T5's relative bias (the stack's one table given to every layer, as CTranslate2's own T5
+converter does), no positions (a table of zeros), tying none/decoder/all, scaled or unscaled embeddings, an
 embedding LayerNorm, ReLU/GELU/SiLU, an output bias, the layer-norm epsilon, and the tokenizer's
 pieces and special tokens. What it cannot express (copy attention; a final norm after a post-LN
 stack) is refused before anything is written, naming the key.
@@ -44,6 +46,9 @@ def check_exportable(cfg: ModelConfig) -> None:
     if cfg.copy_attention:
         raise InteropError("model.copy_attention=true: CTranslate2's Transformer has no copy attention "
                            "(pointer-generator output); export a model trained with model.copy_attention=false")
+    if cfg.positions == "alibi":
+        raise InteropError("model.positions=alibi: CTranslate2 has ALiBi in decoders only, not in the encoder; "
+                           "export a model trained with model.positions=rope, t5, sinusoidal or learned")
     if cfg.norm_position == "post" and cfg.use_final_norm:
         raise InteropError("model.final_norm=true with model.norm_position=post: CTranslate2 has final norms "
                            "only for pre-LN stacks; use model.final_norm=null (none for post-LN)")
@@ -89,11 +94,21 @@ def _attention(spec: Any, attn: Any, norm: torch.nn.LayerNorm) -> None:
 def _embeddings(stack: Any, embedder: Any, cfg: ModelConfig, tokens: Any) -> None:
     tokens.weight = _array(embedder.tokens.weight)
     stack.scale_embeddings = cfg.scale_embedding
-    positions = embedder.positions
-    stack.position_encodings.encodings = _array(positions.table if cfg.positions == "sinusoidal"
-                                                else positions.weight)
+    if hasattr(stack, "position_encodings"):  # absolute positions; a relative scheme adds a table of zeros
+        positions = embedder.positions
+        table = {"sinusoidal": lambda: positions.table, "learned": lambda: positions.weight}.get(
+            cfg.positions, lambda: torch.zeros(cfg.max_positions, cfg.d_model))()
+        stack.position_encodings.encodings = _array(table)
     if embedder.norm is not None:
         _norm(stack.layernorm_embedding, embedder.norm)
+
+
+def _relative_bias(spec: Any, positions: Any, cfg: ModelConfig) -> None:
+    """T5's bias table (buckets, heads) of the stack, in every layer (CTranslate2 buckets bidirectionally in
+    the encoder and causally in the decoder, as seqlab does)."""
+    if cfg.positions == "t5":
+        spec.relative_attention_bias = _array(positions.bias.weight)
+        spec.relative_attention_max_distance = np.dtype("int32").type(cfg.relative_max_distance)
 
 
 def _ffn(spec: Any, layer: Any) -> None:
@@ -111,15 +126,20 @@ def to_spec(model: Seq2SeqTransformer, tokenizer: Tokenizer | None) -> Any:
     pre = cfg.norm_position == "pre"
     common = dict(pre_norm=pre, activation=getattr(common_spec.Activation, ACTIVATIONS[cfg.activation]),
                   layernorm_embedding=cfg.layernorm_embedding, no_final_norm=not cfg.use_final_norm)
+    if cfg.positions == "rope":
+        common.update(rotary_dim=cfg.rotary_dim, rotary_interleave=False, rotary_base=cfg.rotary_base)
+    common["relative_attention_bias"] = cfg.positions == "t5"
     encoder = transformer_spec.TransformerEncoderSpec(cfg.encoder_layers, cfg.n_heads, **common)
     decoder = transformer_spec.TransformerDecoderSpec(cfg.decoder_layers, cfg.n_heads, **common)
     _embeddings(encoder, model.src_embed, cfg, encoder.embeddings[0])
     _embeddings(decoder, model.tgt_embed, cfg, decoder.embeddings)
     for spec, layer in zip(encoder.layer, model.encoder_layers, strict=True):
         _attention(spec.self_attention, layer.self_attn, layer.self_attn_res.norm)
+        _relative_bias(spec.self_attention, model.encoder_positions, cfg)
         _ffn(spec.ffn, layer)
     for spec, layer in zip(decoder.layer, model.decoder_layers, strict=True):
         _attention(spec.self_attention, layer.self_attn, layer.self_attn_res.norm)
+        _relative_bias(spec.self_attention, model.decoder_positions, cfg)
         _attention(spec.attention, layer.cross_attn, layer.cross_attn_res.norm)
         _ffn(spec.ffn, layer)
     if cfg.use_final_norm:

@@ -116,11 +116,12 @@ def to_hf(model: Seq2SeqTransformer) -> Any:
 
     cfg = model.cfg
     problems = [msg for bad, msg in [
-        (cfg.norm_position != "post", "norm_position must be post"),
-        (cfg.positions != "sinusoidal", "positions must be sinusoidal"),
-        (cfg.layernorm_embedding, "layernorm_embedding must be off"),
-        (cfg.use_final_norm, "final_norm must be off"),
-        (cfg.copy_attention, "copy_attention must be off"),
+        (cfg.norm_position != "post", f"model.norm_position={cfg.norm_position} (Marian is post-LN)"),
+        (cfg.positions != "sinusoidal", f"model.positions={cfg.positions} (Marian adds sinusoidal positions to "
+                                        "the embeddings and has no relative positions)"),
+        (cfg.layernorm_embedding, "model.layernorm_embedding must be off"),
+        (cfg.use_final_norm, "model.final_norm must be off"),
+        (cfg.copy_attention, "model.copy_attention must be off"),
     ] if bad]
     if problems:
         raise InteropError("Marian cannot express this variant: " + "; ".join(problems))

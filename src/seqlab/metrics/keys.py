@@ -35,6 +35,15 @@ MBR_DISTINCT: Final = "mbr_distinct_candidates"  # mean distinct texts among a s
 SENTENCES_PER_S: Final = "decode_sentences_per_s"
 
 QUALITY: Final = (BLEU, CHRF, ROUGE1, ROUGE2, ROUGEL, ROUGELSUM)
+# source-length buckets in subword tokens (EOS not counted): (label, lowest, highest or None)
+LENGTH_BUCKETS: Final = (("src_le16", 1, 16), ("src_17_32", 17, 32), ("src_33_64", 33, 64), ("src_gt64", 65, None))
+SHARE: Final = "share"  # a length bucket's % of the test set
+
+
+def bucket(metric: str, label: str) -> str:
+    """The key of a metric on one source-length bucket, e.g. bleu_src_17_32 (share_src_17_32: its % of
+    the test set)."""
+    return f"{metric}_{label}"
 
 
 def ci(metric: str) -> str:

@@ -62,6 +62,23 @@ def sacrebleu_scores(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequenc
     }
 
 
+def by_source_length(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]],
+                     source_tokens: Sequence[int]) -> dict[str, float]:
+    """Corpus BLEU and chrF on each source-length bucket (K.LENGTH_BUCKETS, subword tokens), and each bucket's
+    share of the examples in %: whether a model holds up on the long sentences that training saw least.
+    An empty bucket has its share (0) and no scores."""
+    ref_streams = streams(refs)
+    out: dict[str, float] = {}
+    for label, low, high in K.LENGTH_BUCKETS:
+        idx = [i for i, n in enumerate(source_tokens) if n >= low and (high is None or n <= high)]
+        out[K.bucket(K.SHARE, label)] = 100.0 * len(idx) / max(len(hyps), 1)
+        if idx:
+            scores = sacrebleu_scores([hyps[i] for i in idx], [[stream[i] for i in idx] for stream in ref_streams])
+            out[K.bucket(K.BLEU, label)] = float(scores[K.BLEU])
+            out[K.bucket(K.CHRF, label)] = float(scores[K.CHRF])
+    return out
+
+
 def rouge_per_example(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]],
                       names: Sequence[str] = ROUGE_NAMES) -> dict[str, list[float]]:
     """F1 (x100) of each ROUGE variant for every example; the best reference when there are several."""

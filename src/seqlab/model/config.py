@@ -11,7 +11,8 @@ from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 __all__ = ["ConfigError", "ModelConfig", "check_choice", "check_types"]
 
 NormPosition = Literal["pre", "post"]
-Positions = Literal["sinusoidal", "learned"]
+Positions = Literal["sinusoidal", "learned", "rope", "alibi", "t5", "none"]
+ABSOLUTE_POSITIONS = ("sinusoidal", "learned")  # a table added to the embeddings; the others act in self-attention
 TieEmbeddings = Literal["none", "decoder", "all"]
 Activation = Literal["relu", "gelu", "silu"]
 AttentionKernel = Literal["auto", "sdpa", "math"]
@@ -42,7 +43,15 @@ class ModelConfig:
     activation: Activation = "relu"
     max_positions: int = 1024
     norm_position: NormPosition = "post"
+    # sinusoidal | learned: a table added to the embeddings; rope | alibi | t5: relative, inside every
+    # self-attention (never cross-attention); none (model/positions.py). Each relative scheme's own keys,
+    # null = its default (an error under another scheme): RoPE's base (10000) and rotated dimensions per head
+    # (all); T5's buckets (32) and the distance beyond which they stop growing (128).
     positions: Positions = "sinusoidal"
+    rope_base: float | None = None
+    rope_dim: int | None = None
+    t5_buckets: int | None = None
+    t5_max_distance: int | None = None
     tie_embeddings: TieEmbeddings = "all"
     scale_embedding: bool = True
     layernorm_embedding: bool = False
@@ -91,6 +100,7 @@ class ModelConfig:
             )
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"{own}.d_model={self.d_model} must be even for sinusoidal positions")
+        self._check_position_keys(own)
         separate = (f"the source and target have separate vocabularies (data.tokenizer.joint=false, "
                     f"tgt_vocab_size={self.tgt_vocab_size}), where the same id means different pieces")
         if self.tie_embeddings == "all" and not self.shared_vocab:
@@ -106,6 +116,49 @@ class ModelConfig:
         for name in ("pad_id", "bos_id", "eos_id"):
             if not 0 <= getattr(self, name) < min(self.src_vocab_size, self.target_vocab_size):
                 raise ConfigError(f"{own}.{name}={getattr(self, name)} is outside the vocabulary")
+
+    def _check_position_keys(self, own: str) -> None:
+        """A relative scheme's keys belong to it alone, and must describe a model that can run."""
+        owners = {"rope_base": "rope", "rope_dim": "rope", "t5_buckets": "t5", "t5_max_distance": "t5"}
+        for key, scheme in owners.items():
+            if getattr(self, key) is not None and self.positions != scheme:
+                raise ConfigError(f"{own}.{key}={getattr(self, key)!r} is a setting of {own}.positions={scheme}, "
+                                  f"but {own}.positions={self.positions}; remove it or set {own}.positions={scheme}")
+        if self.rope_dim is not None and not (0 < self.rope_dim <= self.head_dim and self.rope_dim % 2 == 0):
+            raise ConfigError(f"{own}.rope_dim={self.rope_dim} must be even and at most the head dimension "
+                              f"d_model / n_heads = {self.head_dim}")
+        if self.positions == "rope" and self.rope_dim is None and self.head_dim % 2:
+            raise ConfigError(f"{own}.positions=rope rotates pairs of dimensions, but the head dimension "
+                              f"{self.head_dim} is odd; set {own}.rope_dim to an even number below it")
+        if self.rope_base is not None and self.rope_base <= 1:
+            raise ConfigError(f"{own}.rope_base={self.rope_base} must be greater than 1")
+        if self.t5_buckets is not None and (self.t5_buckets < 4 or self.t5_buckets % 4):
+            raise ConfigError(f"{own}.t5_buckets={self.t5_buckets} must be a multiple of 4 (half per direction, "
+                              "half of those exact), at least 4")
+        if self.positions == "t5" and self.relative_max_distance <= self.relative_buckets // 4:
+            raise ConfigError(f"{own}.t5_max_distance={self.relative_max_distance} must exceed the exact range "
+                              f"t5_buckets / 4 = {self.relative_buckets // 4}")
+
+    @property
+    def absolute_positions(self) -> bool:
+        """Whether positions are a table added to the embeddings (else relative, or none)."""
+        return self.positions in ABSOLUTE_POSITIONS
+
+    @property
+    def rotary_base(self) -> float:
+        return 10000.0 if self.rope_base is None else float(self.rope_base)
+
+    @property
+    def rotary_dim(self) -> int:
+        return self.head_dim if self.rope_dim is None else self.rope_dim
+
+    @property
+    def relative_buckets(self) -> int:
+        return 32 if self.t5_buckets is None else self.t5_buckets
+
+    @property
+    def relative_max_distance(self) -> int:
+        return 128 if self.t5_max_distance is None else self.t5_max_distance
 
     @property
     def shared_vocab(self) -> bool:

@@ -1,4 +1,4 @@
-"""Building blocks of the Transformer: attention, feed-forward, residual, positions."""
+"""Building blocks of the Transformer: attention, feed-forward, residual, embeddings (positions: model/positions.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from seqlab.model.cache import KVBuffer
 from seqlab.model.config import AttentionKernel, DropoutKernel, ModelConfig
 from seqlab.model.dropout import Dropout, dropout
+from seqlab.model.positions import Rotary, make_absolute, rotate
 
 
 def padding_to_attn_mask(pad_mask: Tensor) -> Tensor:
@@ -69,12 +70,15 @@ class MultiHeadAttention(nn.Module):
         kv: tuple[Tensor, Tensor] | None = None,  # cross: the memory's keys/values, (B / group, H, S, Dh)
         cache: KVBuffer | None = None,  # self: the keys/values of earlier steps, extended in place
         group: int = 1,  # cross: consecutive rows sharing one source (beams)
+        rotary: Rotary | None = None,  # self, RoPE: the angles of these T positions
     ) -> Tensor:
         if self.cross:
             q = self.split_heads(self.q_proj(x))  # (B, H, T, Dh)
             k, v = kv
         else:
             q, k, v = (self.split_heads(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
+            if rotary is not None:  # keys are cached rotated, at their own positions
+                q, k = rotate(q, rotary), rotate(k, rotary)
             if cache is not None:
                 k, v = cache.append(k, v)  # (B, H, T_past + T, Dh)
         b, h, t, dh = q.shape
@@ -86,6 +90,8 @@ class MultiHeadAttention(nn.Module):
         if written_out(self.kernel, q, t):
             out = math_attention(q, k, v, attn_mask, is_causal, p_drop, self.dropout_kernel)
         else:
+            if attn_mask is not None and attn_mask.is_floating_point():
+                attn_mask = attn_mask.to(q.dtype)  # a position bias: SDPA takes a float mask in the queries' type
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=p_drop)
         if group > 1:
             out = out.view(b // group, h, group, t, dh).transpose(1, 2).reshape(b, h, t, dh)
@@ -115,17 +121,14 @@ def math_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is
                    dropout_p: float, dropout_kernel: DropoutKernel = "auto") -> Tensor:
     """softmax(q k^T / sqrt(d_h)) v, written out: what F.scaled_dot_product_attention computes.
 
-    q (B, H, T, Dh); k, v (B, H, S, Dh); attn_mask broadcastable to (B, H, T, S), True = attend.
+    q (B, H, T, Dh); k, v (B, H, S, Dh); attn_mask broadcastable to (B, H, T, S), True = attend, or a float
+    bias added to the scaled logits (-inf = masked), as SDPA takes it.
     The softmax runs in fp32 whatever the input precision; dropout (on the weights, as SDPA's) draws
     its own mask. On CPUs in bf16 this is the faster path at seqlab's shapes: the fused CPU kernel's
     backward dominated a bf16 training step in a profile, and this one is plain GEMMs (BENCHMARKS.md).
     """
     scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))  # (B, H, T, S)
-    if is_causal:
-        attn_mask = causal_mask(*scores.shape[-2:], q.device)
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
-    weights = torch.softmax(scores.float(), dim=-1).to(v.dtype)
+    weights = torch.softmax(masked(scores.float(), attn_mask, is_causal), dim=-1).to(v.dtype)
     weights = dropout(weights, dropout_p, True, dropout_kernel)
     return weights @ v  # (B, H, T, Dh)
 
@@ -139,11 +142,19 @@ def attention_weights(q: Tensor, k: Tensor, attn_mask: Tensor | None, is_causal:
     if group > 1:
         raise ValueError("attention weights are recorded for ungrouped decoding only (one row per source)")
     scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, T, S)
+    return torch.softmax(masked(scores, attn_mask, is_causal), dim=-1)
+
+
+def masked(scores: Tensor, attn_mask: Tensor | None, is_causal: bool) -> Tensor:
+    """Scores (B, H, T, S) with the attention mask applied as SDPA applies it: a bool mask (True = attend)
+    sets the rest to -inf, a float one is added; `is_causal` masks keys after each query (top-left)."""
     if is_causal:
-        attn_mask = causal_mask(*scores.shape[-2:], q.device)
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf"))
-    return torch.softmax(scores, dim=-1)
+        attn_mask = causal_mask(*scores.shape[-2:], scores.device)
+    if attn_mask is None:
+        return scores
+    if attn_mask.is_floating_point():
+        return scores + attn_mask.to(scores.dtype)
+    return scores.masked_fill(~attn_mask, float("-inf"))
 
 
 class FeedForward(nn.Module):
@@ -201,55 +212,15 @@ class Residual(nn.Module):
         return self.norm(x + self.dropout(sublayer(x)))
 
 
-def sinusoid_table(n_positions: int, dim: int) -> Tensor:
-    """The paper's fixed encoding, PE(p, 2i) = sin(p / 10000^(2i/d)), PE(p, 2i+1) = cos(...).
-
-    Departure from the paper, layout only: the sines fill the first half of the
-    vector and the cosines the second (as Marian and fairseq do) rather than
-    alternating. The set of frequencies is the paper's; a fixed permutation of
-    dimensions makes no difference to a model trained from scratch, and this
-    layout lets pretrained Marian models load unchanged.
-    """
-    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]
-    inv_freq = torch.pow(10000.0, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)
-    angles = pos * inv_freq  # (P, d/2)
-    return torch.cat([angles.sin(), angles.cos()], dim=1).float()  # (P, d)
-
-
-class SinusoidalPositions(nn.Module):
-    """Fixed positional encodings, a buffer (not a parameter, not saved)."""
-
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__()
-        self.register_buffer("table", sinusoid_table(cfg.max_positions, cfg.d_model), persistent=False)
-
-    def forward(self, start: int, length: int) -> Tensor:
-        return self.table[start : start + length]  # (T, d)
-
-
-class LearnedPositions(nn.Module):
-    """One learned vector per position (Gehring et al. 2017)."""
-
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.empty(cfg.max_positions, cfg.d_model))
-
-    def forward(self, start: int, length: int) -> Tensor:
-        return self.weight[start : start + length]  # (T, d)
-
-
-def make_positions(cfg: ModelConfig) -> nn.Module:
-    """The one place where `positions` becomes a class."""
-    return {"sinusoidal": SinusoidalPositions, "learned": LearnedPositions}[cfg.positions](cfg)
-
-
 class Embedder(nn.Module):
-    """Token embedding (optionally scaled by sqrt(d)) + positions [+ LayerNorm] + dropout."""
+    """Token embedding (optionally scaled by sqrt(d)) + an absolute position table [+ LayerNorm] + dropout.
+
+    The embedding scale (`scale_embedding`) is applied under every position scheme."""
 
     def __init__(self, cfg: ModelConfig, tokens: nn.Embedding) -> None:
         super().__init__()
         self.tokens = tokens
-        self.positions = make_positions(cfg)
+        self.positions = make_absolute(cfg)  # None: positions act inside self-attention (or there are none)
         self.scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
         self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.layernorm_embedding else None
         self.dropout = Dropout(cfg.dropout, cfg.dropout_kernel)
@@ -262,7 +233,9 @@ class Embedder(nn.Module):
                 f"sequence of {start + length} tokens exceeds model.max_positions={self.max_positions}; "
                 "truncate inputs or build the model with a larger max_positions"
             )
-        x = self.tokens(ids) * self.scale + self.positions(start, length)  # (B, T, d)
+        x = self.tokens(ids) * self.scale  # (B, T, d)
+        if self.positions is not None:
+            x = x + self.positions(start, length)
         if self.norm is not None:
             x = self.norm(x)
         return self.dropout(x)

@@ -7,7 +7,8 @@ Per layer, with d = d_model and f = d_ff (biases on every projection):
   encoder layer  4d^2 + 2df + f + 9d      = 12d^2 + 13d when f = 4d
   decoder layer  8d^2 + 2df + f + 15d     = 16d^2 + 19d when f = 4d
 Embeddings: |V|d per distinct matrix (1, 2 or 3 by tying), plus learned
-positions 2Pd, LayerNorm on embeddings 4d, final norms 4d, output bias |V_tgt|,
+positions 2Pd or T5's relative bias 2 x buckets x heads (one table per stack),
+LayerNorm on embeddings 4d, final norms 4d, output bias |V_tgt|,
 copy attention 2d^2 + 3d + 1 (query, key, gate).
 """
 
@@ -50,7 +51,8 @@ def analytic_counts(cfg: ModelConfig) -> ParamCounts:
     matrices = {"none": v_src * d + 2 * v_tgt * d, "decoder": (v_src + v_tgt) * d, "all": v_src * d}
     return ParamCounts(
         embeddings=matrices[cfg.tie_embeddings],
-        positions=2 * cfg.max_positions * d if cfg.positions == "learned" else 0,
+        positions={"learned": 2 * cfg.max_positions * d,
+                   "t5": 2 * cfg.relative_buckets * cfg.n_heads}.get(cfg.positions, 0),
         encoder=cfg.encoder_layers * (attention + ffn + 2 * norm),
         decoder=cfg.decoder_layers * (2 * attention + ffn + 3 * norm),
         norms=(2 * norm if cfg.layernorm_embedding else 0) + (2 * norm if cfg.use_final_norm else 0),
@@ -77,7 +79,8 @@ def count_parameters(model: nn.Module) -> ParamCounts:
     embed, output = model.src_embed, model.output
     counts = ParamCounts(
         embeddings=count(embed.tokens.weight, model.tgt_embed.tokens.weight, output.weight),
-        positions=count(*params(embed.positions, model.tgt_embed.positions)),
+        positions=count(*params(embed.positions, model.tgt_embed.positions, model.encoder_positions,
+                                model.decoder_positions)),
         encoder=count(*params(model.encoder_layers)),
         decoder=count(*params(model.decoder_layers)),
         norms=count(*params(embed.norm, model.tgt_embed.norm, model.encoder_norm, model.decoder_norm)),

@@ -10,14 +10,8 @@ from torch import Tensor, nn
 from seqlab.model.cache import KV, DecoderCache, KVBuffer
 from seqlab.model.config import ModelConfig
 from seqlab.model.copy import CopySource, PointerGenerator
-from seqlab.model.layers import (
-    Embedder,
-    FeedForward,
-    LearnedPositions,
-    MultiHeadAttention,
-    Residual,
-    padding_to_attn_mask,
-)
+from seqlab.model.layers import Embedder, FeedForward, MultiHeadAttention, Residual, padding_to_attn_mask
+from seqlab.model.positions import AttentionPositions, LearnedPositions, Rotary, make_relative
 
 
 class EncoderLayer(nn.Module):
@@ -30,8 +24,8 @@ class EncoderLayer(nn.Module):
         self.ffn = FeedForward(cfg)
         self.ffn_res = Residual(cfg)
 
-    def forward(self, x: Tensor, attn_mask: Tensor) -> Tensor:
-        x = self.self_attn_res(x, lambda h: self.self_attn(h, attn_mask))
+    def forward(self, x: Tensor, attn_mask: Tensor, rotary: Rotary | None = None) -> Tensor:
+        x = self.self_attn_res(x, lambda h: self.self_attn(h, attn_mask, rotary=rotary))
         return self.ffn_res(x, self.ffn)
 
 
@@ -49,9 +43,9 @@ class DecoderLayer(nn.Module):
 
     def forward(
         self, x: Tensor, self_mask: Tensor | None, is_causal: bool,
-        cache: KVBuffer | None, cross_kv: KV, cross_mask: Tensor, group: int = 1,
+        cache: KVBuffer | None, cross_kv: KV, cross_mask: Tensor, group: int = 1, rotary: Rotary | None = None,
     ) -> Tensor:
-        x = self.self_attn_res(x, lambda h: self.self_attn(h, self_mask, is_causal, cache=cache))
+        x = self.self_attn_res(x, lambda h: self.self_attn(h, self_mask, is_causal, cache=cache, rotary=rotary))
         x = self.cross_attn_res(x, lambda h: self.cross_attn(h, cross_mask, kv=cross_kv, group=group))
         return self.ffn_res(x, self.ffn)
 
@@ -63,12 +57,26 @@ def causal_mask(n_new: int, n_past: int, device: torch.device) -> Tensor:
     return k <= q
 
 
+def with_bias(mask: Tensor | None, is_causal: bool, positions: AttentionPositions) -> tuple[Tensor | None, bool]:
+    """A self-attention mask with the positions' logit bias folded in: (mask, is_causal) unchanged without a
+    bias, else a float mask (B or 1, H, T, S) holding the bias and -inf where `mask` (or causality) forbids."""
+    bias = positions.bias
+    if bias is None:
+        return mask, is_causal
+    if is_causal:
+        mask = causal_mask(bias.shape[-2], 0, bias.device)  # (T, T)
+    if mask is not None:
+        bias = bias.masked_fill(~mask, float("-inf"))
+    return bias, False
+
+
 class Seq2SeqTransformer(nn.Module):
     """Encoder-decoder Transformer (Vaswani et al. 2017) with the variants of ModelConfig.
 
     Initialization follows fairseq: Xavier-uniform projections (q/k/v blocks with
     gain 1/sqrt(2)), zero biases, token embeddings and an untied output projection
-    drawn from N(0, d^-1/2) with the pad row zeroed, learned positions N(0, d^-1/2).
+    drawn from N(0, d^-1/2) with the pad row zeroed, learned positions N(0, d^-1/2), T5's bias tables
+    N(0, d^-1/2) (an nn.Embedding, as Hugging Face's T5 initializes them).
     The same embedding init is used with and without `scale_embedding`, so the two
     variants differ in the multiplier alone.
     """
@@ -86,6 +94,9 @@ class Seq2SeqTransformer(nn.Module):
         self.tgt_embed = Embedder(cfg, tgt_tokens)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        # relative positions: one module per stack, shared by its self-attention layers (None: absolute)
+        self.encoder_positions = make_relative(cfg, causal=False)
+        self.decoder_positions = make_relative(cfg, causal=True)
         final = cfg.use_final_norm
         self.encoder_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps) if final else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps) if final else nn.Identity()
@@ -119,10 +130,16 @@ class Seq2SeqTransformer(nn.Module):
     def encode(self, src_ids: Tensor, src_pad_mask: Tensor) -> Tensor:
         """(B, S) ids and (B, S) pad mask -> memory (B, S, d)."""
         x = self.src_embed(src_ids)
-        attn_mask = padding_to_attn_mask(src_pad_mask)
+        positions = self.self_attention_positions(self.encoder_positions, 0, src_ids.shape[1])
+        attn_mask, _ = with_bias(padding_to_attn_mask(src_pad_mask), False, positions)  # (B, 1 or H, 1 or S, S)
         for layer in self.encoder_layers:
-            x = layer(x, attn_mask)
+            x = layer(x, attn_mask, positions.rotary)
         return self.encoder_norm(x)
+
+    @staticmethod
+    def self_attention_positions(module: nn.Module | None, start: int, queries: int) -> AttentionPositions:
+        """What a stack's self-attention needs for queries at start..start+queries-1 over keys 0..start+queries-1."""
+        return AttentionPositions() if module is None else module(start, queries, start + queries)
 
     def start_cache(self, memory: Tensor, src_pad_mask: Tensor, group: int = 1, capacity: int = 64,
                     src_ids: Tensor | None = None) -> DecoderCache:
@@ -172,9 +189,11 @@ class Seq2SeqTransformer(nn.Module):
         else:
             self_mask = None if n_new == 1 else causal_mask(n_new, start, tgt_ids.device)
             is_causal = False
+        positions = self.self_attention_positions(self.decoder_positions, start, n_new)
+        self_mask, is_causal = with_bias(self_mask, is_causal, positions)
         x = self.tgt_embed(tgt_ids, start)
         for layer, buffer, kv in zip(self.decoder_layers, buffers, cross_kv, strict=True):
-            x = layer(x, self_mask, is_causal, buffer, kv, cross_mask, group)
+            x = layer(x, self_mask, is_causal, buffer, kv, cross_mask, group, positions.rotary)
         h = self.decoder_norm(x)
         logits = self.output(h)  # (B, T, V)
         if self.pointer is not None:

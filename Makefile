@@ -37,8 +37,10 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP) ## Create .venv and install seqlab with its dev tools (idempotent)
 
-install-browser: ## Install Debian's chromium for the report's browser test (needs root or sudo; skipped without it)
-	command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium; }
+install-browser: ## Install Debian's chromium for the report's browser test (needs root or sudo; CI requires it)
+	command -v chromium >/dev/null || { $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get update -q && \
+	  $$( [ "$$(id -u)" = 0 ] || echo sudo ) apt-get install -y -q chromium; }
+	chromium --version
 
 train: $(STAMP) ## Train the default experiment (mt_bible_small, 25 CPU minutes); ARGS="key=value ..." to change it
 	$(BIN)/seqlab train $(ARGS)
@@ -64,10 +66,11 @@ study: $(STAMP) ## The architecture study: every question, SEEDS seeds per varia
 	$(BIN)/seqlab study all --seeds $(or $(SEEDS),3) $(ARGS)
 
 # The trained study outlives any one sitting: it runs from its own worktree and virtualenv at a fixed commit
-# (STUDY_REV), so that editing this checkout cannot change the runs that follow, and it writes and commits its
-# records into this checkout's results/arch_study_trained/ as each lands. Rerun to carry on where it stopped.
+# (STUDY_REV: the one in results/arch_study_trained/REVISION, so that every sitting runs the same code), so
+# that editing this checkout cannot change the runs that follow; it writes and commits its records into this
+# checkout's results/arch_study_trained/ as each lands. Rerun to carry on where it stopped.
 STUDY_WT ?= ../seqlab-study
-STUDY_REV ?= HEAD
+STUDY_REV ?= $(shell cat results/arch_study_trained/REVISION 2>/dev/null || echo HEAD)
 QUESTIONS ?= all
 study-trained: ## The study at a trained budget from a worktree at STUDY_REV: QUESTIONS="curve" | "all" | "depth"; long, run with nohup
 	test -d $(STUDY_WT) || git worktree add --detach $(STUDY_WT) $(STUDY_REV)

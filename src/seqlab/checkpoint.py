@@ -19,6 +19,7 @@ import torch
 from seqlab.config import ConfigError
 from seqlab.data.mapped import from_checkpoint as tokenizer_from_checkpoint
 from seqlab.data.tokenizer import Tokenizer
+from seqlab.io import atomic_write
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 from seqlab.provenance import git_state
 
@@ -186,8 +187,6 @@ def atomic_checkpoint_io() -> Any:
     """Lightning CheckpointIO that writes each checkpoint to a temporary file, then renames it, and reads
     one to resume from through `read_checkpoint` (integrity check, `weights_only=True`), as inference does."""
     from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
-
-    from seqlab.io import atomic_write
 
     class AtomicCheckpointIO(TorchCheckpointIO):
         def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:

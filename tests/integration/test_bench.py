@@ -20,6 +20,22 @@ TINY = BenchConfig(d_model=32, n_heads=2, layers=1, d_ff=64, vocab=64, batch=4, 
                    decode_repeats=1)
 
 
+def test_train_flops_count_every_product_of_a_real_training_step():
+    """The analytic FLOPs per step equal what PyTorch's FlopCounterMode counts in a forward and backward."""
+    from dataclasses import replace
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from seqlab.analysis.speed import random_batch, seqlab_train_step
+    from seqlab.model import Seq2SeqTransformer
+
+    cfg = BenchConfig(d_model=64, n_heads=2, layers=2, d_ff=256, vocab=500, batch=4, seq_len=16)
+    model = Seq2SeqTransformer(replace(cfg.model_config(), attention_kernel="math"))
+    with FlopCounterMode(display=False) as counter:
+        seqlab_train_step(model, 0.1)(random_batch(cfg, torch.Generator().manual_seed(0))).backward()
+    assert counter.get_total_flops() == train_flops(model.cfg, cfg.batch, cfg.seq_len, cfg.seq_len)
+
+
 def test_faster_keeps_the_run_with_more_tokens_per_second():
     slow, fast = {"tokens_per_s": 1.0}, {"tokens_per_s": 2.0}
     assert faster(None, slow) is slow
@@ -34,15 +50,13 @@ def test_run_bench_times_both_toolkits_and_their_outputs_agree():
     for name in ("greedy", "beam", "beam8"):
         assert r[name]["differing_sources"] == 0
         assert r[name]["generated_tokens"] > 0
-        assert r[f"{name}_ratio"] == r[name]["hf_s"] / r[name]["seqlab_s"]
+        assert (r[f"{name}_ratio"] > 1) == (r[name]["seqlab_s"] < r[name]["hf_s"])  # > 1: seqlab is faster
         assert 0 <= r[f"{name}_bf16"]["differing_from_fp32"] <= TINY.decode_sources
-    model_cfg = TINY.model_config()
-    assert r["train_flops_per_step"] == train_flops(model_cfg, TINY.batch, TINY.seq_len, TINY.seq_len)
     for tag in ("fp32", "bf16"):
         ours, theirs = r[f"train_{tag}"]["seqlab"], r[f"train_{tag}"]["hf"]
         assert ours["tokens_per_s"] > 0 and theirs["tokens_per_s"] > 0
-        assert r[f"train_{tag}_ratio"] == ours["tokens_per_s"] / theirs["tokens_per_s"]
-        assert r[f"mfu_{tag}"] == r["train_flops_per_step"] / ours["step_s"] / r[f"train_{tag}"]["matmul_peak_flops"]
+        assert (r[f"train_{tag}_ratio"] > 1) == (ours["tokens_per_s"] > theirs["tokens_per_s"])
+        assert 0 < r[f"mfu_{tag}"] < 1 and 0 < r[f"mfu_{tag}_hf"] < 1  # no step outruns the measured peak
     table = bench_table(r)
     assert "train tok/s fp32" in table and "beam8 decode tok/s" in table and "outputs identical: True" in table
     for name in ("greedy", "beam", "beam8"):  # seqlab's int8 linear layers

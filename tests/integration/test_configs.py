@@ -34,9 +34,21 @@ def test_every_experiment_builds_its_typed_configs(make_cfg, tmp_path, experimen
 
 @pytest.mark.parametrize("decoding", DECODINGS)
 def test_every_decoding_file_builds_a_decoding_config(make_cfg, decoding):
+    """Each preset composes into a valid DecodingConfig that keeps what the file sets."""
+    import yaml
+
     cfg = make_cfg("eval", ["ckpt=unused", f"decoding={decoding}"])
     built = typed(DecodingConfig, dict(cfg.decoding), "decoding")
-    assert built.method in ("greedy", "beam", "sample")
+    own = {k: v for k, v in (yaml.safe_load((CONF / "decoding" / f"{decoding}.yaml").read_text()) or {}).items()
+           if k != "defaults" and not isinstance(v, dict)}
+    assert {k: getattr(built, k) for k in own} == own
+
+
+def test_decoding_presets_have_distinct_labels(make_cfg):
+    """Result folders are named by label: two presets with one label would overwrite each other's results."""
+    labels = {d: typed(DecodingConfig, dict(make_cfg("eval", ["ckpt=unused", f"decoding={d}"]).decoding),
+                       "decoding").label for d in DECODINGS}
+    assert len(set(labels.values())) == len(labels), labels
 
 
 @pytest.mark.parametrize("size", SIZES)

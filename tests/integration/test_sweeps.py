@@ -66,11 +66,15 @@ def test_eval_sweep_records_failure_goes_on_and_skips_finished(tmp_path, smoke_c
     # Re-running skips the finished settings (and retries the failed one).
     again = run([*common, "decoding=top_p", "decoding.top_p=0.9,0.95"])
     assert again.stdout.count("already evaluated") + again.stderr.count("already evaluated") == 2
-    # The report lists every run, the failure included, with its plots.
+    # The report lists every run, the failure included, and tests the two finished ones against each other.
     out = tmp_path / "report.html"
     run(["-m", "seqlab", "report", "--results", str(tmp_path / "outputs" / "eval_results"), "--out", str(out)])
-    page = out.read_text()
-    assert page.count("<tr class='failed'>") == 1 and "data:image/png;base64" in page
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert sorted(r["status"] for r in data["runs"]) == ["failed", "ok", "ok"]
+    assert "top_p=1.5" in next(r["error"] for r in data["runs"] if r["status"] == "failed")
+    (pairs,) = data["pairs"]
+    assert pairs["mode"] == "all" and {t["metric"] for t in pairs["tests"]} == {"bleu", "chrf", "rougeL"}
+    assert 'id="report-data"' in out.read_text()
 
 
 @pytest.mark.slow
@@ -87,7 +91,8 @@ def test_full_decoding_sweep_gives_one_group_and_a_report(tmp_path, smoke_ckpt):
     assert group and all(group.encode() in r.read_bytes() for r in runs)
     out = tmp_path / "report.html"
     run(["-m", "seqlab", "report", "--results", str(tmp_path / "outputs" / "eval_results"), "--out", str(out)])
-    assert out.read_text().count("data:image/png;base64") >= 3
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert len(data["runs"]) >= 10 and data["pairs"] and out.stat().st_size < 2_000_000
 
 
 @pytest.mark.slow

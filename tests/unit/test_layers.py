@@ -1,6 +1,6 @@
-"""The layering docs/ARCHITECTURE.md describes, checked on the source: no import cycle between seqlab's
-modules (lazy imports inside functions included), the library never imports the application layer, and
-every package the architecture names exists."""
+"""The layering docs/ARCHITECTURE.md describes, checked on the source: every import (lazy ones inside
+functions included) follows its package order, no import cycle between seqlab's modules, the library never
+imports the application layer, and every package the architecture names exists."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 ROOT = SRC.parent
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(SRC).with_suffix("").parts
+def module_name(path: Path, src: Path = SRC) -> str:
+    parts = path.relative_to(src).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(src: Path = SRC) -> dict[str, set[str]]:
     """module -> the seqlab modules it imports, anywhere in its body (a package's __init__ counts as the package)."""
-    modules = {module_name(p): p for p in (SRC / "seqlab").rglob("*.py")}
+    modules = {module_name(p, src): p for p in (src / "seqlab").rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         targets = set()
@@ -114,3 +114,52 @@ def test_no_test_imports_a_script():
                 names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
                 assert not any(n.split(".")[0] in ("benchmarks", "pipelines") for n in names), path
     assert scripts  # the profiling scripts exist, and are run (tests/integration/test_bench.py), not imported
+
+
+def declared_order() -> list[str]:
+    """The package order docs/ARCHITECTURE.md writes down, lowest first."""
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    line = re.search(r"\*\*Import order, lowest first:\*\*(.*?)\n\n", text, re.S)
+    assert line, "docs/ARCHITECTURE.md has no 'Import order, lowest first:' paragraph"
+    return re.findall(r"`(seqlab(?:\.\w+)?)`", line.group(1))
+
+
+def package_of(module: str, order: list[str]) -> str | None:
+    """The package of `order` that `module` is, or lies in (None: `seqlab` itself, `seqlab.__main__`)."""
+    return next((p for p in order if module == p or module.startswith(p + ".")), None)
+
+
+def violations(graph: dict[str, set[str]], order: list[str]) -> list[str]:
+    """Every import of a package at or above the importer's own in `order` (its own package excepted)."""
+    rank = {p: i for i, p in enumerate(order)}
+    found = []
+    for module, targets in sorted(graph.items()):
+        own = package_of(module, order)
+        if own is None:  # the entry points: python -m seqlab runs the application
+            continue
+        for target in sorted(targets):
+            other = package_of(target, order)
+            if other is not None and other != own and rank[other] > rank[own]:
+                found.append(f"{module} imports {target} ({other} comes after {own})")
+    return found
+
+
+def test_every_import_follows_the_declared_package_order():
+    order = declared_order()
+    modules = import_graph()
+    top = {m.split(".")[1] for m in modules if m.count(".") >= 1}
+    assert {f"seqlab.{t}" for t in top} - {"seqlab.__main__"} <= set(order), "a package is missing from the order"
+    assert violations(modules, order) == []
+
+
+def test_the_order_check_catches_a_wrong_import_even_inside_a_function(tmp_path):
+    """A source tree where a model module lazily imports the training loop: the check names that import,
+    and only it (the training loop importing the model is in order)."""
+    for package in ("seqlab", "seqlab/model", "seqlab/train"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "seqlab/train/module.py").write_text("from seqlab.model import layers\n")
+    (tmp_path / "seqlab/model/layers.py").write_text("")
+    (tmp_path / "seqlab/model/wrong.py").write_text("def build():\n    from seqlab.train.module import Seq2SeqModule\n")
+    assert violations(import_graph(tmp_path), declared_order()) == [
+        "seqlab.model.wrong imports seqlab.train.module (seqlab.train comes after seqlab.model)"]

@@ -49,3 +49,25 @@ def test_beam_curse_plot_and_mbr_examples(tmp_path):
     assert chosen_rows == [(f"{choice.expected_utility[choice.chosen]:.2f}", str(cands.count(cands[choice.chosen])),
                             cands[choice.chosen])]
     assert "3 distinct of 4" in section and "En el principio" in section
+
+
+def test_a_40_run_sweep_page_stays_under_2_mb(tmp_path):
+    """40 settings of one long training: its curves go into the page once, thinned; the page and its data
+    stay small."""
+    from seqlab.tracking.report import write_report
+
+    run = tmp_path / "runs" / "m"
+    (run / "csv").mkdir(parents=True)
+    (run / "csv" / "metrics.csv").write_text("epoch,step,train/loss,train/lr,val/loss\n" + "".join(
+        f"0,{s},{5 - s / 3000},0.001,{4 - s / 3000}\n" for s in range(0, 6300, 5)))
+    results = []
+    for k in range(40):
+        decoding = DecodingConfig(method="sample", temperature=0.5 + k / 40, seed=1)
+        results.append({"status": OK, "label": decoding.label, "decoding": decoding.to_dict(), "split": "test",
+                        "metrics": {K.BLEU: 20.0 + k / 10, K.ci(K.BLEU): [19.0, 21.0 + k / 10], K.CHRF: 50.0},
+                        "checkpoint": {"path": str(run / "checkpoints" / "last.ckpt"), "run_name": "m"}})
+    page = write_report(results, tmp_path / "report.html")
+    data = __import__("json").loads(page.with_suffix(".json").read_text())
+    with_curves = [r for r in data["runs"] if r["curves"]]
+    assert len(with_curves) == 1 and len(with_curves[0]["curves"]["val/loss"]) <= 200
+    assert page.stat().st_size < 2_000_000 and page.with_suffix(".json").stat().st_size < 2_000_000

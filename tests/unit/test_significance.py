@@ -105,6 +105,7 @@ def test_identical_systems_are_never_significantly_different(files: dict[str, Pa
 
 def test_a_real_difference_is_significant(files: dict[str, Path]) -> None:
     report = compare(from_text_files([files["ref"]], [files["base"], files["better"]]), n_ar=500)
+    assert sorted(c.metric for c in report.comparisons) == sorted(["bleu", "chrf", "rouge1", "rouge2", "rougeL"])
     assert all(c.delta > 0 and c.significant() for c in report.comparisons)
 
 

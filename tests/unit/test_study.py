@@ -196,15 +196,20 @@ def test_depth_failure_rule() -> None:
     assert depth_fails(one_diverged, pre) == (True, "diverged (seeds [1])")
 
 
-def test_report_aggregates_seeds_and_draws_validation_curves(tmp_path: Path) -> None:
+def test_report_data_groups_seeds_and_carries_their_training_curves(tmp_path: Path) -> None:
+    from seqlab.tracking.report import views
+
     make_study(tmp_path, {"baseline": {}, "tie_none": {"tie_embeddings": "none"}}, seeds=2)
-    results = load_results(tmp_path / "results")
-    page = render(results)
-    assert "Over seeds (mean ± sd" in page
-    assert "arch_baseline/greedy" in page and "arch_tie_none/greedy" in page
-    assert "10.50 ± 0.71 (10.00, 11.00)" in page  # rougeL over seeds 0 and 1
-    assert "Validation loss per variant" in page
-    assert "Training curves: " in page and "(4 runs)" in page  # the four runs of one folder, overlaid
+    runs = views(load_results(tmp_path / "results"))
+    assert sorted(r.name for r in runs) == [f"arch_{v}-seed{s}/greedy" for v in ("baseline", "tie_none")
+                                            for s in (0, 1)]
+    by_variant: dict[str, set] = {}
+    for r in runs:  # seeds of a variant share its group (mean +- sd) and its training (one band of curves)
+        by_variant.setdefault(r.name.split("-seed")[0], set()).add((r.group, r.training))
+    assert all(len(v) == 1 for v in by_variant.values()) and len({*by_variant["arch_baseline"],
+                                                                   *by_variant["arch_tie_none"]}) == 2
+    assert all([s for s, _ in r.curves["val/loss"]] == [10, 20, 30] for r in runs)
+    assert runs[0].metrics["rougeL"] == 10.0 and runs[0].link and runs[0].link.startswith("file://")
 
 
 def test_report_shows_example_outputs_where_settings_disagree(tmp_path):
@@ -222,8 +227,6 @@ def test_report_marks_settings_that_differ_significantly_from_the_baseline(tmp_p
     marks = significance_marks(results)
     by_run = {r["checkpoint"]["run_name"]: marks[r["_path"]] for r in results}
     assert by_run["arch_baseline"] == "baseline" and by_run["arch_tie_none"].endswith(" *")  # 0.9 vs 0.5 kept
-    page = render(results, marks=marks)
-    assert by_run["arch_tie_none"] in page and "vs baseline" in page
     assert " (p 0.00" in by_run["arch_tie_none"]  # bootstrap/AR p-values shown with the delta
     from seqlab.metrics import keys as K
     from seqlab.tracking.report import markdown_table
@@ -279,3 +282,20 @@ def test_length_table_gives_each_buckets_bleu_over_seeds_and_skips_records_witho
     assert data["baseline"]["src_17_32"]["mean"] == pytest.approx(31.0) and "src_gt64" not in data["baseline"]
     assert "| rope_positions | 41.00 ± 1.00 | 31.00 ± 1.00 | 21.00 ± 1.00 | – |" in text
     assert length_table({"baseline": [rec("baseline", 0, with_buckets=False)]}) == ("", {})
+
+
+def test_the_study_dashboard_is_the_reports_page_from_the_archive_alone(tmp_path: Path) -> None:
+    from seqlab.analysis.study_report import write_study_report
+
+    archive, fake = tmp_path / "archive", FakeSeqlab()
+    runs = [r for r in study_runs(["tying"], 2, RECIPES["short"], tmp_path / "study") if r.variant != "tie_decoder"]
+    assert execute(runs, archive, command=fake) == []
+    shutil.rmtree(tmp_path / "study")  # the run folders are gone: the archive is enough
+    page = write_study_report(archive, ["greedy"], tmp_path / "report.html", "the study")
+    data = json.loads(page.with_suffix(".json").read_text())
+    assert sorted(r["name"] for r in data["runs"]) == [f"{v}-seed{s}/greedy" for v in ("baseline", "tie_none")
+                                                      for s in (0, 1)]
+    assert all(r["curves"]["val/loss"] and r["training"] == r["config"]["variant"] for r in data["runs"])
+    (pairs,) = data["pairs"]
+    assert pairs["mode"] == "all" and len({(t["a"], t["b"]) for t in pairs["tests"]}) == 4 * 3 // 2
+    assert 'id="report-data"' in page.read_text() and write_study_report(tmp_path, ["greedy"], page, "x") is None

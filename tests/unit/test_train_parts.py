@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 import torch
 
-from seqlab.tracking.report import render, varying_keys
+from seqlab.tracking.report import render
 from seqlab.tracking.wandb import TrackingConfig, resolve_mode, scrub
 from seqlab.train.losses import label_smoothed_nll
 from seqlab.train.schedule import lr_multiplier
@@ -109,10 +110,12 @@ def test_report_shows_what_differs_and_failures():
     bad = {"status": "failed", "label": "sample", "split": "test", "error": "ConfigError: top_p=1.5",
            "setting": {"ckpt": "x", "decoding": {"method": "sample", "top_p": 1.5}}}
     page = render([ok, beam, bad])
-    assert "decoding.num_beams" in page and "ConfigError: top_p=1.5" in page
-    assert page.count("data:image/png;base64") == 2  # per-method metrics, beam vs greedy log-prob
-    assert varying_keys([{"a": 1, "b": 2}, {"a": 1, "b": 3}]) == ["b"]
-    assert math.isfinite(ok["metrics"]["bleu"])
+    blob = page.split('<script type="application/json" id="report-data">')[1].split("</script>")[0]
+    data = json.loads(blob.replace("<\\/", "</"))
+    assert {"decoding.num_beams", "decoding.method"} <= set(data["varying"]) and "split" not in data["varying"]
+    assert [r["status"] for r in data["runs"]] == ["ok", "ok", "failed"]
+    assert data["runs"][2]["error"] == "ConfigError: top_p=1.5" and data["runs"][1]["metrics"]["bleu"] == 22.0
+    assert data["shown_metrics"][:2] == ["bleu", "chrf"] and math.isfinite(ok["metrics"]["bleu"])
 
 
 def test_progress_log_lines_carry_an_eta(caplog):

@@ -52,8 +52,10 @@ def question_table(question: str, runs: Runs, refs: list[str]) -> tuple[str, dic
         lines.append(row)
         data["comparisons"].append(entry)
     if question in LENGTH_QUESTIONS:
-        table, data["by_length"] = length_table({v: [runs[(v, s)] for s in seeds[v]] for v in present})
-        lines += ["", table] if table else []
+        table, by_length = length_table({v: [runs[(v, s)] for s in seeds[v]] for v in present})
+        if table:
+            lines += ["", table]
+            data["by_length"] = by_length
     return "\n".join(lines), data
 
 

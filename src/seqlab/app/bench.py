@@ -35,7 +35,9 @@ from seqlab.analysis.speed import (
 )
 from seqlab.app.configs import plain, typed
 from seqlab.app.store import CONF_DIR
+from seqlab.checkpoint import load_for_inference
 from seqlab.config import resolve_device
+from seqlab.data import DataConfig, load_split
 from seqlab.hardware import cpu_description
 from seqlab.interop import to_hf
 from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
@@ -55,9 +57,6 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool
     g = torch.Generator().manual_seed(cfg.seed)
     tokenizer, texts = None, None
     if ckpt:
-        from seqlab.checkpoint import load_for_inference
-        from seqlab.data import DataConfig, load_split
-
         model, tokenizer, info = load_for_inference(ckpt, device=device)
         texts = [e.source for e in load_split(DataConfig.from_dict(info.data_config).corpus, "test")]
         model_cfg = model.cfg

@@ -27,6 +27,7 @@ from seqlab.decoding import DecodingConfig
 from seqlab.decoding.mbr import check_task
 from seqlab.digest import cache_key, file_digest
 from seqlab.inference.evaluation import EvalSettings, evaluate
+from seqlab.inference.inspection import alignment_png, attention_maps
 from seqlab.interop.engines import run_label
 from seqlab.memory import keep_freed_memory
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir
@@ -107,8 +108,6 @@ def log_attention(logger: Any, model: Any, tokenizer: Any, examples: list[Exampl
                   folder: Path) -> None:
     """The first sources' alignments (cross-attention over the model's hypothesis) as W&B images."""
     import base64
-
-    from seqlab.inference.inspection import alignment_png, attention_maps
 
     greedy = DecodingConfig(max_length=decoding.max_length, max_len_a=decoding.max_len_a,
                             max_len_b=decoding.max_len_b)

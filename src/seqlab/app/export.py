@@ -10,11 +10,10 @@ from pathlib import Path
 from seqlab.decoding import DecodingConfig
 from seqlab.interop.ct2 import QUANTIZATIONS
 from seqlab.interop.export import export, export_ct2_command
+from seqlab.interop.hf import InteropError
 
 
 def main(argv: list[str] | None = None) -> int:
-    from seqlab.interop.hf import InteropError
-
     parser = argparse.ArgumentParser(prog="seqlab export", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ckpt", required=True)

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import torch
 
+from seqlab.interop.hf import InteropError
 from seqlab.interop.importer import import_marian
 from seqlab.io import atomic_write
 
 
 def main(argv: list[str] | None = None) -> int:
-    from seqlab.interop.hf import InteropError
-
     parser = argparse.ArgumentParser(prog="seqlab import", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hf", required=True, type=Path, help="a Marian save_pretrained folder")

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import get_args
 
+from seqlab.checkpoint import load_for_inference
 from seqlab.decoding import DecodingConfig
 from seqlab.inference.inspection import attention_maps, beam_trace, inspect_page, mbr_candidates, trace
 from seqlab.io import atomic_write_text
@@ -15,8 +16,6 @@ from seqlab.metrics.utility import Utility
 
 
 def main(argv: list[str] | None = None) -> int:
-    from seqlab.checkpoint import load_for_inference
-
     parser = argparse.ArgumentParser(prog="seqlab inspect", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ckpt", required=True, help="a .ckpt file or a training run folder")

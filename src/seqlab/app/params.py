@@ -12,14 +12,13 @@ from typing import get_args, get_type_hints
 
 from seqlab.model.config import ModelConfig
 from seqlab.model.params import count_parameters, param_table
+from seqlab.model.transformer import Seq2SeqTransformer
 
 SIZES = ("d_model", "n_heads", "encoder_layers", "decoder_layers", "d_ff")
 CHOICES = ("tie_embeddings", "positions", "norm_position")
 
 
 def main(argv: list[str] | None = None) -> None:
-    from seqlab.model.transformer import Seq2SeqTransformer
-
     defaults = {f.name: f.default for f in fields(ModelConfig)}
     hints = get_type_hints(ModelConfig)
     parser = argparse.ArgumentParser(prog="seqlab params", description=__doc__,

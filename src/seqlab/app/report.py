@@ -1,15 +1,21 @@
-"""`seqlab report [--results DIR] [--out FILE]` (`make report`): the local HTML report of every result on disk."""
+"""`seqlab report [--results DIR] [--out FILE]` (`make report`): the local report of every result on disk, a
+dashboard page (FILE) with its data as JSON beside it (FILE with the suffix .json)."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from seqlab.analysis.compare import CompareError, compare, from_result_dir
+from seqlab.analysis.pairs import pair_tests
+from seqlab.checkpoint import CheckpointError, load_for_inference
+from seqlab.inference.inspection import inspect_section
 from seqlab.metrics import keys as K
-from seqlab.tracking.examples import test_set_of
+from seqlab.tracking.dashboard import run_id
+from seqlab.tracking.examples import read_hypotheses, test_set_of
 from seqlab.tracking.report import markdown_table, write_report
 from seqlab.tracking.results import OK, load_results
 
@@ -43,12 +49,29 @@ def significance_marks(results: list[dict[str, Any]], limit: int = 40) -> dict[s
     return marks
 
 
+def report_pairs(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The paired tests and differing examples among the finished runs of each test set (seqlab.analysis.pairs),
+    runs named by their id on the page; the greedy run first, as the baseline."""
+    groups: dict[str, list[int]] = {}
+    order = sorted(range(len(results)), key=lambda i: (results[i].get("decoding", {}).get("method") != "greedy",
+                                                       str(results[i].get("_path"))))
+    for i in order:
+        if results[i].get("status") == OK:
+            groups.setdefault(test_set_of(results[i]), []).append(i)
+    out = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        try:
+            systems = [replace(from_result_dir(Path(results[i]["_path"])), name=run_id(i)) for i in members]
+            out.append(pair_tests(systems).to_dict())
+        except CompareError as err:
+            log.warning("no paired tests for one test set: %s", err)
+    return out
+
+
 def inspections(results: list[dict[str, Any]], sentences: int = 2, checkpoints: int = 4) -> str:
     """Alignments and greedy traces of the first test sentences of each evaluated checkpoint (a few)."""
-    from seqlab.checkpoint import CheckpointError, load_for_inference
-    from seqlab.inference.inspection import inspect_section
-    from seqlab.tracking.examples import read_hypotheses
-
     seen: dict[str, dict[str, Any]] = {}
     for r in results:
         path = r.get("checkpoint", {}).get("path")
@@ -66,17 +89,15 @@ def inspections(results: list[dict[str, Any]], sentences: int = 2, checkpoints: 
     return "".join(html_parts)
 
 
-def build_report(results_dir: Path, out: Path, inspect: int = 2
-                 ) -> tuple[Path, list[dict[str, Any]], dict[str, str]]:
-    """The HTML report of every result under results_dir; returns its path, the results and their marks."""
+def build_report(results_dir: Path, out: Path, inspect: int = 2) -> tuple[Path, list[dict[str, Any]]]:
+    """The report of every result under results_dir; returns its path and the results."""
     results = load_results(results_dir)
     if not results:
         raise SystemExit(f"{results_dir}: no metrics.json found; run `make eval` or `make sweep-decoding` first")
-    marks = significance_marks(results)
-    path = write_report(results, out, title=f"seqlab report: {results_dir}", marks=marks,
+    path = write_report(results, out, title=f"seqlab report: {results_dir}", pairs=report_pairs(results),
                         extra=inspections(results, inspect) if inspect > 0 else "")
-    log.info("wrote %s (%d runs)", path, len(results))
-    return path, results, marks
+    log.info("wrote %s and %s (%d runs)", path, path.with_suffix(".json"), len(results))
+    return path, results
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -88,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="test sentences per evaluated checkpoint shown with alignments and traces (0: none)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    path, results, marks = build_report(args.results, args.out, args.inspect)
+    path, results = build_report(args.results, args.out, args.inspect)
     print(path)
     if args.markdown:
-        print(markdown_table(results, marks))
+        print(markdown_table(results, significance_marks(results)))

@@ -7,7 +7,8 @@ RECIPES): `short` (300 updates, results/arch_study) and `trained` (mt_bible_smal
 its baseline's validation curve chose, results/arch_study_trained). What is finished is read from the
 archive, so a stopped study, on this machine or a fresh one, goes on where it stopped; `--commit` commits
 each record as it lands. A failed run is reported and the others go on; the exit status says whether any
-failed. Then the tables (seqlab.analysis.study_tables), or for the grid the HTML report.
+failed. Then the tables (seqlab.analysis.study_tables) and the study's dashboard (seqlab.analysis.study_report,
+the page `seqlab report` draws) in the run folder, or for the grid the report.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from pathlib import Path
 
 from seqlab.analysis.study import QUESTIONS, RECIPES, STUDY, TRAINING, load_records, load_references
+from seqlab.analysis.study_report import write_study_report
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs
 from seqlab.analysis.study_tables import curve_table, depth_table, question_table, val_curves_png
 from seqlab.io import atomic_write_text
@@ -95,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
         failed = execute(runs, archive, train_args, eval_args, commit=args.commit)
     try:
         print(tables(archive, questions, next(iter(recipe.decodings))))
+        page = write_study_report(archive, list(recipe.decodings), (args.dir or recipe.folder) / "report.html",
+                                  f"seqlab study: {archive}")
+        if page is not None:
+            print(f"the study's dashboard: {page}", file=sys.stderr)
     except Exception as err:  # noqa: BLE001  the records are kept; only the summary failed
         failed.append(f"summary ({type(err).__name__}: {err})")
     return report_failures("arch study", failed)

@@ -17,9 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from seqlab.checkpoint import load_for_inference
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
 from seqlab.interop.ct2 import export_ctranslate2
+from seqlab.interop.hf import InteropError, to_hf
 from seqlab.io import atomic_write, atomic_write_text
 from seqlab.model import ModelConfig
 
@@ -71,9 +73,6 @@ def export(checkpoint: str | Path, out: str | Path, decoding: DecodingConfig | N
     """Write the save_pretrained folder of a seqlab checkpoint; returns the folder."""
     from transformers import GenerationConfig
 
-    from seqlab.checkpoint import load_for_inference
-    from seqlab.interop.hf import to_hf
-
     model, tokenizer, _ = load_for_inference(checkpoint)
     out = Path(out)
     hf = to_hf(model)
@@ -84,9 +83,6 @@ def export(checkpoint: str | Path, out: str | Path, decoding: DecodingConfig | N
 
 
 def export_ct2_command(checkpoint: str, out: Path, quantization: str | None) -> int:
-    from seqlab.checkpoint import load_for_inference
-    from seqlab.interop.hf import InteropError
-
     model, tokenizer, _ = load_for_inference(checkpoint)
     try:
         print(export_ctranslate2(model, tokenizer, out, quantization))

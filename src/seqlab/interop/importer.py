@@ -18,6 +18,7 @@ from typing import Any
 from seqlab.checkpoint import git_revision
 from seqlab.data.mapped import MappedTokenizer
 from seqlab.decoding import DecodingConfig
+from seqlab.interop.hf import from_hf
 
 
 def read_vocab(path: Path) -> list[str]:
@@ -46,8 +47,6 @@ def marian_tokenizer(folder: Path, hf_config: Any) -> MappedTokenizer:
 def import_marian(folder: str | Path) -> dict[str, Any]:
     """The checkpoint dict (weights + seqlab description) of a Marian save_pretrained folder."""
     from transformers import GenerationConfig, MarianMTModel
-
-    from seqlab.interop.hf import from_hf
 
     folder = Path(folder)
     hf = MarianMTModel.from_pretrained(folder)

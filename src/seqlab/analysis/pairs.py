@@ -1,0 +1,116 @@
+"""Paired tests and differing examples between runs of one test set, for the report's "compare two runs" view.
+
+Every pair is tested when at most `ALL_PAIRS_LIMIT` runs share a test set; with more, each run is tested
+against the test set's baseline (its first run) only, and the report says which. BLEU and chrF by
+sacreBLEU's paired bootstrap (1,000 resamples) and approximate randomization; ROUGE-L by the paired
+bootstrap over examples (seqlab.metrics.significance), as `seqlab compare` computes them. For each tested
+pair, the examples where the two outputs differ most (sentence chrF) come along, so the report can show
+them without carrying every hypothesis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from seqlab.analysis.compare import System, check_comparable
+from seqlab.metrics import keys as K
+from seqlab.metrics.significance import (
+    SACREBLEU_DEFAULT_SEED,
+    paired_bootstrap_p,
+    resample_indices,
+    sacrebleu_paired,
+)
+from seqlab.metrics.text import rouge_per_example
+
+ALL_PAIRS_LIMIT = 12  # runs of one test set up to which every pair is tested
+EXAMPLES_PER_PAIR = 5
+N_AR = 1000  # approximate randomization trials per pair (seqlab compare: 10,000)
+
+
+@dataclass
+class PairExample:
+    """One source where two runs' outputs differ most, with each output's sentence chrF."""
+
+    id: int
+    source: str
+    reference: str
+    a: str
+    b: str
+    chrf_a: float
+    chrf_b: float
+
+
+@dataclass
+class PairTest:
+    """Run b against run a on one metric: b's score minus a's, and the p-values (p_ar: BLEU and chrF only)."""
+
+    a: str
+    b: str
+    metric: str
+    delta: float
+    p_bootstrap: float
+    p_ar: float | None
+
+
+@dataclass
+class PairedRuns:
+    """What was tested among the runs of one test set: every pair, or each run against the baseline."""
+
+    runs: list[str]
+    mode: str  # "all" | "baseline"
+    baseline: str
+    tests: list[PairTest] = field(default_factory=list)
+    examples: dict[str, list[PairExample]] = field(default_factory=dict)  # "a|b" -> examples
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runs": self.runs, "mode": self.mode, "baseline": self.baseline,
+                "tests": [asdict(t) for t in self.tests],
+                "examples": {k: [asdict(e) for e in v] for k, v in self.examples.items()}}
+
+
+def pairs_to_test(names: Sequence[str], limit: int = ALL_PAIRS_LIMIT) -> tuple[str, list[tuple[str, str]]]:
+    """("all", every (a, b) with a before b) for at most `limit` runs, else ("baseline", (first, each other))."""
+    if len(names) <= limit:
+        return "all", [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    return "baseline", [(names[0], b) for b in names[1:]]
+
+
+def pair_tests(systems: Sequence[System], limit: int = ALL_PAIRS_LIMIT, n_ar: int = N_AR,
+                   seed: int = SACREBLEU_DEFAULT_SEED) -> PairedRuns:
+    """Paired tests and differing examples among `systems`, all outputs for one test set (the first: the
+    baseline)."""
+    from sacrebleu.metrics import CHRF
+
+    for other in systems[1:]:
+        check_comparable(systems[0], other)
+    names = [s.name for s in systems]
+    mode, pairs = pairs_to_test(names, limit)
+    out = PairedRuns(names, mode, names[0])
+    by_name = {s.name: s for s in systems}
+    refs = systems[0].references
+    idx = resample_indices(len(systems[0].hypotheses), seed)
+    rouge = {s.name: rouge_per_example(s.hypotheses, refs, (K.ROUGEL,))[K.ROUGEL] for s in systems}
+    chrf = CHRF()
+    sentence = {s.name: [chrf.sentence_score(h, [stream[i] for stream in refs]).score
+                         for i, h in enumerate(s.hypotheses)] for s in systems}
+    for a in dict.fromkeys(a for a, _ in pairs):
+        others = [b for aa, b in pairs if aa == a]
+        _, comparisons = sacrebleu_paired([(n, by_name[n].hypotheses) for n in (a, *others)], refs, seed, n_ar=n_ar)
+        out.tests += [PairTest(c.base, c.system, c.metric, c.delta, c.p_bootstrap, c.p_ar) for c in comparisons]
+        for b in others:
+            delta = sum(rouge[b]) / len(rouge[b]) - sum(rouge[a]) / len(rouge[a])
+            out.tests.append(PairTest(a, b, K.ROUGEL, delta, paired_bootstrap_p(rouge[a], rouge[b], idx), None))
+            out.examples[f"{a}|{b}"] = differing(by_name[a], by_name[b], sentence[a], sentence[b])
+    return out
+
+
+def differing(a: System, b: System, chrf_a: list[float], chrf_b: list[float],
+              n: int = EXAMPLES_PER_PAIR) -> list[PairExample]:
+    """The n examples whose outputs differ most between a and b: the largest sentence-chrF gap among those
+    whose outputs are not equal."""
+    order = sorted((i for i in range(len(a.hypotheses)) if a.hypotheses[i] != b.hypotheses[i]),
+                   key=lambda i: (-abs(chrf_a[i] - chrf_b[i]), i))[:n]
+    return [PairExample(i, a.sources[i] if a.sources else "", a.references[0][i], a.hypotheses[i], b.hypotheses[i],
+                        round(chrf_a[i], 2), round(chrf_b[i], 2)) for i in order]

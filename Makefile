@@ -23,7 +23,7 @@ FORMAT ?= hf
 export THP_MEM_ALLOC_ENABLE ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-browser train eval translate sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench params test test-full lint clean
+.PHONY: pipeline render help install install-browser train eval translate sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -78,6 +78,14 @@ study-trained: ## The study at a trained budget from a worktree at STUDY_REV: QU
 	$(MAKE) -C $(STUDY_WT) install PY=$(PY)
 	cd $(STUDY_WT) && .venv/bin/seqlab study $(QUESTIONS) --recipe trained --archive $(CURDIR)/results/arch_study_trained --commit $(ARGS)
 
+NAME ?=
+pipeline: $(STAMP) ## Run an experiment's stages its archive lacks, then render its tables: NAME=... (make pipeline NAME=--list)
+	@test -n "$(NAME)" || { echo "usage: make pipeline NAME=<experiment> [ARGS=--dry-run]   (NAME=--list lists them)"; exit 2; }
+	$(BIN)/python -m pipelines $(NAME) $(ARGS)
+
+render: $(STAMP) ## Write every generated table in README/docs from the archives in results/
+	$(BIN)/python -m pipelines render
+
 study-norm: $(STAMP) ## Study question: post-LN vs pre-LN x warm-up {0, default}
 	$(BIN)/seqlab study norm_warmup --seeds $(or $(SEEDS),3) $(ARGS)
 
@@ -122,7 +130,7 @@ test-full: $(STAMP) ## Every test, slow ones included (DDP, kill -9 and resume, 
 	$(BIN)/python -m pytest -q -m "not gpu"
 
 lint: $(STAMP) ## ruff
-	$(BIN)/ruff check src benchmarks tests
+	$(BIN)/ruff check src benchmarks tests pipelines
 
 clean: ## Remove outputs, caches and the virtual environment
 	rm -rf outputs multirun cache results/bench.json wandb .ruff_cache $(VENV) src/*.egg-info

@@ -106,14 +106,27 @@ def test_every_package_and_module_the_architecture_names_exists():
     assert unresolved == []
 
 
+def imported_names(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom | ast.Import):
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+    return names
+
+
 def test_no_test_imports_a_script():
+    """The profiling scripts in benchmarks/ are run, never imported; the experiments in pipelines/ are
+    definitions, which tests may import."""
     scripts = {p.stem for p in (ROOT / "benchmarks").glob("*.py")}
     for path in (ROOT / "tests").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom | ast.Import):
-                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
-                assert not any(n.split(".")[0] in ("benchmarks", "pipelines") for n in names), path
+        assert not any(n.split(".")[0] == "benchmarks" for n in imported_names(path)), path
     assert scripts  # the profiling scripts exist, and are run (tests/integration/test_bench.py), not imported
+
+
+def test_seqlab_never_imports_the_pipelines():
+    offenders = [p for p in (SRC / "seqlab").rglob("*.py")
+                 if any(n.split(".")[0] == "pipelines" for n in imported_names(p))]
+    assert offenders == []
 
 
 def declared_order() -> list[str]:

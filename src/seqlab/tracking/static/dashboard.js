@@ -1,5 +1,5 @@
-// seqlab report dashboard. Part of seqlab; same licence as the package. No dependencies, no network:
-// it reads the JSON block #report-data that seqlab.tracking.dashboard embeds and draws into #app.
+// seqlab report dashboard (SPDX-License-Identifier: MIT; Copyright the seqlab authors). No dependencies,
+// no network: it reads the JSON block #report-data that seqlab.tracking.dashboard embeds and draws into #app.
 (function () {
   "use strict";
   const DATA = JSON.parse(document.getElementById("report-data").textContent);

@@ -1,0 +1,17 @@
+"""seqlab's experiments: one module per experiment the docs report, each a thin composition of seqlab
+commands (stages) and the tables it renders from its archive in results/<name>/.
+
+    python -m pipelines --list              # the experiments
+    python -m pipelines NAME [--dry-run]    # run what its archive lacks (make pipeline NAME=...)
+    python -m pipelines render [--check]    # write (or check) every table in the docs from the archives
+
+`pipelines` imports seqlab; seqlab never imports it.
+"""
+
+from __future__ import annotations
+
+from pipelines import arch_study, arch_study_trained, mt_bible_small, sum_debian_small
+from pipelines.core import Pipeline
+
+PIPELINES: dict[str, Pipeline] = {m.PIPELINE.name: m.PIPELINE for m in (
+    mt_bible_small, sum_debian_small, arch_study, arch_study_trained)}

@@ -1,0 +1,46 @@
+"""`python -m pipelines NAME [--dry-run]`, `--list`, `render [--check]` (see pipelines/__init__.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipelines import PIPELINES
+from pipelines.render import render
+from pipelines.run import PipelineError, execute
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipelines", description=__doc__)
+    parser.add_argument("name", nargs="?", help=f"an experiment ({', '.join(PIPELINES)}) or 'render'")
+    parser.add_argument("--list", action="store_true", help="list the experiments and their stages")
+    parser.add_argument("--dry-run", action="store_true", help="print the stages that would run, run nothing")
+    parser.add_argument("--check", action="store_true", help="render: only check the docs' tables are current")
+    args = parser.parse_args(argv)
+    if args.list or not args.name:
+        for p in PIPELINES.values():
+            print(f"{p.name}: {p.summary}\n" + "".join(f"  {s.name}: seqlab {s.command} {' '.join(s.overrides)}\n"
+                                                       for s in p.stages))
+        return 0
+    if args.name == "render":
+        stale = render(list(PIPELINES.values()), check=args.check)
+        for line in stale:
+            print(("out of date: " if args.check else "rendered: ") + line)
+        return 1 if args.check and stale else 0
+    if args.name not in PIPELINES:
+        parser.error(f"unknown experiment {args.name!r}; use one of {', '.join(PIPELINES)} (or --list)")
+    try:
+        failed = execute(PIPELINES[args.name], dry_run=args.dry_run)
+    except PipelineError as err:
+        print(f"pipelines {args.name}: {err}", file=sys.stderr)
+        return 2
+    if failed:
+        print(f"pipelines {args.name}: failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    if not args.dry_run:
+        render([PIPELINES[args.name]])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""What a pipeline is: stages (seqlab commands with their overrides, in order) and the tables it renders.
+
+A stage is skipped when the archive (results/<pipeline>/<stage>.json) holds its result for the same
+resolved config: the digest of the config seqlab composes for it (`--cfg job --resolve`), with paths
+dropped and an upstream checkpoint replaced by its stage's digest, so one digest means one result on any
+machine. Training stages must stop at a fixed number of updates (trainer.max_steps, no max_time) and pin
+their precision (`auto` probes the CPU at start-up); evaluation stages pin precision and engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RESULTS = Path("results")
+OUTPUTS = Path("outputs/pipelines")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One seqlab command of a pipeline."""
+
+    name: str  # unique within the pipeline; names its archive record
+    command: str  # train | evaluate | study | bench
+    overrides: tuple[str, ...] = ()
+    after: str | None = None  # evaluate: the train stage whose checkpoint it decodes
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table a pipeline renders from its archive alone, into the docs between its markers."""
+
+    name: str  # the marker: <!-- table:NAME --> ... <!-- /table:NAME -->
+    render: Callable[[Path], str]  # the archive folder -> Markdown
+    doc: str  # the page (relative to the repository root) that holds it
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """An experiment the docs report."""
+
+    name: str
+    summary: str
+    stages: tuple[Stage, ...]
+    tables: tuple[Table, ...] = field(default_factory=tuple)
+    archive_name: str | None = None  # results/<archive_name>; default the pipeline's name
+
+    @property
+    def archive(self) -> Path:
+        return RESULTS / (self.archive_name or self.name)
+
+    def stage(self, name: str) -> Stage:
+        return next(s for s in self.stages if s.name == name)
+
+    def __post_init__(self) -> None:
+        names = [s.name for s in self.stages]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pipeline {self.name}: stage names repeat: {names}")
+        for s in self.stages:
+            if s.after is not None and s.after not in names[: names.index(s.name)]:
+                raise ValueError(f"pipeline {self.name}: stage {s.name} comes after {s.after}, which is not an "
+                                 "earlier stage")

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from seqlab.analysis.study import QUESTIONS, RECIPES, STUDY, TRAINING, load_records, load_references
+from seqlab.analysis.study_claims import claims_report
 from seqlab.analysis.study_report import write_study_report
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs
 from seqlab.analysis.study_tables import curve_table, depth_table, question_table, val_curves_png
@@ -96,7 +97,12 @@ def main(argv: list[str] | None = None) -> int:
         runs = study_runs(questions, args.seeds or 3, recipe, args.dir or recipe.folder)
         failed = execute(runs, archive, train_args, eval_args, commit=args.commit)
     try:
-        print(tables(archive, questions, next(iter(recipe.decodings))))
+        reported, *others = recipe.decodings
+        print(tables(archive, questions, reported))
+        for label in others:  # the other settings' tables, for the archive (early vs trained uses greedy)
+            tables(archive, questions, label)
+        if recipe.name == "trained":
+            print(claims_report(archive, RECIPES["short"].archive))
         page = write_study_report(archive, list(recipe.decodings), (args.dir or recipe.folder) / "report.html",
                                   f"seqlab study: {archive}")
         if page is not None:

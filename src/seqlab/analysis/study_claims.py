@@ -1,0 +1,128 @@
+"""The study's verdicts by the rules fixed before its runs (docs/experiments/arch_study_trained.md): each
+comparison is *better*, *worse*, *equivalent* or *inconclusive*; each published claim *agrees*, *disagrees*
+or is *inconclusive*; and each early (300-update) answer *held* or *changed* at the trained budget.
+
+With 3 seeds against 3 the permutation p cannot go below 0.10, so a difference is established by the
+per-seed paired bootstrap tests on the test set together with the seed spread: B differs from A when every
+seed's test gives p < 0.05 in the direction of the mean difference and the mean difference exceeds the seed
+spread (more than twice the pooled seed sd). B is equivalent to A when it does not differ and the mean
+difference is within EQUIVALENCE BLEU.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from seqlab.io import atomic_write_text
+from seqlab.metrics import keys as K
+
+ALPHA = 0.05
+EQUIVALENCE = 0.5  # BLEU: a difference this small, and not established, counts as none
+
+
+def verdict(comparison: dict[str, Any]) -> str:
+    """better | worse | equivalent | inconclusive, for the variant against its reference (BLEU)."""
+    delta = comparison["bleu"]["delta"]
+    per_seed = [t for t in comparison["tests"] if t["metric"] == K.BLEU]
+    same_way = bool(per_seed) and all(t["p_bootstrap"] < ALPHA and (t["delta"] > 0) == (delta > 0) for t in per_seed)
+    if same_way and comparison["bleu"]["exceeds_spread"]:
+        return "better" if delta > 0 else "worse"
+    return "equivalent" if abs(delta) <= EQUIVALENCE else "inconclusive"
+
+
+def comparisons(summary: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(reference, variant) -> its comparison entry, over every decoded question of a study summary."""
+    return {(c["reference"], c["variant"]): c for q in summary.values() for c in q.get("comparisons", [])
+            if "bleu" in c}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A published claim and the comparison that tests it."""
+
+    claim: str
+    source: str
+    published: str
+    pair: tuple[str, str]  # (reference, variant) as the study's tables compare them
+    agrees_when: tuple[str, ...]  # verdicts of the pair that agree with the claim
+    disagrees_when: tuple[str, ...]
+
+
+CLAIMS = (
+    Claim("Learned and sinusoidal positions give nearly identical results",
+          "Vaswani et al. 2017, Table 3 row (E)", "BLEU 25.7 learned vs 25.8 sinusoidal",
+          ("baseline", "learned_positions"), ("equivalent", "better"), ("worse",)),
+    Claim("Tying all embeddings costs no quality", "Press & Wolf 2017", "no loss at under half the size",
+          ("baseline", "tie_none"), ("equivalent", "worse"), ("better",)),  # untied better = tying costs
+    Claim("Post-LN needs warm-up", "Xiong et al. 2020", "warm-up crucial to Post-LN's final performance",
+          ("baseline", "post_nowarmup"), ("worse",), ("equivalent", "better")),
+    Claim("Pre-LN trains without warm-up", "Xiong et al. 2020", "comparable results without warm-up",
+          ("pre", "pre_nowarmup"), ("equivalent", "better"), ()),  # "worse": see pre_ln_agrees
+    Claim("RoPE matches or beats absolute positions", "Su et al. 2021", "better than sinusoidal in their settings",
+          ("baseline", "rope_positions"), ("equivalent", "better"), ("worse",)),
+    Claim("ALiBi matches sinusoidal positions at the training length", "Press et al. 2022",
+          "matches sinusoidal at the training length", ("baseline", "alibi_positions"), ("equivalent", "better"),
+          ("worse",)),
+    Claim("T5's bucketed bias serves as the only position signal", "Raffel et al. 2020", "used throughout T5",
+          ("baseline", "t5_positions"), ("equivalent", "better"), ("worse",)),
+)
+
+
+def agreement(claim: Claim, found: dict[tuple[str, str], dict[str, Any]]) -> tuple[str, str] | None:
+    """(verdict of its comparison, agrees | disagrees | inconclusive), or None when the study lacks it."""
+    entry = found.get(claim.pair)
+    if entry is None:
+        return None
+    v = verdict(entry)
+    if claim.pair == ("pre", "pre_nowarmup") and v == "worse":  # "much less": under half post-LN's drop
+        post = found.get(("baseline", "post_nowarmup"))
+        smaller = post is not None and abs(entry["bleu"]["delta"]) < abs(post["bleu"]["delta"]) / 2
+        return v, "agrees" if smaller else "disagrees"
+    return v, ("agrees" if v in claim.agrees_when else "disagrees" if v in claim.disagrees_when else "inconclusive")
+
+
+def claims_table(summary: dict[str, Any]) -> str:
+    """claim | source | published | seqlab (Δ BLEU, verdict) | agrees?, for the claims the study has tested."""
+    found = comparisons(summary)
+    lines = ["| claim | source | published | seqlab: Δ BLEU (verdict) | agrees? |", "|---|---|---|---|---|"]
+    for claim in CLAIMS:
+        result = agreement(claim, found)
+        if result is None:
+            continue
+        entry = found[claim.pair]
+        lines.append(f"| {claim.claim} | {claim.source} | {claim.published} | {claim.pair[1]} − {claim.pair[0]}: "
+                     f"{entry['bleu']['delta']:+.2f} ({result[0]}) | {result[1]} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def early_vs_trained(short: dict[str, Any], trained: dict[str, Any]) -> str:
+    """Each comparison's verdict after 300 updates and at the trained budget: held or changed."""
+    early, late = comparisons(short), comparisons(trained)
+    lines = ["| comparison | 300 updates: Δ BLEU (verdict) | trained: Δ BLEU (verdict) | |", "|---|---|---|---|"]
+    for pair in [p for p in early if p in late]:
+        a, b = verdict(early[pair]), verdict(late[pair])
+        lines.append(f"| {pair[1]} − {pair[0]} | {early[pair]['bleu']['delta']:+.2f} ({a}) | "
+                     f"{late[pair]['bleu']['delta']:+.2f} ({b}) | {'held' if a == b else 'changed'} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def claims_report(trained: Path, short: Path) -> str:
+    """The claims table (beam 5, the reported setting) and early vs trained (greedy, the setting both budgets
+    decode), from the two archives' summaries; written to the trained archive as claims.md."""
+    def summary(path: Path) -> dict[str, Any]:
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    parts = []
+    table = claims_table(summary(trained / "summary.beam5.json"))
+    if table:
+        parts.append("**Against the papers** (beam 5; verdicts by the rules fixed before the runs)\n\n" + table)
+    table = early_vs_trained(summary(short / "summary.json"), summary(trained / "summary.json"))
+    if table:
+        parts.append("**Early vs trained** (greedy, the setting both budgets decode)\n\n" + table)
+    text = "\n\n".join(parts)
+    if text:
+        atomic_write_text(trained / "claims.md", text + "\n")
+    return text

@@ -1,0 +1,46 @@
+"""The study's verdicts follow the rules fixed before its runs: a difference needs every seed's paired test
+(p < 0.05, same direction) and a gap beyond the seed spread; equivalence is within 0.5 BLEU."""
+
+from __future__ import annotations
+
+from seqlab.analysis.study_claims import CLAIMS, agreement, claims_table, early_vs_trained, verdict
+
+
+def entry(ref: str, variant: str, delta: float, exceeds: bool, seeds: list[tuple[float, float]]) -> dict:
+    """A comparison as the study's summary holds it: seed-level BLEU delta and per-seed (delta, p)."""
+    return {"reference": ref, "variant": variant, "bleu": {"delta": delta, "exceeds_spread": exceeds},
+            "tests": [{"metric": "bleu", "delta": d, "p_bootstrap": p} for d, p in seeds]
+            + [{"metric": "chrf", "delta": -d, "p_bootstrap": 0.9} for d, _ in seeds]}
+
+
+def test_a_difference_needs_every_seed_and_the_spread():
+    assert verdict(entry("a", "b", 2.0, True, [(2.1, 0.001), (1.8, 0.01), (2.2, 0.002)])) == "better"
+    assert verdict(entry("a", "b", -2.0, True, [(-2.1, 0.001), (-1.8, 0.01), (-2.2, 0.002)])) == "worse"
+    assert verdict(entry("a", "b", 2.0, True, [(2.1, 0.001), (1.8, 0.2), (2.2, 0.002)])) == "inconclusive"
+    assert verdict(entry("a", "b", 2.0, False, [(2.1, 0.001), (1.8, 0.01), (2.2, 0.002)])) == "inconclusive"
+    assert verdict(entry("a", "b", 0.4, True, [(0.5, 0.01), (-0.1, 0.04), (0.8, 0.001)])) == "equivalent"
+    assert verdict(entry("a", "b", 0.3, True, [(0.3, 0.01), (0.2, 0.01), (0.4, 0.01)])) == "better"
+
+
+def test_claims_agree_by_direction_and_pre_ln_by_half_the_drop():
+    summary = {"norm_warmup": {"comparisons": [
+        entry("baseline", "post_nowarmup", -4.0, True, [(-4, 0.001)] * 3),
+        entry("pre", "pre_nowarmup", -1.5, True, [(-1.5, 0.001)] * 3)]},
+        "positions": {"comparisons": [entry("baseline", "learned_positions", 0.2, False, [(0.2, 0.3)] * 3)]},
+        "tying": {"comparisons": [entry("baseline", "tie_none", 1.5, True, [(1.5, 0.001)] * 3)]}}
+    found = {(c["reference"], c["variant"]): c for q in summary.values() for c in q["comparisons"]}
+    by_pair = {c.pair: agreement(c, found) for c in CLAIMS}
+    assert by_pair[("baseline", "post_nowarmup")] == ("worse", "agrees")
+    assert by_pair[("pre", "pre_nowarmup")] == ("worse", "agrees")  # 1.5 < 4.0 / 2
+    assert by_pair[("baseline", "learned_positions")] == ("equivalent", "agrees")
+    assert by_pair[("baseline", "tie_none")] == ("better", "disagrees")  # untied better: tying cost quality
+    assert by_pair[("baseline", "rope_positions")] is None
+    table = claims_table(summary)
+    assert table.count("\n") == 1 + 4 and "| Post-LN needs warm-up | Xiong et al. 2020 |" in table
+
+
+def test_early_answers_held_or_changed():
+    short = {"tying": {"comparisons": [entry("baseline", "tie_none", 0.25, False, [(0.25, 0.03)] * 3)]}}
+    trained = {"tying": {"comparisons": [entry("baseline", "tie_none", -2.0, True, [(-2.0, 0.001)] * 3)]}}
+    assert "| tie_none − baseline | +0.25 (equivalent) | -2.00 (worse) | changed |" in early_vs_trained(short, trained)
+    assert early_vs_trained(short, {}) == ""

@@ -1,6 +1,6 @@
 """Names and ids defined once for the whole package."""
 
-from typing import Final, Literal, NamedTuple
+from typing import Final, Literal, NamedTuple, Protocol
 
 # Special token ids: the tokenizer is trained to use exactly these.
 PAD_ID: Final = 0
@@ -23,6 +23,19 @@ class SpecialIds(NamedTuple):
 
 
 DEFAULT_IDS: Final = SpecialIds()
+
+
+class HasSpecialIds(Protocol):
+    """Anything that carries the three ids decoding needs: SpecialIds, or a ModelConfig."""
+
+    @property
+    def pad_id(self) -> int: ...
+
+    @property
+    def bos_id(self) -> int: ...
+
+    @property
+    def eos_id(self) -> int: ...
 
 # Split names, as Hugging Face `datasets` spells them.
 TRAIN: Final = "train"

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from seqlab.constants import ForceEOS, SpecialIds
+from seqlab.constants import ForceEOS, HasSpecialIds
 from seqlab.decoding.processors import LogitsProcessor, apply
 from seqlab.decoding.search import (
     NEG,
@@ -52,7 +52,7 @@ def hamming_penalty(chosen: Tensor, vocab: int, penalty: float) -> Tensor:
 
 
 def diverse_beam_search(
-    step: StepFn, cache: DecoderCache, *, ids: SpecialIds, max_new: Tensor, num_beams: int, num_groups: int,
+    step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int, num_groups: int,
     diversity_penalty: float, length_penalty: float, early_stopping: bool | str,
     processors: Sequence[LogitsProcessor], force_eos: ForceEOS | None = None,
 ) -> GenerateOutput:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from seqlab.constants import HasSpecialIds
 from seqlab.decoding.adaptive import DynamicTemperature, EntropyTemperature, FrequencyPresencePenalty
 from seqlab.decoding.processors import (
     EpsilonCutoff,
@@ -51,12 +52,6 @@ class ProcessorSettings(Protocol):
     edt_base: float
 
 
-class SpecialIds(Protocol):
-    pad_id: int
-    bos_id: int
-    eos_id: int
-
-
 def temperature_rule(cfg: ProcessorSettings) -> LogitsProcessor | None:
     """The temperature processor: dynamic (llama.cpp), entropy-based (EDT), plain, or none."""
     base = cfg.temperature if cfg.temperature is not None else 1.0
@@ -67,7 +62,7 @@ def temperature_rule(cfg: ProcessorSettings) -> LogitsProcessor | None:
     return Temperature(cfg.temperature) if cfg.temperature is not None else None
 
 
-def build_processors(cfg: ProcessorSettings, ids: SpecialIds) -> list[LogitsProcessor]:
+def build_processors(cfg: ProcessorSettings, ids: HasSpecialIds) -> list[LogitsProcessor]:
     """Processors in Hugging Face's order: penalties and constraints first, then the sampling warpers.
 
     Each processor checks its own value, so building them is also how a DecodingConfig is validated.

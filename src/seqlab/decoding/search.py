@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from seqlab.constants import ForceEOS, SpecialIds
+from seqlab.constants import ForceEOS, HasSpecialIds
 from seqlab.decoding.processors import NEG_INF, LogitsProcessor, apply, split_bans
 from seqlab.decoding.sampling import gumbel_noise
 from seqlab.model import DecoderCache, Seq2SeqTransformer
@@ -90,12 +90,15 @@ class StepBuffers:
 
 
 def sample_or_greedy(
-    step: StepFn, cache: DecoderCache, *, ids: SpecialIds, max_new: Tensor,
+    step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor,
     processors: Sequence[LogitsProcessor], keys: Tensor | None, seed: int, force_eos: ForceEOS | None = None,
+    on_step: Callable[[int, Tensor, Tensor, Tensor, Tensor], None] | None = None,
 ) -> GenerateOutput:
     """One hypothesis per row: argmax of the processed scores, or a keyed Gumbel-max sample.
 
     max_new: (N,) per-row limit on generated tokens. keys: (N,) per-row sampling keys or None (greedy).
+    on_step(t, active, logits, scores, next_tok), if given, sees every step: the example index of each row,
+    the model's (A, V) logits, the processed scores it chose from and the chosen tokens (for traces).
     """
     bos, eos, pad = ids.bos_id, ids.eos_id, ids.pad_id
     n, limit = max_new.shape[0], int(max_new.max())
@@ -117,6 +120,8 @@ def sample_or_greedy(
         next_tok = scores.argmax(dim=-1)  # (A,)
         if force_eos is not None:  # EOS even where fairseq's rule left no finite score (its log-prob is kept)
             next_tok = torch.where(at_limit, eos, next_tok)
+        if on_step is not None:
+            on_step(t, active[running], logits[running], scores[running], next_tok[running])
         live = active[running]
         tokens[live, t] = next_tok[running]
         logprobs[live, t] = F.log_softmax(logits[running], dim=-1).gather(1, next_tok[running, None]).squeeze(1)
@@ -269,7 +274,7 @@ def follow_parents(cache: DecoderCache, prefix: Tensor, origin: Tensor, done: Te
 
 
 def beam_search(
-    step: StepFn, cache: DecoderCache, *, ids: SpecialIds, max_new: Tensor, num_beams: int,
+    step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int,
     length_penalty: float, early_stopping: bool | str, processors: Sequence[LogitsProcessor],
     force_eos: ForceEOS | None = None, on_step: Callable[[int, Tensor, Candidates], None] | None = None,
 ) -> GenerateOutput:

@@ -25,9 +25,8 @@ from torch import Tensor
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate
 from seqlab.decoding.generate import max_new_tokens
-from seqlab.decoding.processors import apply
 from seqlab.decoding.registry import build_processors
-from seqlab.decoding.search import NEG, beam_search, force_eos_, model_step
+from seqlab.decoding.search import NEG, beam_search, model_step, sample_or_greedy
 from seqlab.inference.evaluation import decode_texts
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.layers import MultiHeadAttention
@@ -141,26 +140,23 @@ def trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg: Dec
         raise ValueError("step traces follow greedy decoding; use method=greedy (beam traces are not drawn)")
     model.eval()
     src, pad = one_source(model, tokenizer, source)
-    processors = build_processors(cfg, model.cfg)
-    memory = model.encode(src, pad)
-    limit = int(max_new_tokens(cfg, pad, model.cfg.max_positions)[0])  # generate's own limit
-    cache = model.start_cache(memory, pad, capacity=limit + 1, src_ids=src)
-    prefix = torch.tensor([[model.cfg.bos_id]])
     steps: list[TraceStep] = []
-    for t in range(limit):
-        logits, cache = model.decode(prefix[:, -1:], None, None, cache)
-        raw = logits[:, -1].float()
-        scores = apply(processors, prefix, raw)
-        if cfg.force_eos:
-            scores = force_eos_(scores.clone(), torch.tensor([t + 1 >= limit]), model.cfg.eos_id, cfg.force_eos)
-        chosen = int(scores.argmax(-1))
-        p_raw, p_after = F.softmax(raw, -1)[0], F.softmax(scores, -1)[0]
-        top = lambda p: [(tokenizer.id_to_piece(int(i)), float(p[i])) for i in p.topk(k).indices]  # noqa: E731
-        steps.append(TraceStep(t + 1, tokenizer.id_to_piece(chosen), chosen, float(p_raw[chosen]), top(p_raw),
+
+    def top(p: Tensor) -> list[tuple[str, float]]:
+        return [(tokenizer.id_to_piece(int(i)), float(p[i])) for i in p.topk(k).indices]
+
+    def record(t: int, active: Tensor, logits: Tensor, scores: Tensor, chosen: Tensor) -> None:
+        p_raw, p_after = F.softmax(logits[0].float(), -1), F.softmax(scores[0].float(), -1)
+        token = int(chosen[0])
+        steps.append(TraceStep(t + 1, tokenizer.id_to_piece(token), token, float(p_raw[token]), top(p_raw),
                                top(p_after)))
-        prefix = torch.cat([prefix, torch.tensor([[chosen]])], dim=1)
-        if chosen == model.cfg.eos_id:
-            break
+
+    memory = model.encode(src, pad)
+    limits = max_new_tokens(cfg, pad, model.cfg.max_positions)  # generate's own limit
+    cache = model.start_cache(memory, pad, capacity=int(limits.max()) + 1, src_ids=src)
+    sample_or_greedy(model_step(model), cache, ids=model.cfg, max_new=limits,
+                     processors=build_processors(cfg, model.cfg), keys=None, seed=cfg.seed,
+                     force_eos=cfg.force_eos or None, on_step=record)
     return steps
 
 

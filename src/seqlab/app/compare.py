@@ -6,17 +6,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 from pathlib import Path
 
 from seqlab.analysis.compare import CompareError, compare, from_result_dir, from_text_files, significance_table
+from seqlab.app import cli
 from seqlab.io import atomic_write_text
 from seqlab.metrics.significance import N_AR, N_BOOTSTRAP, SACREBLEU_DEFAULT_SEED
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="seqlab compare", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.parser("compare", __doc__)
     parser.add_argument("results", nargs="*", type=Path, help="evaluation result folders, the baseline first")
     parser.add_argument("--refs", action="append", type=Path, default=[], help="reference file (repeatable)")
     parser.add_argument("--hyps", nargs="+", type=Path, default=[], help="hypothesis files, the baseline first")
@@ -24,23 +23,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=SACREBLEU_DEFAULT_SEED, help="resampling seed (> 0)")
     parser.add_argument("--n-bootstrap", type=int, default=N_BOOTSTRAP)
     parser.add_argument("--n-ar", type=int, default=N_AR)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    try:
-        if args.results and (args.refs or args.hyps):
-            raise CompareError("give either result folders or --refs/--hyps files, not both")
-        if args.hyps or args.refs:
-            if not (args.hyps and args.refs):
-                raise CompareError("plain-text systems need both --refs REF.txt and --hyps BASE.txt OTHER.txt ...")
-            systems = from_text_files(args.refs, args.hyps)
-        elif args.results:
-            systems = [from_result_dir(p) for p in args.results]
-        else:
-            raise CompareError("nothing to compare: give result folders, or --refs and --hyps")
-        report = compare(systems, args.seed, args.n_bootstrap, args.n_ar)
-    except CompareError as err:
-        print(f"seqlab compare: {err}", file=sys.stderr)
-        return 2
+    return cli.run("compare", parser, argv, body, level=logging.WARNING)
+
+
+def body(args: argparse.Namespace) -> int:
+    if args.results and (args.refs or args.hyps):
+        raise CompareError("give either result folders or --refs/--hyps files, not both")
+    if args.hyps or args.refs:
+        if not (args.hyps and args.refs):
+            raise CompareError("plain-text systems need both --refs REF.txt and --hyps BASE.txt OTHER.txt ...")
+        systems = from_text_files(args.refs, args.hyps)
+    elif args.results:
+        systems = [from_result_dir(p) for p in args.results]
+    else:
+        raise CompareError("nothing to compare: give result folders, or --refs and --hyps")
+    report = compare(systems, args.seed, args.n_bootstrap, args.n_ar)
     print(significance_table(report, systems))
     if args.json:
         atomic_write_text(args.json, json.dumps(report.to_dict(systems), indent=2))

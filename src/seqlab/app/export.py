@@ -4,18 +4,17 @@ a Hugging Face `save_pretrained` folder or a CTranslate2 model directory."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from seqlab.app import cli
+from seqlab.checkpoint import load_for_inference
 from seqlab.decoding import DecodingConfig
-from seqlab.interop.ct2 import QUANTIZATIONS
-from seqlab.interop.export import export, export_ct2_command
-from seqlab.interop.hf import InteropError
+from seqlab.interop.ct2 import QUANTIZATIONS, export_ctranslate2
+from seqlab.interop.export import export
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="seqlab export", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.parser("export", __doc__)
     parser.add_argument("--ckpt", required=True)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--num-beams", type=int, default=1, help="generation_config default (1 = greedy)")
@@ -25,17 +24,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", choices=["hf", "ctranslate2"], default="hf")
     parser.add_argument("--quantization", default=None,
                         help=f"ctranslate2 only: the weights' type, one of {', '.join(QUANTIZATIONS)}")
-    args = parser.parse_args(argv)
+    return cli.run("export", parser, argv, body)
+
+
+def body(args: argparse.Namespace) -> int:
     if args.format == "ctranslate2":
-        return export_ct2_command(args.ckpt, args.out, args.quantization)
+        model, tokenizer, _ = load_for_inference(args.ckpt)
+        print(export_ctranslate2(model, tokenizer, args.out, args.quantization))
+        return 0
     if args.quantization is not None:
-        parser.error("--quantization applies to --format ctranslate2 only")
+        raise cli.CommandError("--quantization applies to --format ctranslate2 only")
     decoding = DecodingConfig(method="beam" if args.num_beams > 1 else "greedy", num_beams=args.num_beams,
                               length_penalty=args.length_penalty, max_length=args.max_length,
                               force_eos=args.force_eos)
-    try:
-        print(export(args.ckpt, args.out, decoding))
-    except InteropError as err:
-        print(f"seqlab export: {err}", file=sys.stderr)
-        return 2
+    print(export(args.ckpt, args.out, decoding))
     return 0

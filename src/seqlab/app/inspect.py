@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import get_args
 
+from seqlab.app import cli
 from seqlab.checkpoint import load_for_inference
 from seqlab.decoding import DecodingConfig
 from seqlab.inference.inspection import attention_maps, beam_trace, inspect_page, mbr_candidates, trace
@@ -16,8 +17,7 @@ from seqlab.metrics.utility import Utility
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="seqlab inspect", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.parser("inspect", __doc__)
     parser.add_argument("--ckpt", required=True, help="a .ckpt file or a training run folder")
     parser.add_argument("--text", required=True, help="the source sentence")
     parser.add_argument("--target", help="a reference to attend over (default: the model's greedy output)")
@@ -29,7 +29,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="also show MBR's candidates (epsilon 0.02 samples) and expected utilities")
     parser.add_argument("--mbr-candidates", type=int, default=32)
     parser.add_argument("--out", type=Path, default=Path("outputs/inspect.html"))
-    args = parser.parse_args(argv)
+    return cli.run("inspect", parser, argv, body)
+
+
+def body(args: argparse.Namespace) -> int:
     model, tokenizer, info = load_for_inference(args.ckpt)
     cfg = replace(DecodingConfig(), max_length=args.max_length, no_repeat_ngram_size=args.no_repeat_ngram_size)
     maps = attention_maps(model, tokenizer, args.text, args.target, cfg)

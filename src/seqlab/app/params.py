@@ -10,6 +10,7 @@ import argparse
 from dataclasses import fields
 from typing import get_args, get_type_hints
 
+from seqlab.app import cli
 from seqlab.model.config import ModelConfig
 from seqlab.model.params import count_parameters, param_table
 from seqlab.model.transformer import Seq2SeqTransformer
@@ -18,17 +19,21 @@ SIZES = ("d_model", "n_heads", "encoder_layers", "decoder_layers", "d_ff")
 CHOICES = ("tie_embeddings", "positions", "norm_position")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     defaults = {f.name: f.default for f in fields(ModelConfig)}
     hints = get_type_hints(ModelConfig)
-    parser = argparse.ArgumentParser(prog="seqlab params", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.parser("params", __doc__)
     parser.add_argument("--vocab", type=int, default=37000, help="shared vocabulary size")
     for name in SIZES:
         parser.add_argument(f"--{name}", type=int, default=defaults[name])
     for name in CHOICES:
         parser.add_argument(f"--{name}", default=defaults[name], choices=get_args(hints[name]))
     parser.add_argument("--copy_attention", action="store_true", help="add a pointer-generator output")
-    args = vars(parser.parse_args(argv))
-    cfg = ModelConfig(src_vocab_size=args.pop("vocab"), **args)
+    return cli.run("params", parser, argv, body)
+
+
+def body(args: argparse.Namespace) -> int:
+    values = vars(args)
+    cfg = ModelConfig(src_vocab_size=values.pop("vocab"), **values)  # ConfigError: exit status 2, naming the key
     print(param_table(cfg, count_parameters(Seq2SeqTransformer(cfg))))
+    return 0

@@ -11,6 +11,7 @@ from typing import Any
 
 from seqlab.analysis.compare import CompareError, compare, from_result_dir
 from seqlab.analysis.pairs import pair_tests
+from seqlab.app import cli
 from seqlab.checkpoint import CheckpointError, load_for_inference
 from seqlab.inference.inspection import inspect_section
 from seqlab.metrics import keys as K
@@ -93,23 +94,27 @@ def build_report(results_dir: Path, out: Path, inspect: int = 2) -> tuple[Path, 
     """The report of every result under results_dir; returns its path and the results."""
     results = load_results(results_dir)
     if not results:
-        raise SystemExit(f"{results_dir}: no metrics.json found; run `make eval` or `make sweep-decoding` first")
+        raise cli.CommandError(f"{results_dir}: no metrics.json found; run `make eval` or `make sweep-decoding` "
+                               "first")
     path = write_report(results, out, title=f"seqlab report: {results_dir}", pairs=report_pairs(results),
                         extra=inspections(results, inspect) if inspect > 0 else "")
     log.info("wrote %s and %s (%d runs)", path, path.with_suffix(".json"), len(results))
     return path, results
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="seqlab report", description=__doc__)
+def main(argv: list[str] | None = None) -> int:
+    parser = cli.parser("report", __doc__)
     parser.add_argument("--results", type=Path, default=Path("outputs/eval_results"))
     parser.add_argument("--out", type=Path, default=Path("outputs/report.html"))
     parser.add_argument("--markdown", action="store_true", help="also print a markdown table of the settings")
     parser.add_argument("--inspect", type=int, default=2,
                         help="test sentences per evaluated checkpoint shown with alignments and traces (0: none)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    return cli.run("report", parser, argv, body)
+
+
+def body(args: argparse.Namespace) -> int:
     path, results = build_report(args.results, args.out, args.inspect)
     print(path)
     if args.markdown:
         print(markdown_table(results, significance_marks(results)))
+    return 0

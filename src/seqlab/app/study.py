@@ -25,6 +25,7 @@ from seqlab.analysis.study_claims import claims_report
 from seqlab.analysis.study_report import write_study_report
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs
 from seqlab.analysis.study_tables import curve_table, depth_table, question_table, val_curves_png
+from seqlab.app import cli
 from seqlab.io import atomic_write_text
 
 
@@ -57,8 +58,7 @@ def tables(archive: Path, questions: list[str], label: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="seqlab study", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.parser("study", __doc__)
     parser.add_argument("questions", nargs="*", default=["all"],
                         help=f"which questions: {', '.join(QUESTIONS)}, or all ({', '.join(STUDY)}; the default)")
     parser.add_argument("--recipe", choices=sorted(RECIPES), default="short",
@@ -75,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     grid.add_argument("--experiment", default="mt_bible_small")
     grid.add_argument("--budget", default="00:00:04:00", help="trainer.max_time per run, DD:HH:MM:SS (or null)")
     grid.add_argument("--limit", type=int, default=300, help="test sentences per evaluation")
-    args = parser.parse_args(argv)
+    return cli.run("study", parser, argv, lambda args: body(args, parser))
+
+
+def body(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     train_args, eval_args = tuple(shlex.split(args.train_args)), tuple(shlex.split(args.eval_args))
     if args.grid:
         stamp = time.strftime("%Y-%m-%d_%H-%M-%S")

@@ -13,15 +13,13 @@ reproduce seqlab's tokenization and its greedy and beam outputs (tested).
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from seqlab.checkpoint import load_for_inference
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
-from seqlab.interop.ct2 import export_ctranslate2
-from seqlab.interop.hf import InteropError, to_hf
+from seqlab.interop.hf import to_hf
 from seqlab.io import atomic_write, atomic_write_text
 from seqlab.model import ModelConfig
 
@@ -80,13 +78,3 @@ def export(checkpoint: str | Path, out: str | Path, decoding: DecodingConfig | N
     hf.save_pretrained(out)
     write_tokenizer(tokenizer, out)
     return out
-
-
-def export_ct2_command(checkpoint: str, out: Path, quantization: str | None) -> int:
-    model, tokenizer, _ = load_for_inference(checkpoint)
-    try:
-        print(export_ctranslate2(model, tokenizer, out, quantization))
-    except InteropError as err:
-        print(f"seqlab.interop.export: {err}", file=sys.stderr)
-        return 2
-    return 0

@@ -1,0 +1,47 @@
+"""How every argparse command is built and run alike: `seqlab <name>` as its program name, its docstring as
+its help, logging set up once, the allocator tuned for the tensors it frees and allocates again, and one
+contract for its outcome: exit status 0 when done, 1 when some of its work failed (it says which), 2 on bad
+input (an argument, a config value, a checkpoint, a result folder), with a message `seqlab <name>: ...`
+that names what to change. (The Hydra commands, train, evaluate, translate and bench, get the same from
+their own entry points.)"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+
+from seqlab.analysis.compare import CompareError
+from seqlab.checkpoint import CheckpointError
+from seqlab.config import ConfigError
+from seqlab.interop.hf import InteropError
+from seqlab.memory import keep_freed_memory
+
+log = logging.getLogger("seqlab")
+
+
+class CommandError(ValueError):
+    """Bad input a command finds itself (not a config's or a checkpoint's): the message says what to change."""
+
+
+BAD_INPUT = (CommandError, ConfigError, CheckpointError, CompareError, InteropError)
+
+
+def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=f"seqlab {name}", description=doc,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def run(name: str, args_parser: argparse.ArgumentParser, argv: list[str] | None,
+        body: Callable[[argparse.Namespace], int | None], level: int = logging.INFO) -> int:
+    """Parse `argv` (argparse exits 2 on a bad flag), set up logging and the allocator, run `body`; bad
+    input becomes exit status 2 with the message prefixed `seqlab <name>:`."""
+    args = args_parser.parse_args(argv)
+    logging.basicConfig(level=level, format="%(message)s")
+    keep_freed_memory()
+    try:
+        return int(body(args) or 0)
+    except BAD_INPUT as err:
+        print(f"seqlab {name}: {err}", file=sys.stderr)
+        return 2

@@ -101,3 +101,15 @@ def test_length_buckets_score_each_bucket_as_its_own_corpus():
         assert out[K.bucket(K.BLEU, label)] == BLEU().corpus_score(sub_h, sub_r).score
         assert out[K.bucket(K.CHRF, label)] == CHRF().corpus_score(sub_h, sub_r).score
     assert K.bucket(K.BLEU, "src_gt64") not in out
+
+
+def test_rouge_leaves_the_log_to_seqlab(caplog):
+    """rouge-score logs "Using default tokenizer." through absl for every scorer it builds; a sweep's log
+    carries seqlab's lines only."""
+    import logging
+
+    from seqlab.metrics import rouge_scores
+
+    with caplog.at_level(logging.INFO):
+        rouge_scores(["the cat sat"], ["a cat sat"])
+    assert not [r for r in caplog.records if r.name == "absl"]

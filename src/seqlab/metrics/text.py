@@ -13,6 +13,7 @@ has one sentence per line (CNN/DailyMail highlights) is kept as it is.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 
@@ -83,6 +84,8 @@ def rouge_per_example(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequen
                       names: Sequence[str] = ROUGE_NAMES) -> dict[str, list[float]]:
     """F1 (x100) of each ROUGE variant for every example; the best reference when there are several."""
     from rouge_score import rouge_scorer
+
+    logging.getLogger("absl").setLevel(logging.WARNING)  # rouge-score says "Using default tokenizer." per scorer
 
     ref_streams = streams(refs)
     out: dict[str, list[float]] = {name: [] for name in names}

@@ -1,13 +1,26 @@
 """The architecture study at a trained budget: the curve that fixes the budget, the design questions, the
 stability question on a deeper model, and relative positions. Its runs go through `make study-trained`
-(a worktree at a fixed commit, records committed as they land). Its tables join the docs once every run of
-the study is archived: a table rendered while records still land would go stale with each commit."""
+(a worktree at a fixed commit, records committed as they land). The curve's table is final; the questions'
+tables join the docs once every run is archived (a table rendered while records still land would go stale
+with each commit)."""
 
 from __future__ import annotations
 
-from pipelines.core import Pipeline, Stage
+from pathlib import Path
+
+from pipelines.core import Pipeline, Stage, Table
+
+
+def curve(archive: Path) -> str:
+    """The curve run's validation losses and the budget they chose (seqlab.analysis.study_tables)."""
+    from seqlab.analysis.study import TRAINING, load_records
+    from seqlab.analysis.study_tables import curve_table
+
+    return curve_table(load_records(archive, TRAINING))[0] or "_No archived curve yet._"
+
 
 PIPELINE = Pipeline(
     "arch_study_trained", "the architecture study at a trained budget (beam 5 and greedy)",
     tuple(Stage(q, "study", (q, "--recipe", "trained")) for q in ("curve", "all", "depth", "relative_positions")),
+    (Table("arch_study_trained_curve", curve, "docs/experiments/arch_study_trained.md"),),
 )

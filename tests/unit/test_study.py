@@ -91,7 +91,8 @@ class FakeSeqlab:
             (run_dir / "checkpoints").mkdir(exist_ok=True)
             (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"weights")
             return True
-        run_dir = Path(values["ckpt"])
+        assert values["ckpt"].endswith("checkpoints/last.ckpt")  # decoded after exactly the recipe's updates
+        run_dir = Path(values["ckpt"]).parent.parent
         variant, seed = run_dir.name.rsplit("-seed", 1)
         delta = {"tie_embeddings": "none"} if variant == "tie_none" else {}
         write_evaluation(Path(values["results_dir"]), run_dir, variant, int(seed), self.refs, delta,
@@ -299,3 +300,11 @@ def test_the_study_dashboard_is_the_reports_page_from_the_archive_alone(tmp_path
     (pairs,) = data["pairs"]
     assert pairs["mode"] == "all" and len({(t["a"], t["b"]) for t in pairs["tests"]}) == 4 * 3 // 2
     assert 'id="report-data"' in page.read_text() and write_study_report(tmp_path, ["greedy"], page, "x") is None
+
+
+def test_the_curve_is_one_run_whatever_the_seeds(tmp_path):
+    runs = study_runs(["curve"], 3, RECIPES["trained"], tmp_path)
+    assert [r.name for r in runs] == ["curve-seed0"] and "trainer.max_steps=6300" in runs[0].train
+    both = study_runs(["curve", "positions"], 2, RECIPES["trained"], tmp_path)
+    assert [r.name for r in both] == ["curve-seed0", "baseline-seed0", "learned_positions-seed0", "baseline-seed1",
+                                      "learned_positions-seed1"]

@@ -77,6 +77,7 @@ class Question:
     pairs: list[tuple[str, str]]  # (reference, variant) pairs to test
     decoded: bool = True  # False: judged on validation loss alone, no test decoding
     recipes: tuple[str, ...] = ("short", "trained")
+    seeds: int | None = None  # at most this many seeds (the curve: one run)
 
 
 QUESTIONS: dict[str, Question] = {
@@ -89,7 +90,7 @@ QUESTIONS: dict[str, Question] = {
     "positions": Question("Sinusoidal vs learned positions", ["baseline", "learned_positions"],
                           [("baseline", "learned_positions")]),
     "curve": Question("The baseline's validation curve to 6,300 updates (chooses the trained budget)", ["curve"],
-                      [], recipes=("trained",)),
+                      [], recipes=("trained",), seeds=1),
     # relative positions queue after the design questions: `seqlab study relative_positions --recipe trained`
     "relative_positions": Question("Sinusoidal vs relative positions (RoPE, ALiBi, T5's bias)",
                                    ["baseline", "learned_positions", "rope_positions", "alibi_positions",

@@ -73,6 +73,12 @@ class Run:
         return self.name.rsplit("-seed", 1)[0]
 
     @property
+    def checkpoint(self) -> Path:
+        """What its decodings read: the last checkpoint, the model after exactly the recipe's updates (not the
+        best on validation, which would make the number of updates differ between runs)."""
+        return checkpoint_file(self.folder, LAST)
+
+    @property
     def seed(self) -> int:
         return int(self.name.rsplit("-seed", 1)[1])
 
@@ -86,9 +92,11 @@ def study_runs(questions: list[str], seeds: int, recipe: Recipe, folder: Path) -
     (a question judged on validation loss is not decoded)."""
     variants = list(dict.fromkeys(v for q in questions for v in QUESTIONS[q].variants))
     undecoded = {v for q in questions if not QUESTIONS[q].decoded for v in QUESTIONS[q].variants}
+    most = {v: min([seeds] + [QUESTIONS[q].seeds for q in questions if v in QUESTIONS[q].variants
+                              and QUESTIONS[q].seeds is not None]) for v in variants}
     runs = []
     for seed in range(seeds):
-        for variant in variants:
+        for variant in [v for v in variants if seed < most[v]]:
             name = f"{variant}-seed{seed}"
             run_folder = folder / "runs" / name
             evaluations = () if variant in undecoded else tuple(
@@ -155,7 +163,7 @@ def record_from_evaluation(run: Run, evaluation: Evaluation, eval_args: tuple[st
     payload = json.loads(results.read_text())
     rows = [json.loads(line) for line in (results.parent / HYPOTHESES_FILE).read_text().splitlines()]
     ckpt = payload["checkpoint"]
-    decoded = capture(" ".join(["seqlab evaluate", f"ckpt={run.folder}", *evaluation.overrides, *eval_args]),
+    decoded = capture(" ".join(["seqlab evaluate", f"ckpt={run.checkpoint}", *evaluation.overrides, *eval_args]),
                       str(payload["settings"]["precision"]), str(payload["engine"]), wall_s, ckpt["step"])
     record = Record(run.variant, run.seed, evaluation.label,
                     {k: v for k, v in payload["metrics"].items() if not k.endswith("signature")},
@@ -227,7 +235,7 @@ def execute(runs: list[Run], archive: Path | None, train_args: tuple[str, ...] =
             if evaluation.label not in owed:
                 continue
             start = time.perf_counter()
-            if not command("evaluate", f"ckpt={run.folder}", *evaluation.overrides, *eval_args):
+            if not command("evaluate", f"ckpt={run.checkpoint}", *evaluation.overrides, *eval_args):
                 failed.append(f"{run.name} (decoding {evaluation.label})")
                 continue
             if archive is None:

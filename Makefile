@@ -126,8 +126,8 @@ bench: $(STAMP) ## Speed against Hugging Face transformers (same shapes, same ba
 params: $(STAMP) ## Parameter table (analytic vs counted) for a model shape; ARGS="--d_model 512 ..."
 	$(BIN)/seqlab params $(ARGS)
 
-test: $(STAMP) ## Fast test suite (offline, a few minutes on 2 cores)
-	$(BIN)/python -m pytest -q
+test: $(STAMP) ## Fast test suite (offline, a few minutes on 2 cores); prints the 15 slowest tests
+	$(BIN)/python -m pytest -q --durations=15
 
 test-full: $(STAMP) ## Every test, slow ones included (DDP, kill -9 and resume, full pipelines)
 	$(BIN)/python -m pytest -q -m "not gpu"

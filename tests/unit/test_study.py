@@ -12,8 +12,8 @@ from sacrebleu.metrics import BLEU
 
 from seqlab.analysis.study import GRID, RECIPES, VARIANTS, Record, curve_budget
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs, training_wall
-from seqlab.analysis.study_tables import depth_fails
-from seqlab.app.study import main, tables
+from seqlab.analysis.study_tables import depth_fails, write_tables
+from seqlab.app.study import main
 from seqlab.metrics import sacrebleu_scores
 from seqlab.model import ModelConfig
 from seqlab.model.params import analytic_counts
@@ -109,7 +109,7 @@ def test_study_tables_from_the_runs_and_from_the_archive_alone(tmp_path: Path) -
     runs = study_runs(["tying"], 3, RECIPES["short"], tmp_path / "study")
     runs = [r for r in runs if r.variant in ("baseline", "tie_none")]
     assert execute(runs, archive, command=fake) == []
-    text = tables(archive, ["tying"], "greedy")
+    text = write_tables(archive, ["tying"], "greedy")
     summary = json.loads((archive / "summary.json").read_text())["tying"]
     base, none = summary["variants"]["baseline"], summary["variants"]["tie_none"]
     assert (archive / "baseline-seed1.greedy.hyps.txt.gz").exists() and (archive / "val_loss.png").stat().st_size > 1000

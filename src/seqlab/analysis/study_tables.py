@@ -7,12 +7,24 @@ question is judged on training alone, by the rule fixed before its runs (`depth_
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
 
 from seqlab.analysis.compare import METRICS, System, compare
-from seqlab.analysis.study import CURVE_TOLERANCE, DESCRIBE, DIVERGED, QUESTIONS, Record, curve_budget
+from seqlab.analysis.study import (
+    CURVE_TOLERANCE,
+    DESCRIBE,
+    DIVERGED,
+    QUESTIONS,
+    TRAINING,
+    Record,
+    curve_budget,
+    load_records,
+    load_references,
+)
+from seqlab.io import atomic_write_text
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import compare as compare_seeds
 from seqlab.metrics.seeds import pooled_sd, summarize
@@ -194,3 +206,31 @@ def val_curves_png(runs: Runs, out: Path) -> Path:
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def write_tables(archive: Path, questions: list[str], label: str) -> str:
+    """Each question's table from the archive alone (decoded questions: the `label` decoding), written with
+    the validation curves to the archive's summary files."""
+    runs = load_records(archive, label)
+    trained = load_records(archive, TRAINING)
+    refs = load_references(archive) if runs else []
+    sections, summary = [], {}
+    for q in questions:
+        if q == "curve":
+            table, data = curve_table(trained)
+        elif not QUESTIONS[q].decoded:
+            table, data = depth_table(trained)
+        else:
+            table, data = question_table(q, runs, refs)
+        if table:
+            sections.append(table)
+            summary[q] = data
+    text = "\n\n".join(sections)
+    if trained:
+        val_curves_png({k: r for k, r in trained.items() if k[0] in {v for q in questions
+                                                                    for v in QUESTIONS[q].variants}},
+                       archive / f"val_loss.{label}.png" if label != "greedy" else archive / "val_loss.png")
+    suffix = "" if label == "greedy" else f".{label}"
+    atomic_write_text(archive / f"summary{suffix}.md", text + "\n")
+    atomic_write_text(archive / f"summary{suffix}.json", json.dumps(summary, indent=1))
+    return text

@@ -14,47 +14,17 @@ the page `seqlab report` draws) in the run folder, or for the grid the report.
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 import time
 from pathlib import Path
 
-from seqlab.analysis.study import QUESTIONS, RECIPES, STUDY, TRAINING, load_records, load_references
+from seqlab.analysis.study import QUESTIONS, RECIPES, STUDY
 from seqlab.analysis.study_claims import claims_report
 from seqlab.analysis.study_report import write_study_report
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs
-from seqlab.analysis.study_tables import curve_table, depth_table, question_table, val_curves_png
+from seqlab.analysis.study_tables import write_tables
 from seqlab.app import cli
-from seqlab.io import atomic_write_text
-
-
-def tables(archive: Path, questions: list[str], label: str) -> str:
-    """Each question's table from the archive alone (decoded questions: the `label` decoding), written with
-    the validation curves to the archive's summary files."""
-    runs = load_records(archive, label)
-    trained = load_records(archive, TRAINING)
-    refs = load_references(archive) if runs else []
-    sections, summary = [], {}
-    for q in questions:
-        if q == "curve":
-            table, data = curve_table(trained)
-        elif not QUESTIONS[q].decoded:
-            table, data = depth_table(trained)
-        else:
-            table, data = question_table(q, runs, refs)
-        if table:
-            sections.append(table)
-            summary[q] = data
-    text = "\n\n".join(sections)
-    if trained:
-        val_curves_png({k: r for k, r in trained.items() if k[0] in {v for q in questions
-                                                                    for v in QUESTIONS[q].variants}},
-                       archive / f"val_loss.{label}.png" if label != "greedy" else archive / "val_loss.png")
-    suffix = "" if label == "greedy" else f".{label}"
-    atomic_write_text(archive / f"summary{suffix}.md", text + "\n")
-    atomic_write_text(archive / f"summary{suffix}.json", json.dumps(summary, indent=1))
-    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,9 +71,9 @@ def body(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         failed = execute(runs, archive, train_args, eval_args, commit=args.commit)
     try:
         reported, *others = recipe.decodings
-        print(tables(archive, questions, reported))
+        print(write_tables(archive, questions, reported))
         for label in others:  # the other settings' tables, for the archive (early vs trained uses greedy)
-            tables(archive, questions, label)
+            write_tables(archive, questions, label)
         if recipe.name == "trained":
             print(claims_report(archive, RECIPES["short"].archive))
         page = write_study_report(archive, list(recipe.decodings), (args.dir or recipe.folder) / "report.html",

@@ -191,3 +191,16 @@ def test_adamw_is_fused_where_torch_has_the_kernel_and_matches_the_loop():
         result.append(ps)
     for a, b, p in zip(*result, start, strict=True):
         assert torch.allclose(a, b, rtol=0, atol=1e-6) and not torch.equal(a, p)
+
+
+def test_no_warmup_ramp_starts_at_the_peak_and_keeps_the_decay():
+    """optim.warmup_ramp=false: the peak rate from the first update, then the very schedule of the warmed-up
+    run (inverse_sqrt: sqrt(warmup / step)); warmup_steps=0 would decay as sqrt(1 / step) instead."""
+    warm, cold = lr_multiplier("inverse_sqrt", 500), lr_multiplier("inverse_sqrt", 500, ramp=False)
+    assert warm(1) == 1 / 500 and cold(1) == 1.0 and cold(499) == 1.0
+    assert all(warm(s) == cold(s) for s in (500, 501, 2000, 3300))
+    assert cold(3300) == pytest.approx((500 / 3300) ** 0.5)
+    assert lr_multiplier("inverse_sqrt", 0)(500) == pytest.approx(500 ** -0.5)  # the rescaled decay avoided
+    constant = lr_multiplier("constant", 75, ramp=False)
+    assert [constant(s) for s in (1, 74, 75, 300)] == [1.0] * 4 == [lr_multiplier("constant", 0)(s)
+                                                                    for s in (1, 74, 75, 300)]

@@ -50,9 +50,9 @@ RECIPES: dict[str, Recipe] = {
 # variants come from here, for the runs (seqlab.analysis.study_runs) and for the tables
 VARIANTS: dict[str, tuple[str, ...]] = {
     "baseline": (),
-    "post_nowarmup": ("optim.warmup_steps=0",),
+    "post_nowarmup": ("optim.warmup_ramp=false",),
     "pre": ("model.norm_position=pre",),
-    "pre_nowarmup": ("model.norm_position=pre", "optim.warmup_steps=0"),
+    "pre_nowarmup": ("model.norm_position=pre", "optim.warmup_ramp=false"),
     "tie_none": ("model.tie_embeddings=none",),
     "tie_decoder": ("model.tie_embeddings=decoder",),
     "learned_positions": ("model.positions=learned",),
@@ -64,7 +64,7 @@ VARIANTS: dict[str, tuple[str, ...]] = {
 }
 DEEP = ("model.encoder_layers=6", "model.decoder_layers=6", "trainer.max_steps=1000")
 for _norm in ("post", "pre"):
-    for _warm, _warm_override in (("warmup", ()), ("nowarmup", ("optim.warmup_steps=0",))):
+    for _warm, _warm_override in (("warmup", ()), ("nowarmup", ("optim.warmup_ramp=false",))):
         for _lr in ("1e-3", "2e-3"):
             VARIANTS[f"deep_{_norm}_{_warm}_lr{_lr}"] = (*DEEP, f"model.norm_position={_norm}", *_warm_override,
                                                         f"optim.lr={float(_lr)}")

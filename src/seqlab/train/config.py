@@ -22,6 +22,11 @@ class OptimConfig:
     weight_decay: float = 1e-4
     schedule: Schedule = "inverse_sqrt"
     warmup_steps: int = 4000
+    # false: no warm-up ramp, the peak rate from the first update, the schedule after `warmup_steps`
+    # unchanged (inverse_sqrt still decays as sqrt(warmup_steps / step)): the warm-up ablation that changes
+    # nothing else. warmup_steps=0 would also rescale inverse_sqrt's decay (sqrt(1 / step), 22x lower at
+    # step 500 than with 500 warm-up steps).
+    warmup_ramp: bool = True
     min_lr_ratio: float = 0.0
     label_smoothing: float = 0.1
     clip_norm: float | None = 1.0

@@ -111,7 +111,8 @@ class Seq2SeqModule(L.LightningModule):
                     lr=self.optim.lr, betas=tuple(self.optim.betas), eps=self.optim.eps, fused=self.optim.fused,
                     precision=precision)
         max_steps = self.trainer.max_steps if self.trainer and self.trainer.max_steps > 0 else None
-        mult = lr_multiplier(self.optim.schedule, self.optim.warmup_steps, max_steps, self.optim.min_lr_ratio)
+        mult = lr_multiplier(self.optim.schedule, self.optim.warmup_steps, max_steps, self.optim.min_lr_ratio,
+                             self.optim.warmup_ramp)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: mult(k + 1))  # update k+1 uses mult(k+1)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 

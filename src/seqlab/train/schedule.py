@@ -10,8 +10,8 @@ Schedule = Literal["inverse_sqrt", "cosine", "constant"]
 
 
 def lr_multiplier(kind: Schedule, warmup_steps: int, max_steps: int | None = None,
-                  min_ratio: float = 0.0) -> Callable[[int], float]:
-    """Linear warmup to 1 over `warmup_steps`, then:
+                  min_ratio: float = 0.0, ramp: bool = True) -> Callable[[int], float]:
+    """Linear warmup to 1 over `warmup_steps` (`ramp=False`: 1 from the first step instead), then:
 
     inverse_sqrt: sqrt(warmup / step), fairseq's `inverse_sqrt` (Vaswani et al. 2017, 5.3);
     cosine: half-cosine from 1 down to `min_ratio` at `max_steps`;
@@ -21,7 +21,7 @@ def lr_multiplier(kind: Schedule, warmup_steps: int, max_steps: int | None = Non
     def multiplier(step: int) -> float:
         step = max(step, 1)
         if step < warmup_steps:
-            return step / warmup_steps
+            return step / warmup_steps if ramp else 1.0
         if kind == "inverse_sqrt":
             return math.sqrt(max(warmup_steps, 1) / step)
         if kind == "cosine":

@@ -54,8 +54,9 @@ def test_trace_chooses_what_generate_outputs(tmp_path):
 
 def test_beam_trace_shows_the_search_that_generate_runs():
     from seqlab.data.tokenizer import Tokenizer, TokenizerConfig
-    from seqlab.inference.inspection import beam_trace, beam_tree_png
+    from seqlab.inference.inspection import beam_trace
     from seqlab.model import ModelConfig, Seq2SeqTransformer
+    from seqlab.tracking.figures import beam_tree_png
 
     lines = [f"the {w} sat on the {v} mat" for w in ("cat", "dog", "bird", "cow") for v in ("red", "blue", "big")]
     tokenizer = Tokenizer.train(lines * 20, lines * 20, TokenizerConfig(vocab_size=300))

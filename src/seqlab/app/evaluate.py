@@ -25,13 +25,22 @@ from seqlab.config import ConfigError
 from seqlab.data import CorpusConfig, DataConfig, Example, examples_from_text_files, load_split
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.mbr import check_task
-from seqlab.digest import cache_key, file_digest
+from seqlab.digest import file_digest
 from seqlab.inference.evaluation import EvalSettings, evaluate
-from seqlab.inference.inspection import alignment_png, attention_maps
+from seqlab.inference.inspection import alignment_images
 from seqlab.interop.engines import run_label
 from seqlab.memory import keep_freed_memory
-from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir
-from seqlab.tracking.wandb import TrackingConfig, artifact_of, finish, log_predictions, make_logger, use_artifact
+from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir, variant_key
+from seqlab.tracking.wandb import (
+    TrackingConfig,
+    artifact_of,
+    finish,
+    log_images,
+    log_predictions,
+    make_logger,
+    scalar_metrics,
+    use_artifact,
+)
 
 log = logging.getLogger("seqlab.evaluate")
 
@@ -95,41 +104,6 @@ def test_examples(cfg: DictConfig, data_cfg: DataConfig | None) -> list[Example]
         corpus = replace(corpus, extra_reference_fields=tuple(cfg.extra_references or ()))
         examples = load_split(corpus, cfg.split)
     return examples[: cfg.limit or None]
-
-
-def variant_key(run_config: dict[str, Any]) -> str:
-    """A digest of the training config without its seed and paths: runs that differ only in seed share it."""
-    kept = {k: v for k, v in run_config.items() if k not in ("seed", "paths", "logger")}
-    kept["train"] = {k: v for k, v in (kept.get("train") or {}).items() if k != "resume"}
-    return cache_key(kept)
-
-
-def log_attention(logger: Any, model: Any, tokenizer: Any, examples: list[Example], decoding: DecodingConfig,
-                  folder: Path) -> None:
-    """The first sources' alignments (cross-attention over the model's hypothesis) as W&B images."""
-    import base64
-
-    greedy = DecodingConfig(max_length=decoding.max_length, max_len_a=decoding.max_len_a,
-                            max_len_b=decoding.max_len_b)
-    paths = []
-    for i, example in enumerate(examples):
-        png = alignment_png(attention_maps(model.cpu(), tokenizer, example.source, cfg=greedy))
-        path = folder / f"attention-{i}.png"
-        path.write_bytes(base64.b64decode(png))
-        paths.append(str(path))
-    if paths:
-        logger.log_image(key="attention", images=paths, caption=[e.source[:80] for e in examples])
-
-
-def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
-    """What a dashboard can plot: numbers, and each interval as `<key>_low` / `<key>_high`."""
-    out: dict[str, float] = {}
-    for key, value in metrics.items():
-        if isinstance(value, int | float):
-            out[key] = value
-        elif isinstance(value, list) and len(value) == 2 and key.endswith("_ci"):
-            out[f"{key}_low"], out[f"{key}_high"] = value
-    return out
 
 
 def result_dir(cfg: DictConfig) -> tuple[ResultDir, dict[str, Any]]:
@@ -249,8 +223,9 @@ def log_results(logger: Any, kind: str, cfg: DictConfig, metrics: dict[str, Any]
     logger.log_metrics({f"{cfg.split}/{k}": v for k, v in scalar_metrics(metrics).items()})
     if kind == "wandb":
         log_predictions(logger, rows)
-        log_attention(logger, loaded.model, loaded.tokenizer, examples[: cfg.inspect_sentences], loaded.decoding,
-                      folder)
+        shown = examples[: cfg.inspect_sentences]
+        log_images(logger, "attention", alignment_images(loaded.model, loaded.tokenizer, [e.source for e in shown],
+                                                         loaded.decoding, folder), [e.source[:80] for e in shown])
         logger.experiment.summary["status"] = OK
     else:
         logger.save()

@@ -12,10 +12,12 @@ Attention weights are recorded only inside `record_attention`, computed beside t
 
 from __future__ import annotations
 
+import base64
 import html
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -210,6 +212,20 @@ def beam_trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg
 def alignment_png(maps: AttentionMaps) -> str:
     """The alignment view (cross-attention averaged over heads and layers) as a base64 PNG."""
     return heatmap_grid(maps.alignment()[None], maps.tgt_pieces, maps.src_pieces, "alignment")
+
+
+def alignment_images(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: list[str], decoding: DecodingConfig,
+                     folder: Path) -> list[Path]:
+    """The alignment (cross-attention over the model's greedy hypothesis, within `decoding`'s length limits) of
+    each source, as PNG files attention-<i>.png in `folder`."""
+    greedy = DecodingConfig(max_length=decoding.max_length, max_len_a=decoding.max_len_a,
+                            max_len_b=decoding.max_len_b)
+    paths = []
+    for i, source in enumerate(sources):
+        path = folder / f"attention-{i}.png"
+        path.write_bytes(base64.b64decode(alignment_png(attention_maps(model.cpu(), tokenizer, source, cfg=greedy))))
+        paths.append(path)
+    return paths
 
 
 def inspect_section(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: list[str], title: str,

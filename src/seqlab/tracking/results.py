@@ -80,6 +80,13 @@ def variant_of(payload: dict[str, Any]) -> str:
     return json.dumps([what, payload.get("label"), payload.get("split"), payload.get("setting", {}).get("limit")])
 
 
+def variant_key(run_config: dict[str, Any]) -> str:
+    """A digest of the training config without its seed and paths: runs that differ only in seed share it."""
+    kept = {k: v for k, v in run_config.items() if k not in ("seed", "paths", "logger")}
+    kept["train"] = {k: v for k, v in (kept.get("train") or {}).items() if k != "resume"}
+    return cache_key(kept)
+
+
 def read_curves(metrics_csv: Path, keys: tuple[str, ...]) -> dict[str, list[tuple[int, float]]]:
     """(step, value) rows of each key in a Lightning CSVLogger file, steps counted from 1 (empty if absent)."""
     curves: dict[str, list[tuple[int, float]]] = {k: [] for k in keys}

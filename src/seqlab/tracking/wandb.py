@@ -133,6 +133,23 @@ def log_predictions(logger: Any, records: list[dict[str, Any]], key: str = "pred
     logger.log_table(key=key, columns=columns, data=rows)
 
 
+def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """What a dashboard can plot: numbers, and each interval as `<key>_low` / `<key>_high`."""
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        if isinstance(value, int | float):
+            out[key] = value
+        elif isinstance(value, list) and len(value) == 2 and key.endswith("_ci"):
+            out[f"{key}_low"], out[f"{key}_high"] = value
+    return out
+
+
+def log_images(logger: Any, key: str, paths: list[Path], captions: list[str]) -> None:
+    """Image files as one W&B image panel (none: nothing logged)."""
+    if paths:
+        logger.log_image(key=key, images=[str(p) for p in paths], caption=captions)
+
+
 def metric_history(save_dir: Path, resumed_at: int | None = None) -> Any:
     """The run's metric history as `<save_dir>/csv/metrics.csv`, written next to W&B too, so that the
     local report can draw training curves with W&B offline or off (tracking.results.read_curves).

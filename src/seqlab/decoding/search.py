@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from seqlab.constants import ForceEOS, HasSpecialIds
-from seqlab.decoding.processors import NEG_INF, LogitsProcessor, apply, split_bans
+from seqlab.decoding.processors import NEG_INF, Ban, LogitsProcessor, apply, split_bans
 from seqlab.decoding.sampling import gumbel_noise
 from seqlab.model import DecoderCache, Seq2SeqTransformer
 from seqlab.model.cache import in_place_order, shared_prefix
@@ -273,6 +273,37 @@ def follow_parents(cache: DecoderCache, prefix: Tensor, origin: Tensor, done: Te
     return stay
 
 
+def first_step_once(step: StepFn, prefix: Tensor, cache: DecoderCache, t: int, k: int) -> tuple[Tensor, DecoderCache]:
+    """A speed-up: every beam starts as BOS, so the first step decodes one row per example (as CTranslate2's
+    does) and then grows the cache to its K beams; later steps decode every beam. prefix: (A * K, t + 1)."""
+    decoded = prefix[::k] if t == 0 else prefix  # (A * rows, t + 1)
+    logits, cache = step(decoded[:, -1], cache)  # (A * rows, V)
+    if t == 0:
+        cache.expand_(k)
+    return logits, cache
+
+
+def beam_scores(logits: Tensor, prefix: Tensor, running: Tensor, head: Sequence[LogitsProcessor],
+                bans: Sequence[Ban], work: StepBuffers) -> tuple[Tensor, Tensor]:
+    """Hugging Face's candidate scores: log-softmax, the processors, plus each beam's running score, then the
+    bans. (raw log-probs (A * rows, V), scores (A, K, V)); rows is 1 on the first step (first_step_once),
+    whose single row stands for all K beams (the others' running scores are -inf).
+
+    Speed-ups with the same numbers: the step's tensors reuse buffers (StepBuffers), and the bans act in
+    place after the add, where HF applies them before it (a banned score is -inf either way)."""
+    a, k = running.shape
+    rows = logits.shape[0] // a
+    decoded = prefix[::k] if rows == 1 else prefix
+    raw_lp = torch.log_softmax(logits, dim=-1, out=work.get("raw_lp", logits))
+    processed = apply(head, decoded, raw_lp)
+    scores = torch.add(processed.view(a, rows, -1), running[:, :, None],
+                       out=work.get("scores", logits).view(a, k, -1) if rows == k else None)  # (A, K, V)
+    flat = scores.view(a * k, -1)
+    for ban in bans:
+        ban.ban_(prefix, flat)
+    return raw_lp, scores
+
+
 def beam_search(
     step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int,
     length_penalty: float, early_stopping: bool | str, processors: Sequence[LogitsProcessor],
@@ -303,18 +334,9 @@ def beam_search(
     for t in range(limit):
         a = active.shape[0]
         prefix = beams.seq[:, :, : t + 1].reshape(a * k, t + 1)  # the beams' tokens: the cache's rows
-        rows = 1 if t == 0 else k  # decoded rows per example: the beams differ after the first step
-        decoded = prefix[::k] if rows == 1 else prefix  # (A * rows, t + 1)
-        logits, cache = step(decoded[:, -1], cache)  # (A * rows, V)
-        if t == 0:
-            cache.expand_(k)
-        raw_lp = torch.log_softmax(logits, dim=-1, out=work.get("raw_lp", logits))
-        processed = apply(head, decoded, raw_lp)
-        scores = torch.add(processed.view(a, rows, -1), beams.scores[:, :, None],
-                           out=work.get("scores", logits).view(a, k, -1) if rows == k else None)  # (A, K, V)
+        logits, cache = first_step_once(step, prefix, cache, t, k)
+        raw_lp, scores = beam_scores(logits, prefix, beams.scores, head, bans, work)  # (A * rows, V), (A, K, V)
         flat = scores.view(a * k, -1)
-        for ban in bans:  # in place after the add: the same numbers as HF's bans before it
-            ban.ban_(prefix, flat)
         if force_eos is not None:
             force_eos_(flat, (t + 1 >= max_new[active]).repeat_interleave(k), ids.eos_id, force_eos,
                        running=beams.scores.view(-1))

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seqlab.analysis.study_runs import EVAL_COMMON
+
 RESULTS = Path("results")
 OUTPUTS = Path("outputs/pipelines")
 
@@ -61,3 +63,14 @@ class Pipeline:
             if s.after is not None and s.after not in names[: names.index(s.name)]:
                 raise ValueError(f"pipeline {self.name}: stage {s.name} comes after {s.after}, which is not an "
                                  "earlier stage")
+
+
+def trained_then_decoded(experiment: str, updates: int, decodings: dict[str, tuple[str, ...]]) -> tuple[Stage, ...]:
+    """A reference model's stages: its training to a fixed number of bf16 updates, then one test-split
+    decoding per name (`decodings`: name -> decoding overrides), each pinned to the reported setting
+    (fp32, seqlab's engine)."""
+    train = Stage("train", "train", (f"experiment={experiment}", f"trainer.max_steps={updates}",
+                                     "trainer.max_time=null", "trainer.precision=bf16-mixed",
+                                     "train.quick_eval_size=0", "logger=csv"))
+    return (train, *(Stage(name, "evaluate", (*overrides, *EVAL_COMMON), after="train")
+                     for name, overrides in decodings.items()))

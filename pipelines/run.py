@@ -32,6 +32,7 @@ class Planned:
     stage: Stage
     digest: str | None  # None: the stage skips what it holds itself (seqlab study)
     archived: bool
+    config: dict[str, Any] | None = None  # the resolved config the digest covers
 
 
 def resolved_config(stage: Stage) -> dict[str, Any]:
@@ -102,7 +103,7 @@ def plan(pipeline: Pipeline) -> list[Planned]:
         check_fixed(stage, config)
         d = digest(stage, config, digests.get(stage.after) if stage.after else None)
         digests[stage.name] = d
-        out.append(Planned(stage, d, archived_digest(pipeline, stage) == d))
+        out.append(Planned(stage, d, archived_digest(pipeline, stage) == d, config))
     return out
 
 
@@ -168,7 +169,7 @@ def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float
     if stage.command == "train":
         result["val_curve"] = read_val_curve(where / "csv" / "metrics.csv")
         updates = result["val_curve"][-1][0] if result["val_curve"] else None
-        precision = str(resolved_config(stage)["trainer"]["precision"])
+        precision = str(planned.config["trainer"]["precision"])
     elif stage.command == "evaluate":
         payload = json.loads(next(where.glob(f"**/{METRICS_FILE}")).read_text())
         result = {"metrics": payload["metrics"], "label": payload.get("label"), "decoding": payload.get("decoding")}

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from seqlab.io import atomic_write, atomic_write_text
+from seqlab.tracking.results import OK
 
 RUN = re.compile(r"^(?P<variant>.+)-seed(?P<seed>\d+)$")
 RECORD = re.compile(r"^(?P<run>.+-seed\d+)\.(?P<label>[\w.]+)\.json$")
 REFERENCES = "test.references.txt.gz"
-OK, DIVERGED = "ok", "diverged"  # a record's status: a trained model, or a training that hit a non-finite loss
+DIVERGED = "diverged"  # a record's status: a training that hit a non-finite loss (else OK, a result's "ok")
 TRAINING = "training"  # the label of a record with no decoding (a question judged on validation loss)
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from seqlab.analysis.compare import System
 from seqlab.analysis.pairs import pair_tests
-from seqlab.analysis.study import DESCRIBE, OK, Record, load_records, load_references
+from seqlab.analysis.study import DESCRIBE, Record, load_records, load_references
 from seqlab.tracking.dashboard import RunView, finite_metrics, run_id, thin, write_dashboard
+from seqlab.tracking.results import OK
 
 TEST_SET = "study test split"  # every record decodes the same test split
 

@@ -32,6 +32,7 @@ from seqlab.decoding.search import NEG, beam_search, model_step, sample_or_greed
 from seqlab.inference.evaluation import decode_texts
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.layers import MultiHeadAttention
+from seqlab.model.transformer import with_bias
 from seqlab.tracking.decoding_sections import candidates_table
 from seqlab.tracking.figures import beam_tree_png, heatmap_grid
 
@@ -110,11 +111,10 @@ def position_bias(model: Seq2SeqTransformer, src_len: int, tgt_len: int) -> dict
     stacks = {"encoder": (model.encoder_positions, src_len), "decoder_self": (model.decoder_positions, tgt_len)}
     out = {}
     for kind, (module, n) in stacks.items():
-        bias = None if module is None else module(0, n, n).bias
-        if bias is None:
+        positions = Seq2SeqTransformer.self_attention_positions(module, 0, n)
+        if positions.bias is None:
             return None
-        if kind == "decoder_self":
-            bias = bias.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+        bias, _ = with_bias(None, kind == "decoder_self", positions)  # the decoder's causal mask folded in
         out[kind] = bias[0].detach().float()
     return out
 

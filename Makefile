@@ -18,7 +18,7 @@ SWEEP ?= decoding
 FORMAT ?= hf
 
 # torch's CPU allocator on transparent huge pages: a large tensor's first write faults once per 2 MiB, not
-# per 4 KiB (BENCHMARKS.md: bf16 training +5-11% on a 2-core AMD EPYC, fp32 and decoding within noise).
+# per 4 KiB (docs/performance.md: bf16 training +5-11% on a 2-core AMD EPYC, fp32 and decoding within noise).
 # Read once when torch starts; `make train THP_MEM_ALLOC_ENABLE=0` turns it off.
 export THP_MEM_ALLOC_ENABLE ?= 1
 

@@ -2,7 +2,7 @@
 
 Times `seqlab.inference.evaluation.decode_texts` on the first N test sources after a short warm-up and prints
 tokens/s with the thread count; for comparing thread and OpenMP wait-policy settings on a machine
-(BENCHMARKS.md, "Shared machines").
+(docs/performance.md, "Shared machines").
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ forward pass by module, the backward pass by autograd node.
     python benchmarks/step_parts.py [--precision bf16-mixed|32-true] [--steps 8]
 
 Why three views: `torch.profiler` charged page faults and its own overhead to whichever operator came
-first (BENCHMARKS.md), so this times the parts directly with `perf_counter`. Module and node times
+first (docs/performance.md), so this times the parts directly with `perf_counter`. Module and node times
 nest (an attention block includes its projections); the matrix products alone give the floor that no
 change outside them can lower. Prints Markdown tables and the CPU's flags.
 """

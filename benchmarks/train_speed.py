@@ -6,7 +6,7 @@ label-smoothed loss, backward, AdamW) from a freshly initialised model of the ch
 Prints real (non-pad) tokens/s and page faults per step for each window of steps, with the thread count:
 the faults show whether the heap has settled (memory reused step to step) or still grows. Unlike `make bench`, whose
 batches are one fixed shape without padding, these are the token-budget batches a real run trains on:
-their sizes, padding and shape changes included (BENCHMARKS.md, "The real training loop").
+their sizes, padding and shape changes included (docs/performance.md, "The real training loop").
 """
 
 from __future__ import annotations

@@ -10,8 +10,20 @@ commands (stages) and the tables it renders from its archive in results/<name>/.
 
 from __future__ import annotations
 
-from pipelines import arch_study, arch_study_trained, mt_bible_small, sum_debian_small
+from pipelines import (
+    arch_study,
+    arch_study_trained,
+    beam_curse,
+    bench,
+    decoding_sweep,
+    mbr,
+    mt_bible_small,
+    no_repeat,
+    sum_debian_small,
+    truncation,
+)
 from pipelines.core import Pipeline
 
 PIPELINES: dict[str, Pipeline] = {m.PIPELINE.name: m.PIPELINE for m in (
-    mt_bible_small, sum_debian_small, arch_study, arch_study_trained)}
+    mt_bible_small, sum_debian_small, decoding_sweep, truncation, mbr, beam_curse, no_repeat, arch_study,
+    arch_study_trained, bench)}

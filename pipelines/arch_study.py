@@ -19,9 +19,28 @@ def study_tables(archive: Path, questions: tuple[str, ...], label: str) -> str:
     return "\n\n".join(question_table(q, runs, refs)[0] for q in questions)
 
 
+def headline(archive: Path) -> str:
+    """The README's summary: each variant's validation loss and greedy BLEU, mean ± sd over its seeds."""
+    from seqlab.analysis.study import DESCRIBE, load_records
+    from seqlab.metrics.seeds import summarize
+
+    runs = load_records(archive, "greedy")
+    if not runs:
+        return "_No archived run yet._"
+    lines = ["| variant (300 updates) | seeds | val loss | greedy BLEU |", "|---|---|---|---|"]
+    for v in dict.fromkeys(v for v, _ in sorted(runs, key=lambda k: (k[0] != "baseline", k))):
+        rs = [r for (vv, _), r in sorted(runs.items()) if vv == v]
+        val = summarize({r.seed: r.final_val_loss for r in rs})
+        bleu = summarize({r.seed: r.metrics["bleu"] for r in rs})
+        lines.append(f"| {v} ({DESCRIBE.get(v, v)}) | {len(rs)} | {val.mean:.3f} ± {val.sd:.3f} | "
+                     f"{bleu.mean:.2f} ± {bleu.sd:.2f} |")
+    return "\n".join(lines)
+
+
 PIPELINE = Pipeline(
     "arch_study", "the architecture study at 300 updates (7 variants x 3 seeds, greedy)",
     (Stage("runs", "study", ("all", "--recipe", "short")),),
     (Table("arch_study", lambda archive: study_tables(archive, ("norm_warmup", "tying", "positions"), "greedy"),
-           "docs/experiments/arch_study.md"),),
+           "docs/experiments/arch_study.md"),
+     Table("readme_arch_study", headline, "README.md")),
 )

@@ -1,10 +1,14 @@
 """What a pipeline is: stages (seqlab commands with their overrides, in order) and the tables it renders.
 
 A stage is skipped when the archive (results/<pipeline>/<stage>.json) holds its result for the same
-resolved config: the digest of the config seqlab composes for it (`--cfg job --resolve`), with paths
-dropped and an upstream checkpoint replaced by its stage's digest, so one digest means one result on any
-machine. Training stages must stop at a fixed number of updates (trainer.max_steps, no max_time) and pin
-their precision (`auto` probes the CPU at start-up); evaluation stages pin precision and engine.
+resolved config: the digest of the config seqlab composes for it, with paths dropped and an upstream
+stage replaced by its digest, so one digest means one result on any machine. Training stages must stop at
+a fixed number of updates (trainer.max_steps, no max_time) and pin their precision (`auto` probes the CPU
+at start-up); evaluation stages pin precision and engine. A bench stage's digest also covers the CPU: its
+figures hold for one kind of CPU, and each kind gets its own record.
+
+Stages run in folders named by their digest (outputs/pipelines/<command>-<digest>/), so experiments that
+share a stage (the decoding experiments all decode one reference training) run it once per machine.
 """
 
 from __future__ import annotations
@@ -24,9 +28,14 @@ class Stage:
     """One seqlab command of a pipeline."""
 
     name: str  # unique within the pipeline; names its archive record
-    command: str  # train | evaluate | study | bench
+    command: str  # train | evaluate | compare | study | bench
     overrides: tuple[str, ...] = ()
     after: str | None = None  # evaluate: the train stage whose checkpoint it decodes
+    compares: tuple[str, ...] = ()  # compare: the evaluation stages it pairs, the baseline first
+
+    def upstream(self) -> tuple[str, ...]:
+        """The stages whose outputs this one reads."""
+        return self.compares if self.command == "compare" else (self.after,) if self.after else ()
 
 
 @dataclass(frozen=True)
@@ -60,17 +69,32 @@ class Pipeline:
         if len(set(names)) != len(names):
             raise ValueError(f"pipeline {self.name}: stage names repeat: {names}")
         for s in self.stages:
-            if s.after is not None and s.after not in names[: names.index(s.name)]:
-                raise ValueError(f"pipeline {self.name}: stage {s.name} comes after {s.after}, which is not an "
-                                 "earlier stage")
+            for up in s.upstream():
+                if up not in names[: names.index(s.name)]:
+                    raise ValueError(f"pipeline {self.name}: stage {s.name} reads {up}, which is not an earlier "
+                                     "stage")
+            if s.command == "compare" and (len(s.compares) < 2 or any(
+                    self.stage(c).command != "evaluate" for c in s.compares)):
+                raise ValueError(f"pipeline {self.name}: compare stage {s.name} needs two or more evaluation "
+                                 f"stages, the baseline first (has {list(s.compares)})")
 
 
-def trained_then_decoded(experiment: str, updates: int, decodings: dict[str, tuple[str, ...]]) -> tuple[Stage, ...]:
-    """A reference model's stages: its training to a fixed number of bf16 updates, then one test-split
+REFERENCE_UPDATES = {"mt_bible_small": 3155, "sum_debian_small": 1194}  # what 25 quiet minutes held
+
+
+def trained_then_decoded(experiment: str, decodings: dict[str, tuple[str, ...]], train_name: str = "train"
+                         ) -> tuple[Stage, ...]:
+    """A reference model's stages: its training to its fixed number of bf16 updates, then one test-split
     decoding per name (`decodings`: name -> decoding overrides), each pinned to the reported setting
-    (fp32, seqlab's engine)."""
-    train = Stage("train", "train", (f"experiment={experiment}", f"trainer.max_steps={updates}",
-                                     "trainer.max_time=null", "trainer.precision=bf16-mixed",
-                                     "train.quick_eval_size=0", "logger=csv"))
-    return (train, *(Stage(name, "evaluate", (*overrides, *EVAL_COMMON), after="train")
+    (fp32, seqlab's engine). Every experiment on a reference model shares this training stage."""
+    updates = REFERENCE_UPDATES[experiment]
+    train = Stage(train_name, "train", (f"experiment={experiment}", f"trainer.max_steps={updates}",
+                                        "trainer.max_time=null", "trainer.precision=bf16-mixed",
+                                        "train.quick_eval_size=0", "logger=csv"))
+    return (train, *(Stage(name, "evaluate", (*overrides, *EVAL_COMMON), after=train_name)
                      for name, overrides in decodings.items()))
+
+
+def compared(name: str, base: str, others: tuple[str, ...]) -> Stage:
+    """Paired tests (seqlab compare) of evaluations against a baseline evaluation."""
+    return Stage(name, "compare", compares=(base, *others))

@@ -1,10 +1,14 @@
 """Running a pipeline: each stage's resolved config and digest, skipping what the archive holds, archiving
-each result with its manifest the moment it lands. A failed stage is never marked done."""
+each result with its manifest the moment it lands. A failed stage is never marked done.
+
+A stage runs in outputs/pipelines/<command>-<digest>/ and leaves its record there too (record.json), so a
+second experiment that shares the stage copies the record instead of running it again."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import time
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.core import OUTPUTS, Pipeline, Stage
+from seqlab.hardware import cpu_model
 from seqlab.io import atomic_write_text
 from seqlab.provenance import capture
 
@@ -34,6 +39,11 @@ class Planned:
     archived: bool
     config: dict[str, Any] | None = None  # the resolved config the digest covers
 
+    @property
+    def folder(self) -> Path:
+        """Where the stage runs: named by its digest, shared by every experiment that plans it."""
+        return OUTPUTS / f"{self.stage.command}-{self.digest}"
+
 
 def resolved_config(stage: Stage) -> dict[str, Any]:
     """The config seqlab composes for the stage, resolved, as plain data."""
@@ -45,6 +55,8 @@ def resolved_config(stage: Stage) -> dict[str, Any]:
     from seqlab.app.store import CONF_DIR
 
     GlobalHydra.instance().clear()
+    if stage.command == "compare":
+        return {"overrides": list(stage.overrides)}
     overrides = [o for o in stage.overrides if not o.startswith("hydra.")]
     if stage.command == "evaluate":
         overrides.append("ckpt=upstream")
@@ -54,6 +66,8 @@ def resolved_config(stage: Stage) -> dict[str, Any]:
     plain = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k]
              for k in cfg if k not in DROPPED}
     GlobalHydra.instance().clear()
+    if stage.command == "bench":  # its figures hold for one kind of CPU
+        plain["cpu"] = cpu_model()
     return plain
 
 
@@ -74,21 +88,28 @@ def check_fixed(stage: Stage, config: dict[str, Any]) -> None:
                 raise PipelineError(f"stage {stage.name}: {key}={config.get(key)} is chosen at run time; pin it")
 
 
-def digest(stage: Stage, config: dict[str, Any], upstream: str | None) -> str:
-    payload = {"command": stage.command, "config": config, "upstream": upstream}
+def digest(stage: Stage, config: dict[str, Any], upstream: list[str | None]) -> str:
+    payload = {"command": stage.command, "config": config, "upstream": upstream[0] if len(upstream) == 1 else
+               upstream or None}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def cpu_kind() -> str:
+    """This CPU's model as a file-name part: a bench stage keeps one record per kind of CPU."""
+    return re.sub(r"[^a-z0-9]+", "-", cpu_model().lower()).strip("-") or "unknown-cpu"
+
+
 def record_path(pipeline: Pipeline, stage: Stage) -> Path:
-    return pipeline.archive / f"{stage.name}.json"
+    suffix = f"-{cpu_kind()}" if stage.command == "bench" else ""
+    return pipeline.archive / f"{stage.name}{suffix}.json"
 
 
-def archived_digest(pipeline: Pipeline, stage: Stage) -> str | None:
-    path = record_path(pipeline, stage)
+def read_record(path: Path, digest: str | None) -> dict[str, Any] | None:
+    """The finished record at `path` if it is for `digest`."""
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
-    return record.get("digest") if record.get("status") == "ok" else None
+    return record if record.get("status") == "ok" and record.get("digest") == digest else None
 
 
 def plan(pipeline: Pipeline) -> list[Planned]:
@@ -101,9 +122,9 @@ def plan(pipeline: Pipeline) -> list[Planned]:
             continue
         config = resolved_config(stage)
         check_fixed(stage, config)
-        d = digest(stage, config, digests.get(stage.after) if stage.after else None)
+        d = digest(stage, config, [digests[u] for u in stage.upstream()])
         digests[stage.name] = d
-        out.append(Planned(stage, d, archived_digest(pipeline, stage) == d, config))
+        out.append(Planned(stage, d, read_record(record_path(pipeline, stage), d) is not None, config))
     return out
 
 
@@ -111,47 +132,80 @@ def seqlab(*args: str) -> bool:
     return subprocess.run([sys.executable, "-m", "seqlab", *args]).returncode == 0
 
 
-def run_dir(pipeline: Pipeline, stage: Stage) -> Path:
-    return OUTPUTS / pipeline.name / stage.name
+def result_folder(planned: Planned) -> Path:
+    """An evaluation's result folder (the one holding metrics.json) under its stage folder."""
+    from seqlab.tracking.results import METRICS_FILE
+
+    found = sorted(planned.folder.glob(f"**/{METRICS_FILE}"))
+    return found[0].parent if found else planned.folder
 
 
-def command_line(pipeline: Pipeline, stage: Stage) -> list[str]:
-    """The seqlab command that runs the stage, its outputs under outputs/pipelines/<pipeline>/<stage>."""
-    where = run_dir(pipeline, stage)
+def present(planned: Planned) -> bool:
+    """Whether this machine holds what later stages read from the stage: a checkpoint, or hypotheses."""
+    from seqlab.tracking.results import HYPOTHESES_FILE
+
+    if planned.stage.command == "train":
+        return (planned.folder / "checkpoints" / "last.ckpt").is_file()
+    if planned.stage.command == "evaluate":
+        return (result_folder(planned) / HYPOTHESES_FILE).is_file()
+    return True
+
+
+def command_line(by_name: dict[str, Planned], planned: Planned) -> list[str]:
+    """The seqlab command that runs the stage in its folder."""
+    stage, where = planned.stage, planned.folder
     if stage.command == "train":
         return ["train", *stage.overrides, f"hydra.run.dir={where}"]
     if stage.command == "evaluate":
         assert stage.after is not None
-        return ["evaluate", f"ckpt={run_dir(pipeline, pipeline.stage(stage.after))}", *stage.overrides,
-                f"results_dir={where}"]
+        return ["evaluate", f"ckpt={by_name[stage.after].folder}", *stage.overrides, f"results_dir={where}"]
+    if stage.command == "compare":
+        return ["compare", *(str(result_folder(by_name[c])) for c in stage.compares), *stage.overrides,
+                "--json", str(where / "compare.json")]
     if stage.command == "bench":
         return ["bench", *stage.overrides, f"out={where / 'bench.json'}"]
     return [stage.command, *stage.overrides]
 
 
-def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False) -> list[str]:
-    """Run the stages the archive lacks (and the trainings whose checkpoints they need); returns what failed."""
-    planned = plan(pipeline)
+def needed_stages(planned: list[Planned]) -> set[str]:
+    """The stages to run: those the archive lacks, and upstream of those the outputs they read on this
+    machine (an evaluation needs its checkpoint, a comparison its evaluations' hypotheses)."""
+    by_name = {p.stage.name: p for p in planned}
     needed = {p.stage.name for p in planned if not p.archived}
-    for p in planned:  # an evaluation to run needs its training's checkpoint on this machine
-        if p.stage.name in needed and p.stage.after and not (run_dir(pipeline, pipeline.stage(p.stage.after))
-                                                              / "checkpoints").is_dir():
-            needed.add(p.stage.after)
+    for p in reversed(planned):  # downstream first, so that a needed evaluation pulls in its training
+        if p.stage.name in needed:
+            needed |= {u for u in p.stage.upstream() if not present(by_name[u])}
+    return needed
+
+
+def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False) -> list[str]:
+    """Run the stages the archive lacks (and those whose outputs they read); returns what failed."""
+    planned = plan(pipeline)
+    by_name = {p.stage.name: p for p in planned}
+    needed = needed_stages(planned)
     failed: list[str] = []
     for p in planned:
-        line = "seqlab " + " ".join(command_line(pipeline, p.stage))
+        line = "seqlab " + " ".join(command_line(by_name, p))
         if p.stage.name not in needed:
             print(f"== {p.stage.name}: archived ({p.digest})", file=sys.stderr)
             continue
-        if p.stage.after in failed:
+        if any(u in failed for u in p.stage.upstream()):
             failed.append(p.stage.name)
-            print(f"== {p.stage.name}: not run, {p.stage.after} failed", file=sys.stderr)
+            print(f"== {p.stage.name}: not run, {', '.join(u for u in p.stage.upstream() if u in failed)} failed",
+                  file=sys.stderr)
+            continue
+        done = read_record(p.folder / "record.json", p.digest) if p.digest and present(p) else None
+        if done is not None:  # run on this machine for another experiment: the same result
+            print(f"== {p.stage.name}: ran here before ({p.folder}), archived", file=sys.stderr)
+            if not dry_run:
+                atomic_write_text(record_path(pipeline, p.stage), json.dumps(done, indent=1) + "\n")
             continue
         print(f"== {p.stage.name}: {'would run' if dry_run else 'running'}: {line}", file=sys.stderr)
         if dry_run:
             continue
+        p.folder.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        if not runner(*command_line(pipeline, p.stage)):
+        if not runner(*command_line(by_name, p)):
             failed.append(p.stage.name)
             continue
         if p.digest is not None:
@@ -160,10 +214,12 @@ def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False) 
 
 
 def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float) -> Path:
-    """The stage's record: its digest, its result (metrics, or a training's curve and steps) and manifest."""
+    """The stage's record: its digest, its result (metrics, a training's curve, a comparison's tests, a
+    bench's figures) and manifest, in the archive and in the stage's folder."""
     from seqlab.tracking.results import METRICS_FILE, read_val_curve
 
-    stage, where = planned.stage, run_dir(pipeline, planned.stage)
+    stage, where = planned.stage, planned.folder
+    assert planned.config is not None
     result: dict[str, Any] = {}
     precision, engine, updates = "", None, None
     if stage.command == "train":
@@ -171,12 +227,16 @@ def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float
         updates = result["val_curve"][-1][0] if result["val_curve"] else None
         precision = str(planned.config["trainer"]["precision"])
     elif stage.command == "evaluate":
-        payload = json.loads(next(where.glob(f"**/{METRICS_FILE}")).read_text())
+        payload = json.loads((result_folder(planned) / METRICS_FILE).read_text())
         result = {"metrics": payload["metrics"], "label": payload.get("label"), "decoding": payload.get("decoding")}
         precision, engine = str(payload["settings"]["precision"]), str(payload.get("engine"))
         updates = payload.get("checkpoint", {}).get("step")
+    elif stage.command == "compare":
+        result = {**json.loads((where / "compare.json").read_text()), "stages": list(stage.compares)}
     elif stage.command == "bench":
         result = json.loads((where / "bench.json").read_text())
     manifest = capture(line, precision, engine, wall_s, updates).to_dict()
     record = {"stage": stage.name, "status": "ok", "digest": planned.digest, "result": result, "manifest": manifest}
-    return atomic_write_text(record_path(pipeline, stage), json.dumps(record, indent=1, default=str) + "\n")
+    text = json.dumps(record, indent=1, default=str) + "\n"
+    atomic_write_text(where / "record.json", text)
+    return atomic_write_text(record_path(pipeline, stage), text)

@@ -8,7 +8,7 @@ from pipelines.tables import decodings_table
 
 PIPELINE = Pipeline(
     "sum_debian_small", "the reference summarization model, with and without no-repeat 3-grams",
-    trained_then_decoded("sum_debian_small", 1194, {
+    trained_then_decoded("sum_debian_small", {
         "greedy": ("decoding=greedy",), "beam5": ("decoding=beam",),
         "beam5_no_repeat3": ("decoding=beam", "decoding.no_repeat_ngram_size=3")}),
     (Table("sum_debian_small", decodings_table(("rouge1", "rouge2", "rougeL")),

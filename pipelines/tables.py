@@ -44,3 +44,61 @@ def decodings_table(metrics: tuple[str, ...]) -> Any:
                          f"{'' if man.get('clean') else ' (dirty)'} | {man.get('cpu', '?')} |")
         return "\n".join(lines)
     return render
+
+
+Row = dict[str, Any]  # an archived record
+
+
+def metric(record: Row, name: str, digits: int = 2, ci: bool = False) -> str:
+    """One metric of an evaluation record ('–' when absent), with its interval if asked."""
+    m = record["result"]["metrics"]
+    if ci:
+        return with_interval(m, name)
+    value = m.get(name)
+    return f"{value:.{digits}f}" if isinstance(value, int | float) else "–"
+
+
+def tests(found: dict[str, Row], compare_stage: str) -> dict[str, dict[str, Row]]:
+    """An archived comparison's paired tests: evaluation stage -> metric -> {delta, p_bootstrap, p_ar}."""
+    record = found.get(compare_stage)
+    if record is None:
+        return {}
+    result = record["result"]
+    stage_of = dict(zip((s["name"] for s in result["systems"]), result["stages"], strict=True))
+    out: dict[str, dict[str, Row]] = {}
+    for c in result["comparisons"]:
+        out.setdefault(stage_of[c["system"]], {})[c["metric"]] = c
+    return out
+
+
+def significant(test: Row) -> bool:
+    """p < 0.05 by every test that was run (paired bootstrap, and approximate randomization for BLEU/chrF)."""
+    ps = [p for p in (test.get("p_bootstrap"), test.get("p_ar")) if p is not None]
+    return bool(ps) and all(p < 0.05 for p in ps)
+
+
+def delta(test: Row | None, digits: int = 2) -> str:
+    """'+1.23 (p 0.001 / 0.001) *': the difference, its p-values (bootstrap / randomization), * if both < 0.05."""
+    if test is None:
+        return ""
+    ps = " / ".join(f"{p:.3g}" for p in (test.get("p_bootstrap"), test.get("p_ar")) if p is not None)
+    return f"{test['delta']:+.{digits}f} (p {ps})" + (" *" if significant(test) else "")
+
+
+def table(head: list[str], rows: list[list[str]]) -> str:
+    return "\n".join(["| " + " | ".join(head) + " |", "|---" * len(head) + "|",
+                      *("| " + " | ".join(r) + " |" for r in rows)])
+
+
+def provenance(archive: Path, found: dict[str, Row], stages: list[str]) -> str:
+    """One line under a table: the archive, and the commits, CPUs and model updates its rows came from."""
+    mans = [found[s]["manifest"] for s in stages if s in found]
+    commits = sorted({(m.get("commit") or "?")[:10] + ("" if m.get("clean") else " (dirty)") for m in mans})
+    cpus = sorted({m.get("cpu", "?") for m in mans})
+    updates = sorted({m["updates"] for m in mans if m.get("updates")})
+    return (f"_Archive `results/{archive.name}/`: commit {', '.join(commits)}; {'; '.join(cpus)}"
+            + (f", model of {', '.join(f'{u:,}' for u in updates)} updates" if updates else "") + "._")
+
+
+def missing(archive: Path) -> str:
+    return f"_No archived run yet: `make pipeline NAME={archive.name}`._"

@@ -358,9 +358,8 @@ def test_bad_values_are_named_with_their_full_key_before_data(make_cfg, tmp_path
     assert not (tmp_path / "untouched").exists()
 
 
-def test_readme_local_files_override_composes(make_cfg, tmp_path):
-    readme = (ROOT / "README.md").read_text()
-    assert "+data.corpus.files.train=" in readme
+def test_documented_local_files_override_composes(make_cfg, tmp_path):
+    assert "+data.corpus.files.train=" in (ROOT / "docs" / "training.md").read_text()
     cfg = make_cfg("train", [*SMOKE, "data.corpus.kind=files", "+data.corpus.files.train=my.jsonl"])
     assert cfg.data.corpus.files.train == "my.jsonl"
 

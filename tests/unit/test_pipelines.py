@@ -12,7 +12,7 @@ import pytest
 import pipelines.core
 import pipelines.run
 from pipelines import PIPELINES
-from pipelines.core import Pipeline, Stage, Table
+from pipelines.core import Pipeline, Stage, Table, compared
 from pipelines.render import render
 from pipelines.run import PipelineError, execute, plan
 from pipelines.tables import decodings_table
@@ -28,6 +28,7 @@ class FakeSeqlab:
     def __init__(self, fail: str | None = None) -> None:
         self.calls: list[tuple[str, ...]] = []
         self.fail = fail
+        self.marks: list[int] = []  # one value per evaluation, in every metric a table may show
 
     def __call__(self, command: str, *args: str) -> bool:
         self.calls.append((command, *args))
@@ -38,26 +39,42 @@ class FakeSeqlab:
             where = Path(values["hydra.run.dir"])
             (where / "csv").mkdir(parents=True, exist_ok=True)
             (where / "checkpoints").mkdir(exist_ok=True)
+            (where / "checkpoints" / "last.ckpt").write_text("weights")
             (where / "csv" / "metrics.csv").write_text("epoch,step,val/loss\n0,0,5.0\n0,1,4.5\n")
+            return True
+        if command == "compare":
+            folders = [Path(a) for a in args[:args.index("--json")]]
+            assert all((f / "hypotheses.jsonl").is_file() for f in folders)
+            names = [json.loads((f / "metrics.json").read_text())["label"] for f in folders]
+            Path(args[-1]).write_text(json.dumps({"systems": [{"name": n} for n in names], "comparisons": [
+                {"base": names[0], "system": n, "metric": m, "delta": 1.0, "p_bootstrap": 0.001,
+                 "p_ar": 0.01 if m in ("bleu", "chrf") else None}
+                for n in names[1:] for m in ("bleu", "chrf", "rouge1", "rouge2", "rougeL")]}))
             return True
         where = Path(values["results_dir"]) / "run" / "setting"
         where.mkdir(parents=True, exist_ok=True)
+        (where / "hypotheses.jsonl").write_text('{"hypothesis": "a"}\n')
         bleu = 20.0 + float(values.get("decoding.length_penalty", 1.0))
+        self.marks.append(mark := 100 + len(self.marks))
+        shown = {m: mark for m in ("hyp_logprob_per_seq", "self_bleu", "rouge1")}
         (where / "metrics.json").write_text(json.dumps({
             "status": "ok", "label": values["decoding"], "decoding": {"method": values["decoding"]},
-            "metrics": {"bleu": bleu, "bleu_ci": [bleu - 1, bleu + 1]}, "settings": {"precision": "fp32"},
+            "metrics": {"bleu": bleu, "bleu_ci": [bleu - 1, bleu + 1], **shown}, "settings": {"precision": "fp32"},
             "engine": "seqlab", "checkpoint": {"step": 2}}))
         return True
 
     def stages(self) -> list[str]:
-        return [Path(dict(a.split("=", 1) for a in c[1:] if "=" in a).get("hydra.run.dir")
-                     or dict(a.split("=", 1) for a in c[1:] if "=" in a)["results_dir"]).name for c in self.calls]
+        """What ran: train, compare, or an evaluation's decoding preset."""
+        return [c[0] if c[0] != "evaluate" else dict(a.split("=", 1) for a in c[1:] if "=" in a)["decoding"]
+                for c in self.calls]
 
 
-def toy(beam: tuple[str, ...] = ()) -> Pipeline:
-    return Pipeline("toy", "a toy", (Stage("train", "train", TRAIN),
-                                     Stage("greedy", "evaluate", ("decoding=greedy", *EVAL), after="train"),
-                                     Stage("beam", "evaluate", ("decoding=beam", *EVAL, *beam), after="train")),
+def toy(beam: tuple[str, ...] = (), name: str = "toy", compare: bool = False) -> Pipeline:
+    tests = (compared("vs_greedy", "greedy", ("beam",)),) if compare else ()
+    return Pipeline(name, "a toy", (Stage("train", "train", TRAIN),
+                                    Stage("greedy", "evaluate", ("decoding=greedy", *EVAL), after="train"),
+                                    Stage("beam", "evaluate", ("decoding=beam", *EVAL, *beam), after="train"),
+                                    *tests),
                     (Table("toy", decodings_table(("bleu",)), "doc.md"),))
 
 
@@ -92,6 +109,33 @@ def test_nothing_changed_reruns_nothing_and_a_changed_decoding_only_its_evaluati
     assert execute(toy(("decoding.length_penalty=0.8",)), runner=fake) == [] and fake.stages() == ["train", "beam"]
 
 
+def test_experiments_that_share_a_stage_run_it_once_and_a_comparison_reads_its_evaluations(places):
+    fake = FakeSeqlab()
+    assert execute(toy(), runner=fake) == [] and fake.stages() == ["train", "greedy", "beam"]
+    fake.calls.clear()
+    # another experiment on the same training and decodings: records copied, only the comparison runs
+    assert execute(toy(name="other", compare=True), runner=fake) == [] and fake.stages() == ["compare"]
+    other = places / "results" / "other"
+    assert sorted(p.name for p in other.glob("*.json")) == ["beam.json", "greedy.json", "train.json", "vs_greedy.json"]
+    assert json.loads((other / "vs_greedy.json").read_text())["result"]["comparisons"][0]["system"] == "beam"
+    fake.calls.clear()
+    import shutil
+    shutil.rmtree(places / "outputs")  # a fresh machine: nothing to rerun while the archive is current ...
+    assert execute(toy(name="other", compare=True), runner=fake) == [] and fake.calls == []
+    # ... but a changed decoding reruns its evaluation, the comparison, and the training they read
+    assert execute(toy(("decoding.length_penalty=0.6",), name="other", compare=True), runner=fake) == []
+    assert fake.stages() == ["train", "greedy", "beam", "compare"]
+
+
+def test_a_comparison_needs_evaluations():
+    with pytest.raises(ValueError, match="needs two or more evaluation stages"):
+        Pipeline("c", "", (Stage("train", "train", TRAIN), compared("vs", "train", ("train",))))
+    with pytest.raises(ValueError, match="reads beam, which is not an earlier stage"):
+        Pipeline("c", "", (Stage("train", "train", TRAIN),
+                           Stage("greedy", "evaluate", ("decoding=greedy", *EVAL), after="train"),
+                           compared("vs", "greedy", ("beam",))))
+
+
 def test_a_failed_stage_is_never_marked_done_and_its_followers_wait(places):
     fake = FakeSeqlab(fail="experiment=smoke")
     assert execute(toy(), runner=fake) == ["train", "greedy", "beam"]
@@ -122,3 +166,19 @@ def test_tables_render_between_markers_and_a_hand_edit_is_caught(places):
 
 def test_every_generated_table_in_the_docs_is_current():
     assert render(list(PIPELINES.values()), check=True) == []
+
+
+@pytest.mark.parametrize("name", ["decoding_sweep", "truncation", "mbr", "beam_curse", "no_repeat"])
+def test_each_decoding_experiment_runs_its_stages_and_renders_every_row(places, name):
+    pipeline = PIPELINES[name]
+    fake = FakeSeqlab()
+    assert execute(pipeline, runner=fake) == []
+    evaluations = [s for s in pipeline.stages if s.command == "evaluate"]
+    assert fake.stages().count("train") == len({s.after for s in evaluations})  # one training per model
+    assert fake.stages().count("compare") == sum(s.command == "compare" for s in pipeline.stages)
+    text = "\n".join(t.render(places / "results" / name) for t in pipeline.tables)
+    assert "No archived run" not in text and "results/" + name in text
+    assert len(fake.marks) == len(evaluations)
+    assert [m for m in fake.marks if f"{m}.0" not in text] == []  # every decoding is in a table
+    compared_stages = {c for s in pipeline.stages if s.command == "compare" for c in s.compares[1:]}
+    assert text.count("+1.00 (p 0.001") >= min(len(compared_stages), 1)  # the paired tests are shown

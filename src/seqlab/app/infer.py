@@ -33,7 +33,7 @@ class InferenceSettings:
     ckpt: str  # a .ckpt file or a training run folder (its best.ckpt)
     device: str = "auto"  # auto (CUDA when torch sees a GPU) | cpu | cuda | cuda:N
     # fp32 | bf16: the model under bf16 autocast while decoding (faster on bf16 hardware; some outputs change,
-    # BENCHMARKS.md; references are scored in fp32) | int8: int8 linear layers on a CPU (engine=seqlab) or
+    # docs/performance.md; references are scored in fp32) | int8: int8 linear layers on a CPU (engine=seqlab) or
     # CTranslate2's int8. Labels get _bf16 / _int8.
     precision: DecodePrecision = "fp32"
     # seqlab | seqlab_onednn: the same search, its fp32 linear layers on oneDNN's packed weights (a CPU; labels

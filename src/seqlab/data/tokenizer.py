@@ -41,7 +41,7 @@ class TokenizerConfig:
     normalization: str = "nmt_nfkc"
     # the training sample (SentencePiece's `input_sentence_size`, drawn by seqlab): the trainer's memory grows
     # with the sample (~2.5 GiB per million Bible-length sentences), not with the corpus, and 800k keeps
-    # preparing a WMT-size corpus under 3 GiB (BENCHMARKS.md). It changes the vocabulary of larger corpora
+    # preparing a WMT-size corpus under 3 GiB (docs/performance.md). It changes the vocabulary of larger corpora
     # only (a corpus with fewer texts is used whole); raise it where memory allows
     max_sentences: int = 800_000
     seed: int = 0

@@ -28,7 +28,7 @@ def check_precision(precision: str, owner: str = "eval") -> None:
 def precision_context(precision: str, device: torch.device | str) -> AbstractContextManager:
     """Where decoding runs: fp32, or the model under bf16 autocast (scores, log-probs and the search stay fp32).
 
-    bf16 is faster where bf16 matrix products are (BENCHMARKS.md: 2-3.8x Hugging Face in fp32 on a CPU with
+    bf16 is faster where bf16 matrix products are (docs/performance.md: 2-3.8x Hugging Face in fp32 on a CPU with
     AVX512-BF16), but rounding changes ties and near-ties: 20-25% of the outputs differed from fp32 there.
     """
     check_precision(precision)

@@ -9,11 +9,11 @@ most of their history (a row and its new parent usually differ only in their las
 beam 5 on the bench, 27% of the (row, position) pairs differ), and the caller says how many leading
 positions of each row are already right (`kept`). The searches fill the slots of finished examples
 with the last ones (`in_place_order`), so the examples that stay keep their slots. Copying every row
-whole at every step took an eighth of beam search (BENCHMARKS.md).
+whole at every step took an eighth of beam search (docs/performance.md).
 
 The buffers are allocated once per search: a freshly allocated tensor pays a page fault per page on
 first write wherever the allocator has handed the memory back to the OS, which once took a fifth of
-beam search (BENCHMARKS.md).
+beam search (docs/performance.md).
 
 Cross-attention keys/values are computed once per source and kept once per source: with `group`
 rows (beams) per source they are (N / group, H, S, Dh), and each source's beams attend to them

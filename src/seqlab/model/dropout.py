@@ -2,7 +2,7 @@
 
 Why: PyTorch's CPU dropout draws one Bernoulli sample per element, which at seqlab's sizes costs
 more than the matrix product before it (a (64, 40, 1024) tensor: ~20 ms against ~5 ms here on a
-2-core CPU; dropout was a tenth of a bf16 training step, BENCHMARKS.md). Here one int64 draw of
+2-core CPU; dropout was a tenth of a bf16 training step, docs/performance.md). Here one int64 draw of
 torch's default generator gives four 16-bit numbers u, uniform on [0, 65536); an element is
 dropped when u < k, k = round(p * 65536). The drop probability is therefore k / 65536 (within
 1/131072 of p), and kept elements are scaled by 65536 / (65536 - k), the exact inverse of their

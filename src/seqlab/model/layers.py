@@ -105,7 +105,7 @@ def written_out(kernel: AttentionKernel, q: Tensor, queries: int) -> bool:
     "auto" writes it out on a CPU in bf16, where the fused CPU kernel is several times slower at these
     shapes, and for a decoding step (one query per row), where there is too little work per head for
     the fused kernel's blocking: it took a quarter of fp32 beam search, 1.2x the written-out time
-    (BENCHMARKS.md). Training and encoding in fp32 keep the fused kernel.
+    (docs/performance.md). Training and encoding in fp32 keep the fused kernel.
     """
     if kernel != "auto":
         return kernel == "math"
@@ -125,7 +125,7 @@ def math_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is
     bias added to the scaled logits (-inf = masked), as SDPA takes it.
     The softmax runs in fp32 whatever the input precision; dropout (on the weights, as SDPA's) draws
     its own mask. On CPUs in bf16 this is the faster path at seqlab's shapes: the fused CPU kernel's
-    backward dominated a bf16 training step in a profile, and this one is plain GEMMs (BENCHMARKS.md).
+    backward dominated a bf16 training step in a profile, and this one is plain GEMMs (docs/performance.md).
     """
     scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))  # (B, H, T, S)
     weights = torch.softmax(masked(scores.float(), attn_mask, is_causal), dim=-1).to(v.dtype)

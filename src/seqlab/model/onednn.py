@@ -1,6 +1,6 @@
 """fp32 linear layers through oneDNN with their weights packed once, for decoding on a CPU.
 
-PyTorch sends fp32 CPU matrix products to MKL. On the AMD EPYC of BENCHMARKS.md, MKL runs the decoder's
+PyTorch sends fp32 CPU matrix products to MKL. On the AMD EPYC of docs/performance.md, MKL runs the decoder's
 products (320 x 256 x 768 and alike) at ~215 GFLOP/s, while oneDNN, with the weight reordered once into
 its blocked layout, runs the same products at ~480 GFLOP/s. Decoding multiplies the same weights at every
 step, so the reorder is paid once per model. The sums are accumulated in another order than MKL's, so

@@ -20,7 +20,7 @@ def full_range_activations(flags: set[str] | None = None) -> bool:
     accumulate in 32 bits. Without it, fbgemm's kernels add pairs of u8 x s8 products in 16 bits
     (vpmaddubsw), which saturates unless activations keep to 7 bits: PyTorch's `reduce_range`, the
     default of its dynamic linear layer. On the bench's CPU 8 bits keep 46-50 of 64 outputs equal to
-    fp32's, 7 bits 39 (BENCHMARKS.md)."""
+    fp32's, 7 bits 39 (docs/performance.md)."""
     return bool(VNNI_FLAGS & (cpu_flags() if flags is None else flags))
 
 

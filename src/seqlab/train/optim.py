@@ -18,7 +18,7 @@ def use_fused(setting: bool | None, params: Iterable[torch.Tensor], precision: s
 
     Why fused by default: the plain AdamW loops over the parameters in Python, a dozen operations each;
     for the bench model (97 tensors, 7.6M values) that is 9-13 ms per update on a 2-core CPU against
-    3.3-3.5 ms fused (BENCHMARKS.md), 3-5% of a bf16 training step. It computes the same update,
+    3.3-3.5 ms fused (docs/performance.md), 3-5% of a bf16 training step. It computes the same update,
     rounded in another order: parameters can differ from the loop's in the last bit (1.2e-7 after 20
     updates in a test).
     """

@@ -5,6 +5,7 @@ and every generated table in the docs equals what rendering its archive gives no
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,22 @@ def test_each_decoding_experiment_runs_its_stages_and_renders_every_row(places, 
     assert [m for m in fake.marks if f"{m}.0" not in text] == []  # every decoding is in a table
     compared_stages = {c for s in pipeline.stages if s.command == "compare" for c in s.compares[1:]}
     assert text.count("+1.00 (p 0.001") >= min(len(compared_stages), 1)  # the paired tests are shown
+
+
+def test_every_archived_record_names_a_commit_and_the_archives_stay_small():
+    results = ROOT / "results"
+    for folder in sorted(p for p in results.iterdir() if p.is_dir()):
+        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        assert size <= 5 * 2**20, f"{folder}: {size / 2**20:.1f} MiB; an archive holds at most 5 MiB"
+        folder_manifest = folder / "MANIFEST.json"
+        for path in sorted(folder.glob("*.json")):
+            record = json.loads(path.read_text())
+            if path.name == "MANIFEST.json" or not isinstance(record, dict) or "metrics" not in record and \
+                    "result" not in record:
+                continue  # summaries and tables derived from the records
+            commits = ([record["manifest"].get("commit")] if "manifest" in record else
+                       [(record.get(k) or {}).get("commit") for k in ("training", "evaluation")]
+                       if record.get("training") else [json.loads(folder_manifest.read_text())["commit"]])
+            assert commits and all(re.fullmatch(r"[0-9a-f]{40}", c or "") for c in commits), path
+    total = sum(f.stat().st_size for f in results.rglob("*") if f.is_file())
+    assert total <= 30 * 2**20

@@ -8,57 +8,48 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from pipelines.core import Pipeline, Stage, Table
 from pipelines.tables import table
+from seqlab.analysis.bench_result import ENGINES, BenchResult
 
 DOC = "docs/performance.md"
-DECODINGS = (("greedy", "greedy"), ("beam", "beam 5"), ("beam8", "beam 8"))
+LABELS = {"greedy": "greedy", "beam": "beam 5", "beam8": "beam 8"}
+ENGINE_NAMES = {"bf16": "seqlab bf16 autocast", "int8": "seqlab int8", "onednn": "`engine=seqlab_onednn`",
+                "ct2_fp32": "CTranslate2 fp32", "ct2_int8": "CTranslate2 int8"}
 
 
-def bench_records(archive: Path) -> list[dict[str, Any]]:
+def bench_records(archive: Path) -> list[dict]:
     return [r for p in sorted(archive.glob("bench-*.json")) if (r := json.loads(p.read_text())).get("status") == "ok"]
 
 
-def rows_of(r: dict[str, Any]) -> list[list[str]]:
-    """measure | seqlab | Hugging Face | seqlab / HF | outputs, from one bench result."""
+def rows_of(r: BenchResult) -> list[list[str]]:
+    """measure | seqlab | Hugging Face | vs HF | outputs, from one bench result."""
     rows = []
-    for tag in ("fp32", "bf16"):
-        ours, theirs = r[f"train_{tag}"]["seqlab"], r[f"train_{tag}"]["hf"]
-        rows.append([f"training, {tag}: tokens/s", f"{ours['tokens_per_s']:,.0f}", f"{theirs['tokens_per_s']:,.0f}",
-                     f"{r[f'train_{tag}_ratio']:.2f}x", f"MFU {r[f'mfu_{tag}']:.1%} vs {r[f'mfu_{tag}_hf']:.1%}"])
-        rows.append([f"training, {tag}: peak MiB", f"{ours['peak_mem_mb']:,.0f}", f"{theirs['peak_mem_mb']:,.0f}",
-                     f"{theirs['peak_mem_mb'] / ours['peak_mem_mb']:.2f}x less", ""])
-    for key, label in DECODINGS:
-        if key not in r:
-            continue
-        d = r[key]
-        rows.append([f"{label}: tokens/s", f"{d['seqlab_tokens_per_s']:,.0f}", f"{d['hf_tokens_per_s']:,.0f}",
-                     f"{r[f'{key}_ratio']:.2f}x",
-                     "identical to HF's" if d["identical"] else f"{d['differing_sources']} differ from HF's"])
-        rows.append([f"{label}: peak MiB", f"{d['seqlab_peak_mem_mb']:,.0f}", f"{d['hf_peak_mem_mb']:,.0f}",
-                     f"{d['hf_peak_mem_mb'] / max(d['seqlab_peak_mem_mb'], 1e-9):.2f}x less", ""])
-        low = r[f"{key}_bf16"]
-        rows.append([f"{label}, seqlab bf16 autocast", f"{low['tokens_per_s']:,.0f}", "",
-                     f"{low['tokens_per_s'] / d['hf_tokens_per_s']:.2f}x",
-                     f"{low['differing_from_fp32']} of {low['sources']} differ from fp32"])
-        for variant, what, same in (("int8", "seqlab int8", "same_as_seqlab_fp32"),
-                                    ("onednn", "`engine=seqlab_onednn`", "same_as_hf"),
-                                    ("ct2_fp32", "CTranslate2 fp32", "same_as_seqlab_fp32"),
-                                    ("ct2_int8", "CTranslate2 int8", "same_as_seqlab_fp32")):
-            v = r.get(f"{key}_{variant}")
-            if v is not None:
-                ref = "HF's" if same == "same_as_hf" else "seqlab fp32's"
-                rows.append([f"{label}, {what}", f"{v['tokens_per_s']:,.0f}", "", f"{v['x_hf']:.2f}x",
-                             f"{v[same]} of {v['sources']} equal {ref}"])
+    for tag, t in r.train.items():
+        rows.append([f"training, {tag}: tokens/s", f"{t.seqlab.tokens_per_s:,.0f}", f"{t.hf.tokens_per_s:,.0f}",
+                     f"{t.ratio:.2f}x", f"MFU {t.mfu(t.seqlab):.1%} vs {t.mfu(t.hf):.1%}"])
+        rows.append([f"training, {tag}: peak MiB", f"{t.seqlab.peak_mem_mb:,.0f}", f"{t.hf.peak_mem_mb:,.0f}",
+                     f"{t.hf.peak_mem_mb / t.seqlab.peak_mem_mb:.2f}x less", ""])
+        if t.seqlab_sdpa is not None:
+            rows.append([f"training, {tag}, fused SDPA throughout", f"{t.seqlab_sdpa.tokens_per_s:,.0f}", "",
+                         f"{t.seqlab_sdpa.tokens_per_s / t.hf.tokens_per_s:.2f}x", ""])
+    for key, d in r.decode.items():
+        label = LABELS.get(key, key)
+        rows.append([f"{label}: tokens/s", f"{d.generated_tokens / d.seqlab_s:,.0f}",
+                     f"{d.generated_tokens / d.hf_s:,.0f}", f"{d.ratio:.2f}x",
+                     f"{d.sources - d.differing_sources} of {d.sources} equal HF's"])
+        rows.append([f"{label}: peak MiB", f"{d.seqlab_peak_mem_mb:,.0f}", f"{d.hf_peak_mem_mb:,.0f}",
+                     f"{d.hf_peak_mem_mb / max(d.seqlab_peak_mem_mb, 1e-9):.2f}x less", ""])
+        for engine, e in d.engines.items():
+            rows.append([f"{label}, {ENGINE_NAMES.get(engine, engine)}", f"{e.tokens_per_s:,.0f}", "",
+                         f"{d.x_hf(engine):.2f}x", f"{e.same} of {e.sources} equal {ENGINES[engine]}'s"])
     return rows
 
 
-def positions_rows(r: dict[str, Any]) -> list[list[str]]:
-    return [[scheme, f"{row['train_step_s'] * 1e3:.0f}", f"{row['train_x_sinusoidal']:.2f}x",
-             f"{row['beam_s']:.2f}", f"{row['beam_x_sinusoidal']:.2f}x"]
-            for scheme, row in (r.get("positions") or {}).items()]
+def positions_rows(r: BenchResult) -> list[list[str]]:
+    return [[scheme, f"{p.train_step_s * 1e3:.0f}", f"{p.train_x_sinusoidal:.2f}x", f"{p.beam_s:.2f}",
+             f"{p.beam_x_sinusoidal:.2f}x"] for scheme, p in r.positions.items()]
 
 
 def performance(archive: Path) -> str:
@@ -67,12 +58,12 @@ def performance(archive: Path) -> str:
         return f"_No archived bench yet: `make pipeline NAME={archive.name}`._"
     parts = []
     for record in found:
-        r, man = record["result"], record["manifest"]
-        parts.append(f"**{man['cpu']}** ({', '.join(man['cpu_flags']) or 'no bf16/AMX flags'}; {r['threads']} "
+        r, man = BenchResult.from_dict(record["result"]), record["manifest"]
+        parts.append(f"**{man['cpu']}** ({', '.join(man['cpu_flags']) or 'no bf16/AMX flags'}; {r.threads} "
                      f"threads; torch {man['torch']}; commit {(man['commit'] or '?')[:10]}"
                      f"{'' if man['clean'] else ' (dirty)'}; {man['date'][:10]})\n\n"
                      + table(["measure", "seqlab", "Hugging Face", "vs HF", "outputs"], rows_of(r)))
-        if r.get("positions"):
+        if r.positions:
             parts.append(table(["positions", "bf16 training step, ms", "speed vs sinusoidal", "beam 5 decoding, s",
                                 "speed vs sinusoidal"], positions_rows(r)))
     return "\n\n".join(parts)

@@ -4,7 +4,9 @@ precision `trainer.precision=auto` picks from them."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def _cpuinfo(field: str) -> str:
@@ -46,20 +48,34 @@ def cpu_description() -> str:
 BF16_MARGIN = 1.5  # bf16 GEMMs must be this much faster than fp32 to pay for autocast's casts
 
 
-def best_ms(fn: Any, repeats: int, warmup: int = 3) -> float:
-    """The fastest of `repeats` calls of fn(), in milliseconds, after `warmup` calls (fn syncs a GPU itself).
+def best_of(runs: dict[str, Callable[[], tuple[T, float]]], repeats: int) -> dict[str, tuple[T, float]]:
+    """Each run's fastest of `repeats` (its output and seconds); each run returns (output, seconds).
 
-    The minimum, because a shared VM only ever adds time; `gemm_rate` and the kernel scripts use it."""
+    The minimum, because a shared machine only ever adds time; the runs alternate within each repeat, so
+    that a slow spell hits every side alike. Every timing in seqlab's bench and scripts goes through here."""
+    best: dict[str, tuple[T, float]] = {}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            out, seconds = run()
+            if name not in best or seconds < best[name][1]:
+                best[name] = (out, seconds)
+    return best
+
+
+def timed(fn: Callable[[], T]) -> tuple[T, float]:
+    """fn()'s result and the seconds it took (fn syncs a GPU itself)."""
     import time
 
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def best_ms(fn: Any, repeats: int, warmup: int = 3) -> float:
+    """The fastest of `repeats` calls of fn(), in milliseconds, after `warmup` calls (`best_of`)."""
     for _ in range(warmup):
         fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best * 1e3
+    return best_of({"fn": lambda: timed(fn)}, repeats)["fn"][1] * 1e3
 
 
 def gemm_rate(dtype: Any, n: int = 1024, repeats: int = 3, device: str = "cpu") -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from seqlab.analysis.speed import BenchConfig, faster, train_flops
-from seqlab.app.bench import bench_table, run_bench
+from seqlab.analysis.bench import run_bench
+from seqlab.analysis.bench_result import DECODINGS, BenchResult
+from seqlab.analysis.speed import BenchConfig, train_flops
 from seqlab.app.configs import plain, typed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,38 +38,56 @@ def test_train_flops_count_every_product_of_a_real_training_step():
     assert counter.get_total_flops() == train_flops(model.cfg, cfg.batch, cfg.seq_len, cfg.seq_len)
 
 
-def test_faster_keeps_the_run_with_more_tokens_per_second():
-    slow, fast = {"tokens_per_s": 1.0}, {"tokens_per_s": 2.0}
-    assert faster(None, slow) is slow
-    assert faster(slow, fast) is fast
-    assert faster(fast, slow) is fast
+def test_best_of_alternates_the_runs_and_keeps_each_ones_fastest():
+    from seqlab.hardware import best_of
+
+    order: list[str] = []
+    times = {"a": iter([3.0, 1.0, 2.0]), "b": iter([1.5, 2.5, 0.5])}
+
+    def run(name: str):
+        order.append(name)
+        t = next(times[name])
+        return f"{name}{t}", t
+
+    best = best_of({"a": lambda: run("a"), "b": lambda: run("b")}, repeats=3)
+    assert order == ["a", "b"] * 3  # a slow spell hits both sides alike
+    assert best == {"a": ("a1.0", 1.0), "b": ("b0.5", 0.5)}  # each side's fastest run, and its output
 
 
-def test_run_bench_times_both_toolkits_and_their_outputs_agree():
+def performance_page(r: BenchResult, tmp_path: Path) -> str:
+    """The performance page's table for this result, archived as the bench pipeline archives it."""
+    from pipelines.bench import performance
+    from seqlab.provenance import capture
+
+    record = {"stage": "bench", "status": "ok", "result": r.to_dict(),
+              "manifest": capture("seqlab bench", "", None, 1.0).to_dict()}
+    (tmp_path / "bench-this-cpu.json").write_text(json.dumps(record))
+    return performance(tmp_path)
+
+
+def test_run_bench_times_both_toolkits_and_their_outputs_agree(tmp_path):
     torch.manual_seed(0)
     r = run_bench(TINY, ckpt=None, scaling=False)
-    assert r["outputs_identical"] is True  # same weights, same rules: HF generate and seqlab agree
-    for name in ("greedy", "beam", "beam8"):
-        assert r[name]["differing_sources"] == 0
-        assert r[name]["generated_tokens"] > 0
-        assert (r[f"{name}_ratio"] > 1) == (r[name]["seqlab_s"] < r[name]["hf_s"])  # > 1: seqlab is faster
-        assert 0 <= r[f"{name}_bf16"]["differing_from_fp32"] <= TINY.decode_sources
-    for tag in ("fp32", "bf16"):
-        ours, theirs = r[f"train_{tag}"]["seqlab"], r[f"train_{tag}"]["hf"]
-        assert ours["tokens_per_s"] > 0 and theirs["tokens_per_s"] > 0
-        assert (r[f"train_{tag}_ratio"] > 1) == (ours["tokens_per_s"] > theirs["tokens_per_s"])
-        assert 0 < r[f"mfu_{tag}"] < 1 and 0 < r[f"mfu_{tag}_hf"] < 1  # no step outruns the measured peak
-    table = bench_table(r)
+    assert r.outputs_identical is True  # same weights, same rules: HF generate and seqlab agree
+    assert list(r.decode) == list(DECODINGS)
+    for d in r.decode.values():
+        assert d.differing_sources == 0 and d.generated_tokens > 0 and d.sources == TINY.decode_sources
+        assert {"bf16", "int8"} <= set(d.engines)
+        assert all(0 <= e.same <= e.sources == TINY.decode_sources and e.seconds > 0 for e in d.engines.values())
+    for t in r.train.values():
+        assert t.seqlab.tokens_per_s > 0 and t.hf.tokens_per_s > 0 and t.seqlab_sdpa is not None
+        assert 0 < t.mfu(t.seqlab) < 1 and 0 < t.mfu(t.hf) < 1  # no step outruns the measured matmul peak
+    assert BenchResult.from_dict(json.loads(json.dumps(r.to_dict()))) == r  # the archive reads back whole
+    table = r.table()
     assert "train tok/s fp32" in table and "beam8 decode tok/s" in table and "outputs identical: True" in table
-    for name in ("greedy", "beam", "beam8"):  # seqlab's int8 linear layers
-        assert r[f"{name}_int8"]["tokens_per_s"] > 0 and "int8 tok/s" in table
+    assert "greedy int8 tok/s" in table
+    rendered = performance_page(r, tmp_path)
+    assert "| greedy: tokens/s |" in rendered and "| training, bf16: tokens/s |" in rendered
     if importlib.util.find_spec("ctranslate2") is not None:  # the ct2 extra: CTranslate2 on the same sources
-        for name in ("greedy", "beam", "beam8"):
-            for precision in ("fp32", "int8"):
-                c = r[f"{name}_ct2_{precision}"]
-                assert c["tokens_per_s"] > 0 and 0 <= c["same_as_seqlab_fp32"] <= TINY.decode_sources
-        assert r["greedy_ct2_fp32"]["same_as_seqlab_fp32"] >= TINY.decode_sources - 1  # greedy: the same search
-        assert "greedy CTranslate2 int8" in table
+        for d in r.decode.values():
+            assert {"ct2_fp32", "ct2_int8"} <= set(d.engines)
+        assert r.decode["greedy"].engines["ct2_fp32"].same >= TINY.decode_sources - 1  # greedy: the same search
+        assert "greedy ct2_int8 tok/s" in table
 
 
 def test_bench_decode_false_times_training_only_and_a_missing_gpu_fails_first():
@@ -76,9 +96,9 @@ def test_bench_decode_false_times_training_only_and_a_missing_gpu_fails_first():
     from seqlab.config import ConfigError
 
     r = run_bench(replace(TINY, decode=False, train_repeats=1), ckpt=None, scaling=False)
-    assert r["device"] == "cpu" and r["train_bf16_ratio"] > 0
-    assert not {"greedy", "beam", "beam8", "outputs_identical"} & set(r)
-    assert "outputs identical: not decoded" in bench_table(r)
+    assert r.device == "cpu" and r.train["bf16"].ratio > 0
+    assert r.decode == {} and r.outputs_identical is None
+    assert "outputs identical: not decoded" in r.table()
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="bench.device='cuda'"):
             run_bench(replace(TINY, device="cuda"), ckpt=None, scaling=False)
@@ -111,12 +131,13 @@ def test_train_speed_times_the_corpus_batches_of_a_checkpoint(smoke_checkpoint):
     assert all(float(r.replace(",", "")) > 0 for r in rates.split(" / "))
 
 
-def test_bench_times_every_position_scheme_beside_sinusoidal():
+def test_bench_times_every_position_scheme_beside_sinusoidal(tmp_path):
     from dataclasses import replace
 
     r = run_bench(replace(TINY, decode=False, train_repeats=1, decode_repeats=1), ckpt=None, scaling=False,
                   positions=True)
-    assert set(r["positions"]) == {"sinusoidal", "learned", "rope", "alibi", "t5", "none"}
-    assert all(row["train_step_s"] > 0 and row["beam_s"] > 0 for row in r["positions"].values())
-    assert r["positions"]["sinusoidal"]["train_x_sinusoidal"] == 1.0
-    assert "positions=t5" in bench_table(r)
+    assert set(r.positions) == {"sinusoidal", "learned", "rope", "alibi", "t5", "none"}
+    assert all(row.train_step_s > 0 and row.beam_s > 0 for row in r.positions.values())
+    assert r.positions["sinusoidal"].train_x_sinusoidal == 1.0
+    assert "positions=t5" in r.table()
+    assert "| t5 |" in performance_page(r, tmp_path)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from seqlab.analysis.bench_result import Throughput
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate, precision_context
@@ -163,7 +164,7 @@ def run_train_step(step: Callable[[dict[str, torch.Tensor]], torch.Tensor], opt:
 
 
 def train_throughput(model: torch.nn.Module, step: Callable[[dict[str, torch.Tensor]], torch.Tensor],
-                     batches: list[dict[str, torch.Tensor]], precision: str, warmup: int) -> dict[str, float]:
+                     batches: list[dict[str, torch.Tensor]], precision: str, warmup: int) -> Throughput:
     """Source+target tokens per second over the batches after `warmup` steps, and peak memory."""
     model.train()
     opt = bench_optimizer(model)
@@ -177,14 +178,7 @@ def train_throughput(model: torch.nn.Module, step: Callable[[dict[str, torch.Ten
         tokens += run_train_step(step, opt, b, precision)
     sync(device)
     elapsed = time.perf_counter() - start
-    return {"tokens_per_s": tokens / elapsed, "step_s": elapsed / (len(batches) - warmup),
-            "peak_mem_mb": peak_memory_mb(device)}
-
-
-def faster(best: dict[str, float] | None, run: dict[str, float]) -> dict[str, float]:
-    """The run with more tokens/s: a shared VM's speed drifts between runs, and the best run is the
-    one least disturbed, on both sides alike."""
-    return run if best is None or run["tokens_per_s"] > best["tokens_per_s"] else best
+    return Throughput(tokens / elapsed, elapsed / (len(batches) - warmup), peak_memory_mb(device))
 
 
 # -- decoding -------------------------------------------------------------------------------

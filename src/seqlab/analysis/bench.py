@@ -1,0 +1,224 @@
+"""`seqlab bench`'s measurement: seqlab against Hugging Face MarianMTModel with identical weights, batches,
+threads and precision, and seqlab's other engines and CTranslate2 beside them (seqlab.analysis.speed has
+the single measurements, bench_result the typed result).
+
+Every time is the fastest of its repeats, the sides alternating within each repeat (`hardware.best_of`).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import tempfile
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from seqlab.analysis.bench_result import (
+    BenchResult,
+    DecodeComparison,
+    EngineRun,
+    PositionTiming,
+    Throughput,
+    TrainComparison,
+)
+from seqlab.analysis.speed import (
+    BenchConfig,
+    ct2_decode,
+    decode_sources,
+    hf_decode,
+    hf_train_step,
+    matmul_peak,
+    on_cuda,
+    random_batch,
+    seqlab_decode,
+    seqlab_train_step,
+    train_flops,
+    train_throughput,
+)
+from seqlab.checkpoint import load_for_inference
+from seqlab.config import resolve_device
+from seqlab.data import DataConfig, load_split
+from seqlab.hardware import best_of, cpu_description
+from seqlab.interop import to_hf
+from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
+from seqlab.memory import keep_freed_memory
+from seqlab.model import Seq2SeqTransformer
+from seqlab.model.onednn import onednn_available, onednn_linears
+from seqlab.model.quantize import dynamic_int8
+
+log = logging.getLogger("seqlab.bench")
+Seqs = list[list[int]]
+POSITION_SCHEMES = ("sinusoidal", "learned", "rope", "alibi", "t5", "none")
+
+
+def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool = False) -> BenchResult:
+    device = resolve_device("bench", cfg.device)  # a bad value fails before anything is built
+    keep_freed_memory()
+    torch.manual_seed(cfg.seed)
+    g = torch.Generator().manual_seed(cfg.seed)
+    tokenizer, texts = None, None
+    if ckpt:
+        model, tokenizer, info = load_for_inference(ckpt, device=device)
+        texts = [e.source for e in load_split(DataConfig.from_dict(info.data_config).corpus, "test")]
+    else:
+        model = Seq2SeqTransformer(cfg.model_config()).to(device)
+    batches = [random_batch(cfg, g, device=device) for _ in range(cfg.warmup_steps + cfg.train_steps)]
+    step_flops = train_flops(model.cfg, cfg.batch, cfg.seq_len, cfg.seq_len)
+    train = {tag: train_comparison(cfg, model, batches, precision, step_flops)
+             for precision, tag in (("32", "fp32"), ("bf16-mixed", "bf16"))}
+    src = pad = None
+    if cfg.decode or scaling or positions:
+        src, pad = decode_sources(cfg, g, tokenizer, texts, device)
+    return BenchResult(
+        config=asdict(cfg), ckpt=ckpt, torch=torch.__version__,
+        device=torch.cuda.get_device_name(device) if on_cuda(device) else "cpu", threads=torch.get_num_threads(),
+        cpu=cpu_description(), huge_page_allocator=os.environ.get("THP_MEM_ALLOC_ENABLE", "0") == "1",
+        train=train, decode=decode_comparison(cfg, model, src, pad) if cfg.decode else {},
+        scaling=scaling_table(cfg, model, src, pad) if scaling else None,
+        positions=positions_table(cfg, device, src, pad) if positions else {})
+
+
+def train_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[dict[str, torch.Tensor]],
+                     precision: str, step_flops: float) -> TrainComparison:
+    """Training tokens/s of seqlab and HF (fresh copies of `model`: training changes weights), and seqlab
+    with PyTorch's fused attention throughout (the attention-kernel lever alone; only a CPU has the choice)."""
+    device = batches[0]["src"].device
+    torch.manual_seed(cfg.seed)
+    models = {"seqlab": copy.deepcopy(model), "hf": to_hf(model).to(device)}
+    if device.type == "cpu":
+        models["sdpa"] = Seq2SeqTransformer(replace(model.cfg, attention_kernel="sdpa")).to(device)
+        models["sdpa"].load_state_dict(model.state_dict())
+    steps = {"seqlab": seqlab_train_step, "sdpa": seqlab_train_step, "hf": hf_train_step}
+
+    def run(name: str) -> tuple[Throughput, float]:
+        r = train_throughput(models[name], steps[name](models[name], cfg.label_smoothing), batches, precision,
+                             cfg.warmup_steps)
+        return r, r.step_s
+
+    best = {name: r for name, (r, _) in best_of({n: lambda n=n: run(n) for n in models}, cfg.train_repeats).items()}
+    peak = matmul_peak(torch.float32 if precision == "32" else torch.bfloat16, device)
+    log.info("train %s: seqlab %.0f tok/s, HF %.0f tok/s", precision, best["seqlab"].tokens_per_s,
+             best["hf"].tokens_per_s)
+    return TrainComparison(best["seqlab"], best["hf"], best.get("sdpa"), peak, step_flops)
+
+
+def decode_settings(cfg: BenchConfig) -> list[tuple[str, int]]:
+    """The decodings timed against HF: greedy, beam `num_beams` and beam 8."""
+    return [("greedy", 1), ("beam", cfg.num_beams), ("beam8", 8)]
+
+
+def same(a: Seqs, b: Seqs) -> int:
+    return sum(x == y for x, y in zip(a, b, strict=True))
+
+
+def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor
+                      ) -> dict[str, DecodeComparison]:
+    """Each setting: seqlab fp32 and HF (outputs compared), then seqlab in bf16, and on a CPU seqlab's int8
+    and oneDNN engines and CTranslate2 in fp32 and int8 (their outputs compared with seqlab's or HF's)."""
+    model.eval()
+    hf = to_hf(model).to(src.device).eval()
+    variants: dict[str, Seq2SeqTransformer] = {}
+    if src.device.type == "cpu":
+        variants["int8"] = dynamic_int8(model)
+        if onednn_available():
+            variants["onednn"] = onednn_linears(model)
+    result, outputs = {}, {}
+    for name, beams in decode_settings(cfg):
+        # The first run of each measures peak memory from a trimmed heap; the times are the fastest of
+        # `decode_repeats` later runs, on a warm heap.
+        ours_mem = seqlab_decode(model, src, pad, beams, cfg.max_new_tokens)[2]
+        hf_mem = hf_decode(hf, src, pad, beams, cfg.max_new_tokens)[2]
+        best = best_of({"seqlab": lambda b=beams: seqlab_decode(model, src, pad, b, cfg.max_new_tokens,
+                                                                memory=False)[:2],
+                        "hf": lambda b=beams: hf_decode(hf, src, pad, b, cfg.max_new_tokens, memory=False)[:2]},
+                       cfg.decode_repeats)
+        (ours, ours_s), (theirs, hf_s) = best["seqlab"], best["hf"]
+        outputs[name] = ours
+        runs = {"bf16": lambda b=beams: seqlab_decode(model, src, pad, b, cfg.max_new_tokens, bf16=True,
+                                                      memory=False)[:2]}
+        runs.update({tag: (lambda v=v, b=beams: seqlab_decode(v, src, pad, b, cfg.max_new_tokens, memory=False)[:2])
+                     for tag, v in variants.items()})
+        engines = {}
+        for tag, (seqs, seconds) in best_of(runs, cfg.decode_repeats).items():
+            engines[tag] = EngineRun(sum(map(len, seqs)) / seconds, seconds,
+                                     same(seqs, theirs if tag == "onednn" else ours), len(seqs))
+        result[name] = DecodeComparison(beams, ours_s, hf_s, ours_mem, hf_mem, sum(map(len, ours)), len(ours),
+                                        len(ours) - same(ours, theirs), engines)
+        log.info("%s: seqlab %.2fs, HF %.2fs, %d differ", name, ours_s, hf_s, len(ours) - same(ours, theirs))
+    if src.device.type == "cpu":
+        ct2_comparison(cfg, model, src, pad, result, outputs)
+    return result
+
+
+def ct2_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor,
+                   result: dict[str, DecodeComparison], reference: dict[str, Seqs]) -> None:
+    """CTranslate2 fp32 and int8 on the same sources, threads and settings, added to each setting's engines
+    and compared with seqlab's fp32 outputs (`reference`); left out, saying so, without CTranslate2."""
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        log.warning("ctranslate2 is not installed: its rows are left out (pip install 'seqlab[ct2]')")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        for precision, quantization in (("fp32", None), ("int8", "int8")):
+            path = export_ctranslate2(model, None, Path(tmp) / precision, quantization)
+            engine = CT2Engine(path, model, None, "float32" if quantization is None else "int8")
+            for name, beams in decode_settings(cfg):
+                ct2_decode(engine, src, pad, beams, cfg.max_new_tokens)  # warms CTranslate2 up
+                run = {"ct2": lambda e=engine, b=beams: ct2_decode(e, src, pad, b, cfg.max_new_tokens)}
+                seqs, seconds = best_of(run, cfg.decode_repeats)["ct2"]
+                result[name].engines[f"ct2_{precision}"] = EngineRun(sum(map(len, seqs)) / seconds, seconds,
+                                                                     same(seqs, reference[name]), len(seqs))
+                log.info("%s CTranslate2 %s: %.2fs (seqlab fp32 %.2fs)", name, precision, seconds,
+                         result[name].seqlab_s)
+
+
+def scaling_table(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor) -> dict:
+    """seqlab alone: training step time against sequence length and model size, decoding against beams."""
+    g = torch.Generator().manual_seed(cfg.seed + 1)
+    device = src.device
+    table: dict[str, Any] = {"train_seq_len": {}, "train_model": {}, "decode_beams": {}}
+    for n in (20, 40, 80):
+        batches = [random_batch(cfg, g, seq_len=n, device=device) for _ in range(4)]
+        m = Seq2SeqTransformer(cfg.model_config()).to(device)
+        r = train_throughput(m, seqlab_train_step(m, cfg.label_smoothing), batches, "32", 1)
+        table["train_seq_len"][n] = {"step_s": r.step_s, "tokens_per_s": r.tokens_per_s}
+    for name, overrides in (("d256_3+3", {}), ("d512_3+3", {"d_model": 512, "n_heads": 8, "d_ff": 2048}),
+                            ("d512_6+6", {"d_model": 512, "n_heads": 8, "d_ff": 2048,
+                                          "encoder_layers": 6, "decoder_layers": 6})):
+        m = Seq2SeqTransformer(cfg.model_config(**overrides)).to(device)
+        batches = [random_batch(cfg, g, device=device) for _ in range(4)]
+        r = train_throughput(m, seqlab_train_step(m, cfg.label_smoothing), batches, "32", 1)
+        table["train_model"][name] = {"step_s": r.step_s, "tokens_per_s": r.tokens_per_s,
+                                      "gflop_per_step": train_flops(m.cfg, cfg.batch, cfg.seq_len, cfg.seq_len) / 1e9}
+    model.eval()
+    for beams in (1, 2, 4, 8):
+        _, seconds, mem = seqlab_decode(model, src, pad, beams, cfg.max_new_tokens)
+        table["decode_beams"][beams] = {"seconds": seconds, "peak_mem_mb": mem}
+    return table
+
+
+def positions_table(cfg: BenchConfig, device: torch.device | str, src: torch.Tensor, pad: torch.Tensor
+                    ) -> dict[str, PositionTiming]:
+    """seqlab alone, one model shape per position scheme: a bf16-mixed training step (the recipe's
+    precision) and fp32 beam search, each against sinusoidal positions timed in the same run."""
+    g = torch.Generator().manual_seed(cfg.seed + 2)
+    batches = [random_batch(cfg, g, device=device) for _ in range(cfg.warmup_steps + cfg.train_steps)]
+    timings: dict[str, tuple[float, float]] = {}
+    for scheme in POSITION_SCHEMES:
+        torch.manual_seed(cfg.seed)
+        m = Seq2SeqTransformer(cfg.model_config(positions=scheme)).to(device)
+        step_s = train_throughput(m, seqlab_train_step(m, cfg.label_smoothing), batches, "bf16-mixed",
+                                  cfg.warmup_steps).step_s
+        m.eval()
+        beam_s = best_of({"beam": lambda m=m: seqlab_decode(m, src, pad, cfg.num_beams, cfg.max_new_tokens,
+                                                            memory=False)[:2]}, cfg.decode_repeats)["beam"][1]
+        timings[scheme] = (step_s, beam_s)
+        log.info("positions=%s: train step %.3fs, beam %d %.2fs", scheme, step_s, cfg.num_beams, beam_s)
+    base_train, base_beam = timings["sinusoidal"]
+    return {scheme: PositionTiming(step_s, beam_s, base_train / step_s, base_beam / beam_s)
+            for scheme, (step_s, beam_s) in timings.items()}

@@ -62,7 +62,9 @@ def performance(archive: Path) -> str:
         parts.append(f"**{man['cpu']}** ({', '.join(man['cpu_flags']) or 'no bf16/AMX flags'}; {r.threads} "
                      f"threads; torch {man['torch']}; commit {(man['commit'] or '?')[:10]}"
                      f"{'' if man['clean'] else ' (dirty)'}; {man['date'][:10]})\n\n"
-                     + table(["measure", "seqlab", "Hugging Face", "vs HF", "outputs"], rows_of(r)))
+                     + table(["measure", "seqlab", "Hugging Face", "vs HF", "outputs"], rows_of(r))
+                     + (f"\n\n`engine=auto` decodes with `{r.engine_auto}` here: {r.engine_auto_reason}."
+                        if r.engine_auto else ""))
         if r.positions:
             parts.append(table(["positions", "bf16 training step, ms", "speed vs sinusoidal", "beam 5 decoding, s",
                                 "speed vs sinusoidal"], positions_rows(r)))

@@ -29,8 +29,11 @@ def make_cfg(tmp_path, shared_cache):
     def make(name: str = "train", overrides: list[str] | None = None, out: Path | None = None) -> DictConfig:
         GlobalHydra.instance().clear()
         out = out or tmp_path / "run"
+        overrides = list(overrides or [])
+        if name in ("eval", "translate") and not any(o.startswith("engine=") for o in overrides):
+            overrides.append("engine=seqlab")  # engine=auto's choice depends on this machine's speed
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            cfg = compose(config_name=name, overrides=list(overrides or []), return_hydra_config=True)
+            cfg = compose(config_name=name, overrides=overrides, return_hydra_config=True)
         with open_dict(cfg):
             cfg.paths.root_dir = str(ROOT)
             cfg.paths.data_dir = str(ROOT / "data")

@@ -81,6 +81,7 @@ def test_run_bench_times_both_toolkits_and_their_outputs_agree(tmp_path):
     table = r.table()
     assert "train tok/s fp32" in table and "beam8 decode tok/s" in table and "outputs identical: True" in table
     assert "greedy int8 tok/s" in table
+    assert r.engine_auto in ("seqlab", "seqlab_onednn") and "engine=auto: " in table  # what auto chose here
     rendered = performance_page(r, tmp_path)
     assert "| greedy: tokens/s |" in rendered and "| training, bf16: tokens/s |" in rendered
     if importlib.util.find_spec("ctranslate2") is not None:  # the ct2 extra: CTranslate2 on the same sources

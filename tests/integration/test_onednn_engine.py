@@ -40,3 +40,31 @@ def test_onednn_with_another_precision_fails_before_loading(make_cfg, tmp_path):
     cfg = make_cfg("eval", [f"ckpt={tmp_path / 'missing.ckpt'}", "engine=seqlab_onednn", "precision=bf16", *COMMON])
     with pytest.raises(ConfigError, match="eval.engine=seqlab_onednn packs fp32 weights"):
         run_evaluation(cfg)
+
+
+def test_engine_auto_takes_onednn_only_where_its_probe_is_faster_and_caches_the_probe(tmp_path, monkeypatch):
+    import seqlab.interop.engines as engines
+
+    speedups = iter([2.0])
+    monkeypatch.setattr(engines, "packed_speedup", lambda: next(speedups))  # a second probe would raise
+    choice = engines.choose_engine("fp32", "cpu", tmp_path)
+    assert choice.engine == "seqlab_onednn" and "2.00x" in choice.reason
+    assert engines.choose_engine("fp32", "cpu", tmp_path) == choice  # from the cache: no second probe
+    assert json.loads((tmp_path / engines.AUTO_CACHE).read_text())  # keyed by CPU, torch and threads
+    for precision, device in (("bf16", "cpu"), ("int8", "cpu"), ("fp32", "cuda")):
+        assert engines.choose_engine(precision, device, tmp_path).engine == "seqlab"  # oneDNN: fp32 on a CPU
+    monkeypatch.setattr(engines, "packed_speedup", lambda: 1.05)  # under the margin: MKL stays
+    assert engines.choose_engine("fp32", "cpu", None).engine == "seqlab"
+
+
+def test_engine_auto_names_the_chosen_engine_in_the_label_and_folder(make_cfg, smoke_checkpoint, monkeypatch):
+    import seqlab.interop.engines as engines
+
+    monkeypatch.setattr(engines, "packed_speedup", lambda: 3.0)
+    auto = run_evaluation(make_cfg("eval", [f"ckpt={smoke_checkpoint}", "engine=auto", *COMMON]))
+    assert auto["label"].endswith("_onednn") and auto["setting"]["engine"] == "seqlab_onednn"
+    monkeypatch.setattr(engines, "packed_speedup", lambda: 0.8)
+    cfg = make_cfg("eval", [f"ckpt={smoke_checkpoint}", "engine=auto", *COMMON])
+    cfg.paths.cache_dir = str(Path(cfg.results_dir).parent / "fresh_cache")  # another machine's probe
+    plain = run_evaluation(cfg)
+    assert not plain["label"].endswith("_onednn") and "engine" not in plain["setting"]

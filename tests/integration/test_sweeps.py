@@ -51,6 +51,7 @@ def test_train_multirun_gives_one_offline_wandb_run_per_job_in_one_group(tmp_pat
 def test_eval_sweep_records_failure_goes_on_and_skips_finished(tmp_path, smoke_ckpt):
     ckpt, cache = smoke_ckpt
     common = ["-m", "seqlab", "evaluate", "-m", f"ckpt={ckpt}", "limit=6", "decoding.max_length=12", "logger=wandb",
+              "engine=seqlab",
               f"hydra.sweep.dir={tmp_path / 'sweep'}", *paths(tmp_path, cache)]
     # the middle job has a bad value: the others finish, then the sweep exits 1 with a summary
     proc = run([*common, "decoding=top_p", "decoding.top_p=0.9,1.5,0.95"], expect=1)
@@ -81,7 +82,7 @@ def test_eval_sweep_records_failure_goes_on_and_skips_finished(tmp_path, smoke_c
 def test_full_decoding_sweep_gives_one_group_and_a_report(tmp_path, smoke_ckpt):
     ckpt, cache = smoke_ckpt
     run(["-m", "seqlab", "evaluate", "-m", "+sweep=decoding", f"ckpt={ckpt}", "limit=5", "decoding.max_length=10",
-         "logger=wandb", f"hydra.sweep.dir={tmp_path / 'sweep'}", *paths(tmp_path, cache)])
+         "logger=wandb", "engine=seqlab", f"hydra.sweep.dir={tmp_path / 'sweep'}", *paths(tmp_path, cache)])
     runs = list((tmp_path / "outputs" / "eval_results").glob("**/wandb/offline-run-*/run-*.wandb"))
     assert len(runs) >= 10
     # every decoding joins the W&B group of the training run it evaluates (recorded in the checkpoint)
@@ -113,7 +114,7 @@ def test_sweep_arch_trains_the_grid_and_evaluates_each(tmp_path, smoke_ckpt):
 def test_single_eval_with_csv_logger(tmp_path, smoke_ckpt):
     ckpt, cache = smoke_ckpt
     run(["-m", "seqlab", "evaluate", f"ckpt={ckpt}", "limit=3", "decoding=beam", "decoding.max_length=8", "logger=csv",
-         f"hydra.run.dir={tmp_path / 'run'}", *paths(tmp_path, cache)])
+         "engine=seqlab", f"hydra.run.dir={tmp_path / 'run'}", *paths(tmp_path, cache)])
     (result,) = [json.loads(p.read_text()) for p in (tmp_path / "outputs" / "eval_results").glob("**/metrics.json")]
     assert result["status"] == "ok" and result["metrics"]["n_examples"] == 3
     hyps = next((tmp_path / "outputs" / "eval_results").glob("**/hypotheses.jsonl")).read_text().splitlines()

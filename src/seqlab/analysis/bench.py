@@ -45,6 +45,7 @@ from seqlab.data import DataConfig, load_split
 from seqlab.hardware import best_of, cpu_description
 from seqlab.interop import to_hf
 from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
+from seqlab.interop.engines import choose_engine
 from seqlab.memory import keep_freed_memory
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.onednn import onednn_available, onednn_linears
@@ -73,13 +74,15 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool
     src = pad = None
     if cfg.decode or scaling or positions:
         src, pad = decode_sources(cfg, g, tokenizer, texts, device)
+    auto = choose_engine("fp32", str(device), None)  # a fresh probe, not the cached one
     return BenchResult(
         config=asdict(cfg), ckpt=ckpt, torch=torch.__version__,
         device=torch.cuda.get_device_name(device) if on_cuda(device) else "cpu", threads=torch.get_num_threads(),
         cpu=cpu_description(), huge_page_allocator=os.environ.get("THP_MEM_ALLOC_ENABLE", "0") == "1",
         train=train, decode=decode_comparison(cfg, model, src, pad) if cfg.decode else {},
         scaling=scaling_table(cfg, model, src, pad) if scaling else None,
-        positions=positions_table(cfg, device, src, pad) if positions else {})
+        positions=positions_table(cfg, device, src, pad) if positions else {},
+        engine_auto=auto.engine, engine_auto_reason=auto.reason)
 
 
 def train_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[dict[str, torch.Tensor]],

@@ -98,6 +98,8 @@ class BenchResult:
     decode: dict[str, DecodeComparison] = field(default_factory=dict)  # DECODINGS; empty: not decoded
     scaling: dict[str, Any] | None = None
     positions: dict[str, PositionTiming] = field(default_factory=dict)
+    engine_auto: str | None = None  # what engine=auto decodes with on this machine (fp32), and why
+    engine_auto_reason: str = ""
 
     @property
     def outputs_identical(self) -> bool | None:
@@ -148,6 +150,8 @@ class BenchResult:
         identical = "not decoded" if self.outputs_identical is None else self.outputs_identical
         lines.append(f"outputs identical: {identical}; train GFLOP/step {self.train['fp32'].step_flops / 1e9:.1f}; "
                      f"matmul peak fp32 {fp32 / 1e9:.0f} GFLOP/s, bf16 {bf16 / 1e9:.0f} GFLOP/s")
+        if self.engine_auto:
+            lines.append(f"engine=auto: {self.engine_auto} ({self.engine_auto_reason})")
         for scheme, row in self.positions.items():
             lines.append(f"{'positions=' + scheme:<28}train {row.train_x_sinusoidal:.2f}x, "
                          f"beam {row.beam_x_sinusoidal:.2f}x sinusoidal's speed")

@@ -18,7 +18,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from seqlab.app.configs import JobLog, is_multirun, plain, sweep_group, tracking_config, typed
-from seqlab.app.infer import InferenceRequest, Loaded, load
+from seqlab.app.infer import InferenceRequest, Loaded, load, settle_engine
 from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import CheckpointError, resolve
 from seqlab.config import ConfigError
@@ -144,6 +144,7 @@ def checkpoint_payload(info: Any) -> dict[str, Any]:
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     """Evaluate, or skip a setting that already has results; failures are recorded, then re-raised."""
     keep_freed_memory()
+    settle_engine(cfg)  # engine=auto: the folder and label name the engine chosen
     out, setting = result_dir(cfg)
     if out.finished() and not cfg.force:
         log.info("already evaluated: %s (force=true to redo)", out.metrics_path)

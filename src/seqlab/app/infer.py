@@ -8,11 +8,13 @@ own decoding defaults) is checked right after loading, before anything is decode
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+import torch
+from omegaconf import DictConfig, open_dict
 
 from seqlab.app.configs import checkpoint_decoding, plain
 from seqlab.checkpoint import CheckpointInfo, load_for_inference, resolve
@@ -22,7 +24,7 @@ from seqlab.decoding import DecodingConfig
 from seqlab.decoding.generate import DecodePrecision
 from seqlab.decoding.mbr import check_task
 from seqlab.inference.text import Format
-from seqlab.interop.engines import Engine, check_engine, make_engine, run_label
+from seqlab.interop.engines import Engine, check_engine, choose_engine, make_engine, run_label
 from seqlab.model import Seq2SeqTransformer
 
 
@@ -36,10 +38,11 @@ class InferenceSettings:
     # docs/performance.md; references are scored in fp32) | int8: int8 linear layers on a CPU (engine=seqlab) or
     # CTranslate2's int8. Labels get _bf16 / _int8.
     precision: DecodePrecision = "fp32"
-    # seqlab | seqlab_onednn: the same search, its fp32 linear layers on oneDNN's packed weights (a CPU; labels
-    # get _onednn) | ctranslate2: CTranslate2 on an export of the checkpoint (cached in paths.cache_dir; greedy
+    # auto: the fastest of seqlab and seqlab_onednn here (interop.engines.choose_engine; logged) | seqlab |
+    # seqlab_onednn: the same search, its fp32 linear layers on oneDNN's packed weights (a CPU; labels get
+    # _onednn) | ctranslate2: CTranslate2 on an export of the checkpoint (cached in paths.cache_dir; greedy
     # and beam; precision fp32 | bf16 | int8; labels get _ct2).
-    engine: Engine = "seqlab"
+    engine: Engine = "auto"
     decoding_from_checkpoint: bool = False  # the checkpoint's own defaults (an imported model's generation config)
     max_tokens: int = 8000  # source tokens x beams per decoding batch
 
@@ -63,6 +66,23 @@ class TranslateSettings(InferenceSettings):
         check_choice(owner, "format", self.format, Format)
 
 
+log = logging.getLogger(__name__)
+
+
+def settle_engine(cfg: DictConfig) -> None:
+    """Put this machine's choice in place of `engine=auto` in the composed config (and log it), so that the
+    result folder, the label and the engine that decodes all name one engine."""
+    if cfg.get("engine") != "auto":
+        return
+    device = str(cfg.get("device", "auto"))
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    choice = choose_engine(str(cfg.get("precision")), device, Path(cfg.paths.cache_dir))
+    log.info("engine=auto: %s (%s)", choice.engine, choice.reason)
+    with open_dict(cfg):
+        cfg.engine = choice.engine
+
+
 @dataclass(frozen=True)
 class InferenceRequest:
     """An inference command's settings, typed and checked; nothing is loaded yet."""
@@ -78,6 +98,7 @@ class InferenceRequest:
     def from_cfg(cls, cfg: DictConfig, command: str,
                  settings_cls: type[InferenceSettings] = InferenceSettings) -> InferenceRequest:
         """`settings_cls`: the command's own settings (TranslateSettings), all checked here, once."""
+        settle_engine(cfg)
         settings = settings_of(cfg, settings_cls, command)
         decoding = typed(DecodingConfig, plain(cfg.decoding), "decoding")
         check_engine(command, settings.engine, settings.precision, decoding)

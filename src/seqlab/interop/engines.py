@@ -3,7 +3,8 @@ weights (`seqlab_onednn`, model.onednn: faster on CPUs where PyTorch's MKL matmu
 CTranslate2's (interop.ct2) on an export of the checkpoint.
 
 Chosen with `engine=` in eval and translate, checked before the checkpoint loads, so a sweep, its
-metrics, intervals and paired tests can compare the engines on one test set. `precision` is the
+metrics, intervals and paired tests can compare the engines on one test set. `engine=auto` (the default)
+takes the fastest engine whose outputs equal seqlab's fp32 search (`choose_engine`). `precision` is the
 engine's computation: fp32 or bf16 for both; int8 is CTranslate2's `compute_type=int8` (weights
 quantized at export) or, for seqlab on a CPU, PyTorch's dynamic int8 linear layers
 (`model.quantize.dynamic_int8`). An int8 engine decodes; references are still scored in fp32.
@@ -11,7 +12,11 @@ quantized at export) or, for seqlab on a CPU, PyTorch's dynamic int8 linear laye
 
 from __future__ import annotations
 
+import json
+import logging
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -21,13 +26,16 @@ from torch import Tensor
 from seqlab.config import ConfigError, check_choice
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, generate, precision_label
+from seqlab.hardware import cpu_model
 from seqlab.interop.ct2 import CT2Engine, check_decodable
+from seqlab.io import atomic_write_text
 from seqlab.model import Seq2SeqTransformer
-from seqlab.model.onednn import onednn_available, onednn_linears
+from seqlab.model.onednn import onednn_available, onednn_linears, packed_speedup
 from seqlab.model.quantize import dynamic_int8
 
 # seqlab_onednn: seqlab's search with its fp32 linear layers on oneDNN's packed weights (model.onednn)
-Engine = Literal["seqlab", "seqlab_onednn", "ctranslate2"]
+# auto: the fastest of seqlab and seqlab_onednn on this machine (choose_engine)
+Engine = Literal["auto", "seqlab", "seqlab_onednn", "ctranslate2"]
 LABEL_SUFFIX = {"seqlab": "", "seqlab_onednn": "_onednn", "ctranslate2": "_ct2"}
 # precision -> (CTranslate2 weight quantization at export, compute_type)
 CT2_PRECISION = {"fp32": (None, "float32"), "bf16": (None, "bfloat16"), "int8": ("int8", "int8")}
@@ -44,6 +52,44 @@ def check_engine(owner: str, engine: str, precision: str, decoding: DecodingConf
             raise ConfigError(f"{owner}.precision={precision!r} is not one of {list(CT2_PRECISION)}")
         if decoding is not None:
             check_decodable(decoding)
+
+
+log = logging.getLogger(__name__)
+AUTO_MARGIN = 1.1  # oneDNN's products must beat MKL's by this much for engine=auto to take them
+AUTO_CACHE = "engine_auto.json"
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    engine: str  # seqlab | seqlab_onednn
+    reason: str  # for the log and the bench
+
+
+def choose_engine(precision: str, device: str, cache_dir: Path | None) -> EngineChoice:
+    """What `engine=auto` decodes with: the fastest engine whose outputs equal seqlab's fp32 search.
+
+    The candidates are seqlab's own search on PyTorch's products (MKL on a CPU) and the same search on
+    oneDNN's packed fp32 weights: the same search and sums of the same products, which gave the same outputs
+    on the Bible test split (greedy and beam 5; int8 and CTranslate2 do not, so they are never chosen).
+    oneDNN is taken in fp32 on a CPU when a one-off probe of a decoding step's products (`packed_speedup`)
+    finds it AUTO_MARGIN x faster than MKL; the probe is cached per CPU model, torch version and thread count
+    in `cache_dir` (None: not cached)."""
+    if precision != "fp32" or not str(device).startswith("cpu"):
+        return EngineChoice("seqlab", f"precision={precision} on {device}: seqlab's own search")
+    if not onednn_available():
+        return EngineChoice("seqlab", f"torch {torch.__version__} has no oneDNN packed linear here")
+    key = f"{cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads"
+    path = None if cache_dir is None else Path(cache_dir) / AUTO_CACHE
+    cached = json.loads(path.read_text()) if path is not None and path.is_file() else {}
+    if key not in cached:
+        cached[key] = {"speedup": round(packed_speedup(), 3), "date": time.strftime("%Y-%m-%d")}
+        if path is not None:
+            atomic_write_text(path, json.dumps(cached, indent=1) + "\n")
+    speedup = cached[key]["speedup"]
+    engine = "seqlab_onednn" if speedup >= AUTO_MARGIN else "seqlab"
+    where = f"probe of {cached[key]['date']}" + (f", cached in {path}" if path is not None else "")
+    return EngineChoice(engine, f"oneDNN's packed products {speedup:.2f}x MKL's at decoding shapes ({where}); "
+                                f"oneDNN is taken at {AUTO_MARGIN}x or more")
 
 
 def run_label(label: str, precision: str, engine: str) -> str:

@@ -14,6 +14,7 @@ import copy
 import torch
 from torch import Tensor, nn
 
+from seqlab.hardware import best_ms
 from seqlab.model.layers import fuse_relu, replace_layers
 from seqlab.model.transformer import Seq2SeqTransformer
 
@@ -48,3 +49,22 @@ def onednn_linears(model: Seq2SeqTransformer) -> Seq2SeqTransformer:
     fuse_relu(packed, lambda fc1: PackedLinear(fc1, "relu"))
     replace_layers(packed, nn.Linear, PackedLinear)
     return packed
+
+
+# A decoding step's products at the reference model's size: 64 sources x beam 5 rows through the feed-forward
+# layers (d 256 <-> 1,024) and the output layer (8k vocabulary).
+PROBE_SHAPES = ((320, 256, 1024), (320, 1024, 256), (320, 256, 8000))
+
+
+def packed_speedup(repeats: int = 10) -> float:
+    """MKL's time over oneDNN's (packed weights) for the products of a decoding step, on this machine with
+    torch's current threads: > 1 means oneDNN is faster (`engine=auto` reads it)."""
+    g = torch.Generator().manual_seed(0)
+    mkl = onednn = 0.0
+    with torch.no_grad():
+        for m, k, n in PROBE_SHAPES:
+            linear, x = nn.Linear(k, n), torch.randn(m, k, generator=g)
+            packed = PackedLinear(linear)
+            mkl += best_ms(lambda linear=linear, x=x: linear(x), repeats)
+            onednn += best_ms(lambda packed=packed, x=x: packed(x), repeats)
+    return mkl / onednn

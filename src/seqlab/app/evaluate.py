@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import signal
 import traceback
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,12 @@ from seqlab.app.infer import InferenceRequest, Loaded, load, settle_engine
 from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import CheckpointError, resolve
 from seqlab.config import ConfigError
-from seqlab.data import CorpusConfig, DataConfig, Example, examples_from_text_files, load_split
+from seqlab.data import CorpusConfig, DataConfig, Example
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.mbr import check_task
-from seqlab.digest import file_digest
 from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.inference.inspection import alignment_images
+from seqlab.inference.testset import TestSet
 from seqlab.interop.engines import run_label
 from seqlab.memory import keep_freed_memory
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir, variant_key
@@ -57,22 +57,11 @@ def setting_decoding(cfg: DictConfig) -> dict[str, Any]:
     return {k: v for k, v in values.items() if not (k == "mbr" and v is None)}
 
 
-def test_set_key(cfg: DictConfig) -> dict[str, Any] | None:
-    """What identifies a test set other than the checkpoint's own split (files by their contents)."""
-    if cfg.source is not None:
-        if not cfg.references:
-            raise ConfigError("source=FILE needs references=[REF.txt, ...] (one or more reference files)")
-        missing = [str(p) for p in (cfg.source, *cfg.references) if not Path(p).is_file()]
-        if missing:
-            raise ConfigError(f"test set file(s) not found: {missing}")
-        return {"source": [str(cfg.source), file_digest(cfg.source)],
-                "references": [[str(r), file_digest(r)] for r in cfg.references]}
-    corpus = other_corpus(cfg)
-    if corpus is not None:
-        return {"corpus": corpus.fingerprint(), "split": cfg.split, "extra_references": list(cfg.extra_references)}
-    if cfg.extra_references:
-        return {"split": cfg.split, "extra_references": list(cfg.extra_references)}
-    return None
+def test_set_of(cfg: DictConfig) -> TestSet:
+    """The test set the config names (inference.testset)."""
+    return TestSet(split=cfg.split, limit=cfg.limit, source=None if cfg.source is None else str(cfg.source),
+                   references=tuple(str(r) for r in cfg.references or ()), corpus=other_corpus(cfg),
+                   extra_references=tuple(cfg.extra_references or ()))
 
 
 def other_corpus(cfg: DictConfig) -> CorpusConfig | None:
@@ -92,20 +81,6 @@ def other_corpus(cfg: DictConfig) -> CorpusConfig | None:
     return typed(CorpusConfig, dict(values), "corpus")
 
 
-def test_examples(cfg: DictConfig, data_cfg: DataConfig | None) -> list[Example]:
-    """The examples to decode: plain-text files, or the checkpoint's corpus split (with extra references)."""
-    if cfg.source is not None:
-        examples = examples_from_text_files(cfg.source, list(cfg.references))
-    else:
-        corpus = other_corpus(cfg) or (data_cfg.corpus if data_cfg is not None else None)
-        if corpus is None:
-            raise ConfigError("this checkpoint has no training corpus (an imported model): give a test set, "
-                              "corpus=NAME or source=FILE references=[REF, ...]")
-        corpus = replace(corpus, extra_reference_fields=tuple(cfg.extra_references or ()))
-        examples = load_split(corpus, cfg.split)
-    return examples[: cfg.limit or None]
-
-
 def result_dir(cfg: DictConfig) -> tuple[ResultDir, dict[str, Any]]:
     """The setting's result folder and the values that key it (a retrained checkpoint at the same path, another
     test set, precision or engine: another folder)."""
@@ -122,7 +97,7 @@ def result_dir(cfg: DictConfig) -> tuple[ResultDir, dict[str, Any]]:
         setting["precision"] = str(cfg.precision)
     if str(cfg.engine) != "seqlab":
         setting["engine"] = str(cfg.engine)
-    test_set = test_set_key(cfg)
+    test_set = test_set_of(cfg).key()
     if test_set is not None:  # another test set: its own result folder (the checkpoint's own keeps its old key)
         setting["test_set"] = test_set
     return ResultDir.for_setting(Path(cfg.results_dir), ckpt, folder_label(cfg), setting), setting
@@ -154,7 +129,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     logger = None
     try:
         request = InferenceRequest.from_cfg(cfg, "eval")  # a bad value fails here, and is recorded
-        corpus = other_corpus(cfg)
+        tests = test_set_of(cfg)
+        corpus = tests.corpus
         if corpus is not None:
             check_task(request.decoding.mbr, corpus.task, f"corpus {corpus.name}")
         payload.update(label=request.label, decoding=request.decoding.to_dict())
@@ -162,7 +138,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         info, decoding, label = loaded.info, loaded.decoding, loaded.label
         payload.update(label=label, decoding=decoding.to_dict(), checkpoint=checkpoint_payload(info))
         data_cfg = DataConfig.from_dict(info.data_config) if info.data_config else None
-        examples = test_examples(cfg, data_cfg)
+        examples = tests.examples(data_cfg)
         payload["test_set"] = setting.get("test_set") or {"corpus": info.data_config["corpus"]["name"],
                                                           "split": cfg.split}
         logger = open_logger(cfg, tracking, out.path, loaded, payload["checkpoint"])

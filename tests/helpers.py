@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
+
 import torch
 
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
@@ -51,3 +54,27 @@ def assert_first_hypotheses_equal(ours, hf_sequences: torch.Tensor, pad_id: int)
         assert all(t == pad_id for t in expected[n:])
         lengths.append(n)
     return lengths
+
+
+WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "house", "red", "blue", "green", "tree", "ran", "fast", "slow"]
+
+
+def corpus(n: int = 120, keep: float = 0.6, seed: int = 0,
+           refs: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """References (random words, or the given ones) and a hypothesis keeping each word with probability `keep`."""
+    rng = random.Random(seed)
+    refs = refs or [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 12))) for _ in range(n)]
+    hyps = [" ".join(w if rng.random() < keep else rng.choice(WORDS) for w in r.split()) for r in refs]
+    return refs, hyps
+
+
+def text_systems(tmp_path: Path) -> dict[str, Path]:
+    """Reference files (two) and two systems' hypotheses, the second better, as plain-text files."""
+    refs, base = corpus(keep=0.6, seed=1)
+    _, better = corpus(keep=0.75, seed=2, refs=refs)
+    _, ref2 = corpus(keep=0.8, seed=3, refs=refs)
+    out = {}
+    for name, lines in {"ref": refs, "ref2": ref2, "base": base, "better": better}.items():
+        out[name] = tmp_path / f"{name}.txt"
+        out[name].write_text("\n".join(lines) + "\n")
+    return out

@@ -10,11 +10,13 @@ them without carrying every hypothesis.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from seqlab.analysis.compare import System, check_comparable
+from seqlab.analysis.compare import CompareError, System, check_comparable, compare, from_result_dir
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import (
     SACREBLEU_DEFAULT_SEED,
@@ -23,6 +25,11 @@ from seqlab.metrics.significance import (
     sacrebleu_paired,
 )
 from seqlab.metrics.text import rouge_per_example
+from seqlab.tracking.dashboard import run_id
+from seqlab.tracking.examples import test_set_of
+from seqlab.tracking.results import OK
+
+log = logging.getLogger(__name__)
 
 ALL_PAIRS_LIMIT = 12  # runs of one test set up to which every pair is tested
 EXAMPLES_PER_PAIR = 5
@@ -114,3 +121,51 @@ def differing(a: System, b: System, chrf_a: list[float], chrf_b: list[float],
                    key=lambda i: (-abs(chrf_a[i] - chrf_b[i]), i))[:n]
     return [PairExample(i, a.sources[i] if a.sources else "", a.references[0][i], a.hypotheses[i], b.hypotheses[i],
                         round(chrf_a[i], 2), round(chrf_b[i], 2)) for i in order]
+
+
+def significance_marks(results: list[dict[str, Any]], limit: int = 40) -> dict[str, str]:
+    """For each test set evaluated by several settings (at most `limit`), BLEU of each against the first
+    (greedy first): "+1.23 (p 0.001/0.001) *", the paired bootstrap's and approximate randomization's
+    p-values, * where both are < 0.05."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted((r for r in results if r.get("status") == OK),
+                    key=lambda r: (r.get("decoding", {}).get("method") != "greedy", str(r.get("_path")))):
+        groups.setdefault(test_set_of(r), []).append(r)
+    marks: dict[str, str] = {}
+    for group in groups.values():
+        if not 2 <= len(group) <= limit:
+            continue
+        try:
+            systems = [from_result_dir(Path(r["_path"])) for r in group]
+            report = compare(systems, n_ar=1000)
+        except CompareError as err:
+            log.warning("no significance marks for one test set: %s", err)
+            continue
+        by_name = {c.system: c for c in report.comparisons if c.metric == K.BLEU}
+        marks[group[0]["_path"]] = "baseline"
+        for r, s in zip(group[1:], systems[1:], strict=True):
+            c = by_name.get(s.name)  # None: the baseline of its own seed
+            marks[r["_path"]] = "baseline" if c is None else (
+                f"{c.delta:+.2f} (p {c.p_bootstrap:.3f}/{c.p_ar:.3f})" + (" *" if c.significant() else ""))
+    return marks
+
+
+def report_pairs(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The paired tests and differing examples among the finished runs of each test set (seqlab.analysis.pairs),
+    runs named by their id on the page; the greedy run first, as the baseline."""
+    groups: dict[str, list[int]] = {}
+    order = sorted(range(len(results)), key=lambda i: (results[i].get("decoding", {}).get("method") != "greedy",
+                                                       str(results[i].get("_path"))))
+    for i in order:
+        if results[i].get("status") == OK:
+            groups.setdefault(test_set_of(results[i]), []).append(i)
+    out = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        try:
+            systems = [replace(from_result_dir(Path(results[i]["_path"])), name=run_id(i)) for i in members]
+            out.append(pair_tests(systems).to_dict())
+        except CompareError as err:
+            log.warning("no paired tests for one test set: %s", err)
+    return out

@@ -23,7 +23,7 @@ FORMAT ?= hf
 export THP_MEM_ALLOC_ENABLE ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: pipeline render help install install-browser train eval translate sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench params test test-full lint clean
+.PHONY: experiments pipeline render help install install-browser train eval translate sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -79,6 +79,19 @@ study-trained: ## The study at a trained budget from a worktree at STUDY_REV, QU
 	status=0; for q in $(QUESTIONS); do \
 	  (cd $(STUDY_WT) && .venv/bin/seqlab study $$q --recipe trained --archive $(CURDIR)/results/arch_study_trained \
 	    --commit $(ARGS)) || status=1; \
+	done; exit $$status
+
+# The experiments the docs report, in turn, from their own worktree and virtualenv at a fixed commit (as the
+# study's), each record committed into results/ here as it lands; long: run with nohup, after the study.
+EXPERIMENTS ?= mt_bible_small sum_debian_small decoding_sweep truncation mbr beam_curse no_repeat bench
+EXPERIMENTS_WT ?= ../seqlab-experiments
+EXPERIMENTS_REV ?= $(shell cat results/REVISION 2>/dev/null || echo HEAD)
+experiments: ## Every experiment's pipeline in turn (EXPERIMENTS=...) from a worktree at EXPERIMENTS_REV, records committed as they land; long, run with nohup
+	test -d $(EXPERIMENTS_WT) || git worktree add --detach $(EXPERIMENTS_WT) $(EXPERIMENTS_REV)
+	@test "$$(git -C $(EXPERIMENTS_WT) rev-parse HEAD)" = "$$(git rev-parse $(EXPERIMENTS_REV))" || { echo "$(EXPERIMENTS_WT) is at $$(git -C $(EXPERIMENTS_WT) rev-parse --short HEAD), not $(EXPERIMENTS_REV): git -C $(EXPERIMENTS_WT) checkout --detach $(EXPERIMENTS_REV)"; exit 2; }
+	$(MAKE) -C $(EXPERIMENTS_WT) install PY=$(PY)
+	status=0; for n in $(EXPERIMENTS); do \
+	  (cd $(EXPERIMENTS_WT) && .venv/bin/python -m pipelines $$n --results $(CURDIR)/results --commit) || status=1; \
 	done; exit $$status
 
 NAME ?=

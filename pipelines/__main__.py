@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+import pipelines.core
 from pipelines import PIPELINES
 from pipelines.render import render
 from pipelines.run import PipelineError, execute
@@ -16,6 +18,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the experiments and their stages")
     parser.add_argument("--dry-run", action="store_true", help="print the stages that would run, run nothing")
     parser.add_argument("--check", action="store_true", help="render: only check the docs' tables are current")
+    parser.add_argument("--results", type=Path, help="the archives' folder (default: results/ here); e.g. a main "
+                        "checkout's, when the stages run from a worktree at a fixed commit")
+    parser.add_argument("--commit", action="store_true", help="git-commit each record as it lands")
     args = parser.parse_args(argv)
     if args.list or not args.name:
         for p in PIPELINES.values():
@@ -27,17 +32,19 @@ def main(argv: list[str] | None = None) -> int:
         for line in stale:
             print(("out of date: " if args.check else "rendered: ") + line)
         return 1 if args.check and stale else 0
+    if args.results is not None:  # every archive path derives from core.RESULTS
+        pipelines.core.RESULTS = args.results
     if args.name not in PIPELINES:
         parser.error(f"unknown experiment {args.name!r}; use one of {', '.join(PIPELINES)} (or --list)")
     try:
-        failed = execute(PIPELINES[args.name], dry_run=args.dry_run)
+        failed = execute(PIPELINES[args.name], dry_run=args.dry_run, commit=args.commit)
     except PipelineError as err:
         print(f"pipelines {args.name}: {err}", file=sys.stderr)
         return 2
     if failed:
         print(f"pipelines {args.name}: failed: {', '.join(failed)}", file=sys.stderr)
         return 1
-    if not args.dry_run:
+    if not args.dry_run and args.results is None:  # a worktree's run: `make render` in the checkout
         render([PIPELINES[args.name]])
     return 0
 

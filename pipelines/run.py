@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.core import OUTPUTS, Pipeline, Stage
+from seqlab.analysis.study_runs import commit_archive
 from seqlab.hardware import cpu_model
 from seqlab.io import atomic_write_text
 from seqlab.provenance import capture
@@ -178,8 +179,10 @@ def needed_stages(planned: list[Planned]) -> set[str]:
     return needed
 
 
-def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False) -> list[str]:
-    """Run the stages the archive lacks (and those whose outputs they read); returns what failed."""
+def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False, commit: bool = False) -> list[str]:
+    """Run the stages the archive lacks (and those whose outputs they read); returns what failed. `commit`:
+    git-commit the archive after each record lands (only the archive's folder), so a queue cut off keeps
+    every finished stage."""
     planned = plan(pipeline)
     by_name = {p.stage.name: p for p in planned}
     needed = needed_stages(planned)
@@ -199,6 +202,8 @@ def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False) 
             print(f"== {p.stage.name}: ran here before ({p.folder}), archived", file=sys.stderr)
             if not dry_run:
                 atomic_write_text(record_path(pipeline, p.stage), json.dumps(done, indent=1) + "\n")
+                if commit:
+                    commit_archive(pipeline.archive, f"{pipeline.name}: {p.stage.name}")
             continue
         print(f"== {p.stage.name}: {'would run' if dry_run else 'running'}: {line}", file=sys.stderr)
         if dry_run:
@@ -210,6 +215,8 @@ def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False) 
             continue
         if p.digest is not None:
             archive_stage(pipeline, p, line, time.perf_counter() - start)
+            if commit:
+                commit_archive(pipeline.archive, f"{pipeline.name}: {p.stage.name}")
     return failed
 
 

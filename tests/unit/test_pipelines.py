@@ -202,3 +202,18 @@ def test_every_archived_record_names_a_commit_and_the_archives_stay_small():
             assert commits and all(re.fullmatch(r"[0-9a-f]{40}", c or "") for c in commits), path
     total = sum(f.stat().st_size for f in results.rglob("*") if f.is_file())
     assert total <= 30 * 2**20
+
+
+def test_each_record_is_committed_as_it_lands(places, monkeypatch):
+    import subprocess
+
+    for key in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(key, "t@t")
+    subprocess.run(["git", "init", "-q", str(places)], check=True)
+    subprocess.run(["git", "-C", str(places), "commit", "-q", "--allow-empty", "-m", "start"], check=True)
+    (places / "unrelated.txt").write_text("work in progress")  # never swept into a record's commit
+    assert execute(toy(), runner=FakeSeqlab(), commit=True) == []
+    log = subprocess.run(["git", "-C", str(places), "log", "--format=%s"], capture_output=True, text=True).stdout
+    assert log.split("\n")[:3] == ["toy: beam", "toy: greedy", "toy: train"]
+    tracked = subprocess.run(["git", "-C", str(places), "ls-files"], capture_output=True, text=True).stdout.split()
+    assert tracked == ["results/toy/beam.json", "results/toy/greedy.json", "results/toy/train.json"]

@@ -48,8 +48,8 @@ def rows_of(r: BenchResult) -> list[list[str]]:
 
 
 def positions_rows(r: BenchResult) -> list[list[str]]:
-    return [[scheme, f"{p.train_step_s * 1e3:.0f}", f"{p.train_x_sinusoidal:.2f}x", f"{p.beam_s:.2f}",
-             f"{p.beam_x_sinusoidal:.2f}x"] for scheme, p in r.positions.items()]
+    return [[scheme, f"{p.train_step_s * 1e3:.0f}", f"{p.train_x_sinusoidal:.2f}x",
+             f"{p.beam_tokens / p.beam_s:,.0f}", f"{p.beam_x_sinusoidal:.2f}x"] for scheme, p in r.positions.items()]
 
 
 def performance(archive: Path) -> str:
@@ -66,8 +66,8 @@ def performance(archive: Path) -> str:
                      + (f"\n\n`engine=auto` decodes with `{r.engine_auto}` here: {r.engine_auto_reason}."
                         if r.engine_auto else ""))
         if r.positions:
-            parts.append(table(["positions", "bf16 training step, ms", "speed vs sinusoidal", "beam 5 decoding, s",
-                                "speed vs sinusoidal"], positions_rows(r)))
+            parts.append(table(["positions", "bf16 training step, ms", "speed vs sinusoidal",
+                                "beam 5 decoding, tokens/s", "speed vs sinusoidal"], positions_rows(r)))
     return "\n\n".join(parts)
 
 

@@ -80,9 +80,10 @@ class PositionTiming:
     """One position scheme against sinusoidal positions, same shape, same run."""
 
     train_step_s: float  # bf16-mixed
-    beam_s: float  # fp32 beam search
-    train_x_sinusoidal: float  # > 1: faster than sinusoidal
-    beam_x_sinusoidal: float
+    beam_s: float  # fp32 beam search of the untrained model (so every scheme's outputs run to the length limit)
+    beam_tokens: int  # the tokens it generated
+    train_x_sinusoidal: float  # > 1: faster than sinusoidal (per step)
+    beam_x_sinusoidal: float  # > 1: faster than sinusoidal (per generated token)
 
 
 @dataclass(frozen=True)

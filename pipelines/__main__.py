@@ -21,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, help="the archives' folder (default: results/ here); e.g. a main "
                         "checkout's, when the stages run from a worktree at a fixed commit")
     parser.add_argument("--commit", action="store_true", help="git-commit each record as it lands")
+    parser.add_argument("--rerun", action="append", default=[], metavar="STAGE",
+                        help="run this stage again although archived (repeatable; e.g. a measurement after a fix)")
     args = parser.parse_args(argv)
     if args.list or not args.name:
         for p in PIPELINES.values():
@@ -37,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.name not in PIPELINES:
         parser.error(f"unknown experiment {args.name!r}; use one of {', '.join(PIPELINES)} (or --list)")
     try:
-        failed = execute(PIPELINES[args.name], dry_run=args.dry_run, commit=args.commit)
+        failed = execute(PIPELINES[args.name], dry_run=args.dry_run, commit=args.commit,
+                         rerun=frozenset(args.rerun))
     except PipelineError as err:
         print(f"pipelines {args.name}: {err}", file=sys.stderr)
         return 2

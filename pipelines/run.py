@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -179,11 +179,17 @@ def needed_stages(planned: list[Planned]) -> set[str]:
     return needed
 
 
-def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False, commit: bool = False) -> list[str]:
+def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False, commit: bool = False,
+            rerun: frozenset[str] = frozenset()) -> list[str]:
     """Run the stages the archive lacks (and those whose outputs they read); returns what failed. `commit`:
     git-commit the archive after each record lands (only the archive's folder), so a queue cut off keeps
-    every finished stage."""
-    planned = plan(pipeline)
+    every finished stage. `rerun`: stages run again although archived (a digest covers the config, not the
+    code: a changed measurement is rerun by name)."""
+    unknown = rerun - {s.name for s in pipeline.stages}
+    if unknown:
+        raise PipelineError(f"--rerun {sorted(unknown)}: no such stage of {pipeline.name}; its stages: "
+                            f"{[s.name for s in pipeline.stages]}")
+    planned = [replace(p, archived=False) if p.stage.name in rerun else p for p in plan(pipeline)]
     by_name = {p.stage.name: p for p in planned}
     needed = needed_stages(planned)
     failed: list[str] = []
@@ -197,7 +203,8 @@ def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False, 
             print(f"== {p.stage.name}: not run, {', '.join(u for u in p.stage.upstream() if u in failed)} failed",
                   file=sys.stderr)
             continue
-        done = read_record(p.folder / "record.json", p.digest) if p.digest and present(p) else None
+        done = read_record(p.folder / "record.json", p.digest) if p.digest and present(p) and \
+            p.stage.name not in rerun else None
         if done is not None:  # run on this machine for another experiment: the same result
             print(f"== {p.stage.name}: ran here before ({p.folder}), archived", file=sys.stderr)
             if not dry_run:

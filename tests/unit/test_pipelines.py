@@ -217,3 +217,12 @@ def test_each_record_is_committed_as_it_lands(places, monkeypatch):
     assert log.split("\n")[:3] == ["toy: beam", "toy: greedy", "toy: train"]
     tracked = subprocess.run(["git", "-C", str(places), "ls-files"], capture_output=True, text=True).stdout.split()
     assert tracked == ["results/toy/beam.json", "results/toy/greedy.json", "results/toy/train.json"]
+
+
+def test_a_stage_named_for_rerun_runs_again_and_an_unknown_name_is_refused(places):
+    fake = FakeSeqlab()
+    execute(toy(), runner=fake)
+    fake.calls.clear()
+    assert execute(toy(), runner=fake, rerun=frozenset({"beam"})) == [] and fake.stages() == ["beam"]
+    with pytest.raises(PipelineError, match=r"--rerun \['bem'\]: no such stage of toy"):
+        execute(toy(), runner=fake, rerun=frozenset({"bem"}))

@@ -207,22 +207,28 @@ def scaling_table(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor
 
 def positions_table(cfg: BenchConfig, device: torch.device | str, src: torch.Tensor, pad: torch.Tensor
                     ) -> dict[str, PositionTiming]:
-    """seqlab alone, one model shape per position scheme, against sinusoidal positions timed in the same run:
-    fp32 beam search of the freshly initialized model (per generated token: a trained model would stop at
-    lengths of its own), then a bf16-mixed training step (the recipe's precision)."""
+    """seqlab alone, one model shape per position scheme, against sinusoidal positions timed in the same run,
+    the schemes alternating within each repeat: fp32 beam search of the freshly initialized models (per
+    generated token: a trained model would stop at lengths of its own), then a bf16-mixed training step (the
+    recipe's precision)."""
     g = torch.Generator().manual_seed(cfg.seed + 2)
     batches = [random_batch(cfg, g, device=device) for _ in range(cfg.warmup_steps + cfg.train_steps)]
-    timings: dict[str, tuple[float, float, int]] = {}
+    models = {}
     for scheme in POSITION_SCHEMES:
         torch.manual_seed(cfg.seed)
-        m = Seq2SeqTransformer(cfg.model_config(positions=scheme)).to(device).eval()
-        seqs, beam_s = best_of({"beam": lambda m=m: seqlab_decode(m, src, pad, cfg.num_beams, cfg.max_new_tokens,
-                                                                  memory=False)[:2]}, cfg.decode_repeats)["beam"]
+        models[scheme] = Seq2SeqTransformer(cfg.model_config(positions=scheme)).to(device).eval()
+    beams = best_of({s: lambda m=m: seqlab_decode(m, src, pad, cfg.num_beams, cfg.max_new_tokens, memory=False)[:2]
+                     for s, m in models.items()}, cfg.decode_repeats)
+
+    def train(m: Seq2SeqTransformer) -> tuple[float, float]:
         step_s = train_throughput(m, seqlab_train_step(m, cfg.label_smoothing), batches, "bf16-mixed",
                                   cfg.warmup_steps).step_s
-        timings[scheme] = (step_s, beam_s, sum(map(len, seqs)))
-        log.info("positions=%s: train step %.3fs, beam %d %.2fs", scheme, step_s, cfg.num_beams, beam_s)
-    base_step, base_beam, base_tokens = timings["sinusoidal"]
-    return {scheme: PositionTiming(step_s, beam_s, tokens, base_step / step_s,
-                                   (tokens / beam_s) / (base_tokens / base_beam))
-            for scheme, (step_s, beam_s, tokens) in timings.items()}
+        return step_s, step_s
+
+    steps = best_of({s: lambda m=m: train(m) for s, m in models.items()}, cfg.train_repeats)
+    rate = {s: sum(map(len, seqs)) / seconds for s, (seqs, seconds) in beams.items()}
+    for s in POSITION_SCHEMES:
+        log.info("positions=%s: train step %.3fs, beam %d %.0f tokens/s", s, steps[s][1], cfg.num_beams, rate[s])
+    return {s: PositionTiming(steps[s][1], beams[s][1], sum(map(len, beams[s][0])),
+                              steps["sinusoidal"][1] / steps[s][1], rate[s] / rate["sinusoidal"])
+            for s in POSITION_SCHEMES}

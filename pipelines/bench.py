@@ -1,15 +1,16 @@
-"""The bench (`seqlab bench positions=true`): seqlab against Hugging Face MarianMTModel with identical
-weights and batches, training in fp32 and bf16-mixed and decoding (greedy, beam 5, beam 8), with seqlab's
-other engines (bf16 autocast, int8, oneDNN) and CTranslate2 beside them, and each position scheme against
-sinusoidal positions. Its figures hold for one kind of CPU: the archive keeps one record per CPU model
-(results/bench/bench-<cpu>.json), and the performance page renders one table per record."""
+"""The bench (`seqlab bench positions=true`) on the reference translation model, decoding its test
+sentences: seqlab against Hugging Face MarianMTModel with identical weights and batches, training in fp32
+and bf16-mixed and decoding (greedy, beam 5, beam 8), with seqlab's other engines (bf16 autocast, int8,
+oneDNN) and CTranslate2 beside them, and each position scheme against sinusoidal positions. Its figures
+hold for one kind of CPU: the archive keeps one record per CPU model (results/bench/bench-<cpu>.json), and
+the performance page renders one table per record."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from pipelines.core import Pipeline, Stage, Table
+from pipelines.core import Pipeline, Stage, Table, trained_then_decoded
 from pipelines.tables import table
 from seqlab.analysis.bench_result import ENGINES, BenchResult
 
@@ -61,7 +62,9 @@ def performance(archive: Path) -> str:
         r, man = BenchResult.from_dict(record["result"]), record["manifest"]
         parts.append(f"**{man['cpu']}** ({', '.join(man['cpu_flags']) or 'no bf16/AMX flags'}; {r.threads} "
                      f"threads; torch {man['torch']}; commit {(man['commit'] or '?')[:10]}"
-                     f"{'' if man['clean'] else ' (dirty)'}; {man['date'][:10]})\n\n"
+                     f"{'' if man['clean'] else ' (dirty)'}; {man['date'][:10]}; decoding "
+                     + (f"{r.config['decode_sources']} test sentences of the reference model)\n\n" if r.ckpt else
+                        f"{r.config['decode_sources']} random sources of an untrained model of the same shape)\n\n")
                      + table(["measure", "seqlab", "Hugging Face", "vs HF", "outputs"], rows_of(r))
                      + (f"\n\n`engine=auto` decodes with `{r.engine_auto}` here: {r.engine_auto_reason}."
                         if r.engine_auto else ""))
@@ -73,6 +76,6 @@ def performance(archive: Path) -> str:
 
 PIPELINE = Pipeline(
     "bench", "speed and memory against Hugging Face, CTranslate2 and seqlab's engines; position schemes",
-    (Stage("bench", "bench", ("positions=true",)),),
+    (*trained_then_decoded("mt_bible_small", {}), Stage("bench", "bench", ("positions=true",), after="train")),
     (Table("bench", performance, DOC),),
 )

@@ -163,8 +163,9 @@ def command_line(by_name: dict[str, Planned], planned: Planned) -> list[str]:
     if stage.command == "compare":
         return ["compare", *(str(result_folder(by_name[c])) for c in stage.compares), *stage.overrides,
                 "--json", str(where / "compare.json")]
-    if stage.command == "bench":
-        return ["bench", *stage.overrides, f"out={where / 'bench.json'}"]
+    if stage.command == "bench":  # after a training: its model decodes its corpus's test sentences
+        ckpt = [f"ckpt={by_name[stage.after].folder / 'checkpoints' / 'last.ckpt'}"] if stage.after else []
+        return ["bench", *ckpt, *stage.overrides, f"out={where / 'bench.json'}"]
     return [stage.command, *stage.overrides]
 
 

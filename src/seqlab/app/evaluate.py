@@ -20,7 +20,6 @@ from omegaconf import DictConfig, OmegaConf
 from seqlab.app.configs import JobLog, is_multirun, plain, sweep_group, tracking_config, typed
 from seqlab.app.infer import InferenceRequest, Loaded, load, settle_engine
 from seqlab.app.store import CONF_DIR
-from seqlab.checkpoint import CheckpointError, resolve
 from seqlab.config import ConfigError
 from seqlab.data import CorpusConfig, DataConfig, Example
 from seqlab.decoding import DecodingConfig
@@ -82,25 +81,10 @@ def other_corpus(cfg: DictConfig) -> CorpusConfig | None:
 
 
 def result_dir(cfg: DictConfig) -> tuple[ResultDir, dict[str, Any]]:
-    """The setting's result folder and the values that key it (a retrained checkpoint at the same path, another
-    test set, precision or engine: another folder)."""
-    ckpt = str(cfg.ckpt)
-    try:
-        stat = resolve(ckpt).stat()
-        version = [stat.st_size, int(stat.st_mtime)]
-    except CheckpointError:
-        version = None  # recorded as a failure when the checkpoint loads, with the reason
-    setting = {"ckpt": ckpt, "version": version, "split": cfg.split, "limit": cfg.limit,
-               "decoding": "checkpoint" if cfg.decoding_from_checkpoint else setting_decoding(cfg)}
-    # defaults stay out of the key, so results written without these fields keep their folders
-    if str(cfg.precision) != "fp32":
-        setting["precision"] = str(cfg.precision)
-    if str(cfg.engine) != "seqlab":
-        setting["engine"] = str(cfg.engine)
-    test_set = test_set_of(cfg).key()
-    if test_set is not None:  # another test set: its own result folder (the checkpoint's own keeps its old key)
-        setting["test_set"] = test_set
-    return ResultDir.for_setting(Path(cfg.results_dir), ckpt, folder_label(cfg), setting), setting
+    """The setting's result folder and the values that key it (tracking.results.ResultDir.for_evaluation)."""
+    decoding = "checkpoint" if cfg.decoding_from_checkpoint else setting_decoding(cfg)
+    return ResultDir.for_evaluation(Path(cfg.results_dir), str(cfg.ckpt), folder_label(cfg), cfg.split, cfg.limit,
+                                    decoding, str(cfg.precision), str(cfg.engine), test_set_of(cfg).key())
 
 
 def folder_label(cfg: DictConfig) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seqlab.checkpoint import CHECKPOINT_DIR, run_dir_of
+from seqlab.checkpoint import CHECKPOINT_DIR, CheckpointError, resolve, run_dir_of
 from seqlab.digest import cache_key
 from seqlab.io import atomic_write_text
 
@@ -27,6 +27,29 @@ VAL_LOSS = "val/loss"
 @dataclass(frozen=True)
 class ResultDir:
     path: Path
+
+    @classmethod
+    def for_evaluation(cls, root: Path, checkpoint: str, label: str, split: str, limit: int | None,
+                       decoding: dict[str, Any] | str, precision: str, engine: str,
+                       test_set: dict[str, Any] | None) -> tuple[ResultDir, dict[str, Any]]:
+        """An evaluation's folder and the values that key it: the checkpoint (its path, size and time, so a
+        retrained checkpoint at the same path gets another folder), split, limit, decoding (`"checkpoint"`:
+        its own defaults), precision, engine and another test set. Defaults stay out of the key, so results
+        written before a field existed keep their folders."""
+        try:
+            stat = resolve(checkpoint).stat()
+            version: list[int] | None = [stat.st_size, int(stat.st_mtime)]
+        except CheckpointError:
+            version = None  # recorded as a failure when the checkpoint loads, with the reason
+        setting: dict[str, Any] = {"ckpt": checkpoint, "version": version, "split": split, "limit": limit,
+                                   "decoding": decoding}
+        if precision != "fp32":
+            setting["precision"] = precision
+        if engine != "seqlab":
+            setting["engine"] = engine
+        if test_set is not None:
+            setting["test_set"] = test_set
+        return cls.for_setting(root, checkpoint, label, setting), setting
 
     @classmethod
     def for_setting(cls, root: Path, checkpoint: str, label: str, setting: dict[str, Any]) -> ResultDir:

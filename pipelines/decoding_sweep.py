@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.core import Pipeline, Table, compared, trained_then_decoded
-from pipelines.tables import delta, metric, missing, provenance, records, table, tests
+from pipelines.tables import delta, metric, missing, paired_tests, provenance, records, table
 
 PRESETS = ("greedy", "beam2_lp0.6", "beam2_lp1.0", "beam4_lp0.6", "beam4_lp1.0", "beam", "beam8_lp0.6", "beam8_lp1.0",
            "temp0.5", "temp0.7", "sample", "temp1.5", "temp2.0", "top_k10", "top_k", "top_p", "top_p0.95", "min_p",
@@ -21,7 +21,7 @@ def sweep(archive: Path) -> str:
     found = records(archive)
     if "greedy" not in found:
         return missing(archive)
-    vs = tests(found, "vs_greedy")
+    vs = paired_tests(found, "vs_greedy")
     rows = [[s, metric(r, "bleu", ci=True), metric(r, "chrf", ci=True), metric(r, "rougeL"),
              metric(r, "hyp_logprob_per_seq"), metric(r, "distinct2"), metric(r, "sample_distinct2"),
              metric(r, "self_bleu", 1), metric(r, "length_ratio"), delta(vs.get(s, {}).get("bleu"))]
@@ -35,7 +35,7 @@ def diverse(archive: Path) -> str:
     found = records(archive)
     if "beam8_nbest8" not in found:
         return missing(archive)
-    vs = tests(found, "vs_beam8")
+    vs = paired_tests(found, "vs_beam8")
     rows = [[s, metric(r, "bleu", ci=True), delta(vs.get(s, {}).get("bleu")), metric(r, "sample_distinct2"),
              metric(r, "self_bleu", 1)] for s in DIVERSE if (r := found.get(s))]
     return table(["setting (8 beams, 8-best list)", "BLEU [95% CI]", "vs beam 8", "distinct-2 within the 8-best",

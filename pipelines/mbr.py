@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.core import Pipeline, Table, compared, trained_then_decoded
-from pipelines.tables import Row, delta, metric, missing, provenance, records, table, tests
+from pipelines.tables import Row, delta, metric, missing, paired_tests, provenance, records, table
 
 MT = ("beam", "mbr_chrf", "mbr_bleu", "mbr_chrf64", "mbr_bleu64", "mbr_beam8_chrf")
 SUM = {"sum_beam_norepeat3": ("decoding=beam", "decoding.no_repeat_ngram_size=3"),
@@ -29,11 +29,11 @@ def translation(archive: Path) -> str:
     found = records(archive)
     if "beam" not in found:
         return missing(archive)
-    vs = tests(found, "vs_beam5")
+    vs = paired_tests(found, "vs_beam5")
     rows = [[s, metric(r, "bleu", ci=True), delta(vs.get(s, {}).get("bleu")), metric(r, "chrf"),
              delta(vs.get(s, {}).get("chrf")), metric(r, "length_ratio", 3), metric(r, "hyp_logprob_per_seq"),
              ms_per_sentence(r)] for s in (*MT, "beam8_lp1.0") if (r := found.get(s))]
-    rerank = tests(found, "rerank_vs_beam8").get("mbr_beam8_chrf", {})
+    rerank = paired_tests(found, "rerank_vs_beam8").get("mbr_beam8_chrf", {})
     note = (f"\n\nThe reranked 8-best against beam 8 itself: BLEU {delta(rerank.get('bleu'))}, chrF "
             f"{delta(rerank.get('chrf'))}." if rerank else "")
     return (table(["setting", "BLEU [95% CI]", "vs beam 5", "chrF", "vs beam 5", "length ratio", "log-prob / seq",
@@ -45,7 +45,7 @@ def summaries(archive: Path) -> str:
     found = records(archive)
     if "sum_beam_norepeat3" not in found:
         return missing(archive)
-    vs = tests(found, "sum_vs_beam")
+    vs = paired_tests(found, "sum_vs_beam")
     rows = []
     for s in SUM:
         if (r := found.get(s)) is None:

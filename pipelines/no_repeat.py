@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.core import Pipeline, Table, compared, trained_then_decoded
-from pipelines.tables import delta, metric, missing, provenance, records, table, tests
+from pipelines.tables import delta, metric, missing, paired_tests, provenance, records, table
 
 SEARCHES = ("greedy", "beam")
 SIZES = (3, 4)
@@ -28,7 +28,7 @@ def no_repeat(archive: Path) -> str:
         return missing(archive)
     rows = []
     for search in SEARCHES:
-        vs = tests(found, f"{search}_vs_plain")
+        vs = paired_tests(found, f"{search}_vs_plain")
         for s in (search, *(f"{search}_no_repeat{n}" for n in SIZES)):
             if (r := found.get(s)) is None:
                 continue

@@ -58,7 +58,7 @@ def metric(record: Row, name: str, digits: int = 2, ci: bool = False) -> str:
     return f"{value:.{digits}f}" if isinstance(value, int | float) else "–"
 
 
-def tests(found: dict[str, Row], compare_stage: str) -> dict[str, dict[str, Row]]:
+def paired_tests(found: dict[str, Row], compare_stage: str) -> dict[str, dict[str, Row]]:
     """An archived comparison's paired tests: evaluation stage -> metric -> {delta, p_bootstrap, p_ar}."""
     record = found.get(compare_stage)
     if record is None:

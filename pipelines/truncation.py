@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.core import Pipeline, Table, compared, trained_then_decoded
-from pipelines.tables import delta, metric, missing, provenance, records, table, tests
+from pipelines.tables import delta, metric, missing, paired_tests, provenance, records, table
 
 TEMPERATURES = ("1", "1.5", "2")
 METHODS = {  # method -> its preset at each temperature
@@ -29,14 +29,14 @@ def truncation(archive: Path) -> str:
     found = records(archive)
     if not all(p in found for p in METHODS[BASE]):
         return missing(archive)
-    vs = [tests(found, f"vs_top_p_t{t}") for t in TEMPERATURES]
+    vs = [paired_tests(found, f"vs_top_p_t{t}") for t in TEMPERATURES]
     rows = []
     for method, presets in METHODS.items():
         cells = [metric(found[p], "bleu", ci=True) + (f" ({delta(vs[i].get(p, {}).get('bleu'))})"
                                                       if method != BASE and p in found else "")
                  for i, p in enumerate(presets) if p in found]
         rows.append([method, *cells, *(metric(found[p], "self_bleu", 1) for p in presets if p in found)])
-    tns = tests(found, "top_n_sigma_t2_vs_t1").get("top_n_sigma_t2.0", {}).get("bleu")
+    tns = paired_tests(found, "top_n_sigma_t2_vs_t1").get("top_n_sigma_t2.0", {}).get("bleu")
     note = f"\n\nTop-n-sigma at T=2 against T=1: {delta(tns)}." if tns else ""
     return (table(["method", *(f"BLEU, T={t} (vs top-p)" for t in TEMPERATURES),
                    *(f"self-BLEU, T={t}" for t in TEMPERATURES)], rows) + note + "\n\n"

@@ -1,0 +1,50 @@
+"""A pipeline end to end with the real seqlab: a smoke training, two decodings and their paired tests, each
+archived with its manifest; the table renders from the archive alone; a second run reruns nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pipelines.core
+import pipelines.run
+from pipelines.core import Pipeline, Stage, Table, compared
+from pipelines.run import execute
+from pipelines.tables import decodings_table, paired_tests, records
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_pipeline_trains_decodes_compares_and_archives(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipelines.core, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(pipelines.run, "OUTPUTS", tmp_path / "outputs")
+    where = [f"paths.cache_dir={tmp_path / 'cache'}", f"paths.log_dir={tmp_path / 'logs'}"]
+    decode = ("split=test", "limit=12", "decoding.max_length=10", "precision=fp32", "engine=seqlab", "logger=none",
+              "n_bootstrap=50", *where)
+    pipeline = Pipeline("smoke", "a smoke experiment", (
+        Stage("train", "train", ("experiment=smoke", "trainer.max_steps=3", "trainer.max_time=null",
+                                 "trainer.precision=32", "train.quick_eval_size=0", "logger=csv", *where)),
+        Stage("greedy", "evaluate", ("decoding=greedy", *decode), after="train"),
+        Stage("beam", "evaluate", ("decoding=beam", *decode), after="train"),
+        compared("vs_greedy", "greedy", ("beam",))), (Table("smoke", decodings_table(("bleu", "chrf")), "x.md"),))
+    calls: list[str] = []
+
+    def seqlab(*args: str) -> bool:
+        calls.append(args[0])
+        extra = ["--n-ar", "100"] if args[0] == "compare" else []
+        return subprocess.run([sys.executable, "-m", "seqlab", *args, *extra], cwd=ROOT, timeout=600).returncode == 0
+
+    assert execute(pipeline, runner=seqlab) == [] and calls == ["train", "evaluate", "evaluate", "compare"]
+    found = records(tmp_path / "results" / "smoke")
+    assert set(found) == {"train", "greedy", "beam", "vs_greedy"}
+    assert found["train"]["manifest"]["updates"] == 3 and found["greedy"]["result"]["metrics"]["n_examples"] == 12
+    assert found["beam"]["manifest"]["engine"] == "seqlab" and found["beam"]["manifest"]["precision"] == "fp32"
+    bleu = paired_tests(found, "vs_greedy")["beam"]["bleu"]
+    assert bleu["delta"] == (found["beam"]["result"]["metrics"]["bleu"] - found["greedy"]["result"]["metrics"]["bleu"])
+    table = pipeline.tables[0].render(tmp_path / "results" / "smoke")
+    assert table.count("\n| ") == 2 and "| 3 |" in table  # one row per decoding, each of the 3-update model
+    json.loads((tmp_path / "results" / "smoke" / "beam.json").read_text())
+    calls.clear()
+    assert execute(pipeline, runner=seqlab) == [] and calls == []  # nothing changed: nothing reruns

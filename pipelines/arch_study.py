@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.core import Pipeline, Stage, Table
+from seqlab.analysis.study import DESCRIBE, load_records, load_references
+from seqlab.analysis.study_tables import question_table
+from seqlab.metrics.seeds import summarize
 
 
 def study_tables(archive: Path, questions: tuple[str, ...], label: str) -> str:
     """The study's own tables, from its archive alone (seqlab.analysis.study_tables)."""
-    from seqlab.analysis.study import load_records, load_references
-    from seqlab.analysis.study_tables import question_table
-
     runs = load_records(archive, label)
     if not runs:
         return "_No archived run yet._"
@@ -21,9 +21,6 @@ def study_tables(archive: Path, questions: tuple[str, ...], label: str) -> str:
 
 def headline(archive: Path) -> str:
     """The README's summary: each variant's validation loss and greedy BLEU, mean ± sd over its seeds."""
-    from seqlab.analysis.study import DESCRIBE, load_records
-    from seqlab.metrics.seeds import summarize
-
     runs = load_records(archive, "greedy")
     if not runs:
         return "_No archived run yet._"

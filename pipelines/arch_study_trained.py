@@ -6,24 +6,22 @@ with each commit)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pipelines.core import Pipeline, Stage, Table
+from seqlab.analysis.study import TRAINING, load_records
+from seqlab.analysis.study_tables import curve_table
 
 
 def curve(archive: Path) -> str:
     """The curve run's validation losses and the budget they chose (seqlab.analysis.study_tables)."""
-    from seqlab.analysis.study import TRAINING, load_records
-    from seqlab.analysis.study_tables import curve_table
-
     return curve_table(load_records(archive, TRAINING))[0] or "_No archived curve yet._"
 
 
 def baseline(archive: Path) -> str:
     """The README's headline: the trained baseline's first seed, both decodings (a record that never changes
     once archived, unlike the question tables while their runs land)."""
-    import json
-
     rows = []
     for label in ("beam5", "greedy"):
         path = archive / f"baseline-seed0.{label}.json"

@@ -17,11 +17,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
+
 from pipelines.core import OUTPUTS, Pipeline, Stage
 from seqlab.analysis.study_runs import commit_archive
+from seqlab.app.store import CONF_DIR
 from seqlab.hardware import cpu_model
 from seqlab.io import atomic_write_text
 from seqlab.provenance import capture
+from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, read_val_curve
 
 CONFIG_NAMES = {"train": "train", "evaluate": "eval", "bench": "bench"}  # the Hydra config each command composes
 DROPPED = ("paths", "root_dir", "data_dir", "cache_dir", "log_dir", "output_dir", "hydra", "results_dir", "logger",
@@ -48,13 +55,6 @@ class Planned:
 
 def resolved_config(stage: Stage) -> dict[str, Any]:
     """The config seqlab composes for the stage, resolved, as plain data."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
-
-    from seqlab.app.store import CONF_DIR
-
     GlobalHydra.instance().clear()
     if stage.command == "compare":
         return {"overrides": list(stage.overrides)}
@@ -135,16 +135,12 @@ def seqlab(*args: str) -> bool:
 
 def result_folder(planned: Planned) -> Path:
     """An evaluation's result folder (the one holding metrics.json) under its stage folder."""
-    from seqlab.tracking.results import METRICS_FILE
-
     found = sorted(planned.folder.glob(f"**/{METRICS_FILE}"))
     return found[0].parent if found else planned.folder
 
 
 def present(planned: Planned) -> bool:
     """Whether this machine holds what later stages read from the stage: a checkpoint, or hypotheses."""
-    from seqlab.tracking.results import HYPOTHESES_FILE
-
     if planned.stage.command == "train":
         return (planned.folder / "checkpoints" / "last.ckpt").is_file()
     if planned.stage.command == "evaluate":
@@ -231,8 +227,6 @@ def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False, 
 def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float) -> Path:
     """The stage's record: its digest, its result (metrics, a training's curve, a comparison's tests, a
     bench's figures) and manifest, in the archive and in the stage's folder."""
-    from seqlab.tracking.results import METRICS_FILE, read_val_curve
-
     stage, where = planned.stage, planned.folder
     assert planned.config is not None
     result: dict[str, Any] = {}

@@ -101,3 +101,10 @@ def test_a_wrong_key_in_a_shown_command_would_fail():
         check("train", ["model.norm_positon=pre"])
     with pytest.raises(Exception, match="decoding"):
         check("eval", ["decoding=beam", "decoding.num_beams=0"])
+
+
+def test_every_relative_link_in_the_docs_resolves():
+    broken = [(doc.relative_to(ROOT).as_posix(), link) for doc in DOCS
+              for link in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", doc.read_text())
+              if not link.startswith(("http://", "https://")) and not (doc.parent / link).exists()]
+    assert broken == []

@@ -32,7 +32,7 @@ from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, read_val_curv
 
 CONFIG_NAMES = {"train": "train", "evaluate": "eval", "bench": "bench"}  # the Hydra config each command composes
 DROPPED = ("paths", "root_dir", "data_dir", "cache_dir", "log_dir", "output_dir", "hydra", "results_dir", "logger",
-           "out", "ckpt")  # where things go, not what they compute
+           "out", "ckpt")  # where things go, not what they compute: dropped at any depth (data.cache_dir too)
 Runner = Callable[..., bool]  # seqlab(*args) -> whether it succeeded
 
 
@@ -64,12 +64,21 @@ def resolved_config(stage: Stage) -> dict[str, Any]:
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose(config_name=CONFIG_NAMES[stage.command], overrides=overrides, return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
-    plain = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k]
-             for k in cfg if k not in DROPPED}
+    plain = without_places({k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
+                            else cfg[k] for k in cfg if k not in DROPPED})
     GlobalHydra.instance().clear()
     if stage.command == "bench":  # its figures hold for one kind of CPU
         plain["cpu"] = cpu_model()
     return plain
+
+
+def without_places(value: Any) -> Any:
+    """`value` without the DROPPED keys at any depth: one digest on any checkout and machine."""
+    if isinstance(value, dict):
+        return {k: without_places(v) for k, v in value.items() if k not in DROPPED}
+    if isinstance(value, list):
+        return [without_places(v) for v in value]
+    return value
 
 
 def check_fixed(stage: Stage, config: dict[str, Any]) -> None:

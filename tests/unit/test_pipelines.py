@@ -226,3 +226,13 @@ def test_a_stage_named_for_rerun_runs_again_and_an_unknown_name_is_refused(place
     assert execute(toy(), runner=fake, rerun=frozenset({"beam"})) == [] and fake.stages() == ["beam"]
     with pytest.raises(PipelineError, match=r"--rerun \['bem'\]: no such stage of toy"):
         execute(toy(), runner=fake, rerun=frozenset({"bem"}))
+
+
+def test_a_digest_names_no_place_on_this_machine():
+    """Paths (the checkout, its caches and outputs) stay out of what a digest covers, at any depth, so a
+    worktree's run and the checkout's agree on what is archived."""
+    from pipelines.run import resolved_config
+
+    for name in ("mt_bible_small", "bench"):
+        for stage in PIPELINES[name].stages:
+            assert str(ROOT) not in json.dumps(resolved_config(stage), default=str), (name, stage.name)

@@ -74,8 +74,31 @@ def performance(archive: Path) -> str:
     return "\n\n".join(parts)
 
 
+def headline(archive: Path) -> str:
+    """The README's speed summary: per CPU, training and beam-5 decoding against Hugging Face (and
+    CTranslate2), with the engine `engine=auto` takes there."""
+    rows = []
+    for record in bench_records(archive):
+        r = BenchResult.from_dict(record["result"])
+        beam = r.decode.get("beam")
+        auto = beam.engines.get("onednn") if beam and r.engine_auto == "seqlab_onednn" else None
+        auto_s = auto.seconds if auto else (beam.seqlab_s if beam else None)
+        ct2 = beam.engines.get("ct2_fp32") if beam else None
+        rows.append([record["manifest"]["cpu"] + " (" + ", ".join(f for f in record["manifest"]["cpu_flags"]
+                                                                 if "bf16" in f or "amx" in f) + ")",
+                     f"{r.train['fp32'].ratio:.2f}x", f"{r.train['bf16'].ratio:.2f}x",
+                     f"{beam.hf_s / auto_s:.2f}x" if beam and auto_s else "–",
+                     f"{ct2.seconds / auto_s:.2f}x" if ct2 and auto_s else "–",
+                     "–" if beam is None else f"{auto.same if auto else beam.sources - beam.differing_sources} of "
+                                              f"{beam.sources}"])
+    if not rows:
+        return f"_No archived bench yet: `make pipeline NAME={archive.name}`._"
+    return table(["CPU", "training fp32 vs HF", "training bf16 vs HF", "beam 5 (engine=auto) vs HF",
+                  "vs CTranslate2 fp32", "beam 5 outputs equal HF's"], rows)
+
+
 PIPELINE = Pipeline(
     "bench", "speed and memory against Hugging Face, CTranslate2 and seqlab's engines; position schemes",
     (*trained_then_decoded("mt_bible_small", {}), Stage("bench", "bench", ("positions=true",), after="train")),
-    (Table("bench", performance, DOC),),
+    (Table("bench", performance, DOC), Table("readme_bench", headline, "README.md")),
 )

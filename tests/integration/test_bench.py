@@ -56,12 +56,13 @@ def test_best_of_alternates_the_runs_and_keeps_each_ones_fastest():
 
 def performance_page(r: BenchResult, tmp_path: Path) -> str:
     """The performance page's table for this result, archived as the bench pipeline archives it."""
-    from pipelines.bench import performance
+    from pipelines.bench import headline, performance
     from seqlab.provenance import capture
 
     record = {"stage": "bench", "status": "ok", "result": r.to_dict(),
               "manifest": capture("seqlab bench", "", None, 1.0).to_dict()}
     (tmp_path / "bench-this-cpu.json").write_text(json.dumps(record))
+    assert headline(tmp_path).count("\n") == 2  # the README's summary: one row for the one CPU
     return performance(tmp_path)
 
 

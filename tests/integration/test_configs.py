@@ -78,7 +78,7 @@ def test_optim_and_loop_defaults_are_the_dataclasses(make_cfg):
 
 def test_inference_keys_and_the_bench_come_from_their_dataclasses(make_cfg):
     for name, cls in (("eval", InferenceSettings), ("translate", TranslateSettings)):
-        cfg = make_cfg(name, ["ckpt=x"])
+        cfg = make_cfg(name, ["ckpt=x", "engine=auto"])  # make_cfg pins engine=seqlab unless an engine is given
         assert {f.name: plain(cfg[f.name]) for f in fields(cls)} == {**defaults(cls), "ckpt": "x"}
     assert typed(BenchConfig, plain(make_cfg("bench", []).bench), "bench") == BenchConfig()
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from pipelines.core import Pipeline, Stage, Table, trained_then_decoded
-from pipelines.tables import table
+from pipelines.tables import commit_of, table
 from seqlab.analysis.bench_result import ENGINES, BenchResult
 
 DOC = "docs/performance.md"
@@ -61,8 +61,8 @@ def performance(archive: Path) -> str:
     for record in found:
         r, man = BenchResult.from_dict(record["result"]), record["manifest"]
         parts.append(f"**{man['cpu']}** ({', '.join(man['cpu_flags']) or 'no bf16/AMX flags'}; {r.threads} "
-                     f"threads; torch {man['torch']}; commit {(man['commit'] or '?')[:10]}"
-                     f"{'' if man['clean'] else ' (dirty)'}; {man['date'][:10]}; decoding "
+                     f"threads; torch {man['torch']}; commit {commit_of(man)}; {man['date'][:10]}; "
+                     "decoding "
                      + (f"{r.config['decode_sources']} test sentences of the reference model)\n\n" if r.ckpt else
                         f"{r.config['decode_sources']} random sources of an untrained model of the same shape)\n\n")
                      + table(["measure", "seqlab", "Hugging Face", "vs HF", "outputs"], rows_of(r))

@@ -30,20 +30,19 @@ def decodings_table(metrics: tuple[str, ...]) -> Any:
     """A renderer: one row per evaluation stage (its setting, each metric with its interval), and the commit,
     CPU and updates each came from."""
     def render(archive: Path) -> str:
-        found = records(archive)
-        rows = [r for r in found.values() if "metrics" in r["result"]]
-        if not rows:
-            return "_No archived run yet: `make pipeline NAME=" + archive.name + "`._"
-        head = "| setting | " + " | ".join(f"{m} [95% CI]" for m in metrics) + " | updates | commit | CPU |"
-        lines = [head, "|---" * (len(metrics) + 4) + "|"]
-        for r in rows:
-            m, man = r["result"]["metrics"], r["manifest"]
-            lines.append(f"| {r['result'].get('label') or r['stage']} | "
-                         + " | ".join(with_interval(m, x) for x in metrics)
-                         + f" | {man.get('updates') or '–'} | {(man.get('commit') or '?')[:10]}"
-                         f"{'' if man.get('clean') else ' (dirty)'} | {man.get('cpu', '?')} |")
-        return "\n".join(lines)
+        found = [r for r in records(archive).values() if "metrics" in r["result"]]
+        if not found:
+            return missing(archive)
+        rows = [[r["result"].get("label") or r["stage"], *(with_interval(r["result"]["metrics"], x) for x in metrics),
+                 str(r["manifest"].get("updates") or "–"), commit_of(r["manifest"]), r["manifest"].get("cpu", "?")]
+                for r in found]
+        return table(["setting", *(f"{m} [95% CI]" for m in metrics), "updates", "commit", "CPU"], rows)
     return render
+
+
+def commit_of(manifest: dict[str, Any]) -> str:
+    """A manifest's commit as the tables show it: its first 10 digits, and "(dirty)" for an unclean tree."""
+    return (manifest.get("commit") or "?")[:10] + ("" if manifest.get("clean") else " (dirty)")
 
 
 Row = dict[str, Any]  # an archived record
@@ -93,7 +92,7 @@ def table(head: list[str], rows: list[list[str]]) -> str:
 def provenance(archive: Path, found: dict[str, Row], stages: list[str]) -> str:
     """One line under a table: the archive, and the commits, CPUs and model updates its rows came from."""
     mans = [found[s]["manifest"] for s in stages if s in found]
-    commits = sorted({(m.get("commit") or "?")[:10] + ("" if m.get("clean") else " (dirty)") for m in mans})
+    commits = sorted({commit_of(m) for m in mans})
     cpus = sorted({m.get("cpu", "?") for m in mans})
     updates = sorted({m["updates"] for m in mans if m.get("updates")})
     return (f"_Archive `results/{archive.name}/`: commit {', '.join(commits)}; {'; '.join(cpus)}"

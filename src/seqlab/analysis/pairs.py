@@ -123,16 +123,24 @@ def differing(a: System, b: System, chrf_a: list[float], chrf_b: list[float],
                         round(chrf_a[i], 2), round(chrf_b[i], 2)) for i in order]
 
 
+def by_test_set(results: list[dict[str, Any]]) -> list[list[int]]:
+    """The finished results' indices grouped by test set, each group greedy first, then by result path."""
+    groups: dict[str, list[int]] = {}
+    order = sorted(range(len(results)), key=lambda i: (results[i].get("decoding", {}).get("method") != "greedy",
+                                                       str(results[i].get("_path"))))
+    for i in order:
+        if results[i].get("status") == OK:
+            groups.setdefault(test_set_of(results[i]), []).append(i)
+    return list(groups.values())
+
+
 def significance_marks(results: list[dict[str, Any]], limit: int = 40) -> dict[str, str]:
     """For each test set evaluated by several settings (at most `limit`), BLEU of each against the first
     (greedy first): "+1.23 (p 0.001/0.001) *", the paired bootstrap's and approximate randomization's
     p-values, * where both are < 0.05."""
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for r in sorted((r for r in results if r.get("status") == OK),
-                    key=lambda r: (r.get("decoding", {}).get("method") != "greedy", str(r.get("_path")))):
-        groups.setdefault(test_set_of(r), []).append(r)
     marks: dict[str, str] = {}
-    for group in groups.values():
+    for members in by_test_set(results):
+        group = [results[i] for i in members]
         if not 2 <= len(group) <= limit:
             continue
         try:
@@ -153,14 +161,8 @@ def significance_marks(results: list[dict[str, Any]], limit: int = 40) -> dict[s
 def report_pairs(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The paired tests and differing examples among the finished runs of each test set (seqlab.analysis.pairs),
     runs named by their id on the page; the greedy run first, as the baseline."""
-    groups: dict[str, list[int]] = {}
-    order = sorted(range(len(results)), key=lambda i: (results[i].get("decoding", {}).get("method") != "greedy",
-                                                       str(results[i].get("_path"))))
-    for i in order:
-        if results[i].get("status") == OK:
-            groups.setdefault(test_set_of(results[i]), []).append(i)
     out = []
-    for members in groups.values():
+    for members in by_test_set(results):
         if len(members) < 2:
             continue
         try:

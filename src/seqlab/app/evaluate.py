@@ -80,11 +80,11 @@ def other_corpus(cfg: DictConfig) -> CorpusConfig | None:
     return typed(CorpusConfig, dict(values), "corpus")
 
 
-def result_dir(cfg: DictConfig) -> tuple[ResultDir, dict[str, Any]]:
+def result_dir(cfg: DictConfig, tests: TestSet) -> tuple[ResultDir, dict[str, Any]]:
     """The setting's result folder and the values that key it (tracking.results.ResultDir.for_evaluation)."""
     decoding = "checkpoint" if cfg.decoding_from_checkpoint else setting_decoding(cfg)
     return ResultDir.for_evaluation(Path(cfg.results_dir), str(cfg.ckpt), folder_label(cfg), cfg.split, cfg.limit,
-                                    decoding, str(cfg.precision), str(cfg.engine), test_set_of(cfg).key())
+                                    decoding, str(cfg.precision), str(cfg.engine), tests.key())
 
 
 def folder_label(cfg: DictConfig) -> str:
@@ -104,7 +104,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     """Evaluate, or skip a setting that already has results; failures are recorded, then re-raised."""
     keep_freed_memory()
     settle_engine(cfg)  # engine=auto: the folder and label name the engine chosen
-    out, setting = result_dir(cfg)
+    tests = test_set_of(cfg)
+    out, setting = result_dir(cfg, tests)
     if out.finished() and not cfg.force:
         log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
         return {"status": "skipped", "path": str(out.path)}
@@ -113,7 +114,6 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     logger = None
     try:
         request = InferenceRequest.from_cfg(cfg, "eval")  # a bad value fails here, and is recorded
-        tests = test_set_of(cfg)
         corpus = tests.corpus
         if corpus is not None:
             check_task(request.decoding.mbr, corpus.task, f"corpus {corpus.name}")

@@ -13,12 +13,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig, open_dict
 
 from seqlab.app.configs import checkpoint_decoding, plain
 from seqlab.checkpoint import CheckpointInfo, load_for_inference, resolve
-from seqlab.config import check_choice, check_types, resolve_device, typed
+from seqlab.config import ConfigError, check_choice, check_types, resolve_device, typed
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.generate import DecodePrecision
@@ -74,9 +73,10 @@ def settle_engine(cfg: DictConfig) -> None:
     result folder, the label and the engine that decodes all name one engine."""
     if cfg.get("engine") != "auto":
         return
-    device = str(cfg.get("device", "auto"))
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = resolve_device("", cfg.get("device", "auto"))
+    except ConfigError:  # a bad device fails, named and recorded, where the request is checked
+        device = str(cfg.get("device"))
     choice = choose_engine(str(cfg.get("precision")), device, Path(cfg.paths.cache_dir))
     log.info("engine=auto: %s (%s)", choice.engine, choice.reason)
     with open_dict(cfg):

@@ -13,7 +13,6 @@ quantized at export) or, for seqlab on a CPU, PyTorch's dynamic int8 linear laye
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -54,7 +53,6 @@ def check_engine(owner: str, engine: str, precision: str, decoding: DecodingConf
             check_decodable(decoding)
 
 
-log = logging.getLogger(__name__)
 AUTO_MARGIN = 1.1  # oneDNN's products must beat MKL's by this much for engine=auto to take them
 AUTO_CACHE = "engine_auto.json"
 

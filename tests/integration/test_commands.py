@@ -1,9 +1,11 @@
-"""Every argparse command is built alike (seqlab.app.cli): bad input exits with status 2 and a message
-`seqlab <command>: ...` naming what to change; the commands return an int."""
+"""Every command ends bad input alike (seqlab.app.cli): exit status 2 and a message `seqlab <command>: ...`
+naming what to change, no traceback; the argparse commands return an int."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,3 +43,19 @@ def test_bad_input_exits_2_naming_it(main, argv, message, capsys, tmp_path, monk
     assert main(argv) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "x.ckpt").exists() and not (tmp_path / "x").exists()  # nothing half-written
+
+
+@pytest.mark.parametrize(("command", "overrides", "message"), [
+    ("train", ["model.positions=rope", "model.rope_dim=7", "logger=none"],
+     "seqlab train: model.rope_dim=7 must be even"),
+    ("evaluate", ["ckpt=missing.ckpt", "engine=seqlab", "logger=none"],
+     "seqlab evaluate: missing.ckpt: checkpoint not found"),
+    ("translate", ["ckpt=missing.ckpt", "engine=seqlab"], "seqlab translate: missing.ckpt: checkpoint not found"),
+    ("bench", ["ckpt=missing.ckpt"], "seqlab bench: missing.ckpt: checkpoint not found"),
+])
+def test_a_hydra_commands_bad_input_exits_2_naming_it_without_a_traceback(command, overrides, message, tmp_path):
+    places = [f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}"]
+    done = subprocess.run([sys.executable, "-m", "seqlab.app.main", command, *overrides, *places], cwd=tmp_path,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr

@@ -12,8 +12,9 @@ from seqlab.checkpoint import load_for_inference
 SMOKE = ["experiment=smoke", "logger=wandb", "logger.mode=offline", "train.quick_eval_size=0"]
 
 
-def test_validation_logs_a_table_of_the_quick_eval_sentences(make_cfg, tmp_path):
+def test_validation_logs_a_table_of_the_quick_eval_sentences(make_cfg, tmp_path, capfd):
     train(make_cfg("train", [*SMOKE, "train.quick_eval_size=3", "trainer.max_steps=6"], out=tmp_path / "a"))
+    assert "anonymous" not in capfd.readouterr().err  # W&B's warning for a setting it no longer has
     (run,) = offline_runs(tmp_path / "a")
     tables = sorted(run.glob("files/media/table/val/quick_eval_*.table.json"))
     assert len(tables) == 2  # validations at steps 3 and 6

@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 
 from seqlab.analysis.bench import run_bench
 from seqlab.analysis.speed import BenchConfig
+from seqlab.app.cli import reraise
 from seqlab.app.configs import plain, typed
 from seqlab.app.store import CONF_DIR
 from seqlab.io import atomic_write_text
@@ -21,8 +22,11 @@ from seqlab.io import atomic_write_text
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="bench")
 def main(cfg: DictConfig) -> None:
-    bench = typed(BenchConfig, plain(cfg.bench), "bench")
-    result = run_bench(bench, cfg.ckpt, cfg.scaling, cfg.positions)
+    try:
+        bench = typed(BenchConfig, plain(cfg.bench), "bench")
+        result = run_bench(bench, cfg.ckpt, cfg.scaling, cfg.positions)
+    except Exception as err:
+        reraise("bench", err)
     out = Path(cfg.out)
     atomic_write_text(out, json.dumps(result.to_dict(), indent=2, default=str))
     print(result.table())

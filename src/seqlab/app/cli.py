@@ -2,8 +2,8 @@
 its help, logging set up once, the allocator tuned for the tensors it frees and allocates again, and one
 contract for its outcome: exit status 0 when done, 1 when some of its work failed (it says which), 2 on bad
 input (an argument, a config value, a checkpoint, a result folder), with a message `seqlab <name>: ...`
-that names what to change. (The Hydra commands, train, evaluate, translate and bench, get the same from
-their own entry points.)"""
+that names what to change. The Hydra commands (train, evaluate, translate, bench) end a single run's bad
+input the same way through `reraise`, where Hydra would print a traceback and exit with status 1."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 from seqlab.analysis.compare import CompareError
 from seqlab.checkpoint import CheckpointError
 from seqlab.config import ConfigError
+from seqlab.data import CorpusError
 from seqlab.interop.hf import InteropError
 from seqlab.memory import keep_freed_memory
 
@@ -25,7 +27,7 @@ class CommandError(ValueError):
     """Bad input a command finds itself (not a config's or a checkpoint's): the message says what to change."""
 
 
-BAD_INPUT = (CommandError, ConfigError, CheckpointError, CompareError, InteropError)
+BAD_INPUT = (CommandError, ConfigError, CheckpointError, CompareError, InteropError, CorpusError)
 
 
 def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
@@ -45,3 +47,12 @@ def run(name: str, args_parser: argparse.ArgumentParser, argv: list[str] | None,
     except BAD_INPUT as err:
         print(f"seqlab {name}: {err}", file=sys.stderr)
         return 2
+
+
+def reraise(name: str, err: Exception) -> NoReturn:
+    """End a single Hydra run that failed: bad input as `seqlab <name>: ...` on stderr and exit status 2, like
+    the argparse commands; anything else goes on to Hydra, which prints its traceback and exits with 1."""
+    if isinstance(err, BAD_INPUT):
+        print(f"seqlab {name}: {err}", file=sys.stderr)
+        raise SystemExit(2) from err
+    raise err

@@ -17,6 +17,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from seqlab.app.cli import reraise
 from seqlab.app.configs import JobLog, is_multirun, plain, sweep_group, tracking_config, typed
 from seqlab.app.infer import InferenceRequest, Loaded, load, settle_engine
 from seqlab.app.store import CONF_DIR
@@ -212,7 +213,7 @@ def main(cfg: DictConfig) -> None:
     except Exception as err:
         JOBS.failed.append(f"{label}: {type(err).__name__}: {err}")
         if not is_multirun():
-            raise  # a single run fails loudly; in a sweep the failure is recorded and the rest go on
+            reraise("evaluate", err)  # a single run fails loudly; in a sweep it is recorded and the rest go on
 
 
 def run() -> int:

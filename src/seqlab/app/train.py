@@ -12,6 +12,7 @@ import hydra
 import lightning as L
 from omegaconf import DictConfig
 
+from seqlab.app.cli import reraise
 from seqlab.app.configs import JobLog, TrainSpec, is_multirun, job_name, plain, sweep_group, train_spec
 from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import (
@@ -126,7 +127,7 @@ def main(cfg: DictConfig) -> float | None:
         result = train(cfg)
     except Exception as err:
         if not is_multirun():
-            raise  # a single run fails loudly; in a multirun the other jobs go on
+            reraise("train", err)  # a single run fails loudly; in a multirun the other jobs go on
         JOBS.failed.append(f"{job_name(cfg)}: {type(err).__name__}: {err}")
         log.exception("training failed: %s", JOBS.failed[-1])
         return None

@@ -17,6 +17,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
+from seqlab.app.cli import reraise
 from seqlab.app.infer import InferenceRequest, TranslateSettings, load
 from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError
@@ -75,7 +76,10 @@ def interactive(model: Any, tokenizer: Any, decoding: DecodingConfig, fmt: str, 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="translate")
 def main(cfg: DictConfig) -> None:
-    run_translate(cfg)
+    try:
+        run_translate(cfg)
+    except Exception as err:
+        reraise("translate", err)
 
 
 def run() -> int:

@@ -93,27 +93,36 @@ def make_logger(cfg: TrackingConfig, save_dir: Path, name: str, group: str, conf
         logger.log_hyperparams(scrub(config))
         return logger
     import wandb
-    from lightning.pytorch.loggers import WandbLogger
 
     mode = resolve_mode(cfg)
     common = dict(project=cfg.project, entity=cfg.entity, name=name, group=cfg.group or group, tags=list(cfg.tags),
                   save_dir=str(save_dir), config=scrub(config), job_type=job_type,
                   log_model=cfg.log_checkpoints and job_type == "train",
                   **({"id": run_id, "resume": "allow"} if run_id else {}))
-    logger = WandbLogger(mode=mode, settings=wandb.Settings(init_timeout=cfg.init_timeout, silent=True), **common)
+    logger = wandb_logger(mode=mode, settings=wandb.Settings(init_timeout=cfg.init_timeout, silent=True), **common)
     try:
         logger.experiment  # noqa: B018  (starts the run now, within init_timeout)
     except Exception as err:  # noqa: BLE001  network or service failure: fall back, never hang
         if mode == "offline":
             raise
         log.warning("W&B online start failed (%s); continuing offline", type(err).__name__)
-        logger = WandbLogger(mode="offline", **common)
+        logger = wandb_logger(mode="offline", **common)
     run = logger.experiment
     for pattern, summary in SUMMARIES:
         run.define_metric(pattern, summary=summary)
     (save_dir / RUN_ID_FILE).write_text(run.id)
     if mode == "online" and getattr(run, "url", None):
         log.info("W&B run: %s", run.url)
+    return logger
+
+
+def wandb_logger(**kwargs: Any) -> Any:
+    """Lightning's WandbLogger, less the `anonymous` key it always hands to `wandb.init`: W&B no longer has
+    anonymous logging and warns on every run that is given the key, even as None."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    logger = WandbLogger(**kwargs)
+    logger._wandb_init.pop("anonymous", None)  # noqa: SLF001  (the arguments the run will be started with)
     return logger
 
 

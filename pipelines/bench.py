@@ -62,7 +62,9 @@ def performance(archive: Path) -> str:
         r, man = BenchResult.from_dict(record["result"]), record["manifest"]
         parts.append(f"**{man['cpu']}** ({', '.join(man['cpu_flags']) or 'no bf16/AMX flags'}; {r.threads} "
                      f"threads; torch {man['torch']}; commit {commit_of(man)}; {man['date'][:10]}; "
-                     "decoding "
+                     + (f"other processes' load {r.others_busy_cores:.2f} cores; " if r.others_busy_cores is not None
+                        else "")
+                     + "decoding "
                      + (f"{r.config['decode_sources']} test sentences of the reference model)\n\n" if r.ckpt else
                         f"{r.config['decode_sources']} random sources of an untrained model of the same shape)\n\n")
                      + table(["measure", "seqlab", "Hugging Face", "vs HF", "outputs"], rows_of(r))

@@ -3,7 +3,11 @@ precision `trainer.precision=auto` picks from them."""
 
 from __future__ import annotations
 
+import os
+import resource
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -25,8 +29,6 @@ def cpu_flags() -> set[str]:
 
 def available_cores() -> int:
     """The cores this process may run on (a container's or taskset's limit, not the machine's)."""
-    import os
-
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -43,6 +45,46 @@ def cpu_description() -> str:
     """Model, usable cores and the flags that decide matmul speed, for benchmark headers."""
     flags = [f for f in SPEED_FLAGS if f in cpu_flags()]
     return f"{cpu_model()}; cores: {available_cores()}; flags: {' '.join(flags)}"
+
+
+QUIET_CORES = 0.25  # other processes' load a timing tolerates: more, and two busy processes slow each other
+
+
+@dataclass(frozen=True)
+class CpuClock:
+    """CPU seconds the whole machine and this process (with its children) have used, and the wall clock:
+    two readings give the cores other processes kept busy in between (`others_busy_cores`)."""
+
+    machine_busy_s: float | None  # None where there is no /proc/stat
+    own_s: float
+    wall_s: float
+
+    @classmethod
+    def now(cls) -> CpuClock:
+        own = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                  for f in ("ru_utime", "ru_stime"))
+        return cls(_machine_busy_s(), own, time.perf_counter())
+
+    def others_busy_cores(self, later: CpuClock) -> float | None:
+        """Cores kept busy by every other process from this reading to `later`, on average."""
+        if self.machine_busy_s is None or later.machine_busy_s is None or later.wall_s <= self.wall_s:
+            return None
+        others = (later.machine_busy_s - self.machine_busy_s) - (later.own_s - self.own_s)
+        return max(0.0, others / (later.wall_s - self.wall_s))
+
+
+def _machine_busy_s(stat: str = "/proc/stat") -> float | None:
+    """Busy CPU seconds of all cores since boot: /proc/stat's first line less idle and iowait (guest time is
+    counted in user time already); None where there is none (a container may show its host's)."""
+    try:
+        with open(stat, encoding="ascii") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 BF16_MARGIN = 1.5  # bf16 GEMMs must be this much faster than fp32 to pay for autocast's casts
@@ -64,8 +106,6 @@ def best_of(runs: dict[str, Callable[[], tuple[T, float]]], repeats: int) -> dic
 
 def timed(fn: Callable[[], T]) -> tuple[T, float]:
     """fn()'s result and the seconds it took (fn syncs a GPU itself)."""
-    import time
-
     start = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - start

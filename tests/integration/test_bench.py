@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from seqlab.analysis.bench import run_bench
 from seqlab.analysis.bench_result import DECODINGS, BenchResult
 from seqlab.analysis.speed import BenchConfig, train_flops
 from seqlab.app.configs import plain, typed
+from seqlab.hardware import CpuClock, _machine_busy_s
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = BenchConfig(d_model=32, n_heads=2, layers=1, d_ff=64, vocab=64, batch=4, seq_len=8, train_steps=2,
@@ -66,6 +68,18 @@ def performance_page(r: BenchResult, tmp_path: Path) -> str:
     return performance(tmp_path)
 
 
+def test_other_processes_load_is_the_machines_busy_time_less_this_processs(tmp_path):
+    stat = tmp_path / "stat"  # /proc/stat's layout: user nice system idle iowait irq softirq steal guest ...
+    stat.write_text("cpu  700 50 150 9000 400 30 20 50 0 0\ncpu0 350 25 75 4500 200 15 10 25 0 0\n")
+    assert _machine_busy_s(str(stat)) == pytest.approx(1000 / os.sysconf("SC_CLK_TCK"))  # idle, iowait left out
+    assert _machine_busy_s(str(tmp_path / "none")) is None
+    before = CpuClock(machine_busy_s=100.0, own_s=10.0, wall_s=50.0)
+    # 2 s of wall time: the machine was busy 5 CPU-seconds, 3 of them this process's -> 1 core elsewhere
+    assert before.others_busy_cores(CpuClock(105.0, 13.0, 52.0)) == pytest.approx(1.0)
+    assert before.others_busy_cores(CpuClock(102.0, 13.0, 52.0)) == 0.0  # clock granularity never goes negative
+    assert before.others_busy_cores(CpuClock(None, 13.0, 52.0)) is None
+
+
 def test_run_bench_times_both_toolkits_and_their_outputs_agree(tmp_path):
     torch.manual_seed(0)
     r = run_bench(TINY, ckpt=None, scaling=False)
@@ -83,8 +97,10 @@ def test_run_bench_times_both_toolkits_and_their_outputs_agree(tmp_path):
     assert "train tok/s fp32" in table and "beam8 decode tok/s" in table and "outputs identical: True" in table
     assert "greedy int8 tok/s" in table
     assert r.engine_auto in ("seqlab", "seqlab_onednn") and "engine=auto: " in table  # what auto chose here
+    assert r.others_busy_cores is not None and "cores busy during the bench" in table  # Linux: /proc/stat
     rendered = performance_page(r, tmp_path)
     assert "| greedy: tokens/s |" in rendered and "| training, bf16: tokens/s |" in rendered
+    assert f"other processes' load {r.others_busy_cores:.2f} cores" in rendered
     if importlib.util.find_spec("ctranslate2") is not None:  # the ct2 extra: CTranslate2 on the same sources
         for d in r.decode.values():
             assert {"ct2_fp32", "ct2_int8"} <= set(d.engines)

@@ -42,7 +42,7 @@ from seqlab.analysis.speed import (
 from seqlab.checkpoint import load_for_inference
 from seqlab.config import resolve_device
 from seqlab.data import DataConfig, load_split
-from seqlab.hardware import best_of, cpu_description
+from seqlab.hardware import QUIET_CORES, CpuClock, best_of, cpu_description
 from seqlab.interop import to_hf
 from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
 from seqlab.interop.engines import choose_engine
@@ -58,6 +58,7 @@ POSITION_SCHEMES = ("sinusoidal", "learned", "rope", "alibi", "t5", "none")
 
 def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool = False) -> BenchResult:
     device = resolve_device("bench", cfg.device)  # a bad value fails before anything is built
+    clock = CpuClock.now()  # what else kept the machine busy while the bench ran (recorded, warned about)
     keep_freed_memory()
     torch.manual_seed(cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed)
@@ -75,14 +76,19 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool
     if cfg.decode or scaling or positions:
         src, pad = decode_sources(cfg, g, tokenizer, texts, device)
     auto = choose_engine("fp32", str(device), None)  # a fresh probe, not the cached one
+    decode = decode_comparison(cfg, model, src, pad) if cfg.decode else {}
+    scaling_rows = scaling_table(cfg, model, src, pad) if scaling else None
+    position_rows = positions_table(cfg, device, src, pad) if positions else {}
+    others = clock.others_busy_cores(CpuClock.now())
+    if others is not None and others > QUIET_CORES:
+        log.warning("other processes kept %.2f cores busy during the bench: its timings are unreliable; run it "
+                    "on a quiet machine", others)
     return BenchResult(
         config=asdict(cfg), ckpt=ckpt, torch=torch.__version__,
         device=torch.cuda.get_device_name(device) if on_cuda(device) else "cpu", threads=torch.get_num_threads(),
         cpu=cpu_description(), huge_page_allocator=os.environ.get("THP_MEM_ALLOC_ENABLE", "0") == "1",
-        train=train, decode=decode_comparison(cfg, model, src, pad) if cfg.decode else {},
-        scaling=scaling_table(cfg, model, src, pad) if scaling else None,
-        positions=positions_table(cfg, device, src, pad) if positions else {},
-        engine_auto=auto.engine, engine_auto_reason=auto.reason)
+        train=train, decode=decode, scaling=scaling_rows, positions=position_rows,
+        engine_auto=auto.engine, engine_auto_reason=auto.reason, others_busy_cores=others)
 
 
 def train_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[dict[str, torch.Tensor]],

@@ -101,6 +101,7 @@ class BenchResult:
     positions: dict[str, PositionTiming] = field(default_factory=dict)
     engine_auto: str | None = None  # what engine=auto decodes with on this machine (fp32), and why
     engine_auto_reason: str = ""
+    others_busy_cores: float | None = None  # other processes' load during the bench (None: not measured)
 
     @property
     def outputs_identical(self) -> bool | None:
@@ -153,6 +154,8 @@ class BenchResult:
                      f"matmul peak fp32 {fp32 / 1e9:.0f} GFLOP/s, bf16 {bf16 / 1e9:.0f} GFLOP/s")
         if self.engine_auto:
             lines.append(f"engine=auto: {self.engine_auto} ({self.engine_auto_reason})")
+        if self.others_busy_cores is not None:
+            lines.append(f"other processes kept {self.others_busy_cores:.2f} cores busy during the bench")
         for scheme, row in self.positions.items():
             lines.append(f"{'positions=' + scheme:<28}train {row.train_x_sinusoidal:.2f}x, "
                          f"beam {row.beam_x_sinusoidal:.2f}x sinusoidal's speed")

@@ -26,9 +26,10 @@ EVAL = ("split=test", "precision=fp32", "engine=seqlab")
 class FakeSeqlab:
     """`seqlab train` and `seqlab evaluate` as a pipeline calls them, leaving the files they leave."""
 
-    def __init__(self, fail: str | None = None) -> None:
+    def __init__(self, fail: str | None = None, busy: float = 0.0) -> None:
         self.calls: list[tuple[str, ...]] = []
         self.fail = fail
+        self.busy = busy  # the cores a bench finds other processes keeping busy
         self.marks: list[int] = []  # one value per evaluation, in every metric a table may show
 
     def __call__(self, command: str, *args: str) -> bool:
@@ -42,6 +43,9 @@ class FakeSeqlab:
             (where / "checkpoints").mkdir(exist_ok=True)
             (where / "checkpoints" / "last.ckpt").write_text("weights")
             (where / "csv" / "metrics.csv").write_text("epoch,step,val/loss\n0,0,5.0\n0,1,4.5\n")
+            return True
+        if command == "bench":
+            Path(values["out"]).write_text(json.dumps({"others_busy_cores": self.busy}))
             return True
         if command == "compare":
             folders = [Path(a) for a in args[:args.index("--json")]]
@@ -141,6 +145,14 @@ def test_a_failed_stage_is_never_marked_done_and_its_followers_wait(places):
     fake = FakeSeqlab(fail="experiment=smoke")
     assert execute(toy(), runner=fake) == ["train", "greedy", "beam"]
     assert not (places / "results" / "toy").exists()
+
+
+def test_a_bench_that_shared_its_machine_is_not_archived(places):
+    bench = Pipeline("b", "", (Stage("train", "train", TRAIN), Stage("bench", "bench", (), after="train")))
+    assert execute(bench, runner=FakeSeqlab(busy=1.9)) == ["bench"]
+    assert not list((places / "results" / "b").glob("bench*.json"))  # the training's record alone
+    assert execute(bench, runner=FakeSeqlab(busy=0.05)) == []
+    assert len(list((places / "results" / "b").glob("bench*.json"))) == 1
 
 
 def test_stages_that_would_differ_between_machines_are_refused():

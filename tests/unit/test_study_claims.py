@@ -1,5 +1,6 @@
 """The study's verdicts follow the rules fixed before its runs: a difference needs every seed's paired test
-(p < 0.05, same direction) and a gap beyond the seed spread; equivalence is within 0.5 BLEU."""
+(p < 0.05, same direction) and a gap beyond the seed spread; equivalence is within 0.5 BLEU; with fewer seeds
+than the rules are fixed for, every verdict is pending."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from seqlab.analysis.study_claims import CLAIMS, agreement, claims_table, early_
 
 def entry(ref: str, variant: str, delta: float, exceeds: bool, seeds: list[tuple[float, float]]) -> dict:
     """A comparison as the study's summary holds it: seed-level BLEU delta and per-seed (delta, p)."""
-    return {"reference": ref, "variant": variant, "bleu": {"delta": delta, "exceeds_spread": exceeds},
+    return {"reference": ref, "variant": variant, "seeds": list(range(len(seeds))),
+            "bleu": {"delta": delta, "exceeds_spread": exceeds},
             "tests": [{"metric": "bleu", "delta": d, "p_bootstrap": p} for d, p in seeds]
             + [{"metric": "chrf", "delta": -d, "p_bootstrap": 0.9} for d, _ in seeds]}
 
@@ -44,3 +46,14 @@ def test_early_answers_held_or_changed():
     trained = {"tying": {"comparisons": [entry("baseline", "tie_none", -2.0, True, [(-2.0, 0.001)] * 3)]}}
     assert "| tie_none − baseline | +0.25 (equivalent) | -2.00 (worse) | changed |" in early_vs_trained(short, trained)
     assert early_vs_trained(short, {}) == ""
+
+
+def test_fewer_seeds_than_the_rules_assume_give_no_verdict():
+    one = entry("baseline", "post_nowarmup", -6.8, False, [(-6.8, 0.001)])  # seed 0 alone: p and gap say nothing
+    assert verdict(one) == "pending"
+    assert verdict(entry("pre", "pre_nowarmup", 0.35, False, [(0.35, 0.11)] * 2)) == "pending"  # not "equivalent"
+    table = claims_table({"norm_warmup": {"comparisons": [one]}})
+    assert "| post_nowarmup − baseline: -6.80 (pending: 1 of 3 seeds) | pending |" in table
+    short = {"norm_warmup": {"comparisons": [entry("baseline", "post_nowarmup", -1.6, True, [(-1.6, 0.001)] * 3)]}}
+    assert "| -1.60 (worse) | -6.80 (pending: 1 of 3 seeds) | pending |" in early_vs_trained(
+        short, {"norm_warmup": {"comparisons": [one]}})

@@ -81,6 +81,7 @@ class Question:
     seeds: int | None = None  # at most this many seeds (the curve: one run)
 
 
+SEEDS = 3  # training seeds per variant: the verdicts' rules (seqlab.analysis.study_claims) are fixed for 3 against 3
 QUESTIONS: dict[str, Question] = {
     "norm_warmup": Question("Post-LN vs pre-LN, with and without warm-up",
                             ["baseline", "post_nowarmup", "pre", "pre_nowarmup"],

@@ -1,6 +1,8 @@
 """The study's verdicts by the rules fixed before its runs (docs/experiments/arch_study_trained.md): each
 comparison is *better*, *worse*, *equivalent* or *inconclusive*; each published claim *agrees*, *disagrees*
-or is *inconclusive*; and each early (300-update) answer *held* or *changed* at the trained budget.
+or is *inconclusive*; and each early (300-update) answer *held* or *changed* at the trained budget. The rules
+are fixed for the study's seeds (SEEDS against SEEDS): a comparison with fewer is *pending*, whatever its
+numbers say.
 
 With 3 seeds against 3 the permutation p cannot go below 0.10, so a difference is established by the
 per-seed paired bootstrap tests on the test set together with the seed spread: B differs from A when every
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from seqlab.analysis.study import SEEDS
 from seqlab.io import atomic_write_text
 from seqlab.metrics import keys as K
 
@@ -24,13 +27,23 @@ EQUIVALENCE = 0.5  # BLEU: a difference this small, and not established, counts 
 
 
 def verdict(comparison: dict[str, Any]) -> str:
-    """better | worse | equivalent | inconclusive, for the variant against its reference (BLEU)."""
+    """better | worse | equivalent | inconclusive, for the variant against its reference (BLEU); pending
+    while the two share fewer than SEEDS seeds."""
+    if len(comparison["seeds"]) < SEEDS:
+        return "pending"
     delta = comparison["bleu"]["delta"]
     per_seed = [t for t in comparison["tests"] if t["metric"] == K.BLEU]
     same_way = bool(per_seed) and all(t["p_bootstrap"] < ALPHA and (t["delta"] > 0) == (delta > 0) for t in per_seed)
     if same_way and comparison["bleu"]["exceeds_spread"]:
         return "better" if delta > 0 else "worse"
     return "equivalent" if abs(delta) <= EQUIVALENCE else "inconclusive"
+
+
+def described(comparison: dict[str, Any]) -> str:
+    """Its Δ BLEU and verdict, as the tables show them ("-2.36 (pending: 1 of 3 seeds)")."""
+    v = verdict(comparison)
+    seeds = f": {len(comparison['seeds'])} of {SEEDS} seeds" if v == "pending" else ""
+    return f"{comparison['bleu']['delta']:+.2f} ({v}{seeds})"
 
 
 def comparisons(summary: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -72,7 +85,8 @@ CLAIMS = (
 
 
 def agreement(claim: Claim, found: dict[tuple[str, str], dict[str, Any]]) -> tuple[str, str] | None:
-    """(verdict of its comparison, agrees | disagrees | inconclusive), or None when the study lacks it."""
+    """(verdict of its comparison, agrees | disagrees | inconclusive | pending), or None when the study lacks
+    it."""
     entry = found.get(claim.pair)
     if entry is None:
         return None
@@ -81,6 +95,8 @@ def agreement(claim: Claim, found: dict[tuple[str, str], dict[str, Any]]) -> tup
         post = found.get(("baseline", "post_nowarmup"))
         smaller = post is not None and abs(entry["bleu"]["delta"]) < abs(post["bleu"]["delta"]) / 2
         return v, "agrees" if smaller else "disagrees"
+    if v == "pending":
+        return v, v
     return v, ("agrees" if v in claim.agrees_when else "disagrees" if v in claim.disagrees_when else "inconclusive")
 
 
@@ -94,7 +110,7 @@ def claims_table(summary: dict[str, Any]) -> str:
             continue
         entry = found[claim.pair]
         lines.append(f"| {claim.claim} | {claim.source} | {claim.published} | {claim.pair[1]} − {claim.pair[0]}: "
-                     f"{entry['bleu']['delta']:+.2f} ({result[0]}) | {result[1]} |")
+                     f"{described(entry)} | {result[1]} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
@@ -104,8 +120,8 @@ def early_vs_trained(short: dict[str, Any], trained: dict[str, Any]) -> str:
     lines = ["| comparison | 300 updates: Δ BLEU (verdict) | trained: Δ BLEU (verdict) | |", "|---|---|---|---|"]
     for pair in [p for p in early if p in late]:
         a, b = verdict(early[pair]), verdict(late[pair])
-        lines.append(f"| {pair[1]} − {pair[0]} | {early[pair]['bleu']['delta']:+.2f} ({a}) | "
-                     f"{late[pair]['bleu']['delta']:+.2f} ({b}) | {'held' if a == b else 'changed'} |")
+        lines.append(f"| {pair[1]} − {pair[0]} | {described(early[pair])} | {described(late[pair])} | "
+                     f"{'pending' if 'pending' in (a, b) else 'held' if a == b else 'changed'} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from seqlab.analysis.study import QUESTIONS, RECIPES, STUDY
+from seqlab.analysis.study import QUESTIONS, RECIPES, SEEDS, STUDY
 from seqlab.analysis.study_claims import claims_report
 from seqlab.analysis.study_report import write_study_report
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs
@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"which questions: {', '.join(QUESTIONS)}, or all ({', '.join(STUDY)}; the default)")
     parser.add_argument("--recipe", choices=sorted(RECIPES), default="short",
                         help="the training budget: short (300 updates) or trained (see conf/experiment/)")
-    parser.add_argument("--seeds", type=int, default=None, help="training seeds per variant (default 3; grid: 1)")
+    parser.add_argument("--seeds", type=int, default=None,
+                        help=f"training seeds per variant (default {SEEDS}; grid: 1)")
     parser.add_argument("--dir", type=Path, default=None, help="run folders (default: the recipe's, in outputs/)")
     parser.add_argument("--archive", type=Path, default=None, help="the archive (default: the recipe's, results/)")
     parser.add_argument("--commit", action="store_true", help="git-commit each archive record as it lands")
@@ -67,7 +68,7 @@ def body(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     archive = args.archive or recipe.archive
     failed = []
     if not args.from_archive:
-        runs = study_runs(questions, args.seeds or 3, recipe, args.dir or recipe.folder)
+        runs = study_runs(questions, args.seeds or SEEDS, recipe, args.dir or recipe.folder)
         failed = execute(runs, archive, train_args, eval_args, commit=args.commit)
     try:
         reported, *others = recipe.decodings

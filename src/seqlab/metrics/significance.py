@@ -25,6 +25,7 @@ zero difference is reported with p = 1: there is no difference to explain.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -80,6 +81,19 @@ def sacrebleu_seed(seed: int) -> Iterator[None]:
             os.environ.pop("SACREBLEU_SEED", None)
         else:
             os.environ["SACREBLEU_SEED"] = previous
+
+
+@contextmanager
+def sacrebleu_quiet() -> Iterator[None]:
+    """sacreBLEU logs every step of a paired test at INFO (two lines per system and metric); keep its log
+    to warnings for this block, so that a command's own log stays readable."""
+    logger = logging.getLogger("sacrebleu")
+    previous = logger.level
+    logger.setLevel(max(previous, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
 
 
 def sacrebleu_metric(name: str):  # noqa: ANN201  (a sacrebleu Metric)
@@ -142,7 +156,7 @@ def sacrebleu_paired(systems: Sequence[tuple[str, Sequence[str]]], refs: Sequenc
     named = [(name, list(hyps)) for name, hyps in systems]
     streams = [list(r) for r in refs]
     metrics = {m: sacrebleu_metric(m) for m in SACREBLEU_METRICS}
-    with sacrebleu_seed(seed):
+    with sacrebleu_seed(seed), sacrebleu_quiet():
         _, bs = PairedTest(named, metrics, streams, test_type="bs", n_samples=n_bootstrap)()
         ar = PairedTest(named, {m: sacrebleu_metric(m) for m in SACREBLEU_METRICS}, streams, test_type="ar",
                         n_samples=n_ar)()[1] if len(systems) > 1 else {}

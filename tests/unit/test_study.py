@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from sacrebleu.metrics import BLEU
 
-from seqlab.analysis.study import GRID, RECIPES, VARIANTS, Record, curve_budget
+from seqlab.analysis.study import GRID, RECIPES, VARIANTS, Record, curve_budget, load_records
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs, training_wall
 from seqlab.analysis.study_tables import depth_fails, write_tables
 from seqlab.metrics import sacrebleu_scores
@@ -287,7 +288,8 @@ def test_length_table_gives_each_buckets_bleu_over_seeds_and_skips_records_witho
 
 
 def test_the_study_dashboard_is_the_reports_page_from_the_archive_alone(tmp_path: Path) -> None:
-    from seqlab.analysis.study_report import write_study_report
+    from seqlab.analysis.study_report import record_view, write_study_report
+    from seqlab.tracking.dashboard import page_data
 
     archive, fake = tmp_path / "archive", FakeSeqlab()
     runs = [r for r in study_runs(["tying"], 2, RECIPES["short"], tmp_path / "study") if r.variant != "tie_decoder"]
@@ -297,7 +299,11 @@ def test_the_study_dashboard_is_the_reports_page_from_the_archive_alone(tmp_path
     data = json.loads(page.with_suffix(".json").read_text())
     assert sorted(r["name"] for r in data["runs"]) == [f"{v}-seed{s}/greedy" for v in ("baseline", "tie_none")
                                                       for s in (0, 1)]
-    assert all(r["curves"]["val/loss"] and r["training"] == r["config"]["variant"] for r in data["runs"])
+    assert all(r["curves"]["val/loss"] and r["training"] == r["config"]["run"] for r in data["runs"])
+    # A training decoded twice (beam 5 and greedy) is one curve, and its seeds form the variant's band
+    record = load_records(archive, "greedy")[("baseline", 0)]
+    twice = page_data([record_view(record, 0), record_view(replace(record, label="beam5"), 1)], [], "x")["runs"]
+    assert twice[0]["curves"] and not twice[1]["curves"] and twice[0]["link"] == twice[1]["link"] == "baseline-seed0"
     (pairs,) = data["pairs"]
     assert pairs["mode"] == "all" and len({(t["a"], t["b"]) for t in pairs["tests"]}) == 4 * 3 // 2
     assert 'id="report-data"' in page.read_text() and write_study_report(tmp_path, ["greedy"], page, "x") is None

@@ -17,11 +17,11 @@ TEST_SET = "study test split"  # every record decodes the same test split
 
 def record_view(record: Record, index: int) -> RunView:
     metrics, intervals = finite_metrics(record.metrics)
-    config = {"variant": record.variant, "seed": record.seed, "decoding": record.label, "updates": record.steps,
+    config = {"run": record.variant, "seed": record.seed, "decoding": record.label, "updates": record.steps,
               "params": record.params, **{f"model.{k}": v for k, v in record.model.items()}}
     return RunView(run_id(index), f"{record.name}/{record.label}", record.label, record.status, TEST_SET, config,
                    metrics, intervals, {"val/loss": thin(record.val_curve)} if record.val_curve else {},
-                   group=f"{record.variant}/{record.label}", training=record.variant,
+                   group=f"{record.variant}/{record.label}", training=record.variant, link=record.name,
                    error="" if record.status == OK else "diverged (a non-finite loss)")
 
 

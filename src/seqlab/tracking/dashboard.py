@@ -50,7 +50,7 @@ class RunView:
     curves: dict[str, list[list[float]]] = field(default_factory=dict)  # training curve key -> [[step, value]]
     group: str | None = None  # runs that differ only in their training seed share it (mean +- sd)
     error: str = ""
-    link: str | None = None  # the training run's folder, as a file URI
+    link: str | None = None  # the training it decodes (its folder's file URI; a study's run): one curve for all
     training: str | None = None  # the training variant apart from its seed: its runs' curves form one band
 
 

@@ -271,7 +271,7 @@
 
   function settingChart() {
     const ok = RUNS.filter((r) => r.status === "ok" && matches(r, state.filter));
-    const methodOf = (r) => String(r.config["decoding.method"] ?? r.config.run ?? "runs");
+    const methodOf = (r) => String(r.config["decoding.method"] ?? r.config.decoding ?? r.config.run ?? "runs");
     const swept = (k) => {  // some method takes 2+ values of k, over 3+ runs
       const values = new Map();
       for (const r of ok) if (typeof r.config[k] === "number") values.set(methodOf(r), [...(values.get(methodOf(r)) || []), r.config[k]]);
@@ -318,6 +318,8 @@
     return box;
   }
 
+  const trainingName = (r) => r.name.split("/")[0];  // "<run>-seed<N>/<decoding>": a curve is its training's
+
   function curveChart() {
     const keys = Object.keys(CURVE_NAMES).filter((k) => RUNS.some((r) => (r.curves[k] || []).length));
     const box = el("div", {class: "chartbox", id: "curve-chart"});
@@ -332,19 +334,19 @@
     const series = [];
     for (const [g, members] of groups) {
       if (state.hiddenCurves.has(g)) continue;
-      const name = members.length > 1 ? `${members[0].config.run || members[0].name} (${members.length} seeds)`
-        : members[0].name.split("/")[0];
+      const name = members.length > 1 ? `${members[0].config.run || trainingName(members[0])} (${members.length} seeds)`
+        : trainingName(members[0]);
       const steps = members[0].curves[key].map((p) => p[0]);
       const aligned = members.every((r) => r.curves[key].length === steps.length && r.curves[key].every((p, i) => p[0] === steps[i]));
       if (members.length > 1 && aligned) {
         const at = (i) => members.map((r) => r.curves[key][i][1]);
         series.push({name, points: steps.map((s, i) => ({x: s, y: mean(at(i))})),
           band: steps.map((s, i) => ({x: s, lo: Math.min(...at(i)), hi: Math.max(...at(i))}))});
-      } else members.forEach((r) => series.push({name: r.name, points: r.curves[key].map(([s, v]) => ({x: s, y: v}))}));
+      } else members.forEach((r) => series.push({name: trainingName(r), points: r.curves[key].map(([s, v]) => ({x: s, y: v}))}));
     }
     const toggles = [...groups].map(([g, members]) => el("label", {class: "toggle"}, el("input", {type: "checkbox", checked: !state.hiddenCurves.has(g),
       onchange: () => { state.hiddenCurves.has(g) ? state.hiddenCurves.delete(g) : state.hiddenCurves.add(g); render(); }}),
-    members.length > 1 ? `${members[0].config.run || members[0].name} (${members.length})` : members[0].name));
+    members.length > 1 ? `${members[0].config.run || trainingName(members[0])} (${members.length})` : trainingName(members[0])));
     box.append(el("h2", {}, "Training curves"), el("div", {class: "controls"}, el("select", {id: "curve-key",
       onchange: (e) => { state.curveKey = e.target.value; render(); }}, keys.map((k) => el("option", {value: k, selected: k === key}, CURVE_NAMES[k]))),
     el("label", {}, el("input", {type: "checkbox", id: "bands", checked: state.bands, onchange: () => { state.bands = !state.bands; render(); }}),

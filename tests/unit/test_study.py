@@ -13,7 +13,7 @@ from sacrebleu.metrics import BLEU
 
 from seqlab.analysis.study import GRID, RECIPES, VARIANTS, Record, curve_budget, load_records
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs, training_wall
-from seqlab.analysis.study_tables import depth_fails, write_tables
+from seqlab.analysis.study_tables import common_steps, depth_fails, write_tables
 from seqlab.metrics import sacrebleu_scores
 from seqlab.model import ModelConfig
 from seqlab.model.params import analytic_counts
@@ -315,3 +315,9 @@ def test_the_curve_is_one_run_whatever_the_seeds(tmp_path):
     both = study_runs(["curve", "positions"], 2, RECIPES["trained"], tmp_path)
     assert [r.name for r in both] == ["curve-seed0", "baseline-seed0", "learned_positions-seed0", "baseline-seed1",
                                       "learned_positions-seed1"]
+
+
+def test_seeds_curves_meet_on_the_steps_they_share():
+    resumed = [(300, 5.0), (433, 4.8), (600, 4.1), (900, 3.6)]  # stopped at 433 and resumed: one more validation
+    steps, values = common_steps([[(300, 5.1), (600, 4.2), (900, 3.7)], resumed])
+    assert steps == [300, 600, 900] and values == [(5.1, 5.0), (4.2, 4.1), (3.7, 3.6)]

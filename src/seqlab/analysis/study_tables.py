@@ -181,6 +181,15 @@ def curve_table(runs: Runs) -> tuple[str, dict[str, Any]]:
     return "\n".join(lines), {"curve": curve, "lowest": lowest, "budget": budget}
 
 
+def common_steps(curves: list[list[tuple[int, float]]]) -> tuple[list[int], list[tuple[float, ...]]]:
+    """The steps every seed's curve has, and the seeds' values at each: a run stopped and resumed also
+    validated where it stopped, a step the other seeds lack."""
+    shared = set.intersection(*({s for s, _ in c} for c in curves))
+    steps = sorted(shared)
+    by_step = [dict(c) for c in curves]
+    return steps, [tuple(c[s] for c in by_step) for s in steps]
+
+
 def val_curves_png(runs: Runs, out: Path) -> Path:
     """Validation loss against steps, mean over seeds per variant (shaded: min to max over seeds)."""
     import matplotlib
@@ -193,10 +202,7 @@ def val_curves_png(runs: Runs, out: Path) -> Path:
         curves = [runs[k].val_curve for k in sorted(runs) if k[0] == v and runs[k].val_curve]
         if not curves:
             continue
-        steps = [s for s, _ in curves[0]]
-        if not all([s for s, _ in c] == steps for c in curves):
-            continue
-        losses = list(zip(*[[loss for _, loss in c] for c in curves], strict=True))
+        steps, losses = common_steps(curves)
         ax.plot(steps, [sum(x) / len(x) for x in losses], marker="o", ms=3, label=f"{v} ({len(curves)} seeds)")
         ax.fill_between(steps, [min(x) for x in losses], [max(x) for x in losses], alpha=0.15)
     ax.set_xlabel("step")

@@ -336,10 +336,11 @@
       if (state.hiddenCurves.has(g)) continue;
       const name = members.length > 1 ? `${members[0].config.run || trainingName(members[0])} (${members.length} seeds)`
         : trainingName(members[0]);
-      const steps = members[0].curves[key].map((p) => p[0]);
-      const aligned = members.every((r) => r.curves[key].length === steps.length && r.curves[key].every((p, i) => p[0] === steps[i]));
-      if (members.length > 1 && aligned) {
-        const at = (i) => members.map((r) => r.curves[key][i][1]);
+      // the steps every seed validated at (a run stopped and resumed also validated where it stopped)
+      const byStep = members.map((r) => new Map(r.curves[key]));
+      const steps = members[0].curves[key].map((p) => p[0]).filter((s) => byStep.every((m) => m.has(s)));
+      if (members.length > 1 && steps.length) {
+        const at = (i) => byStep.map((m) => m.get(steps[i]));
         series.push({name, points: steps.map((s, i) => ({x: s, y: mean(at(i))})),
           band: steps.map((s, i) => ({x: s, lo: Math.min(...at(i)), hi: Math.max(...at(i))}))});
       } else members.forEach((r) => series.push({name: trainingName(r), points: r.curves[key].map(([s, v]) => ({x: s, y: v}))}));

@@ -140,6 +140,7 @@ def test_signal_writes_last_checkpoint_and_stops(tmp_path, shared_cache, sig):
     assert f"{signal.Signals(sig).name} received" in out
     step = read_checkpoint(last)["global_step"]
     assert 5 <= step < 400
+    assert f"step {step}  validation" not in out  # a stop between validation steps does not validate
 
 
 @pytest.mark.slow

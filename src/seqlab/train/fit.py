@@ -176,7 +176,9 @@ class ProgressLog(Callback):
 class GracefulStop(Callback):
     """On SIGTERM or SIGINT: finish the current step, write last.ckpt, stop cleanly.
 
-    A second SIGINT interrupts at once. SIGKILL cannot be caught: then the run
+    Lightning validates whenever a run is asked to stop; a stop between validation steps skips that
+    validation (a time limit's grace period is for stopping, and the curve keeps its steps). A second
+    SIGINT interrupts at once. SIGKILL cannot be caught: then the run
     resumes (`train.resume=auto`) from the last periodic checkpoint, which is never
     half-written because checkpoints are written to a temporary file and renamed.
     """
@@ -199,6 +201,8 @@ class GracefulStop(Callback):
         if self.requested is not None and not trainer.should_stop:
             save_full(trainer, self.last_path)
             trainer.should_stop = True
+            if (trainer.fit_loop.epoch_loop.total_batch_idx + 1) % trainer.val_check_batch:  # not a validation step
+                trainer.limit_val_batches = 0
 
     def on_train_end(self, trainer: Any, module: Any) -> None:
         for sig, previous in self._previous.items():

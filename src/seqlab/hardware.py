@@ -52,10 +52,10 @@ QUIET_CORES = 0.25  # other processes' load a timing tolerates: more, and two bu
 
 @dataclass(frozen=True)
 class CpuClock:
-    """CPU seconds the whole machine and this process (with its children) have used, and the wall clock:
-    two readings give the cores other processes kept busy in between (`others_busy_cores`)."""
+    """CPU seconds used on the cores this process may run on, by everything and by this process (with its
+    children), and the wall clock: two readings give the cores other processes kept busy in between."""
 
-    machine_busy_s: float | None  # None where there is no /proc/stat
+    busy_s: float | None  # None where there is no /proc/stat
     own_s: float
     wall_s: float
 
@@ -63,28 +63,29 @@ class CpuClock:
     def now(cls) -> CpuClock:
         own = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
                   for f in ("ru_utime", "ru_stime"))
-        return cls(_machine_busy_s(), own, time.perf_counter())
+        return cls(cores_busy_s(), own, time.perf_counter())
 
     def others_busy_cores(self, later: CpuClock) -> float | None:
         """Cores kept busy by every other process from this reading to `later`, on average."""
-        if self.machine_busy_s is None or later.machine_busy_s is None or later.wall_s <= self.wall_s:
+        if self.busy_s is None or later.busy_s is None or later.wall_s <= self.wall_s:
             return None
-        others = (later.machine_busy_s - self.machine_busy_s) - (later.own_s - self.own_s)
+        others = (later.busy_s - self.busy_s) - (later.own_s - self.own_s)
         return max(0.0, others / (later.wall_s - self.wall_s))
 
 
-def _machine_busy_s(stat: str = "/proc/stat") -> float | None:
-    """Busy CPU seconds of all cores since boot: /proc/stat's first line less idle and iowait (guest time is
-    counted in user time already); None where there is none (a container may show its host's)."""
+def cores_busy_s(stat: str = "/proc/stat", cores: set[int] | None = None) -> float | None:
+    """Busy CPU seconds since boot of `cores` (default: those this process may run on, so that a container's
+    neighbours on other cores do not count): their /proc/stat lines less idle and iowait (guest time is
+    counted in user time already); None where there is no such file."""
+    cores = set(os.sched_getaffinity(0)) if cores is None and hasattr(os, "sched_getaffinity") else cores
     try:
         with open(stat, encoding="ascii") as f:
-            fields = f.readline().split()
+            lines = [line.split() for line in f if line.startswith("cpu") and line[3:4].isdigit()]
     except OSError:
         return None
-    if not fields or fields[0] != "cpu":
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[1:9])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    ticks = [sum(int(x) for x in (f[1], f[2], f[3], f[6], f[7], f[8])) for f in lines  # user nice system irq ...
+             if cores is None or int(f[0][3:]) in cores]
+    return sum(ticks) / os.sysconf("SC_CLK_TCK") if ticks else None
 
 
 BF16_MARGIN = 1.5  # bf16 GEMMs must be this much faster than fp32 to pay for autocast's casts

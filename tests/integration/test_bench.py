@@ -16,7 +16,7 @@ from seqlab.analysis.bench import run_bench
 from seqlab.analysis.bench_result import DECODINGS, BenchResult
 from seqlab.analysis.speed import BenchConfig, train_flops
 from seqlab.app.configs import plain, typed
-from seqlab.hardware import CpuClock, _machine_busy_s
+from seqlab.hardware import CpuClock, cores_busy_s
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = BenchConfig(d_model=32, n_heads=2, layers=1, d_ff=64, vocab=64, batch=4, seq_len=8, train_steps=2,
@@ -68,13 +68,16 @@ def performance_page(r: BenchResult, tmp_path: Path) -> str:
     return performance(tmp_path)
 
 
-def test_other_processes_load_is_the_machines_busy_time_less_this_processs(tmp_path):
+def test_other_processes_load_is_the_busy_time_of_this_processs_cores_less_its_own(tmp_path):
     stat = tmp_path / "stat"  # /proc/stat's layout: user nice system idle iowait irq softirq steal guest ...
-    stat.write_text("cpu  700 50 150 9000 400 30 20 50 0 0\ncpu0 350 25 75 4500 200 15 10 25 0 0\n")
-    assert _machine_busy_s(str(stat)) == pytest.approx(1000 / os.sysconf("SC_CLK_TCK"))  # idle, iowait left out
-    assert _machine_busy_s(str(tmp_path / "none")) is None
-    before = CpuClock(machine_busy_s=100.0, own_s=10.0, wall_s=50.0)
-    # 2 s of wall time: the machine was busy 5 CPU-seconds, 3 of them this process's -> 1 core elsewhere
+    stat.write_text("cpu  1000 60 150 9000 400 30 20 50 0 0\n"
+                    "cpu0 350 25 75 4500 200 15 10 25 0 0\ncpu1 650 35 75 4500 200 15 10 25 0 0\nintr 5\n")
+    tick = os.sysconf("SC_CLK_TCK")
+    assert cores_busy_s(str(stat), {0}) == pytest.approx(500 / tick)  # idle and iowait left out
+    assert cores_busy_s(str(stat), {0, 1}) == pytest.approx((500 + 810) / tick)
+    assert cores_busy_s(str(tmp_path / "none"), {0}) is None and cores_busy_s(str(stat), {7}) is None
+    before = CpuClock(busy_s=100.0, own_s=10.0, wall_s=50.0)
+    # 2 s of wall time: the cores were busy 5 CPU-seconds, 3 of them this process's -> 1 core elsewhere
     assert before.others_busy_cores(CpuClock(105.0, 13.0, 52.0)) == pytest.approx(1.0)
     assert before.others_busy_cores(CpuClock(102.0, 13.0, 52.0)) == 0.0  # clock granularity never goes negative
     assert before.others_busy_cores(CpuClock(None, 13.0, 52.0)) is None

@@ -39,9 +39,8 @@ def verdict(comparison: dict[str, Any]) -> str:
     return "equivalent" if abs(delta) <= EQUIVALENCE else "inconclusive"
 
 
-def described(comparison: dict[str, Any]) -> str:
-    """Its Δ BLEU and verdict, as the tables show them ("-2.36 (pending: 1 of 3 seeds)")."""
-    v = verdict(comparison)
+def described(comparison: dict[str, Any], v: str) -> str:
+    """Its Δ BLEU and verdict `v`, as the tables show them ("-2.36 (pending: 1 of 3 seeds)")."""
     seeds = f": {len(comparison['seeds'])} of {SEEDS} seeds" if v == "pending" else ""
     return f"{comparison['bleu']['delta']:+.2f} ({v}{seeds})"
 
@@ -110,7 +109,7 @@ def claims_table(summary: dict[str, Any]) -> str:
             continue
         entry = found[claim.pair]
         lines.append(f"| {claim.claim} | {claim.source} | {claim.published} | {claim.pair[1]} − {claim.pair[0]}: "
-                     f"{described(entry)} | {result[1]} |")
+                     f"{described(entry, result[0])} | {result[1]} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
@@ -120,7 +119,7 @@ def early_vs_trained(short: dict[str, Any], trained: dict[str, Any]) -> str:
     lines = ["| comparison | 300 updates: Δ BLEU (verdict) | trained: Δ BLEU (verdict) | |", "|---|---|---|---|"]
     for pair in [p for p in early if p in late]:
         a, b = verdict(early[pair]), verdict(late[pair])
-        lines.append(f"| {pair[1]} − {pair[0]} | {described(early[pair])} | {described(late[pair])} | "
+        lines.append(f"| {pair[1]} − {pair[0]} | {described(early[pair], a)} | {described(late[pair], b)} | "
                      f"{'pending' if 'pending' in (a, b) else 'held' if a == b else 'changed'} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 

@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from pipelines.core import OUTPUTS, Pipeline, Stage
 from seqlab.analysis.study_runs import commit_archive
 from seqlab.app.store import CONF_DIR
-from seqlab.hardware import QUIET_CORES, cpu_model
+from seqlab.hardware import busy_warning, cpu_model
 from seqlab.io import atomic_write_text
 from seqlab.provenance import capture
 from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, read_val_curve
@@ -242,11 +242,8 @@ def unreliable(planned: Planned) -> str | None:
     """Why a stage that ran may not be archived: a bench on a machine that other work kept busy."""
     if planned.stage.command != "bench":
         return None
-    busy = json.loads((planned.folder / "bench.json").read_text()).get("others_busy_cores")
-    if busy is not None and busy > QUIET_CORES:
-        return (f"other processes kept {busy:.2f} cores busy during the bench (more than {QUIET_CORES}); rerun it "
-                "when no training or evaluation runs beside it")
-    return None
+    why = busy_warning(json.loads((planned.folder / "bench.json").read_text()).get("others_busy_cores"))
+    return f"{why} during the bench; rerun it when no training or evaluation runs beside it" if why else None
 
 
 def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float) -> Path:

@@ -27,9 +27,16 @@ def cpu_flags() -> set[str]:
     return set(_cpuinfo("flags").split())
 
 
+def usable_cores() -> set[int] | None:
+    """The cores this process may run on (a container's or taskset's limit, not the machine's); None where
+    the platform cannot say."""
+    return set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
 def available_cores() -> int:
-    """The cores this process may run on (a container's or taskset's limit, not the machine's)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """How many cores this process may run on."""
+    cores = usable_cores()
+    return len(cores) if cores is not None else os.cpu_count() or 1
 
 
 # the flags that decide matmul speed (VNNI: int8's activation range too)
@@ -48,6 +55,14 @@ def cpu_description() -> str:
 
 
 QUIET_CORES = 0.25  # other processes' load a timing tolerates: more, and two busy processes slow each other
+
+
+def busy_warning(others_busy_cores: float | None) -> str | None:
+    """Why a timing cannot be trusted: other processes kept more than QUIET_CORES cores busy while it ran
+    (None: quiet enough, or not measured)."""
+    if others_busy_cores is None or others_busy_cores <= QUIET_CORES:
+        return None
+    return f"other processes kept {others_busy_cores:.2f} cores busy (more than {QUIET_CORES})"
 
 
 @dataclass(frozen=True)
@@ -77,7 +92,7 @@ def cores_busy_s(stat: str = "/proc/stat", cores: set[int] | None = None) -> flo
     """Busy CPU seconds since boot of `cores` (default: those this process may run on, so that a container's
     neighbours on other cores do not count): their /proc/stat lines less idle and iowait (guest time is
     counted in user time already); None where there is no such file."""
-    cores = set(os.sched_getaffinity(0)) if cores is None and hasattr(os, "sched_getaffinity") else cores
+    cores = usable_cores() if cores is None else cores
     try:
         with open(stat, encoding="ascii") as f:
             lines = [line.split() for line in f if line.startswith("cpu") and line[3:4].isdigit()]

@@ -16,7 +16,7 @@ from seqlab.analysis.bench import run_bench
 from seqlab.analysis.bench_result import DECODINGS, BenchResult
 from seqlab.analysis.speed import BenchConfig, train_flops
 from seqlab.app.configs import plain, typed
-from seqlab.hardware import CpuClock, cores_busy_s
+from seqlab.hardware import QUIET_CORES, CpuClock, busy_warning, cores_busy_s
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = BenchConfig(d_model=32, n_heads=2, layers=1, d_ff=64, vocab=64, batch=4, seq_len=8, train_steps=2,
@@ -81,6 +81,8 @@ def test_other_processes_load_is_the_busy_time_of_this_processs_cores_less_its_o
     assert before.others_busy_cores(CpuClock(105.0, 13.0, 52.0)) == pytest.approx(1.0)
     assert before.others_busy_cores(CpuClock(102.0, 13.0, 52.0)) == 0.0  # clock granularity never goes negative
     assert before.others_busy_cores(CpuClock(None, 13.0, 52.0)) is None
+    assert busy_warning(None) is None and busy_warning(QUIET_CORES) is None  # unmeasured, or quiet enough
+    assert busy_warning(1.0) == f"other processes kept 1.00 cores busy (more than {QUIET_CORES})"
 
 
 def test_run_bench_times_both_toolkits_and_their_outputs_agree(tmp_path):

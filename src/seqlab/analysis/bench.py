@@ -42,7 +42,7 @@ from seqlab.analysis.speed import (
 from seqlab.checkpoint import load_for_inference
 from seqlab.config import resolve_device
 from seqlab.data import DataConfig, load_split
-from seqlab.hardware import QUIET_CORES, CpuClock, best_of, cpu_description
+from seqlab.hardware import CpuClock, best_of, busy_warning, cpu_description
 from seqlab.interop import to_hf
 from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
 from seqlab.interop.engines import choose_engine
@@ -80,9 +80,8 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool
     scaling_rows = scaling_table(cfg, model, src, pad) if scaling else None
     position_rows = positions_table(cfg, device, src, pad) if positions else {}
     others = clock.others_busy_cores(CpuClock.now())
-    if others is not None and others > QUIET_CORES:
-        log.warning("other processes kept %.2f cores busy during the bench: its timings are unreliable; run it "
-                    "on a quiet machine", others)
+    if why := busy_warning(others):
+        log.warning("%s during the bench: its timings are unreliable; run it on a quiet machine", why)
     return BenchResult(
         config=asdict(cfg), ckpt=ckpt, torch=torch.__version__,
         device=torch.cuda.get_device_name(device) if on_cuda(device) else "cpu", threads=torch.get_num_threads(),

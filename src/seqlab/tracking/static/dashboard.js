@@ -319,6 +319,9 @@
   }
 
   const trainingName = (r) => r.name.split("/")[0];  // "<run>-seed<N>/<decoding>": a curve is its training's
+  // a band's name: its variant and how many seeds it holds ("baseline (3 seeds)"); a lone run's own name
+  const groupName = (members, unit) => (members.length > 1
+    ? `${members[0].config.run || trainingName(members[0])} (${members.length}${unit})` : trainingName(members[0]));
 
   function curveChart() {
     const keys = Object.keys(CURVE_NAMES).filter((k) => RUNS.some((r) => (r.curves[k] || []).length));
@@ -334,8 +337,7 @@
     const series = [];
     for (const [g, members] of groups) {
       if (state.hiddenCurves.has(g)) continue;
-      const name = members.length > 1 ? `${members[0].config.run || trainingName(members[0])} (${members.length} seeds)`
-        : trainingName(members[0]);
+      const name = groupName(members, " seeds");
       // the steps every seed validated at (a run stopped and resumed also validated where it stopped)
       const byStep = members.map((r) => new Map(r.curves[key]));
       const steps = members[0].curves[key].map((p) => p[0]).filter((s) => byStep.every((m) => m.has(s)));
@@ -347,7 +349,7 @@
     }
     const toggles = [...groups].map(([g, members]) => el("label", {class: "toggle"}, el("input", {type: "checkbox", checked: !state.hiddenCurves.has(g),
       onchange: () => { state.hiddenCurves.has(g) ? state.hiddenCurves.delete(g) : state.hiddenCurves.add(g); render(); }}),
-    members.length > 1 ? `${members[0].config.run || trainingName(members[0])} (${members.length})` : trainingName(members[0])));
+    groupName(members, "")));
     box.append(el("h2", {}, "Training curves"), el("div", {class: "controls"}, el("select", {id: "curve-key",
       onchange: (e) => { state.curveKey = e.target.value; render(); }}, keys.map((k) => el("option", {value: k, selected: k === key}, CURVE_NAMES[k]))),
     el("label", {}, el("input", {type: "checkbox", id: "bands", checked: state.bands, onchange: () => { state.bands = !state.bands; render(); }}),

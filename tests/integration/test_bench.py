@@ -85,6 +85,23 @@ def test_other_processes_load_is_the_busy_time_of_this_processs_cores_less_its_o
     assert busy_warning(1.0) == f"other processes kept 1.00 cores busy (more than {QUIET_CORES})"
 
 
+def test_a_checkpoints_bench_times_that_model_on_its_own_test_sentences(smoke_checkpoint):
+    """`seqlab bench ckpt=...`: the bench takes the model's shape and vocabulary, whatever its own defaults
+    (TINY's 64-token vocabulary is not the smoke model's), and decodes the corpus's test sources."""
+    from dataclasses import replace
+
+    from seqlab.checkpoint import load_for_inference
+
+    model_cfg = load_for_inference(str(smoke_checkpoint), device="cpu")[0].cfg
+    assert (model_cfg.src_vocab_size, model_cfg.d_model) != (TINY.vocab, TINY.d_model)
+    r = run_bench(replace(TINY, train_repeats=1), ckpt=str(smoke_checkpoint), scaling=False)
+    assert r.ckpt == str(smoke_checkpoint)
+    assert (r.config["vocab"], r.config["d_model"], r.config["layers"]) == (
+        model_cfg.src_vocab_size, model_cfg.d_model, model_cfg.encoder_layers)
+    assert all(t.seqlab.tokens_per_s > 0 and t.hf.tokens_per_s > 0 for t in r.train.values())
+    assert r.outputs_identical is True and all(d.sources == TINY.decode_sources for d in r.decode.values())
+
+
 def test_run_bench_times_both_toolkits_and_their_outputs_agree(tmp_path):
     torch.manual_seed(0)
     r = run_bench(TINY, ckpt=None, scaling=False)

@@ -65,6 +65,7 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool
     tokenizer, texts = None, None
     if ckpt:
         model, tokenizer, info = load_for_inference(ckpt, device=device)
+        cfg = cfg.shaped_like(model.cfg)
         texts = [e.source for e in load_split(DataConfig.from_dict(info.data_config).corpus, "test")]
     else:
         model = Seq2SeqTransformer(cfg.model_config()).to(device)

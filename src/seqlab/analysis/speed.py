@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,14 @@ class BenchConfig:
     seed: int = 0
     device: str = "auto"  # auto | cpu | cuda | cuda:N (`seqlab.config.resolve_device`)
     decode: bool = True  # false: time training only
+
+    def shaped_like(self, model: ModelConfig) -> BenchConfig:
+        """This config with a loaded model's shape: the random training batches then hold token ids the model
+        has (a smaller vocabulary than `vocab` would fail on them), and the archived config describes the
+        model that was timed. Fresh models (scaling, position schemes) take the encoder's depth for both."""
+        vocab = min(model.src_vocab_size, model.tgt_vocab_size or model.src_vocab_size)
+        return replace(self, d_model=model.d_model, n_heads=model.n_heads, layers=model.encoder_layers,
+                       d_ff=model.d_ff, vocab=vocab)
 
     def model_config(self, **overrides: Any) -> ModelConfig:
         values = dict(src_vocab_size=self.vocab, d_model=self.d_model, n_heads=self.n_heads,

@@ -13,7 +13,7 @@ from sacrebleu.metrics import BLEU
 
 from seqlab.analysis.study import GRID, RECIPES, VARIANTS, Record, curve_budget, load_records
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs, training_wall
-from seqlab.analysis.study_tables import common_steps, depth_fails, write_tables
+from seqlab.analysis.study_tables import common_steps, depth_fails, machines_table, write_tables
 from seqlab.metrics import sacrebleu_scores
 from seqlab.model import ModelConfig
 from seqlab.model.params import analytic_counts
@@ -321,3 +321,20 @@ def test_seeds_curves_meet_on_the_steps_they_share():
     resumed = [(300, 5.0), (433, 4.8), (600, 4.1), (900, 3.6)]  # stopped at 433 and resumed: one more validation
     steps, values = common_steps([[(300, 5.1), (600, 4.2), (900, 3.7)], resumed])
     assert steps == [300, 600, 900] and values == [(5.1, 5.0), (4.2, 4.1), (3.7, 3.6)]
+
+
+def test_the_machines_table_says_which_cpu_trained_which_run_and_how_fast() -> None:
+    def run(variant: str, seed: int, cpu: str, flags: list[str], wall_s: float) -> Record:
+        training = {"cpu": cpu, "cpu_flags": flags, "wall_s": wall_s}
+        return Record(variant, seed, "training", {}, [(3300, 3.0)], 1, 3300, {}, training=training)
+
+    epyc, xeon = ["avx2", "avx512f", "avx512_bf16"], ["avx512_bf16", "amx_bf16", "amx_tile"]
+    runs = {("baseline", 0): run("baseline", 0, "AMD EPYC", epyc, 1650.0),
+            ("pre", 0): run("pre", 0, "AMD EPYC", epyc, 1100.0),
+            ("baseline", 1): run("baseline", 1, "AMD EPYC", epyc, 3300.0),
+            ("pre", 1): run("pre", 1, "Intel Xeon", xeon, 1320.0)}
+    table, data = machines_table(runs)
+    assert "| AMD EPYC (avx512_bf16) | 3 | 2.00 | baseline 0, 1; pre 0 |" in table  # median of 1, 2 and 3
+    assert "| Intel Xeon (avx512_bf16, amx_bf16) | 1 | 2.50 | pre 1 |" in table
+    assert data["Intel Xeon (avx512_bf16, amx_bf16)"] == {"runs": ["pre-seed1"], "updates_per_s": 2.5}
+    assert machines_table({}) == ("", {})

@@ -181,6 +181,32 @@ def curve_table(runs: Runs) -> tuple[str, dict[str, Any]]:
     return "\n".join(lines), {"curve": curve, "lowest": lowest, "budget": budget}
 
 
+def machines_table(runs: Runs) -> tuple[str, dict[str, Any]]:
+    """Which CPU trained which runs, and how fast. A study that outlives one sitting lands on whatever
+    machine each sitting has; their bf16 kernels differ (AMX against AVX512-BF16), a source of variation
+    between runs that the seed-level tests count as seed noise, so the reader should see where it enters."""
+    by_cpu: dict[str, list[Record]] = {}
+    for _, r in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        t = r.training or {}
+        flags = [f for f in t.get("cpu_flags", []) if "bf16" in f]  # what decides bf16 GEMM speed
+        by_cpu.setdefault(f"{t.get('cpu', '?')} ({', '.join(flags) or 'no bf16 flags'})", []).append(r)
+    if not by_cpu:
+        return "", {}
+    lines = ["**The machines that trained the runs**", "",
+             "| CPU | runs | training, updates per second (median) | which |", "|---|---|---|---|"]
+    data = {}
+    for cpu, rs in by_cpu.items():
+        rates = sorted(r.steps / r.training["wall_s"] for r in rs if (r.training or {}).get("wall_s"))
+        median = (rates[len(rates) // 2] + rates[(len(rates) - 1) // 2]) / 2 if rates else float("nan")
+        seeds: dict[str, list[int]] = {}
+        for r in rs:
+            seeds.setdefault(r.variant, []).append(r.seed)
+        which = "; ".join(f"{v} {', '.join(map(str, sorted(ss)))}" for v, ss in seeds.items())
+        lines.append(f"| {cpu} | {len(rs)} | {median:.2f} | {which} |")
+        data[cpu] = {"runs": [r.name for r in rs], "updates_per_s": median}
+    return "\n".join(lines), data
+
+
 def common_steps(curves: list[list[tuple[int, float]]]) -> tuple[list[int], list[tuple[float, ...]]]:
     """The steps every seed's curve has, and the seeds' values at each: a run stopped and resumed also
     validated where it stopped, a step the other seeds lack."""
@@ -231,11 +257,14 @@ def write_tables(archive: Path, questions: list[str], label: str) -> str:
         if table:
             sections.append(table)
             summary[q] = data
+    studied = {k: r for k, r in trained.items() if k[0] in {v for q in questions for v in QUESTIONS[q].variants}}
+    table, data = machines_table(studied)
+    if table:
+        sections.append(table)
+        summary["machines"] = data
     text = "\n\n".join(sections)
     if trained:
-        val_curves_png({k: r for k, r in trained.items() if k[0] in {v for q in questions
-                                                                    for v in QUESTIONS[q].variants}},
-                       archive / f"val_loss.{label}.png" if label != "greedy" else archive / "val_loss.png")
+        val_curves_png(studied, archive / f"val_loss.{label}.png" if label != "greedy" else archive / "val_loss.png")
     suffix = "" if label == "greedy" else f".{label}"
     atomic_write_text(archive / f"summary{suffix}.md", text + "\n")
     atomic_write_text(archive / f"summary{suffix}.json", json.dumps(summary, indent=1))

@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 from pipelines.core import OUTPUTS, Pipeline, Stage
 from seqlab.analysis.study_runs import commit_archive
 from seqlab.app.store import CONF_DIR
+from seqlab.checkpoint import checkpoint_file, read_checkpoint
 from seqlab.hardware import busy_warning, cpu_model
 from seqlab.io import atomic_write_text
 from seqlab.provenance import capture
@@ -255,7 +256,7 @@ def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float
     precision, engine, updates = "", None, None
     if stage.command == "train":
         result["val_curve"] = read_val_curve(where / "csv" / "metrics.csv")
-        updates = result["val_curve"][-1][0] if result["val_curve"] else None
+        updates = int(read_checkpoint(checkpoint_file(where))["global_step"])  # past the last validation too
         precision = str(planned.config["trainer"]["precision"])
     elif stage.command == "evaluate":
         payload = json.loads((result_folder(planned) / METRICS_FILE).read_text())

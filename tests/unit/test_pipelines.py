@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 import pipelines.core
 import pipelines.run
@@ -41,8 +42,10 @@ class FakeSeqlab:
             where = Path(values["hydra.run.dir"])
             (where / "csv").mkdir(parents=True, exist_ok=True)
             (where / "checkpoints").mkdir(exist_ok=True)
-            (where / "checkpoints" / "last.ckpt").write_text("weights")
-            (where / "csv" / "metrics.csv").write_text("epoch,step,val/loss\n0,0,5.0\n0,1,4.5\n")
+            torch.save({"seqlab": {}, "state_dict": {}, "global_step": int(values["trainer.max_steps"])},
+                       where / "checkpoints" / "last.ckpt")
+            # validated after update 1 only: the run's 2 updates go past its last validation
+            (where / "csv" / "metrics.csv").write_text("epoch,step,val/loss\n0,0,5.0\n")
             return True
         if command == "bench":
             Path(values["out"]).write_text(json.dumps({"others_busy_cores": self.busy}))
@@ -105,6 +108,8 @@ def test_nothing_changed_reruns_nothing_and_a_changed_decoding_only_its_evaluati
     assert record["result"]["metrics"]["bleu"] == 21.0 and record["manifest"]["commit"]
     assert {"cpu", "cpu_flags", "torch", "precision", "engine", "wall_s", "clean", "date", "command"} <= set(
         record["manifest"])
+    trained = json.loads((places / "results" / "toy" / "train.json").read_text())
+    assert trained["result"]["val_curve"][-1][0] == 1 and trained["manifest"]["updates"] == 2  # its last.ckpt's
     fake.calls.clear()
     assert execute(toy(), runner=fake) == [] and fake.calls == []
     assert execute(toy(("decoding.length_penalty=0.6",)), runner=fake) == [] and fake.stages() == ["beam"]

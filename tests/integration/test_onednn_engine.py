@@ -53,8 +53,8 @@ def test_engine_auto_takes_onednn_only_where_its_probe_is_faster_and_caches_the_
     assert json.loads((tmp_path / engines.AUTO_CACHE).read_text())  # keyed by CPU, torch and threads
     for precision, device in (("bf16", "cpu"), ("int8", "cpu"), ("fp32", "cuda")):
         assert engines.choose_engine(precision, device, tmp_path).engine == "seqlab"  # oneDNN: fp32 on a CPU
-    monkeypatch.setattr(engines, "packed_speedup", lambda: 1.05)  # under the margin: MKL stays
-    assert engines.choose_engine("fp32", "cpu", None).engine == "seqlab"
+    monkeypatch.setattr(engines, "packed_speedup", lambda: 1.14)  # under the margin: MKL stays
+    assert engines.choose_engine("fp32", "cpu", None).engine == "seqlab"  # (a whole search slower at 1.14x)
 
 
 def test_engine_auto_names_the_chosen_engine_in_the_label_and_folder(make_cfg, smoke_checkpoint, monkeypatch):

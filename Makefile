@@ -86,12 +86,12 @@ study-trained: ## The study at a trained budget from a worktree at STUDY_REV, QU
 EXPERIMENTS ?= mt_bible_small sum_debian_small decoding_sweep truncation mbr beam_curse no_repeat bench
 EXPERIMENTS_WT ?= ../seqlab-experiments
 EXPERIMENTS_REV ?= $(shell cat results/REVISION 2>/dev/null || echo HEAD)
-experiments: ## Every experiment's pipeline in turn (EXPERIMENTS=...) from a worktree at EXPERIMENTS_REV, records committed as they land; long, run with nohup
+experiments: ## Every experiment's pipeline in turn (EXPERIMENTS=..., ARGS="--rerun STAGE") from a worktree at EXPERIMENTS_REV, records committed as they land; long, run with nohup
 	test -d $(EXPERIMENTS_WT) || git worktree add --detach $(EXPERIMENTS_WT) $(EXPERIMENTS_REV)
 	@test "$$(git -C $(EXPERIMENTS_WT) rev-parse HEAD)" = "$$(git rev-parse $(EXPERIMENTS_REV))" || { echo "$(EXPERIMENTS_WT) is at $$(git -C $(EXPERIMENTS_WT) rev-parse --short HEAD), not $(EXPERIMENTS_REV): git -C $(EXPERIMENTS_WT) checkout --detach $(EXPERIMENTS_REV)"; exit 2; }
 	$(MAKE) -C $(EXPERIMENTS_WT) install PY=$(PY)
 	status=0; for n in $(EXPERIMENTS); do \
-	  (cd $(EXPERIMENTS_WT) && .venv/bin/python -m pipelines $$n --results $(CURDIR)/results --commit) || status=1; \
+	  (cd $(EXPERIMENTS_WT) && .venv/bin/python -m pipelines $$n --results $(CURDIR)/results --commit $(ARGS)) || status=1; \
 	done; exit $$status
 
 NAME ?=

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pipelines.core import Pipeline, Stage, Table
 from seqlab.analysis.study import DESCRIBE, load_records, load_references
-from seqlab.analysis.study_tables import question_table
+from seqlab.analysis.study_tables import SHOWN_TESTS, question_table
 from seqlab.metrics.seeds import summarize
 
 
@@ -16,7 +16,7 @@ def study_tables(archive: Path, questions: tuple[str, ...], label: str) -> str:
     if not runs:
         return "_No archived run yet._"
     refs = load_references(archive)
-    return "\n\n".join(question_table(q, runs, refs)[0] for q in questions)
+    return "\n\n".join(question_table(q, runs, refs, **SHOWN_TESTS)[0] for q in questions)
 
 
 def headline(archive: Path) -> str:

@@ -8,10 +8,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pipelines.core import Pipeline, Stage, Table
-from seqlab.analysis.study import TRAINING, load_records
-from seqlab.analysis.study_tables import curve_table
+from seqlab.analysis.study import QUESTIONS, RECIPES, SEEDS, STUDY, TRAINING, load_records, load_references
+from seqlab.analysis.study_claims import claims_table, early_vs_trained
+from seqlab.analysis.study_tables import (
+    SHOWN_TESTS,
+    Runs,
+    curve_table,
+    depth_table,
+    machines_table,
+    question_table,
+)
+
+DOC = "docs/experiments/arch_study_trained.md"
+REPORTED = "beam5"
 
 
 def curve(archive: Path) -> str:
@@ -37,9 +49,74 @@ def baseline(archive: Path) -> str:
                       *rows])
 
 
+def complete(trained: Runs, question: str) -> bool:
+    """Whether every run of the question is archived (each variant, SEEDS seeds)."""
+    return all((v, s) in trained for v in QUESTIONS[question].variants for s in range(SEEDS))
+
+
+def pending(question: str) -> str:
+    """What stands in for a question's table until all its runs are archived: one line that does not change
+    as they land (a partial table would go stale with each record the runner commits)."""
+    q = QUESTIONS[question]
+    runs = len(q.variants) * SEEDS
+    return f"_{q.title}: pending; its table joins this page once all {runs} of its runs are archived._"
+
+
+def decoded(archive: Path, questions: list[str], label: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """question -> (table, numbers) from the archive's `label` decodings, for the complete questions."""
+    trained = load_records(archive, TRAINING)
+    done = [q for q in questions if complete(trained, q)]
+    if not done:
+        return {}
+    runs = load_records(archive, label)
+    refs = load_references(archive)
+    return {q: question_table(q, runs, refs, **SHOWN_TESTS) for q in done}
+
+
+def design(archive: Path) -> str:
+    """The design questions at beam 5 (mean +- sd, each seed, the tests), their validation curves and the
+    machines that trained them, each question once all its runs are archived."""
+    tables = decoded(archive, list(STUDY), REPORTED)
+    parts = [tables[q][0] if q in tables else pending(q) for q in STUDY]
+    if len(tables) == len(STUDY):
+        trained = load_records(archive, TRAINING)
+        studied = {k: r for k, r in trained.items() if any(k[0] in QUESTIONS[q].variants for q in STUDY)}
+        parts += [f"![Validation loss of every run, mean and range over seeds]"
+                  f"(../../results/{archive.name}/val_loss.{REPORTED}.png)", machines_table(studied)[0]]
+    return "\n\n".join(parts)
+
+
+def claims(archive: Path) -> str:
+    """The claims against the papers (beam 5) and early vs trained (greedy, the setting both budgets decode),
+    by the rules fixed before the runs, once the design questions are all archived."""
+    asked = [*STUDY, "relative_positions"]
+    reported = {q: data for q, (_, data) in decoded(archive, asked, REPORTED).items()}
+    if not all(q in reported for q in STUDY):
+        return "_The verdicts join this page once every run of the design questions is archived._"
+    trained = {q: data for q, (_, data) in decoded(archive, list(STUDY), "greedy").items()}
+    short = {q: data for q, (_, data) in decoded(archive.parent / RECIPES["short"].archive.name, list(STUDY),
+                                                 "greedy").items()}
+    return ("**Against the papers** (beam 5)\n\n" + claims_table(reported)
+            + "\n\n**Early vs trained** (greedy, the setting both budgets decode)\n\n"
+            + early_vs_trained(short, trained))
+
+
+def depth(archive: Path) -> str:
+    """The stability question on the 6+6 model, judged on validation loss by the rule fixed before it."""
+    trained = load_records(archive, TRAINING)
+    return depth_table(trained)[0] if complete(trained, "depth") else pending("depth")
+
+
+def relative(archive: Path) -> str:
+    """Relative positions at beam 5, with BLEU by source length."""
+    tables = decoded(archive, ["relative_positions"], REPORTED)
+    return tables["relative_positions"][0] if tables else pending("relative_positions")
+
+
 PIPELINE = Pipeline(
     "arch_study_trained", "the architecture study at a trained budget (beam 5 and greedy)",
     tuple(Stage(q, "study", (q, "--recipe", "trained")) for q in ("curve", "all", "depth", "relative_positions")),
-    (Table("arch_study_trained_curve", curve, "docs/experiments/arch_study_trained.md"),
-     Table("readme_trained_baseline", baseline, "README.md")),
+    (Table("arch_study_trained_curve", curve, DOC), Table("arch_study_trained_design", design, DOC),
+     Table("arch_study_trained_claims", claims, DOC), Table("arch_study_trained_depth", depth, DOC),
+     Table("arch_study_trained_relative", relative, DOC), Table("readme_trained_baseline", baseline, "README.md")),
 )

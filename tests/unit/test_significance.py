@@ -66,6 +66,23 @@ def test_a_real_difference_is_significant(files: dict[str, Path], caplog: pytest
     assert all(c.delta > 0 and c.significant() for c in report.comparisons)
 
 
+def test_a_subset_of_metrics_gives_the_full_comparisons_figures(files: dict[str, Path]) -> None:
+    """The study's docs test BLEU alone: its intervals and bootstrap p equal those of the full comparison
+    (sacreBLEU draws one set of resamples per test, whatever else it tests); n_ar=0 leaves out AR."""
+    systems = from_text_files([files["ref"]], [files["base"], files["better"]])
+    full = compare(systems, n_ar=200)
+    for metrics in (("bleu",), ("rougeL",), ("chrf", "rouge2")):
+        part = compare(systems, n_ar=0, metrics=metrics)
+        assert sorted(c.metric for c in part.comparisons) == sorted(metrics)
+        for c in part.comparisons:
+            (same,) = [f for f in full.comparisons if f.metric == c.metric]
+            assert (c.delta, c.p_bootstrap, c.p_ar) == (same.delta, same.p_bootstrap, None)
+        assert {n: set(v) for n, v in part.intervals.items()} == {s.name: set(metrics) for s in systems}
+        assert all(part.intervals[n][m] == full.intervals[n][m] for n in part.intervals for m in metrics)
+    with pytest.raises(CompareError, match=r"metrics \['bleurt'\]"):
+        compare(systems, metrics=("bleu", "bleurt"))
+
+
 def test_refuses_systems_of_different_length_naming_both(files: dict[str, Path]) -> None:
     short = files["base"].with_name("short.txt")
     short.write_text("\n".join(files["base"].read_text().splitlines()[:-3]) + "\n")

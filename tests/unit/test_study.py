@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sacrebleu.metrics import BLEU
 
-from seqlab.analysis.study import GRID, RECIPES, VARIANTS, Record, curve_budget, load_records
+from seqlab.analysis.study import GRID, RECIPES, STUDY, VARIANTS, Record, curve_budget, load_records
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs, training_wall
 from seqlab.analysis.study_tables import common_steps, depth_fails, machines_table, write_tables
 from seqlab.metrics import sacrebleu_scores
@@ -338,3 +338,28 @@ def test_the_machines_table_says_which_cpu_trained_which_run_and_how_fast() -> N
     assert "| Intel Xeon (avx512_bf16, amx_bf16) | 1 | 2.50 | pre 1 |" in table
     assert data["Intel Xeon (avx512_bf16, amx_bf16)"] == {"runs": ["pre-seed1"], "updates_per_s": 2.5}
     assert machines_table({}) == ("", {})
+
+
+def test_the_trained_studys_page_shows_a_question_once_all_its_runs_are_archived(tmp_path: Path) -> None:
+    from pipelines.arch_study_trained import claims, depth, design, relative
+
+    trained, short, fake = tmp_path / "results" / "arch_study_trained", tmp_path / "results" / "arch_study", FakeSeqlab()
+    runs = study_runs(list(STUDY), 3, RECIPES["trained"], tmp_path / "trained")
+    assert runs[-1].name == "learned_positions-seed2"  # the positions question's last run
+    assert execute(runs[:-1], trained, command=fake) == []
+    page = design(trained)
+    assert "**Tied embeddings: none / decoder / all**" in page and "| tie_none − baseline |" in page
+    assert "_Sinusoidal vs learned positions: pending; its table joins this page once all 6 of its runs" in page
+    assert "machines" not in page and claims(trained).startswith("_The verdicts join this page once")
+    assert execute(runs, trained, command=fake) == []
+    assert execute(study_runs(list(STUDY), 3, RECIPES["short"], tmp_path / "short"), short, command=fake) == []
+    page = design(trained)
+    assert "pending" not in page and "(../../results/arch_study_trained/val_loss.beam5.png)" in page
+    full = write_tables(trained, list(STUDY), "beam5")  # the study's own summary: every metric's tests
+    for table in page.split("\n\n")[:3]:  # each question's table, BLEU's tests alone: the same figures
+        assert table in full
+    assert "**The machines that trained the runs**" in page
+    verdicts = claims(trained)
+    assert "**Against the papers** (beam 5)" in verdicts and "| Tying all embeddings costs no quality |" in verdicts
+    assert "**Early vs trained**" in verdicts and "| tie_none − baseline |" in verdicts
+    assert depth(trained).startswith("_6+6 layers") and "pending" in relative(trained)

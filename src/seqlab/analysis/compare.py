@@ -31,6 +31,7 @@ from seqlab.metrics.significance import (
     N_BOOTSTRAP,
     ROUGE_METRICS,
     SACREBLEU_DEFAULT_SEED,
+    SACREBLEU_METRICS,
     Comparison,
     Interval,
     mean_interval,
@@ -144,8 +145,13 @@ def check_comparable(base: System, other: System) -> None:
 
 
 def compare(systems: Sequence[System], seed: int = SACREBLEU_DEFAULT_SEED, n_bootstrap: int = N_BOOTSTRAP,
-            n_ar: int = N_AR) -> Report:
-    """Intervals for every system; paired tests against the baseline (the same seed's, when seeds vary)."""
+            n_ar: int = N_AR, metrics: Sequence[str] = METRICS) -> Report:
+    """Intervals for every system; paired tests against the baseline (the same seed's, when seeds vary).
+    `metrics`: a subset of METRICS where only some are read (ROUGE's scoring is the slowest part); n_ar=0
+    leaves out the approximate randomization test."""
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise CompareError(f"metrics {unknown}: choose from {list(METRICS)}")
     if not systems:
         raise CompareError("nothing to compare: give at least one system")
     if seed <= 0:
@@ -158,20 +164,22 @@ def compare(systems: Sequence[System], seed: int = SACREBLEU_DEFAULT_SEED, n_boo
     report = Report()
     refs = systems[0].references
     idx = resample_indices(len(systems[0].hypotheses), seed, n_bootstrap)
-    rouge = {s.name: rouge_per_example(s.hypotheses, refs, ROUGE_METRICS) for s in systems}
+    by_sacrebleu = tuple(m for m in metrics if m in SACREBLEU_METRICS)
+    by_rouge = tuple(m for m in metrics if m in ROUGE_METRICS)
+    rouge = {s.name: rouge_per_example(s.hypotheses, refs, by_rouge) for s in systems} if by_rouge else {}
     for base, group in baseline_groups(systems):
         intervals, comparisons = sacrebleu_paired([(s.name, s.hypotheses) for s in [base, *group]], refs, seed,
-                                                  n_bootstrap, n_ar)
+                                                  n_bootstrap, n_ar, by_sacrebleu) if by_sacrebleu else ({}, [])
         for name, by_metric in intervals.items():
             report.intervals.setdefault(name, {}).update(by_metric)
         report.comparisons += comparisons
         for s in [base, *group]:
-            report.intervals[s.name].update({m: mean_interval(rouge[s.name][m], idx) for m in ROUGE_METRICS})
+            report.intervals.setdefault(s.name, {}).update({m: mean_interval(rouge[s.name][m], idx) for m in by_rouge})
         report.comparisons += [
             Comparison(base.name, s.name, m, report.intervals[s.name][m].score - report.intervals[base.name][m].score,
                        paired_bootstrap_p(rouge[base.name][m], rouge[s.name][m], idx), None)
-            for s in group for m in ROUGE_METRICS]
-    add_seed_aggregates(report, systems)
+            for s in group for m in by_rouge]
+    add_seed_aggregates(report, systems, metrics)
     return report
 
 
@@ -190,7 +198,7 @@ def baseline_groups(systems: Sequence[System]) -> list[tuple[System, list[System
     return list(groups.values())
 
 
-def add_seed_aggregates(report: Report, systems: Sequence[System]) -> None:
+def add_seed_aggregates(report: Report, systems: Sequence[System], metrics: Sequence[str] = METRICS) -> None:
     """Mean +- sd over seeds for every variant run with several seeds, and each variant against the first."""
     by_variant: dict[str, list[System]] = {}
     for s in systems:
@@ -204,14 +212,14 @@ def add_seed_aggregates(report: Report, systems: Sequence[System]) -> None:
         labels[variant] = label if label not in labels.values() else f"{label}#{len(labels)}"
     for variant, group in by_variant.items():
         report.seed_groups[labels[variant]] = {
-            m: summarize({s.seed: report.intervals[s.name][m].score for s in group}) for m in METRICS}
+            m: summarize({s.seed: report.intervals[s.name][m].score for s in group}) for m in metrics}
     base_label = labels.get(systems[0].variant or "")
     if base_label is None:
         return
     for label, summaries in report.seed_groups.items():
         if label != base_label:
             report.seed_comparisons += [(base_label, label, m, compare_seeds(report.seed_groups[base_label][m],
-                                                                             summaries[m])) for m in METRICS]
+                                                                             summaries[m])) for m in metrics]
 
 
 def significance_table(report: Report, systems: Sequence[System], alpha: float = 0.05) -> str:

@@ -33,8 +33,16 @@ Runs = dict[tuple[str, int], Record]
 DEPTH_SD_FACTOR = 3.0  # post-LN "fails" above pre-LN's final validation loss by more than this x pooled seed sd
 
 
-def question_table(question: str, runs: Runs, refs: list[str]) -> tuple[str, dict[str, Any]]:
-    """The markdown table of one decoded question and its numbers."""
+# what a table shows of a comparison's tests on the test set: BLEU's paired bootstrap, which alone gives the
+# same figures as the study's full summary (every metric, randomization tests too) in a fraction of its time
+SHOWN_TESTS: dict[str, Any] = {"metrics": (K.BLEU,), "n_ar": 0}
+
+
+def question_table(question: str, runs: Runs, refs: list[str], metrics: tuple[str, ...] = METRICS,
+                   n_ar: int = 1000) -> tuple[str, dict[str, Any]]:
+    """The markdown table of one decoded question and its numbers. The table shows the BLEU tests only;
+    `metrics` and `n_ar` choose what else the numbers hold (the study's summary: every metric's bootstrap
+    and randomization tests; the docs, rendered in a test: SHOWN_TESTS)."""
     q = QUESTIONS[question]
     seeds = {v: sorted(s for (vv, s) in runs if vv == v) for v in q.variants}
     present = [v for v in q.variants if seeds[v]]
@@ -60,7 +68,7 @@ def question_table(question: str, runs: Runs, refs: list[str]) -> tuple[str, dic
         common = sorted(set(seeds.get(ref, [])) & set(seeds.get(other, [])))
         if not common:
             continue
-        row, entry = comparison_row(ref, other, common, runs, refs)
+        row, entry = comparison_row(ref, other, common, runs, refs, metrics, n_ar)
         lines.append(row)
         data["comparisons"].append(entry)
     if question in LENGTH_QUESTIONS:
@@ -103,11 +111,12 @@ def length_table(by_variant: dict[str, list[Record]]) -> tuple[str, dict[str, An
     return "\n".join(lines), data
 
 
-def comparison_row(ref: str, other: str, common: list[int], runs: Runs, refs: list[str]) -> tuple[str, dict]:
+def comparison_row(ref: str, other: str, common: list[int], runs: Runs, refs: list[str],
+                   metrics: tuple[str, ...] = METRICS, n_ar: int = 1000) -> tuple[str, dict]:
     """One comparison: seed-level tests of BLEU and validation loss, and each seed's paired test set tests."""
     systems = [System(f"{v}-seed{s}", runs[(v, s)].hypotheses, [refs], origin=f"{v}-seed{s}", variant=v,
                       seed=s, group_label=v) for v in (ref, other) for s in common]
-    report = compare(systems, n_ar=1000)
+    report = compare(systems, n_ar=n_ar, metrics=metrics)
     p_test = {c.system: c.p_bootstrap for c in report.comparisons if c.metric == K.BLEU}
     bleu = compare_seeds(summarize({s: runs[(ref, s)].metrics[K.BLEU] for s in common}),
                          summarize({s: runs[(other, s)].metrics[K.BLEU] for s in common}))

@@ -148,28 +148,31 @@ def paired_bootstrap_p(base: Sequence[float], system: Sequence[float], idx: np.n
 
 def sacrebleu_paired(systems: Sequence[tuple[str, Sequence[str]]], refs: Sequence[Sequence[str]],
                      seed: int = SACREBLEU_DEFAULT_SEED, n_bootstrap: int = N_BOOTSTRAP,
-                     n_ar: int = N_AR) -> tuple[dict[str, dict[str, Interval]], list[Comparison]]:
-    """Intervals of every system and comparisons with the first, for BLEU and chrF, by `PairedTest`."""
+                     n_ar: int = N_AR, metrics: Sequence[str] = SACREBLEU_METRICS,
+                     ) -> tuple[dict[str, dict[str, Interval]], list[Comparison]]:
+    """Intervals of every system and comparisons with the first, for `metrics` (BLEU and chrF), by
+    `PairedTest`; n_ar=0 leaves out the approximate randomization test (p_ar None). A metric's bootstrap
+    does not depend on which other metrics are tested: sacreBLEU draws one set of resamples per test."""
     from sacrebleu.significance import PairedTest
 
     names = [name for name, _ in systems]
     named = [(name, list(hyps)) for name, hyps in systems]
     streams = [list(r) for r in refs]
-    metrics = {m: sacrebleu_metric(m) for m in SACREBLEU_METRICS}
     with sacrebleu_seed(seed), sacrebleu_quiet():
-        _, bs = PairedTest(named, metrics, streams, test_type="bs", n_samples=n_bootstrap)()
-        ar = PairedTest(named, {m: sacrebleu_metric(m) for m in SACREBLEU_METRICS}, streams, test_type="ar",
-                        n_samples=n_ar)()[1] if len(systems) > 1 else {}
+        _, bs = PairedTest(named, {m: sacrebleu_metric(m) for m in metrics}, streams, test_type="bs",
+                           n_samples=n_bootstrap)()
+        ar = PairedTest(named, {m: sacrebleu_metric(m) for m in metrics}, streams, test_type="ar",
+                        n_samples=n_ar)()[1] if len(systems) > 1 and n_ar else {}
     intervals: dict[str, dict[str, Interval]] = {name: {} for name in names}
     comparisons = []
-    for metric, (bs_key, bs_results) in zip(SACREBLEU_METRICS, [(k, v) for k, v in bs.items() if k != "System"],
-                                            strict=True):
+    for metric, (bs_key, bs_results) in zip(metrics, [(k, v) for k, v in bs.items() if k != "System"], strict=True):
         base_score = bs_results[0].score
         for i, (name, result) in enumerate(zip(names, bs_results, strict=True)):
             intervals[name][metric] = Interval(float(result.score), float(result.mean - result.ci),
                                                float(result.mean + result.ci))
             if i:
                 delta = float(result.score - base_score)
-                p_bs, p_ar = (float(result.p_value), float(ar[bs_key][i].p_value)) if delta != 0 else (1.0, 1.0)
+                p_bs = float(result.p_value) if delta != 0 else 1.0
+                p_ar = (float(ar[bs_key][i].p_value) if delta != 0 else 1.0) if ar else None
                 comparisons.append(Comparison(names[0], name, metric, delta, p_bs, p_ar))
     return intervals, comparisons

@@ -343,7 +343,8 @@ def test_the_machines_table_says_which_cpu_trained_which_run_and_how_fast() -> N
 def test_the_trained_studys_page_shows_a_question_once_all_its_runs_are_archived(tmp_path: Path) -> None:
     from pipelines.arch_study_trained import claims, depth, design, relative
 
-    trained, short, fake = tmp_path / "results" / "arch_study_trained", tmp_path / "results" / "arch_study", FakeSeqlab()
+    results, fake = tmp_path / "results", FakeSeqlab()
+    trained, short = results / "arch_study_trained", results / "arch_study"
     runs = study_runs(list(STUDY), 3, RECIPES["trained"], tmp_path / "trained")
     assert runs[-1].name == "learned_positions-seed2"  # the positions question's last run
     assert execute(runs[:-1], trained, command=fake) == []

@@ -56,9 +56,8 @@ def headline(archive: Path) -> str:
              f"| variant ({trained[(variants[0], 0)].steps:,} updates) | val loss | beam-5 BLEU | greedy BLEU |",
              "|---|---|---|---|"]
     for v in variants:
-        val, b, g = (summarize({s: f(s) for s in range(SEEDS)}) for f in (
-            lambda s: trained[(v, s)].final_val_loss, lambda s: beam[(v, s)].metrics[K.BLEU],
-            lambda s: greedy[(v, s)].metrics[K.BLEU]))
+        val = summarize({s: trained[(v, s)].final_val_loss for s in range(SEEDS)})
+        b, g = (summarize({s: runs[(v, s)].metrics[K.BLEU] for s in range(SEEDS)}) for runs in (beam, greedy))
         lines.append(f"| {v} ({DESCRIBE.get(v, v)}) | {val.mean:.3f} ± {val.sd:.3f} | {b.mean:.2f} ± {b.sd:.2f} | "
                      f"{g.mean:.2f} ± {g.sd:.2f} |")
     return "\n".join(lines)

@@ -183,20 +183,23 @@ def test_beam_search_equals_per_example_decoding(positions):
         assert batched.scores[i, 0] == pytest.approx(float(alone.scores[0, 0]), abs=1e-5)
 
 
-def test_absolute_schemes_are_bit_identical_to_before():
+def test_absolute_schemes_give_the_same_outputs_as_before():
     """Models written before relative positions existed rebuild from their stored config and weights
-    (strictly: no new parameter or buffer) and give the very same logits and searches."""
+    (strictly: no new parameter or buffer) and give the same logits and the very same searches. On the CPU
+    that wrote the fixture the logits are the same bits; another CPU's fp32 products sum in another order
+    (an Intel Xeon's MKL against an AMD EPYC's: 1e-6 apart), so the logits and scores are held to 1e-5."""
     stored = torch.load(FIXTURE, weights_only=True)
     src, pad, tgt = stored["batch"]
     for name, entry in stored["models"].items():
         model = Seq2SeqTransformer(ModelConfig.from_dict(entry["model_config"])).eval()
         model.load_state_dict(entry["state_dict"], strict=True)
         with torch.no_grad():
-            assert torch.equal(model(src, pad, tgt), entry["logits"]), name
+            torch.testing.assert_close(model(src, pad, tgt), entry["logits"], rtol=0, atol=1e-5, msg=name)
             greedy = generate(model, src, pad, DecodingConfig(method="greedy", max_length=12))
             beam = generate(model, src, pad, DecodingConfig(method="beam", num_beams=5, max_length=12))
         assert torch.equal(greedy.sequences, entry["greedy"]), name
-        assert torch.equal(beam.sequences, entry["beam"]) and torch.equal(beam.scores, entry["beam_scores"]), name
+        assert torch.equal(beam.sequences, entry["beam"]), name
+        torch.testing.assert_close(beam.scores, entry["beam_scores"], rtol=0, atol=1e-5, msg=name)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -205,14 +206,14 @@ def machines_table(runs: Runs) -> tuple[str, dict[str, Any]]:
              "| CPU | runs | training, updates per second (median) | which |", "|---|---|---|---|"]
     data = {}
     for cpu, rs in by_cpu.items():
-        rates = sorted(r.steps / r.training["wall_s"] for r in rs if (r.training or {}).get("wall_s"))
-        median = (rates[len(rates) // 2] + rates[(len(rates) - 1) // 2]) / 2 if rates else float("nan")
+        rates = [r.steps / r.training["wall_s"] for r in rs if (r.training or {}).get("wall_s")]
+        rate = statistics.median(rates) if rates else float("nan")
         seeds: dict[str, list[int]] = {}
         for r in rs:
             seeds.setdefault(r.variant, []).append(r.seed)
         which = "; ".join(f"{v} {', '.join(map(str, sorted(ss)))}" for v, ss in seeds.items())
-        lines.append(f"| {cpu} | {len(rs)} | {median:.2f} | {which} |")
-        data[cpu] = {"runs": [r.name for r in rs], "updates_per_s": median}
+        lines.append(f"| {cpu} | {len(rs)} | {rate:.2f} | {which} |")
+        data[cpu] = {"runs": [r.name for r in rs], "updates_per_s": rate}
     return "\n".join(lines), data
 
 

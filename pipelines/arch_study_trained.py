@@ -6,6 +6,7 @@ with each commit)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -98,11 +99,19 @@ def decoded(archive: Path, questions: list[str], label: str) -> dict[str, tuple[
     """question -> (table, numbers) from the archive's `label` decodings, for the complete questions."""
     trained = load_records(archive, TRAINING)
     done = [q for q in questions if complete(trained, q)]
-    if not done:
-        return {}
-    runs = load_records(archive, label)
-    refs = load_references(archive)
-    return {q: question_table(q, runs, refs, **SHOWN_TESTS) for q in done}
+    return {q: _question(archive, q, label, contents(archive)) for q in done}
+
+
+def contents(archive: Path) -> tuple[tuple[str, int, int], ...]:
+    """What identifies the archive's records now: their names, sizes and modification times."""
+    return tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(archive.glob("*.json")))
+
+
+@functools.lru_cache(maxsize=32)
+def _question(archive: Path, question: str, label: str, _contents: tuple) -> tuple[str, dict[str, Any]]:
+    """One question's table, computed once per archive contents: the design and claims tables both need the
+    beam-5 tests (a paired bootstrap per seed and comparison, the bulk of rendering this page)."""
+    return question_table(question, load_records(archive, label), load_references(archive), **SHOWN_TESTS)
 
 
 def design(archive: Path) -> str:

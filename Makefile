@@ -23,7 +23,7 @@ FORMAT ?= hf
 export THP_MEM_ALLOC_ENABLE ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: experiments pipeline render help install install-browser train eval translate sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench params test test-full lint clean
+.PHONY: experiments pipeline render help install install-browser train eval translate sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench gpu-check params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -135,6 +135,14 @@ report: $(STAMP) ## Build outputs/report.html from every evaluation result on di
 
 bench: $(STAMP) ## Speed against Hugging Face transformers (same shapes, same batches) -> results/bench.json
 	$(BIN)/seqlab bench $(ARGS)
+
+# On a CUDA machine, with its own torch (no virtualenv needed: PY=python3, src/ on PYTHONPATH).
+PY ?= $(BIN)/python
+GPU_OUT ?= results/bench
+gpu-check: ## On a GPU: the GPU tests, then the bench at its default shape and at bench=base, with profiles
+	$(PY) -m pytest -q -m gpu tests/integration/test_gpu.py
+	$(PY) -m seqlab bench bench.device=cuda profile=true out=$(GPU_OUT)/gpu-default.json
+	$(PY) -m seqlab bench bench=base bench.device=cuda profile=true out=$(GPU_OUT)/gpu-base.json
 
 params: $(STAMP) ## Parameter table (analytic vs counted) for a model shape; ARGS="--d_model 512 ..."
 	$(BIN)/seqlab params $(ARGS)

@@ -33,7 +33,9 @@ from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, read_val_curv
 
 CONFIG_NAMES = {"train": "train", "evaluate": "eval", "bench": "bench"}  # the Hydra config each command composes
 DROPPED = ("paths", "root_dir", "data_dir", "cache_dir", "log_dir", "output_dir", "hydra", "results_dir", "logger",
-           "out", "ckpt")  # where things go, not what they compute: dropped at any depth (data.cache_dir too)
+           "out", "ckpt",  # where things go, not what they compute: dropped at any depth (data.cache_dir too)
+           "pin_memory",  # how batches reach a GPU, not which batches
+           "profile")  # the bench's profiler tables, taken after its timings
 Runner = Callable[..., bool]  # seqlab(*args) -> whether it succeeded
 
 

@@ -144,6 +144,17 @@ def test_bench_decode_false_times_training_only_and_a_missing_gpu_fails_first():
             run_bench(replace(TINY, device="cuda"), ckpt=None, scaling=False)
 
 
+def test_bench_profile_says_where_a_steps_time_goes():
+    from dataclasses import replace
+
+    r = run_bench(replace(TINY, decode=False, train_repeats=1), ckpt=None, scaling=False, profile=True)
+    assert set(r.profiles) == {"train_bf16_seqlab", "train_bf16_hf", f"beam{TINY.num_beams}_bf16_seqlab"}
+    seqlab_ops = r.profiles["train_bf16_seqlab"]
+    assert "Self CPU time total" in seqlab_ops and "aten::" in seqlab_ops
+    assert "-- profile: train_bf16_hf" in r.table()
+    assert BenchResult.from_dict(json.loads(json.dumps(r.to_dict()))).profiles == r.profiles
+
+
 def test_bench_base_is_the_shape_of_the_wmt14_base_experiment(make_cfg):
     """bench=base (the GPU MFU measurement) has the model of experiment=wmt14_en_de_base: model/base.yaml's
     sizes, one size for both stacks, the corpus's joint vocabulary."""

@@ -1,5 +1,6 @@
 """The CUDA paths, run where torch sees a GPU (`pytest -m gpu`): the bench on the device, training in
-bf16-mixed with `trainer=gpu`, translation on the device. Deselected by default and skipped without CUDA."""
+bf16-mixed with `trainer=gpu` (pinned batches, loader workers, fused AdamW), PyTorch's fused attention
+kernels, and checkpoints moving between a GPU and a CPU. Deselected by default and skipped without CUDA."""
 
 from __future__ import annotations
 
@@ -10,31 +11,113 @@ import torch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
+SOURCES = "En el principio creó Dios los cielos y la tierra.\nY la tierra estaba desordenada.\n"
+
+
+def smoke_training(make_cfg, tmp_path, trainer: str, precision: str, *extra: str) -> dict:
+    from seqlab.app.train import train
+
+    return train(make_cfg("train", ["experiment=smoke", "logger=none", f"trainer={trainer}",
+                                     "train.quick_eval_size=0", "trainer.max_steps=2",
+                                     f"trainer.precision={precision}", *extra], out=tmp_path / trainer))
+
 
 def test_bench_runs_both_toolkits_on_the_gpu():
     from seqlab.analysis.bench import run_bench
 
     from .test_bench import TINY
 
-    r = run_bench(replace(TINY, device="cuda"), ckpt=None, scaling=False)
+    r = run_bench(replace(TINY, device="cuda"), ckpt=None, scaling=False, profile=True)
     assert r.outputs_identical is True
     for t in r.train.values():
         assert t.seqlab.peak_mem_mb > 0  # CUDA's counter, not the host's RSS
         assert t.seqlab_sdpa is None  # attention_kernel=auto is SDPA on a GPU: nothing to compare
     assert set(r.decode["greedy"].engines) == {"bf16"}  # int8, oneDNN and CTranslate2 are CPU engines
+    assert set(r.profiles) == {"train_bf16_seqlab", "train_bf16_hf", f"beam{TINY.num_beams}_bf16_seqlab"}
+    assert all("Self CUDA" in table for table in r.profiles.values())  # the device's times, not only the host's
 
 
-def test_smoke_training_on_the_gpu_in_bf16_then_translation_there(make_cfg, tmp_path):
-    from seqlab.app.train import train
+def test_smoke_training_on_the_gpu_in_bf16_with_workers_then_translation_there(make_cfg, tmp_path):
     from seqlab.app.translate import run_translate
 
-    result = train(make_cfg("train", ["experiment=smoke", "logger=none", "trainer=gpu", "train.quick_eval_size=0",
-                                      "trainer.max_steps=2", "trainer.precision=bf16-mixed"]))  # smoke says 32
+    result = smoke_training(make_cfg, tmp_path, "gpu", "bf16-mixed", "data.num_workers=2")  # pinned, 2 workers
     assert result["step"] == 2
     source = tmp_path / "in.txt"
-    source.write_text("En el principio creó Dios los cielos y la tierra.\nY la tierra estaba desordenada.\n")
+    source.write_text(SOURCES)
     out = tmp_path / "out.txt"
     with out.open("w") as stdout:
         n = run_translate(make_cfg("translate", [f"ckpt={result['last']}", f"input={source}", "device=cuda",
                                                  "decoding.max_length=8"]), stdout=stdout)
     assert n == 2 and len(out.read_text().splitlines()) == 2
+
+
+def test_a_gpu_checkpoint_decodes_on_the_cpu_and_a_cpu_checkpoint_on_the_gpu(make_cfg, tmp_path):
+    """The same checkpoint on either device: both decode, and give the same log-probabilities (fp32, TF32
+    off). Greedy outputs are not compared: a 2-update model's near-uniform scores tie within rounding."""
+    from seqlab.checkpoint import load_for_inference
+    from seqlab.data.sequences import pad_right
+    from seqlab.decoding import DecodingConfig, generate
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for trainer in ("gpu", "cpu"):
+        ckpt = smoke_training(make_cfg, tmp_path, trainer, "32")["last"]
+        scores = {}
+        for device in ("cpu", "cuda"):
+            model, tokenizer, _ = load_for_inference(ckpt, device=device)
+            assert next(model.parameters()).device.type == device
+            src, pad = pad_right(tokenizer.encode_source(SOURCES.splitlines()), 0)
+            src, pad = src.to(device), pad.to(device)
+            tgt = torch.randint(4, model.cfg.target_vocab_size, (2, 6), generator=torch.Generator().manual_seed(0))
+            with torch.no_grad():
+                out = generate(model, src, pad, DecodingConfig(max_length=8))
+                scores[device] = model(src, pad, tgt.to(device)).float().log_softmax(-1).cpu()
+            assert out.sequences.shape[0] == 2
+        torch.testing.assert_close(scores["cuda"], scores["cpu"], atol=1e-4, rtol=1e-4, msg=f"{trainer} checkpoint")
+
+
+def test_adamw_is_fused_on_cuda_and_makes_the_loops_update():
+    from seqlab.train.optim import adamw, use_fused
+
+    torch.manual_seed(0)
+    weights = [torch.randn(64, 32, device="cuda", requires_grad=True) for _ in range(3)]
+    assert use_fused(None, weights, "bf16-mixed") is True
+    copies = [w.detach().clone().requires_grad_() for w in weights]
+    fused = adamw([{"params": weights}], lr=1e-3, betas=(0.9, 0.98))
+    loop = torch.optim.AdamW([{"params": copies}], lr=1e-3, betas=(0.9, 0.98), foreach=False)
+    assert fused.defaults["fused"] is True
+    for _ in range(5):
+        for ws, opt in ((weights, fused), (copies, loop)):
+            opt.zero_grad()
+            sum((w.sin() * (i + 1)).sum() for i, w in enumerate(ws)).backward()
+            opt.step()
+    for a, b in zip(weights, copies, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
+def test_padded_bf16_training_runs_on_fused_attention_kernels_never_the_math_fallback():
+    """SDPA on a GPU: flash attention where there is no mask (causal self-attention), memory-efficient
+    attention with a padding mask; the unfused math path is not allowed here, and the result equals the
+    written-out attention's."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from seqlab.model import ModelConfig, Seq2SeqTransformer
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(src_vocab_size=500, d_model=128, n_heads=4, encoder_layers=2, decoder_layers=2, d_ff=256,
+                      dropout=0.0, attention_kernel="sdpa")
+    fused = Seq2SeqTransformer(cfg).cuda()
+    written = Seq2SeqTransformer(replace(cfg, attention_kernel="math")).cuda()
+    written.load_state_dict(fused.state_dict())
+    src = torch.randint(4, 500, (8, 40), device="cuda")
+    pad = torch.arange(40, device="cuda")[None, :] >= torch.randint(20, 41, (8, 1), device="cuda")
+    src = src.masked_fill(pad, 0)
+    tgt = torch.randint(4, 500, (8, 30), device="cuda")
+    outs = []
+    for model, kernels in ((fused, [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]),
+                           (written, [SDPBackend.MATH])):
+        with sdpa_kernel(kernels), torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(src, pad, tgt).float()
+        logits.logsumexp(-1).mean().backward()
+        outs.append((logits, next(model.encoder_layers[0].parameters()).grad.float()))
+    for a, b in zip(*outs, strict=True):  # bf16: the kernels round apart
+        assert ((a - b).norm() / b.norm()).item() < 2e-2

@@ -101,6 +101,12 @@ def test_every_experiment_resolves_to_fixed_stages():
         assert len(set(digests)) == len(digests)
 
 
+def test_the_archived_reference_model_is_still_current():
+    """A config key added since its runs (say a loader setting) must not change their digests: the archived
+    training and decodings would otherwise all run again."""
+    assert all(p.archived for p in plan(PIPELINES["mt_bible_small"]))
+
+
 def test_nothing_changed_reruns_nothing_and_a_changed_decoding_only_its_evaluation(places):
     fake = FakeSeqlab()
     assert execute(toy(), runner=fake) == [] and fake.stages() == ["train", "greedy", "beam"]

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 from seqlab.constants import TRAIN, VALIDATION
 from seqlab.data import CorpusConfig, CorpusError, DataConfig, Tokenizer, TokenizerConfig, load_split
@@ -173,3 +174,20 @@ def test_prefetched_keeps_order_and_raises_the_readers_error():
     early = prep.prefetched(iter(range(10**6)), depth=2)
     assert next(early) == 0
     early.close()  # the reader stops instead of reading the rest
+
+
+def test_loaders_pin_batches_only_when_they_go_to_a_gpu(tmp_path):
+    """Pinned memory lets a batch's copy to the GPU overlap the step before it; on a CPU it only costs."""
+    from types import SimpleNamespace
+
+    def on(device: str) -> SimpleNamespace:
+        return SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device(device)))
+
+    module = Seq2SeqDataModule(DataConfig(corpus=BIBLE, cache_dir=str(tmp_path)))
+    assert module.pinned() is False  # no trainer: nowhere to copy to
+    module.trainer = on("cpu")
+    assert module.pinned() is False
+    module.trainer = on("cuda")
+    assert module.pinned() is True
+    module.cfg = DataConfig(corpus=BIBLE, cache_dir=str(tmp_path), pin_memory=False)
+    assert module.pinned() is False

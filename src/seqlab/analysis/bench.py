@@ -27,13 +27,16 @@ from seqlab.analysis.bench_result import (
 )
 from seqlab.analysis.speed import (
     BenchConfig,
+    bench_optimizer,
     ct2_decode,
     decode_sources,
     hf_decode,
     hf_train_step,
     matmul_peak,
     on_cuda,
+    profile_table,
     random_batch,
+    run_train_step,
     seqlab_decode,
     seqlab_train_step,
     train_flops,
@@ -56,7 +59,8 @@ Seqs = list[list[int]]
 POSITION_SCHEMES = ("sinusoidal", "learned", "rope", "alibi", "t5", "none")
 
 
-def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool = False) -> BenchResult:
+def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool = False,
+              profile: bool = False) -> BenchResult:
     device = resolve_device("bench", cfg.device)  # a bad value fails before anything is built
     clock = CpuClock.now()  # what else kept the machine busy while the bench ran (recorded, warned about)
     keep_freed_memory()
@@ -74,12 +78,13 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool
     train = {tag: train_comparison(cfg, model, batches, precision, step_flops)
              for precision, tag in (("32", "fp32"), ("bf16-mixed", "bf16"))}
     src = pad = None
-    if cfg.decode or scaling or positions:
+    if cfg.decode or scaling or positions or profile:
         src, pad = decode_sources(cfg, g, tokenizer, texts, device)
     auto = choose_engine("fp32", str(device), None)  # a fresh probe, not the cached one
     decode = decode_comparison(cfg, model, src, pad) if cfg.decode else {}
     scaling_rows = scaling_table(cfg, model, src, pad) if scaling else None
     position_rows = positions_table(cfg, device, src, pad) if positions else {}
+    profiled = profiles(cfg, model, batches, src, pad) if profile else {}
     others = clock.others_busy_cores(CpuClock.now())
     if why := busy_warning(others):
         log.warning("%s during the bench: its timings are unreliable; run it on a quiet machine", why)
@@ -88,7 +93,7 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool
         device=torch.cuda.get_device_name(device) if on_cuda(device) else "cpu", threads=torch.get_num_threads(),
         cpu=cpu_description(), huge_page_allocator=os.environ.get("THP_MEM_ALLOC_ENABLE", "0") == "1",
         train=train, decode=decode, scaling=scaling_rows, positions=position_rows,
-        engine_auto=auto.engine, engine_auto_reason=auto.reason, others_busy_cores=others)
+        engine_auto=auto.engine, engine_auto_reason=auto.reason, others_busy_cores=others, profiles=profiled)
 
 
 def train_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[dict[str, torch.Tensor]],
@@ -113,6 +118,26 @@ def train_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[
     log.info("train %s: seqlab %.0f tok/s, HF %.0f tok/s", precision, best["seqlab"].tokens_per_s,
              best["hf"].tokens_per_s)
     return TrainComparison(best["seqlab"], best["hf"], best.get("sdpa"), peak, step_flops)
+
+
+def profiles(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[dict[str, torch.Tensor]],
+             src: torch.Tensor, pad: torch.Tensor) -> dict[str, str]:
+    """Where the time goes when a goal is missed (`seqlab bench profile=true`): torch.profiler's operator
+    tables of a bf16 training step, seqlab's and HF's (fresh copies, a few steps each), and of seqlab's
+    beam search in bf16."""
+    tables = {}
+    for name, m in (("train_bf16_seqlab", copy.deepcopy(model)), ("train_bf16_hf", to_hf(model).to(src.device))):
+        m.train()
+        step = (seqlab_train_step if name.endswith("seqlab") else hf_train_step)(m, cfg.label_smoothing)
+        opt, cycle = bench_optimizer(m), iter(range(10**9))
+        tables[name] = profile_table(
+            lambda step=step, opt=opt, cycle=cycle: run_train_step(step, opt, batches[next(cycle) % len(batches)],
+                                                                   "bf16-mixed"), src.device)
+    model.eval()
+    tables[f"beam{cfg.num_beams}_bf16_seqlab"] = profile_table(
+        lambda: seqlab_decode(model, src, pad, cfg.num_beams, cfg.max_new_tokens, bf16=True, memory=False),
+        src.device, repeats=2)
+    return tables
 
 
 def decode_settings(cfg: BenchConfig) -> list[tuple[str, int]]:

@@ -102,6 +102,7 @@ class BenchResult:
     engine_auto: str | None = None  # what engine=auto decodes with on this machine (fp32), and why
     engine_auto_reason: str = ""
     others_busy_cores: float | None = None  # other processes' load during the bench (None: not measured)
+    profiles: dict[str, str] = field(default_factory=dict)  # profile=true: torch.profiler tables by what ran
 
     @property
     def outputs_identical(self) -> bool | None:
@@ -159,4 +160,6 @@ class BenchResult:
         for scheme, row in self.positions.items():
             lines.append(f"{'positions=' + scheme:<28}train {row.train_x_sinusoidal:.2f}x, "
                          f"beam {row.beam_x_sinusoidal:.2f}x sinusoidal's speed")
+        for name, text in self.profiles.items():
+            lines += [f"-- profile: {name}", text]
         return "\n".join(lines)

@@ -189,6 +189,24 @@ def train_throughput(model: torch.nn.Module, step: Callable[[dict[str, torch.Ten
     return Throughput(tokens / elapsed, elapsed / (len(batches) - warmup), peak_memory_mb(device))
 
 
+def profile_table(run: Callable[[], object], device: torch.device | str, repeats: int = 5, rows: int = 15) -> str:
+    """Where `run`'s time goes: torch.profiler over `repeats` calls after one warm-up, operators by self time
+    on the device (a GPU's kernels; the host's on a CPU), the top `rows`. The table's last lines give the
+    host's and the device's totals: a device total far under the host's means the device waits on Python
+    and kernel launches, not on arithmetic."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if on_cuda(device):
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    run()
+    sync(device)
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(repeats):
+            run()
+        sync(device)
+    key = "self_device_time_total" if on_cuda(device) else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=rows)
+
+
 # -- decoding -------------------------------------------------------------------------------
 def decode_sources(cfg: BenchConfig, g: torch.Generator, tokenizer: Any = None, texts: list[str] | None = None,
                    device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,7 +1,7 @@
 """`make bench`: seqlab against Hugging Face MarianMTModel, same shapes, batches and precision
 (seqlab.analysis.bench measures; this command writes the JSON and prints the table).
 
-seqlab bench [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [positions=true] [bench.batch=64 ...]
+seqlab bench [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [positions=true] [profile=true] [bench.batch=64 ...]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from seqlab.io import atomic_write_text
 def main(cfg: DictConfig) -> None:
     try:
         bench = typed(BenchConfig, plain(cfg.bench), "bench")
-        result = run_bench(bench, cfg.ckpt, cfg.scaling, cfg.positions)
+        result = run_bench(bench, cfg.ckpt, cfg.scaling, cfg.positions, cfg.profile)
     except Exception as err:
         reraise("bench", err)
     out = Path(cfg.out)

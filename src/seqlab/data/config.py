@@ -20,7 +20,8 @@ class DataConfig:
     max_target_len: int = 256
     max_tokens: int = 4096
     max_sentences: int | None = None
-    num_workers: int = 0
+    num_workers: int = 0  # loader processes; 0 collates in the training process (cheapest on a few CPU cores)
+    pin_memory: bool = True  # page-locked batches when they go to a GPU (copied asynchronously); no effect on a CPU
     prepare_threads: int | None = None  # tokenizing threads when preparing the cache; None: every core
     seed: int = 0
     cache_dir: str = "cache"

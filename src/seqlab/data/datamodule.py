@@ -37,6 +37,12 @@ class Batch:
         """Real (non-pad) source plus target tokens."""
         return int((~self.src_pad_mask).sum() + (self.tgt_out != PAD_ID).sum())
 
+    def pin_memory(self) -> Batch:
+        """The batch in page-locked memory (what a DataLoader with pin_memory=True calls on a custom type), so
+        the copy to the GPU can overlap the step before it."""
+        return Batch(*(t.pin_memory() for t in (self.src_ids, self.src_pad_mask, self.tgt_in, self.tgt_out,
+                                                 self.index)))
+
 
 def collate(items: list[tuple[int, np.ndarray, np.ndarray]]) -> Batch:
     """Right-pad sources and targets; the decoder input starts with BOS."""
@@ -101,6 +107,11 @@ class Seq2SeqDataModule(L.LightningDataModule):
             sampler.set_epoch(trainer.current_epoch)
         return sampler
 
+    def pinned(self) -> bool:
+        """Whether the loaders pin their batches: asked for (data.pin_memory) and the batches go to a GPU."""
+        trainer = self.trainer
+        return self.cfg.pin_memory and trainer is not None and trainer.strategy.root_device.type == "cuda"
+
     def _loader(self, split: str, shuffle: bool) -> ResumableLoader:
         sampler = self.sampler(split, shuffle)
         if shuffle:
@@ -110,7 +121,7 @@ class Seq2SeqDataModule(L.LightningDataModule):
         return ResumableLoader(
             self.splits[split], batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
             generator=torch.Generator(),  # never draws from the global RNG, which dropout uses
-            consumed=consumed, persistent_workers=self.cfg.num_workers > 0)
+            consumed=consumed, persistent_workers=self.cfg.num_workers > 0, pin_memory=self.pinned())
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(TRAIN, shuffle=True)
@@ -118,4 +129,4 @@ class Seq2SeqDataModule(L.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         sampler = self.sampler(VALIDATION, shuffle=False)
         return DataLoader(self.splits[VALIDATION], batch_sampler=sampler, collate_fn=collate,
-                          num_workers=self.cfg.num_workers, generator=torch.Generator())
+                          num_workers=self.cfg.num_workers, generator=torch.Generator(), pin_memory=self.pinned())

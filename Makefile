@@ -136,13 +136,12 @@ report: $(STAMP) ## Build outputs/report.html from every evaluation result on di
 bench: $(STAMP) ## Speed against Hugging Face transformers (same shapes, same batches) -> results/bench.json
 	$(BIN)/seqlab bench $(ARGS)
 
-# On a CUDA machine, with its own torch (no virtualenv needed: PY=python3, src/ on PYTHONPATH).
+# On a CUDA machine, with its own torch (no virtualenv needed: PY=python3, src/ on PYTHONPATH; a copy of the
+# tree without .git names its commit in SEQLAB_COMMIT, which the records then carry).
 PY ?= $(BIN)/python
-GPU_OUT ?= results/bench
-gpu-check: ## On a GPU: the GPU tests, then the bench at its default shape and at bench=base, with profiles
+gpu-check: ## On a GPU: the GPU tests, then the bench_gpu pipeline (both shapes, profiled) -> results/bench_gpu/
 	$(PY) -m pytest -q -m gpu tests/integration/test_gpu.py
-	$(PY) -m seqlab bench bench.device=cuda profile=true out=$(GPU_OUT)/gpu-default.json
-	$(PY) -m seqlab bench bench=base bench.device=cuda profile=true out=$(GPU_OUT)/gpu-base.json
+	$(PY) -m pipelines bench_gpu
 
 params: $(STAMP) ## Parameter table (analytic vs counted) for a model shape; ARGS="--d_model 512 ..."
 	$(BIN)/seqlab params $(ARGS)

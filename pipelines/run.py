@@ -70,9 +70,24 @@ def resolved_config(stage: Stage) -> dict[str, Any]:
     plain = without_places({k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k])
                             else cfg[k] for k in cfg if k not in DROPPED})
     GlobalHydra.instance().clear()
-    if stage.command == "bench":  # its figures hold for one kind of CPU
-        plain["cpu"] = cpu_model()
+    if stage.command == "bench":  # its figures hold for one kind of CPU, or of GPU
+        plain["cpu"] = machine_model(stage)
     return plain
+
+
+def on_gpu(stage: Stage) -> bool:
+    """Whether a bench stage times a GPU (bench.device=cuda...)."""
+    return any(o.startswith("bench.device=cuda") for o in stage.overrides)
+
+
+def machine_model(stage: Stage) -> str:
+    """What a bench stage's figures hold for: the CPU's model, or a GPU stage's GPU ("no GPU" without one:
+    such a stage cannot run here, and its digest matches no archived record)."""
+    if not on_gpu(stage):
+        return cpu_model()
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
 
 
 def without_places(value: Any) -> Any:
@@ -107,13 +122,13 @@ def digest(stage: Stage, config: dict[str, Any], upstream: list[str | None]) -> 
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def cpu_kind() -> str:
-    """This CPU's model as a file-name part: a bench stage keeps one record per kind of CPU."""
-    return re.sub(r"[^a-z0-9]+", "-", cpu_model().lower()).strip("-") or "unknown-cpu"
+def machine_kind(stage: Stage) -> str:
+    """This machine's CPU (or a GPU stage's GPU) as a file-name part: a bench stage keeps one record per kind."""
+    return re.sub(r"[^a-z0-9]+", "-", machine_model(stage).lower()).strip("-") or "unknown"
 
 
 def record_path(pipeline: Pipeline, stage: Stage) -> Path:
-    suffix = f"-{cpu_kind()}" if stage.command == "bench" else ""
+    suffix = f"-{machine_kind(stage)}" if stage.command == "bench" else ""
     return pipeline.archive / f"{stage.name}{suffix}.json"
 
 

@@ -6,6 +6,7 @@ figure names the commit, CPU, precision and engine that produced it, and how lon
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from dataclasses import asdict, dataclass, fields
@@ -18,8 +19,11 @@ SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the checkout holding src/se
 
 
 def git_state(root: Path = SOURCE_ROOT) -> tuple[str | None, bool]:
-    """(commit, clean) of the checkout at `root`: clean means no change to a tracked file; (None, False)
-    outside git."""
+    """(commit, clean) of the checkout at `root`: clean means no change to a tracked file. Outside git,
+    $SEQLAB_COMMIT names the commit a copy of the tree was made at, unchanged (a GPU machine that gets the
+    files without .git); else (None, False)."""
+    if not (root / ".git").exists() and os.environ.get("SEQLAB_COMMIT"):
+        return os.environ["SEQLAB_COMMIT"], True
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                              timeout=5, check=True).stdout.strip()

@@ -259,3 +259,28 @@ def test_a_digest_names_no_place_on_this_machine():
     for name in ("mt_bible_small", "bench"):
         for stage in PIPELINES[name].stages:
             assert str(ROOT) not in json.dumps(resolved_config(stage), default=str), (name, stage.name)
+
+
+def test_a_gpu_profile_is_summarized_from_torch_profilers_table():
+    from pipelines.bench_gpu import kernel_name, profile_summary
+
+    record = json.loads(Path("results/bench_gpu/base-nvidia-h200.json").read_text())
+    text = record["result"]["profiles"]["train_bf16_seqlab"]
+    host, device, ops = profile_summary(text)
+    assert f"Self CPU time total: {host:.3f}ms" in text and f"Self CUDA time total: {device:.3f}ms" in text
+    assert len(ops) == 5 and ops == sorted(ops, key=lambda op: -op[1])  # the table is sorted by GPU self time
+    assert kernel_name("void at::native::reduce_kernel<128, 4, at::nati...") == "at::native::reduce_kernel"
+    cpu_only = "  Name  Self CPU %  Self CPU\n  aten::mm  50.00%  1.000ms\nSelf CPU time total: 2.000ms\n"
+    host, device, ops = profile_summary(cpu_only)
+    assert host == 2.0 and device != device and ops == [("aten::mm", 50.0)]  # nan: no GPU
+
+
+def test_a_copy_of_the_tree_without_git_names_its_commit_from_the_environment(tmp_path, monkeypatch):
+    """A GPU machine gets the files without .git: SEQLAB_COMMIT says which commit they are."""
+    from seqlab.provenance import git_state
+
+    monkeypatch.delenv("SEQLAB_COMMIT", raising=False)
+    assert git_state(tmp_path) == (None, False)
+    monkeypatch.setenv("SEQLAB_COMMIT", "747d13bd7a")
+    assert git_state(tmp_path) == ("747d13bd7a", True)
+    assert git_state()[0] != "747d13bd7a"  # a checkout's own git wins

@@ -1,0 +1,82 @@
+"""The bench on a GPU (`make pipeline NAME=bench_gpu` on a CUDA machine): seqlab against Hugging Face at the
+bench's default shape and at `bench=base` (the Transformer-base shape, whose training MFU is the one to
+read), each with torch.profiler's tables of a bf16 training step and a beam search, which say where the
+time goes when a goal is missed. One record per GPU model (results/bench_gpu/<stage>-<gpu>.json)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from pipelines.bench import rows_of
+from pipelines.core import Pipeline, Stage, Table
+from pipelines.tables import commit_of, table
+from seqlab.analysis.bench_result import BenchResult
+
+DOC = "docs/performance.md"
+SHAPES = {"default": "the bench's default shape (d = 256, 3+3 layers, batches of 64 x 40 tokens)",
+          "base": "`bench=base`: Transformer-base (d = 512, 6+6 layers, 37k vocabulary, batches of 192 x 64 tokens)"}
+PROFILED = {"train_bf16_seqlab": "seqlab's bf16 training step", "train_bf16_hf": "HF's bf16 training step",
+            "beam5_bf16_seqlab": "seqlab's bf16 beam search (beam 5)"}
+TOP = 5
+
+
+def records(archive: Path) -> list[dict]:
+    return [r for p in sorted(archive.glob("*.json")) if (r := json.loads(p.read_text())).get("status") == "ok"]
+
+
+def profile_summary(text: str) -> tuple[float, float, list[tuple[str, float]]]:
+    """(host ms, device ms, the TOP operators by device self time with their share in %) from a
+    torch.profiler table (`seqlab.analysis.speed.profile_table`); a CPU's table has no device: nan, and the
+    operators by host time."""
+    host = float(re.search(r"Self CPU time total: ([\d.]+)ms", text)[1])
+    found = re.search(r"Self CUDA time total: ([\d.]+)ms", text)
+    device = float(found[1]) if found else float("nan")
+    header = next(line for line in text.splitlines() if line.strip().startswith("Name"))
+    columns = re.split(r"\s{2,}", header.strip())
+    share = columns.index("Self CUDA %" if "Self CUDA %" in columns else "Self CPU %")  # a CPU's profile
+    ops = []
+    for line in text.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) == len(columns) and cells[share].endswith("%") and not line.strip().startswith("Name"):
+            ops.append((kernel_name(cells[0]), float(cells[share].rstrip("%"))))
+    return host, device, ops[:TOP]
+
+
+def kernel_name(name: str) -> str:
+    """An operator's or kernel's name without its return type and template arguments (which the profiler
+    cuts off): `void at::native::reduce_kernel<128, 4, ...` -> `at::native::reduce_kernel`."""
+    return name.removeprefix("void ").split("<")[0].removesuffix("...")
+
+
+def performance(archive: Path) -> str:
+    found = records(archive)
+    if not found:
+        return f"_No archived GPU bench yet: `make pipeline NAME={archive.name}` on a CUDA machine._"
+    parts = []
+    for record in found:
+        r, man = BenchResult.from_dict(record["result"]), record["manifest"]
+        parts.append(f"**{r.device}, {SHAPES.get(record['stage'], record['stage'])}** (host {man['cpu']}; torch "
+                     f"{man['torch']}; commit {commit_of(man)}; {man['date'][:10]}; decoding "
+                     f"{r.config['decode_sources']} random sources of up to {r.config['seq_len']} tokens, "
+                     f"{r.config['max_new_tokens']} new at most)\n\n"
+                     + table(["measure", "seqlab", "Hugging Face", "vs HF", "outputs"], rows_of(r)))
+        if r.profiles:
+            rows = []
+            for name, text in r.profiles.items():
+                host, device, ops = profile_summary(text)
+                rows.append([PROFILED.get(name, name.replace("_", " ")), f"{host:,.0f}", f"{device:,.0f}",
+                             "; ".join(f"{op} {pct:.0f}%" for op, pct in ops)])
+            parts.append("Where the time goes (torch.profiler over 5 training steps or 2 searches; host: the Python "
+                         "and launch time of every operator, GPU: its kernels' time):\n\n"
+                         + table(["what", "host ms", "GPU ms", "largest GPU operators (share of GPU time)"], rows))
+    return "\n\n".join(parts)
+
+
+PIPELINE = Pipeline(
+    "bench_gpu", "speed against Hugging Face on a GPU, at the default shape and Transformer-base, profiled",
+    (Stage("default", "bench", ("bench.device=cuda", "profile=true")),
+     Stage("base", "bench", ("bench=base", "bench.device=cuda", "profile=true"))),
+    (Table("bench_gpu", performance, DOC),),
+)

@@ -13,6 +13,7 @@ from pathlib import Path
 from pipelines.core import Pipeline, Stage, Table, trained_then_decoded
 from pipelines.tables import commit_of, table
 from seqlab.analysis.bench_result import ENGINES, BenchResult
+from seqlab.hardware import bf16_flags
 
 DOC = "docs/performance.md"
 LABELS = {"greedy": "greedy", "beam": "beam 5", "beam8": "beam 8"}
@@ -86,8 +87,7 @@ def headline(archive: Path) -> str:
         auto = beam.engines.get("onednn") if beam and r.engine_auto == "seqlab_onednn" else None
         auto_s = auto.seconds if auto else (beam.seqlab_s if beam else None)
         ct2 = beam.engines.get("ct2_fp32") if beam else None
-        rows.append([record["manifest"]["cpu"] + " (" + ", ".join(f for f in record["manifest"]["cpu_flags"]
-                                                                 if "bf16" in f or "amx" in f) + ")",
+        rows.append([record["manifest"]["cpu"] + " (" + ", ".join(bf16_flags(record["manifest"]["cpu_flags"])) + ")",
                      f"{r.train['fp32'].ratio:.2f}x", f"{r.train['bf16'].ratio:.2f}x",
                      f"{beam.hf_s / auto_s:.2f}x" if beam and auto_s else "–",
                      f"{ct2.seconds / auto_s:.2f}x" if ct2 and auto_s else "–",

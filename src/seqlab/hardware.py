@@ -41,6 +41,12 @@ def available_cores() -> int:
 
 # the flags that decide matmul speed (VNNI: int8's activation range too)
 SPEED_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8", "amx_tile")
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # the two kinds of bf16 matrix kernels a CPU may have
+
+
+def bf16_flags(flags: list[str] | tuple[str, ...]) -> list[str]:
+    """Of a CPU's flags, those that decide how fast it multiplies bf16 matrices (how tables name a CPU)."""
+    return [f for f in BF16_FLAGS if f in flags]
 
 
 def cpu_model() -> str:

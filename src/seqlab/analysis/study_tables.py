@@ -25,6 +25,7 @@ from seqlab.analysis.study import (
     load_records,
     load_references,
 )
+from seqlab.hardware import bf16_flags
 from seqlab.io import atomic_write_text
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import compare as compare_seeds
@@ -198,7 +199,7 @@ def machines_table(runs: Runs) -> tuple[str, dict[str, Any]]:
     by_cpu: dict[str, list[Record]] = {}
     for _, r in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         t = r.training or {}
-        flags = [f for f in t.get("cpu_flags", []) if "bf16" in f]  # what decides bf16 GEMM speed
+        flags = bf16_flags(t.get("cpu_flags", []))
         by_cpu.setdefault(f"{t.get('cpu', '?')} ({', '.join(flags) or 'no bf16 flags'})", []).append(r)
     if not by_cpu:
         return "", {}

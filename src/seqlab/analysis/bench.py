@@ -8,6 +8,7 @@ Every time is the fastest of its repeats, the sides alternating within each repe
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 import os
 import tempfile
@@ -129,10 +130,9 @@ def profiles(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[dict[str
     for name, m in (("train_bf16_seqlab", copy.deepcopy(model)), ("train_bf16_hf", to_hf(model).to(src.device))):
         m.train()
         step = (seqlab_train_step if name.endswith("seqlab") else hf_train_step)(m, cfg.label_smoothing)
-        opt, cycle = bench_optimizer(m), iter(range(10**9))
-        tables[name] = profile_table(
-            lambda step=step, opt=opt, cycle=cycle: run_train_step(step, opt, batches[next(cycle) % len(batches)],
-                                                                   "bf16-mixed"), src.device)
+        opt, batch = bench_optimizer(m), itertools.cycle(batches)
+        tables[name] = profile_table(lambda step=step, opt=opt, batch=batch: run_train_step(step, opt, next(batch),
+                                                                                          "bf16-mixed"), src.device)
     model.eval()
     tables[f"beam{cfg.num_beams}_bf16_seqlab"] = profile_table(
         lambda: seqlab_decode(model, src, pad, cfg.num_beams, cfg.max_new_tokens, bf16=True, memory=False),

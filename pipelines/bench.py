@@ -21,8 +21,9 @@ ENGINE_NAMES = {"bf16": "seqlab bf16 autocast", "int8": "seqlab int8", "onednn":
                 "ct2_fp32": "CTranslate2 fp32", "ct2_int8": "CTranslate2 int8"}
 
 
-def bench_records(archive: Path) -> list[dict]:
-    return [r for p in sorted(archive.glob("bench-*.json")) if (r := json.loads(p.read_text())).get("status") == "ok"]
+def bench_records(archive: Path, pattern: str = "bench-*.json") -> list[dict]:
+    """The archive's finished bench records, one per machine kind."""
+    return [r for p in sorted(archive.glob(pattern)) if (r := json.loads(p.read_text())).get("status") == "ok"]
 
 
 def rows_of(r: BenchResult) -> list[list[str]]:

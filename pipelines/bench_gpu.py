@@ -5,11 +5,10 @@ time goes when a goal is missed. One record per GPU model (results/bench_gpu/<st
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
-from pipelines.bench import rows_of
+from pipelines.bench import bench_records, rows_of
 from pipelines.core import Pipeline, Stage, Table
 from pipelines.tables import commit_of, table
 from seqlab.analysis.bench_result import BenchResult
@@ -20,10 +19,6 @@ SHAPES = {"default": "the bench's default shape (d = 256, 3+3 layers, batches of
 PROFILED = {"train_bf16_seqlab": "seqlab's bf16 training step", "train_bf16_hf": "HF's bf16 training step",
             "beam5_bf16_seqlab": "seqlab's bf16 beam search (beam 5)"}
 TOP = 5
-
-
-def records(archive: Path) -> list[dict]:
-    return [r for p in sorted(archive.glob("*.json")) if (r := json.loads(p.read_text())).get("status") == "ok"]
 
 
 def profile_summary(text: str) -> tuple[float, float, list[tuple[str, float]]]:
@@ -51,7 +46,7 @@ def kernel_name(name: str) -> str:
 
 
 def performance(archive: Path) -> str:
-    found = records(archive)
+    found = bench_records(archive, "*.json")
     if not found:
         return f"_No archived GPU bench yet: `make pipeline NAME={archive.name}` on a CUDA machine._"
     parts = []

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
@@ -85,8 +86,6 @@ def machine_model(stage: Stage) -> str:
     such a stage cannot run here, and its digest matches no archived record)."""
     if not on_gpu(stage):
         return cpu_model()
-    import torch
-
     return torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
 
 

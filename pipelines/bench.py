@@ -50,6 +50,11 @@ def rows_of(r: BenchResult) -> list[list[str]]:
     return rows
 
 
+def measures(r: BenchResult) -> str:
+    """One bench result's table against Hugging Face (rows_of), on a CPU or a GPU alike."""
+    return table(["measure", "seqlab", "Hugging Face", "vs HF", "outputs"], rows_of(r))
+
+
 def positions_rows(r: BenchResult) -> list[list[str]]:
     return [[scheme, f"{p.train_step_s * 1e3:.0f}", f"{p.train_x_sinusoidal:.2f}x",
              f"{p.beam_tokens / p.beam_s:,.0f}", f"{p.beam_x_sinusoidal:.2f}x"] for scheme, p in r.positions.items()]
@@ -69,7 +74,7 @@ def performance(archive: Path) -> str:
                      + "decoding "
                      + (f"{r.config['decode_sources']} test sentences of the reference model)\n\n" if r.ckpt else
                         f"{r.config['decode_sources']} random sources of an untrained model of the same shape)\n\n")
-                     + table(["measure", "seqlab", "Hugging Face", "vs HF", "outputs"], rows_of(r))
+                     + measures(r)
                      + (f"\n\n`engine=auto` decodes with `{r.engine_auto}` here: {r.engine_auto_reason}."
                         if r.engine_auto else ""))
         if r.positions:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pipelines.bench import bench_records, rows_of
+from pipelines.bench import bench_records, measures
 from pipelines.core import Pipeline, Stage, Table
 from pipelines.tables import commit_of, table
 from seqlab.analysis.bench_result import BenchResult
@@ -56,7 +56,7 @@ def performance(archive: Path) -> str:
                      f"{man['torch']}; commit {commit_of(man)}; {man['date'][:10]}; decoding "
                      f"{r.config['decode_sources']} random sources of up to {r.config['seq_len']} tokens, "
                      f"{r.config['max_new_tokens']} new at most)\n\n"
-                     + table(["measure", "seqlab", "Hugging Face", "vs HF", "outputs"], rows_of(r)))
+                     + measures(r))
         if r.profiles:
             rows = []
             for name, text in r.profiles.items():

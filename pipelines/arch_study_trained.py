@@ -128,12 +128,15 @@ def design(archive: Path) -> str:
 
 
 def claims(archive: Path) -> str:
-    """The claims against the papers (beam 5) and early vs trained (greedy, the setting both budgets decode),
-    by the rules fixed before the runs, once the design questions are all archived."""
+    """The claims against the papers (beam 5; the depth question's by its failure rule on training) and early
+    vs trained (greedy, the setting both budgets decode), by the rules fixed before the runs, once the design
+    questions are all archived (the depth and relative questions' claims once theirs are)."""
     asked = [*STUDY, "relative_positions"]
     reported = {q: data for q, (_, data) in decoded(archive, asked, REPORTED).items()}
     if not all(q in reported for q in STUDY):
         return "_The verdicts join this page once every run of the design questions is archived._"
+    if complete(load_records(archive, TRAINING), "depth"):  # judged on training: its own rule, no decoding
+        reported["depth"] = depth_table(load_records(archive, TRAINING))[1]
     trained = {q: data for q, (_, data) in decoded(archive, list(STUDY), "greedy").items()}
     short = {q: data for q, (_, data) in decoded(archive.parent / RECIPES["short"].archive.name, list(STUDY),
                                                  "greedy").items()}

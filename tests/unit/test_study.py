@@ -368,3 +368,20 @@ def test_the_trained_studys_page_shows_a_question_once_all_its_runs_are_archived
     readme = headline(trained)  # every variant, mean ± sd over 3 seeds
     assert "| variant (30 updates) | val loss | beam-5 BLEU | greedy BLEU |" in readme
     assert "| tie_none (no tying) | 3.510 ± 0.010 |" in readme and readme.count("\n| ") == 8
+
+
+def test_one_questions_summary_keeps_the_others(tmp_path: Path) -> None:
+    """`seqlab study depth --from-archive` rewrites the archive's summary files whole: the design questions'
+    tables and the verdicts stay in them, whichever question was asked."""
+    from seqlab.app.study import main
+
+    archive, fake = tmp_path / "archive", FakeSeqlab()
+    runs = [r for r in study_runs(["tying"], 3, RECIPES["trained"], tmp_path / "study") if r.variant != "tie_decoder"]
+    assert execute(runs, archive, command=fake) == []
+    args = ["--recipe", "trained", "--from-archive", "--archive", str(archive), "--dir", str(tmp_path / "study")]
+    assert main(["tying", *args]) == 0
+    whole = (archive / "summary.beam5.md").read_text()
+    assert main(["depth", *args]) == 0
+    assert (archive / "summary.beam5.md").read_text() == whole
+    assert "tying" in json.loads((archive / "summary.json").read_text())
+    assert "| Tying all embeddings costs no quality |" in (archive / "claims.md").read_text()

@@ -57,3 +57,29 @@ def test_fewer_seeds_than_the_rules_assume_give_no_verdict():
     short = {"norm_warmup": {"comparisons": [entry("baseline", "post_nowarmup", -1.6, True, [(-1.6, 0.001)] * 3)]}}
     assert "| -1.60 (worse) | -6.80 (pending: 1 of 3 seeds) | pending |" in early_vs_trained(
         short, {"norm_warmup": {"comparisons": [one]}})
+
+
+def test_the_depth_claim_by_the_failure_rule_per_setting():
+    from seqlab.analysis.study import QUESTIONS, Record
+    from seqlab.analysis.study_claims import depth_agreement
+    from seqlab.analysis.study_tables import depth_table
+
+    def depth(post_loss: dict[str, float], seeds: int = 3) -> dict:
+        """The depth question's numbers: pre-LN at 4.0 everywhere, post-LN at `post_loss[setting]` (4.0 unless
+        given), seeds 0.01 apart."""
+        runs = {}
+        for v in QUESTIONS["depth"].variants:
+            base = post_loss.get(v.removeprefix("deep_post_"), 4.0) if v.startswith("deep_post_") else 4.0
+            for s in range(seeds):
+                runs[(v, s)] = Record(v, s, "training", {}, [(900, base + s / 100)], 0, 1000, {})
+        return depth_table(runs)[1]
+
+    seen, agrees = depth_agreement(depth({"nowarmup_lr2e-3": 6.5}))
+    assert agrees == "agrees"
+    assert seen == "post-LN vs pre-LN at lr 1e-3 no, 2e-3 fails without warm-up; 1e-3 no, 2e-3 no with"
+    assert depth_agreement(depth({}))[1] == "disagrees"  # level everywhere: post-LN never fails
+    assert depth_agreement(depth({"nowarmup_lr1e-3": 6.5, "warmup_lr2e-3": 6.5}))[1] == "inconclusive"
+    assert depth_agreement(depth({"nowarmup_lr2e-3": 6.5, "warmup_lr2e-3": 6.5}))[1] == "agrees"
+    assert depth_agreement(depth({"nowarmup_lr2e-3": 6.5}, seeds=2)) == ("pending: 16 of 24 runs", "pending")
+    row = claims_table({"depth": depth({"nowarmup_lr1e-3": 6.5, "nowarmup_lr2e-3": 7.0})}).splitlines()[-1]
+    assert row.startswith("| Post-LN without warm-up fails where pre-LN does not") and row.endswith("| agrees |")

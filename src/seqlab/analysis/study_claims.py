@@ -9,6 +9,11 @@ per-seed paired bootstrap tests on the test set together with the seed spread: B
 seed's test gives p < 0.05 in the direction of the mean difference and the mean difference exceeds the seed
 spread (more than twice the pooled seed sd). B is equivalent to A when it does not differ and the mean
 difference is within EQUIVALENCE BLEU.
+
+The depth question is judged on training alone, post-LN against pre-LN per learning rate and warm-up setting
+(seqlab.analysis.study_tables.depth_fails). Xiong et al.'s claim agrees when post-LN without warm-up fails at
+one rate at least and, at each rate, fails with warm-up only where it fails without (warm-up never hurts); it
+disagrees when post-LN without warm-up fails at neither rate; otherwise it is inconclusive.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from seqlab.analysis.study import SEEDS
+from seqlab.analysis.study import QUESTIONS, SEEDS
 from seqlab.io import atomic_write_text
 from seqlab.metrics import keys as K
 
@@ -99,10 +104,37 @@ def agreement(claim: Claim, found: dict[tuple[str, str], dict[str, Any]]) -> tup
     return v, ("agrees" if v in claim.agrees_when else "disagrees" if v in claim.disagrees_when else "inconclusive")
 
 
+DEPTH_CLAIM = ("Post-LN without warm-up fails where pre-LN does not, and more so deeper and at larger rates",
+               "Xiong et al. 2020", "Post-LN training unstable without warm-up")
+DEPTH_RATES = ("1e-3", "2e-3")
+
+
+def depth_agreement(depth: dict[str, Any]) -> tuple[str, str]:
+    """(post-LN's failures per setting, agrees | disagrees | inconclusive | pending) from the depth question's
+    numbers (seqlab.analysis.study_tables.depth_table): pending until every run is archived."""
+    variants = depth.get("variants", {})
+    if any(len(variants.get(v, {}).get("seeds", [])) < SEEDS for v in QUESTIONS["depth"].variants):
+        done = sum(len(variants.get(v, {}).get("seeds", [])) for v in QUESTIONS["depth"].variants)
+        return f"pending: {done} of {len(QUESTIONS['depth'].variants) * SEEDS} runs", "pending"
+    fails = {c["post"]: c["fails"] for c in depth["comparisons"]}
+    without = [fails[f"deep_post_nowarmup_lr{lr}"] for lr in DEPTH_RATES]
+    with_ = [fails[f"deep_post_warmup_lr{lr}"] for lr in DEPTH_RATES]
+
+    def yes(flags: list[bool]) -> str:
+        return ", ".join(f"{lr} {'fails' if f else 'no'}" for lr, f in zip(DEPTH_RATES, flags, strict=True))
+
+    seen = f"post-LN vs pre-LN at lr {yes(without)} without warm-up; {yes(with_)} with"
+    if not any(without):
+        return seen, "disagrees"
+    hurts = any(w and not wo for w, wo in zip(with_, without, strict=True))
+    return seen, "inconclusive" if hurts else "agrees"
+
+
 def claims_table(summary: dict[str, Any]) -> str:
-    """claim | source | published | seqlab (Δ BLEU, verdict) | agrees?, for the claims the study has tested."""
+    """claim | source | published | seqlab (Δ BLEU, verdict) | agrees?, for the claims the study has tested;
+    the depth question's claim last, from its failure rule."""
     found = comparisons(summary)
-    lines = ["| claim | source | published | seqlab: Δ BLEU (verdict) | agrees? |", "|---|---|---|---|---|"]
+    lines = ["| claim | source | published | seqlab's figure | agrees? |", "|---|---|---|---|---|"]
     for claim in CLAIMS:
         result = agreement(claim, found)
         if result is None:
@@ -110,6 +142,9 @@ def claims_table(summary: dict[str, Any]) -> str:
         entry = found[claim.pair]
         lines.append(f"| {claim.claim} | {claim.source} | {claim.published} | {claim.pair[1]} − {claim.pair[0]}: "
                      f"{described(entry, result[0])} | {result[1]} |")
+    if "depth" in summary:
+        seen, agrees = depth_agreement(summary["depth"])
+        lines.append(f"| {' | '.join(DEPTH_CLAIM)} | {seen} | {agrees} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 

@@ -252,30 +252,36 @@ def val_curves_png(runs: Runs, out: Path) -> Path:
 
 
 def write_tables(archive: Path, questions: list[str], label: str) -> str:
-    """Each question's table from the archive alone (decoded questions: the `label` decoding), written with
-    the validation curves to the archive's summary files."""
+    """The tables of every question in `questions` that has records (decoded questions: the `label`
+    decoding), written with the validation curves of the decoded questions' runs to the archive's summary
+    files. Pass every question of the archive's recipe: the files are the archive's whole summary, so one
+    question's rerun does not drop the others from them."""
     runs = load_records(archive, label)
     trained = load_records(archive, TRAINING)
     refs = load_references(archive) if runs else []
     sections, summary = [], {}
     for q in questions:
+        judged = runs if QUESTIONS[q].decoded and q != "curve" else trained
+        if not any(v in QUESTIONS[q].variants for v, _ in judged):
+            continue
         if q == "curve":
             table, data = curve_table(trained)
         elif not QUESTIONS[q].decoded:
             table, data = depth_table(trained)
         else:
             table, data = question_table(q, runs, refs)
-        if table:
-            sections.append(table)
-            summary[q] = data
+        sections.append(table)
+        summary[q] = data
     studied = {k: r for k, r in trained.items() if k[0] in {v for q in questions for v in QUESTIONS[q].variants}}
     table, data = machines_table(studied)
     if table:
         sections.append(table)
         summary["machines"] = data
     text = "\n\n".join(sections)
-    if trained:
-        val_curves_png(studied, archive / f"val_loss.{label}.png" if label != "greedy" else archive / "val_loss.png")
+    plotted = {v for q in questions if QUESTIONS[q].decoded and q != "curve" for v in QUESTIONS[q].variants}
+    curves = {k: r for k, r in trained.items() if k[0] in plotted}
+    if curves:
+        val_curves_png(curves, archive / f"val_loss.{label}.png" if label != "greedy" else archive / "val_loss.png")
     suffix = "" if label == "greedy" else f".{label}"
     atomic_write_text(archive / f"summary{suffix}.md", text + "\n")
     atomic_write_text(archive / f"summary{suffix}.json", json.dumps(summary, indent=1))

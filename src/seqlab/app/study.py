@@ -7,8 +7,9 @@ RECIPES): `short` (300 updates, results/arch_study) and `trained` (mt_bible_smal
 its baseline's validation curve chose, results/arch_study_trained). What is finished is read from the
 archive, so a stopped study, on this machine or a fresh one, goes on where it stopped; `--commit` commits
 each record as it lands. A failed run is reported and the others go on; the exit status says whether any
-failed. Then the tables (seqlab.analysis.study_tables) and the study's dashboard (seqlab.analysis.study_report,
-the page `seqlab report` draws) in the run folder, or for the grid the report.
+failed. Then the tables of every question of the recipe that has records, whichever were asked
+(seqlab.analysis.study_tables), and the study's dashboard (seqlab.analysis.study_report, the page
+`seqlab report` draws) in the run folder, or for the grid the report.
 """
 
 from __future__ import annotations
@@ -71,10 +72,11 @@ def body(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         runs = study_runs(questions, args.seeds or SEEDS, recipe, args.dir or recipe.folder)
         failed = execute(runs, archive, train_args, eval_args, commit=args.commit)
     try:
+        covered = [q for q, question in QUESTIONS.items() if recipe.name in question.recipes]  # the whole summary
         reported, *others = recipe.decodings
-        print(write_tables(archive, questions, reported))
+        print(write_tables(archive, covered, reported))
         for label in others:  # the other settings' tables, for the archive (early vs trained uses greedy)
-            write_tables(archive, questions, label)
+            write_tables(archive, covered, label)
         if recipe.name == "trained":
             print(claims_report(archive, RECIPES["short"].archive))
         page = write_study_report(archive, list(recipe.decodings), (args.dir or recipe.folder) / "report.html",

@@ -24,6 +24,7 @@ from seqlab.analysis.study import (
 )
 from seqlab.analysis.study_claims import claims_table, early_vs_trained
 from seqlab.analysis.study_tables import (
+    DEPTH_PNG,
     SHOWN_TESTS,
     Runs,
     curve_table,
@@ -146,9 +147,13 @@ def claims(archive: Path) -> str:
 
 
 def depth(archive: Path) -> str:
-    """The stability question on the 6+6 model, judged on validation loss by the rule fixed before it."""
+    """The stability question on the 6+6 model, judged on validation loss by the rule fixed before it, with
+    its validation curves (drawn by `seqlab study depth --recipe trained --from-archive`)."""
     trained = load_records(archive, TRAINING)
-    return depth_table(trained)[0] if complete(trained, "depth") else pending("depth")
+    if not complete(trained, "depth"):
+        return pending("depth")
+    return (depth_table(trained)[0] + f"\n\n![Validation loss of the depth runs, mean and range over seeds, a panel "
+            f"per learning rate](../../results/{archive.name}/{DEPTH_PNG})")
 
 
 def relative(archive: Path) -> str:

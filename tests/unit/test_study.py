@@ -385,3 +385,35 @@ def test_one_questions_summary_keeps_the_others(tmp_path: Path) -> None:
     assert (archive / "summary.beam5.md").read_text() == whole
     assert "tying" in json.loads((archive / "summary.json").read_text())
     assert "| Tying all embeddings costs no quality |" in (archive / "claims.md").read_text()
+
+
+def test_the_depth_question_renders_its_table_curves_and_claim(tmp_path: Path) -> None:
+    import torch
+
+    from pipelines.arch_study_trained import depth
+
+    class Trainer(FakeSeqlab):
+        """Its trainings leave a checkpoint that describes the model: an undecoded run's record reads it."""
+
+        def __call__(self, command: str, *args: str) -> bool:
+            done = super().__call__(command, *args)
+            folder = Path(dict(a.split("=", 1) for a in args if "=" in a)["hydra.run.dir"])
+            model = ModelConfig(src_vocab_size=100, d_model=16, n_heads=2, d_ff=32).to_dict()
+            torch.save({"seqlab": {"model_config": model, "step": 30, "git_revision": "0123abc"}, "state_dict": {}},
+                       folder / "checkpoints" / "last.ckpt")
+            return done
+
+    archive, fake = tmp_path / "arch_study_trained", Trainer()
+    runs = study_runs(["depth"], 3, RECIPES["trained"], tmp_path / "study")
+    assert len(runs) == 24 and execute(runs[:-1], archive, command=fake) == []
+    assert depth(archive).startswith("_6+6 layers") and fake.calls[-1][0] == "train"  # judged on training alone
+    assert execute(runs, archive, command=fake) == []
+    text = write_tables(archive, ["depth"], "beam5")
+    assert (archive / "val_loss.depth.png").stat().st_size > 1000
+    page = depth(archive)
+    assert page.startswith(text.split("\n\n**The machines")[0]) and page.endswith("/val_loss.depth.png)")
+    assert "| deep_post_nowarmup_lr2e-3 vs deep_pre_nowarmup_lr2e-3 | no |" in page  # the fake runs are level
+    from seqlab.analysis.study_claims import claims_table
+
+    summary = json.loads((archive / "summary.beam5.json").read_text())
+    assert claims_table(summary).endswith("| disagrees |")  # post-LN never fails without warm-up here

@@ -32,6 +32,7 @@ from seqlab.metrics.seeds import compare as compare_seeds
 from seqlab.metrics.seeds import pooled_sd, summarize
 
 Runs = dict[tuple[str, int], Record]
+DEPTH_PNG = "val_loss.depth.png"  # the depth question's curves, beside its table
 DEPTH_SD_FACTOR = 3.0  # post-LN "fails" above pre-LN's final validation loss by more than this x pooled seed sd
 
 
@@ -227,28 +228,41 @@ def common_steps(curves: list[list[tuple[int, float]]]) -> tuple[list[int], list
     return steps, [tuple(c[s] for c in by_step) for s in steps]
 
 
-def val_curves_png(runs: Runs, out: Path) -> Path:
-    """Validation loss against steps, mean over seeds per variant (shaded: min to max over seeds)."""
+def val_curves_png(runs: Runs, out: Path, panels: dict[str, list[str]] | None = None) -> Path:
+    """Validation loss against steps, mean over seeds per variant (shaded: min to max over seeds); `panels`
+    (title -> variants) draws one panel each, side by side."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for v in sorted({v for v, _ in runs}):
-        curves = [runs[k].val_curve for k in sorted(runs) if k[0] == v and runs[k].val_curve]
-        if not curves:
-            continue
-        steps, losses = common_steps(curves)
-        ax.plot(steps, [sum(x) / len(x) for x in losses], marker="o", ms=3, label=f"{v} ({len(curves)} seeds)")
-        ax.fill_between(steps, [min(x) for x in losses], [max(x) for x in losses], alpha=0.15)
-    ax.set_xlabel("step")
-    ax.set_ylabel("validation loss (label-smoothed)")
-    ax.legend(fontsize=7)
+    panels = panels or {"": sorted({v for v, _ in runs})}
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4), sharey=True, squeeze=False)
+    for ax, (title, variants) in zip(axes[0], panels.items(), strict=True):
+        for v in variants:
+            curves = [runs[k].val_curve for k in sorted(runs) if k[0] == v and runs[k].val_curve]
+            if not curves:
+                continue
+            steps, losses = common_steps(curves)
+            ax.plot(steps, [sum(x) / len(x) for x in losses], marker="o", ms=3, label=f"{v} ({len(curves)} seeds)")
+            ax.fill_between(steps, [min(x) for x in losses], [max(x) for x in losses], alpha=0.15)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("validation loss (label-smoothed)")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def depth_curves_png(runs: Runs, out: Path) -> Path:
+    """The depth question's validation curves, a panel per learning rate: post- and pre-LN, with and
+    without warm-up, side by side at the same rate."""
+    deep = QUESTIONS["depth"].variants
+    rates = sorted({v.rsplit("_lr", 1)[1] for v in deep}, key=float)
+    return val_curves_png(runs, out, {f"6+6 layers, lr {lr}": [v for v in deep if v.endswith(f"_lr{lr}")]
+                                      for lr in rates})
 
 
 def write_tables(archive: Path, questions: list[str], label: str) -> str:
@@ -282,6 +296,8 @@ def write_tables(archive: Path, questions: list[str], label: str) -> str:
     curves = {k: r for k, r in trained.items() if k[0] in plotted}
     if curves:
         val_curves_png(curves, archive / f"val_loss.{label}.png" if label != "greedy" else archive / "val_loss.png")
+    if "depth" in summary:
+        depth_curves_png(trained, archive / DEPTH_PNG)
     suffix = "" if label == "greedy" else f".{label}"
     atomic_write_text(archive / f"summary{suffix}.md", text + "\n")
     atomic_write_text(archive / f"summary{suffix}.json", json.dumps(summary, indent=1))

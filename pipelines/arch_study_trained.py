@@ -136,8 +136,9 @@ def claims(archive: Path) -> str:
     reported = {q: data for q, (_, data) in decoded(archive, asked, REPORTED).items()}
     if not all(q in reported for q in STUDY):
         return "_The verdicts join this page once every run of the design questions is archived._"
-    if complete(load_records(archive, TRAINING), "depth"):  # judged on training: its own rule, no decoding
-        reported["depth"] = depth_table(load_records(archive, TRAINING))[1]
+    runs = load_records(archive, TRAINING)
+    if complete(runs, "depth"):  # judged on training: its own rule, no decoding
+        reported["depth"] = depth_table(runs)[1]
     trained = {q: data for q, (_, data) in decoded(archive, list(STUDY), "greedy").items()}
     short = {q: data for q, (_, data) in decoded(archive.parent / RECIPES["short"].archive.name, list(STUDY),
                                                  "greedy").items()}

@@ -131,7 +131,7 @@ def depth_agreement(depth: dict[str, Any]) -> tuple[str, str]:
 
 
 def claims_table(summary: dict[str, Any]) -> str:
-    """claim | source | published | seqlab (Δ BLEU, verdict) | agrees?, for the claims the study has tested;
+    """claim | source | published | seqlab's figure (Δ BLEU, verdict) | agrees?, for the claims the study has tested;
     the depth question's claim last, from its failure rule."""
     found = comparisons(summary)
     lines = ["| claim | source | published | seqlab's figure | agrees? |", "|---|---|---|---|---|"]

@@ -96,9 +96,9 @@ def pending(question: str) -> str:
     return f"_{q.title}: pending; its table joins this page once all {runs} of its runs are archived._"
 
 
-def decoded(archive: Path, questions: list[str], label: str) -> dict[str, tuple[str, dict[str, Any]]]:
-    """question -> (table, numbers) from the archive's `label` decodings, for the complete questions."""
-    trained = load_records(archive, TRAINING)
+def decoded(archive: Path, questions: list[str], label: str, trained: Runs) -> dict[str, tuple[str, dict[str, Any]]]:
+    """question -> (table, numbers) from the archive's `label` decodings, for the questions complete in
+    `trained` (the archive's training records)."""
     done = [q for q in questions if complete(trained, q)]
     return {q: _question(archive, q, label, contents(archive)) for q in done}
 
@@ -118,10 +118,10 @@ def _question(archive: Path, question: str, label: str, _contents: tuple) -> tup
 def design(archive: Path) -> str:
     """The design questions at beam 5 (mean +- sd, each seed, the tests), their validation curves and the
     machines that trained them, each question once all its runs are archived."""
-    tables = decoded(archive, list(STUDY), REPORTED)
+    trained = load_records(archive, TRAINING)
+    tables = decoded(archive, list(STUDY), REPORTED, trained)
     parts = [tables[q][0] if q in tables else pending(q) for q in STUDY]
     if len(tables) == len(STUDY):
-        trained = load_records(archive, TRAINING)
         studied = {k: r for k, r in trained.items() if any(k[0] in QUESTIONS[q].variants for q in STUDY)}
         parts += [f"![Validation loss of every run, mean and range over seeds]"
                   f"(../../results/{archive.name}/val_loss.{REPORTED}.png)", machines_table(studied)[0]]
@@ -132,16 +132,17 @@ def claims(archive: Path) -> str:
     """The claims against the papers (beam 5; the depth question's by its failure rule on training) and early
     vs trained (greedy, the setting both budgets decode), by the rules fixed before the runs, once the design
     questions are all archived (the depth and relative questions' claims once theirs are)."""
+    runs = load_records(archive, TRAINING)
     asked = [*STUDY, "relative_positions"]
-    reported = {q: data for q, (_, data) in decoded(archive, asked, REPORTED).items()}
+    reported = {q: data for q, (_, data) in decoded(archive, asked, REPORTED, runs).items()}
     if not all(q in reported for q in STUDY):
         return "_The verdicts join this page once every run of the design questions is archived._"
-    runs = load_records(archive, TRAINING)
     if complete(runs, "depth"):  # judged on training: its own rule, no decoding
         reported["depth"] = depth_table(runs)[1]
-    trained = {q: data for q, (_, data) in decoded(archive, list(STUDY), "greedy").items()}
-    short = {q: data for q, (_, data) in decoded(archive.parent / RECIPES["short"].archive.name, list(STUDY),
-                                                 "greedy").items()}
+    trained = {q: data for q, (_, data) in decoded(archive, list(STUDY), "greedy", runs).items()}
+    short_archive = archive.parent / RECIPES["short"].archive.name
+    short = {q: data for q, (_, data) in decoded(short_archive, list(STUDY), "greedy",
+                                                 load_records(short_archive, TRAINING)).items()}
     return ("**Against the papers** (beam 5)\n\n" + claims_table(reported)
             + "\n\n**Early vs trained** (greedy, the setting both budgets decode)\n\n"
             + early_vs_trained(short, trained))
@@ -159,7 +160,7 @@ def depth(archive: Path) -> str:
 
 def relative(archive: Path) -> str:
     """Relative positions at beam 5, with BLEU by source length."""
-    tables = decoded(archive, ["relative_positions"], REPORTED)
+    tables = decoded(archive, ["relative_positions"], REPORTED, load_records(archive, TRAINING))
     return tables["relative_positions"][0] if tables else pending("relative_positions")
 
 

@@ -80,6 +80,12 @@ class Question:
     recipes: tuple[str, ...] = ("short", "trained")
     seeds: int | None = None  # at most this many seeds (the curve: one run)
 
+    @property
+    def compared_on_test(self) -> bool:
+        """Whether its table compares variants on test-set decodings: the curve run is decoded but compared
+        with nothing, the depth question is judged on validation loss alone."""
+        return self.decoded and bool(self.pairs)
+
 
 SEEDS = 3  # training seeds per variant: the verdicts' rules (seqlab.analysis.study_claims) are fixed for 3 against 3
 QUESTIONS: dict[str, Question] = {

@@ -275,7 +275,7 @@ def write_tables(archive: Path, questions: list[str], label: str) -> str:
     refs = load_references(archive) if runs else []
     sections, summary = [], {}
     for q in questions:
-        judged = runs if QUESTIONS[q].decoded and q != "curve" else trained
+        judged = runs if QUESTIONS[q].compared_on_test else trained
         if not any(v in QUESTIONS[q].variants for v, _ in judged):
             continue
         if q == "curve":
@@ -292,7 +292,7 @@ def write_tables(archive: Path, questions: list[str], label: str) -> str:
         sections.append(table)
         summary["machines"] = data
     text = "\n\n".join(sections)
-    plotted = {v for q in questions if QUESTIONS[q].decoded and q != "curve" for v in QUESTIONS[q].variants}
+    plotted = {v for q in questions if QUESTIONS[q].compared_on_test for v in QUESTIONS[q].variants}
     curves = {k: r for k, r in trained.items() if k[0] in plotted}
     if curves:
         val_curves_png(curves, archive / f"val_loss.{label}.png" if label != "greedy" else archive / "val_loss.png")

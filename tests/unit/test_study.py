@@ -199,6 +199,25 @@ def test_depth_failure_rule() -> None:
     assert depth_fails(one_diverged, pre) == (True, "diverged (seeds [1])")
 
 
+def test_the_depth_table_gives_each_variants_mean_curve_at_the_steps_all_runs_validated() -> None:
+    from seqlab.analysis.study import QUESTIONS
+    from seqlab.analysis.study_tables import depth_table
+
+    post, pre = "deep_post_nowarmup_lr1e-3", "deep_pre_nowarmup_lr1e-3"
+    runs = {(post, 0): Record(post, 0, "training", {}, [(300, 6.0), (600, 7.0), (900, 8.0)], 0, 1000, {}),
+            # cut off at 450 and resumed: it validated there too, a step the other run lacks
+            (post, 1): Record(post, 1, "training", {}, [(300, 6.5), (450, 6.8), (600, 7.5), (900, 8.5)], 0, 1000, {}),
+            (pre, 0): Record(pre, 0, "training", {}, [(300, 5.0), (600, 4.0), (900, 3.5)], 0, 1000, {}),
+            (pre, 1): Record(pre, 1, "training", {}, [(300, 5.0), (600, 4.0), (900, float("nan"))], 0, 1000, {},
+                             status="diverged")}
+    table, data = depth_table(runs)
+    assert "| mean val loss at 300 / 600 / 900 |" in table.splitlines()[2]
+    assert f"| {post} | 2 | 8.250 (8.000, 8.500) | 6.250 / 7.250 / 8.250 | 0 |" in table
+    assert f"| {pre} | 2 | 3.500 (3.500, diverged) | 5.000 / 4.000 / 3.500 | 1 |" in table  # diverged: left out
+    assert data["variants"][post]["mean_val_curve"] == [(300, 6.25), (600, 7.25), (900, 8.25)]
+    assert set(data["variants"]) == {post, pre} and len(QUESTIONS["depth"].variants) == 8
+
+
 def test_report_data_groups_seeds_and_carries_their_training_curves(tmp_path: Path) -> None:
     from seqlab.tracking.report import views
 

@@ -157,18 +157,25 @@ def depth_fails(post: list[Record], pre: list[Record]) -> tuple[bool, str]:
 def depth_table(runs: Runs) -> tuple[str, dict[str, Any]]:
     """Final validation loss per depth variant and the failure rule for each post-LN / pre-LN pair."""
     q = QUESTIONS["depth"]
-    lines = [f"**{q.title}**", "", "| variant | seeds | final val loss (per seed) | diverged |", "|---|---|---|---|"]
-    data: dict[str, Any] = {"variants": {}, "comparisons": []}
     by_variant = {v: [runs[k] for k in sorted(runs) if k[0] == v] for v in q.variants}
+    finite = [r.val_curve for rs in by_variant.values() for r in rs if r.status != DIVERGED and r.val_curve]
+    steps = common_steps(finite)[0] if finite else []
+    lines = [f"**{q.title}**", "",
+             f"| variant | seeds | final val loss (per seed) | mean val loss at {' / '.join(f'{s:,}' for s in steps)} "
+             "| diverged |", "|---|---|---|---|---|"]
+    data: dict[str, Any] = {"variants": {}, "comparisons": [], "steps": steps}
     for v, rs in by_variant.items():
         if not rs:
             continue
-        finite = [r.final_val_loss for r in rs if r.status != DIVERGED]
-        mean = sum(finite) / len(finite) if finite else math.nan
+        ok = [r for r in rs if r.status != DIVERGED]
+        mean = sum(r.final_val_loss for r in ok) / len(ok) if ok else math.nan
+        # the curve's mean at each step every finite run of this question validated at
+        curve = [sum(dict(r.val_curve)[s] for r in ok) / len(ok) if ok else math.nan for s in steps]
         per_seed = ", ".join("diverged" if r.status == DIVERGED else f"{r.final_val_loss:.3f}" for r in rs)
-        lines.append(f"| {v} | {len(rs)} | {mean:.3f} ({per_seed}) | {sum(r.status == DIVERGED for r in rs)} |")
+        lines.append(f"| {v} | {len(rs)} | {mean:.3f} ({per_seed}) | {' / '.join(f'{x:.3f}' for x in curve)} "
+                     f"| {sum(r.status == DIVERGED for r in rs)} |")
         data["variants"][v] = {"seeds": [r.seed for r in rs], "final_val_loss": [r.final_val_loss for r in rs],
-                               "status": [r.status for r in rs]}
+                               "status": [r.status for r in rs], "mean_val_curve": list(zip(steps, curve, strict=True))}
     lines += ["", "| post-LN vs pre-LN | post-LN fails? | why |", "|---|---|---|"]
     for pre, post in q.pairs:
         if by_variant.get(pre) and by_variant.get(post):

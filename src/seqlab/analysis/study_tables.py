@@ -158,8 +158,8 @@ def depth_table(runs: Runs) -> tuple[str, dict[str, Any]]:
     """Final validation loss per depth variant and the failure rule for each post-LN / pre-LN pair."""
     q = QUESTIONS["depth"]
     by_variant = {v: [runs[k] for k in sorted(runs) if k[0] == v] for v in q.variants}
-    finite = [r.val_curve for rs in by_variant.values() for r in rs if r.status != DIVERGED and r.val_curve]
-    steps = common_steps(finite)[0] if finite else []
+    finite = [r.val_curve for rs in by_variant.values() for r in rs if r.status != DIVERGED]
+    steps = common_steps(finite)[0] if finite else []  # a finite run without a curve leaves no shared step
     lines = [f"**{q.title}**", "",
              f"| variant | seeds | final val loss (per seed) | mean val loss at {' / '.join(f'{s:,}' for s in steps)} "
              "| diverged |", "|---|---|---|---|---|"]

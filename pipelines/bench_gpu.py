@@ -1,20 +1,23 @@
 """The bench on a GPU (`make pipeline NAME=bench_gpu` on a CUDA machine): seqlab against Hugging Face at the
 bench's default shape and at `bench=base` (the Transformer-base shape, whose training MFU is the one to
 read), each with torch.profiler's tables of a bf16 training step and a beam search, which say where the
-time goes when a goal is missed. One record per GPU model (results/bench_gpu/<stage>-<gpu>.json)."""
+time goes when a goal is missed; and each position scheme against sinusoidal positions at the default shape
+(ALiBi's and T5's biases are a float mask, which rules out the flash kernel). One record per GPU model
+(results/bench_gpu/<stage>-<gpu>.json)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from pipelines.bench import bench_records, measures
+from pipelines.bench import bench_records, measures, positions_table
 from pipelines.core import Pipeline, Stage, Table
 from pipelines.tables import commit_of, table
 from seqlab.analysis.bench_result import BenchResult
 
 DOC = "docs/performance.md"
 SHAPES = {"default": "the bench's default shape (d = 256, 3+3 layers, batches of 64 x 40 tokens)",
+          "positions": "the bench's default shape, each position scheme against sinusoidal positions",
           "base": "`bench=base`: Transformer-base (d = 512, 6+6 layers, 37k vocabulary, batches of 192 x 64 tokens)"}
 PROFILED = {"train_bf16_seqlab": "seqlab's bf16 training step", "train_bf16_hf": "HF's bf16 training step",
             "beam5_bf16_seqlab": "seqlab's bf16 beam search (beam 5)"}
@@ -57,6 +60,8 @@ def performance(archive: Path) -> str:
                      f"{r.config['decode_sources']} random sources of up to {r.config['seq_len']} tokens, "
                      f"{r.config['max_new_tokens']} new at most)\n\n"
                      + measures(r))
+        if r.positions:
+            parts.append(positions_table(r))
         if r.profiles:
             rows = []
             for name, text in r.profiles.items():
@@ -72,6 +77,7 @@ def performance(archive: Path) -> str:
 PIPELINE = Pipeline(
     "bench_gpu", "speed against Hugging Face on a GPU, at the default shape and Transformer-base, profiled",
     (Stage("default", "bench", ("bench.device=cuda", "profile=true")),
-     Stage("base", "bench", ("bench=base", "bench.device=cuda", "profile=true"))),
+     Stage("base", "bench", ("bench=base", "bench.device=cuda", "profile=true")),
+     Stage("positions", "bench", ("bench.device=cuda", "positions=true"))),
     (Table("bench_gpu", performance, DOC),),
 )

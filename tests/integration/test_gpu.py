@@ -1,6 +1,7 @@
 """The CUDA paths, run where torch sees a GPU (`pytest -m gpu`): the bench on the device, training in
 bf16-mixed with `trainer=gpu` (pinned batches, loader workers, fused AdamW), PyTorch's fused attention
-kernels, and checkpoints moving between a GPU and a CPU. Deselected by default and skipped without CUDA."""
+kernels, checkpoints moving between a GPU and a CPU, and the relative position schemes (RoPE, ALiBi, T5's
+bias) exact on the device. Deselected by default and skipped without CUDA."""
 
 from __future__ import annotations
 
@@ -121,3 +122,85 @@ def test_padded_bf16_training_runs_on_fused_attention_kernels_never_the_math_fal
         outs.append((logits, next(model.encoder_layers[0].parameters()).grad.float()))
     for a, b in zip(*outs, strict=True):  # bf16: the kernels round apart
         assert ((a - b).norm() / b.norm()).item() < 2e-2
+
+
+RELATIVE = ["rope", "alibi", "t5"]
+
+
+def relative_model(positions: str, **kw):
+    from seqlab.model import ModelConfig, Seq2SeqTransformer
+
+    torch.manual_seed(0)
+    return Seq2SeqTransformer(ModelConfig(src_vocab_size=500, d_model=128, n_heads=4, encoder_layers=2,
+                                          decoder_layers=2, d_ff=256, dropout=0.0, max_positions=128,
+                                          positions=positions, **kw))
+
+
+def padded_batch(device: str, batch: int = 6, src_len: int = 40, tgt_len: int = 30):
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(4, 500, (batch, src_len), generator=g)
+    pad = torch.arange(src_len)[None, :] >= torch.randint(src_len // 2, src_len + 1, (batch, 1), generator=g)
+    src = src.masked_fill(pad, 0)
+    tgt = torch.randint(4, 500, (batch, tgt_len), generator=g)
+    return src.to(device), pad.to(device), tgt.to(device)
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+@pytest.mark.parametrize("positions", RELATIVE)
+def test_relative_schemes_on_the_gpu_cached_equal_full_and_padding_changes_nothing(norm, positions):
+    """The CPU suite's exactness checks for RoPE, ALiBi and T5's bias, on CUDA in fp32 (TF32 off): one
+    decoder step at a time over the cache equals the full pass, and a sentence alone gives its row of the
+    padded batch."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model = relative_model(positions, norm_position=norm).cuda().eval()
+    src, pad, tgt = padded_batch("cuda")
+    with torch.no_grad():
+        memory = model.encode(src, pad)
+        full, _ = model.decode(tgt, memory, pad)
+        cache = model.start_cache(memory, pad)
+        _, cache = model.decode(tgt[:, :3], None, None, cache)
+        steps = [model.decode(tgt[:, t : t + 1], None, None, cache)[0] for t in range(3, tgt.shape[1])]
+        assert (torch.cat(steps, 1) - full[:, 3:]).abs().max() <= 1e-4
+        for i in range(src.shape[0]):
+            n = int((~pad[i]).sum())
+            alone = model(src[i : i + 1, :n], pad[i : i + 1, :n], tgt[i : i + 1])
+            assert (alone[0] - full[i]).abs().max() <= 1e-4
+
+
+@pytest.mark.parametrize("positions", RELATIVE)
+def test_relative_schemes_train_in_bf16_on_fused_kernels_and_equal_the_written_out_attention(positions):
+    """bf16-mixed forward and backward under SDPA's flash and memory-efficient kernels only (the math
+    fallback forbidden): RoPE rotates q and k before the kernel; ALiBi's and T5's biases go in as a float
+    mask, which the memory-efficient kernel takes (and, for T5's learned table, differentiates)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    fused = relative_model(positions, attention_kernel="sdpa").cuda()
+    written = relative_model(positions, attention_kernel="math").cuda()
+    written.load_state_dict(fused.state_dict())
+    src, pad, tgt = padded_batch("cuda")
+    outs = []
+    for model, kernels in ((fused, [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]),
+                           (written, [SDPBackend.MATH])):
+        with sdpa_kernel(kernels), torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(src, pad, tgt).float()
+        logits.logsumexp(-1).mean().backward()
+        grads = torch.cat([p.grad.float().flatten() for p in model.parameters() if p.grad is not None])
+        outs.append((logits, grads))
+    for a, b in zip(*outs, strict=True):  # bf16: the kernels round apart
+        assert ((a - b).norm() / b.norm()).item() < 2e-2
+
+
+@pytest.mark.parametrize("positions", RELATIVE)
+def test_relative_schemes_beam_search_on_the_gpu_equals_the_cpus(positions):
+    """The same weights searched on either device (fp32, TF32 off) give the same hypotheses and scores."""
+    from seqlab.decoding import DecodingConfig, generate
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model = relative_model(positions).eval()
+    src, pad, _ = padded_batch("cpu", batch=4, src_len=20)
+    decoding = DecodingConfig(method="beam", num_beams=5, max_length=16)
+    with torch.no_grad():
+        cpu = generate(model, src, pad, decoding)
+        gpu = generate(model.cuda(), src.cuda(), pad.cuda(), decoding)
+    assert torch.equal(gpu.sequences.cpu(), cpu.sequences)
+    torch.testing.assert_close(gpu.scores.cpu(), cpu.scores, atol=1e-4, rtol=1e-4)

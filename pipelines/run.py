@@ -230,6 +230,7 @@ def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False, 
             p.stage.name not in rerun else None
         if done is not None:  # run on this machine for another experiment: the same result
             print(f"== {p.stage.name}: ran here before ({p.folder}), archived", file=sys.stderr)
+            done = {**done, "stage": p.stage.name}  # the other experiment may name the stage otherwise
             if not dry_run:
                 atomic_write_text(record_path(pipeline, p.stage), json.dumps(done, indent=1) + "\n")
                 if commit:

@@ -27,13 +27,14 @@ def with_interval(metrics: dict[str, Any], name: str) -> str:
 
 
 def decodings_table(metrics: tuple[str, ...]) -> Any:
-    """A renderer: one row per evaluation stage (its setting, each metric with its interval), and the commit,
+    """A renderer: one row per evaluation stage (named by the stage: a decoding's label leaves out overrides
+    such as no-repeat blocking, so two stages can share one), each metric with its interval, and the commit,
     CPU and updates each came from."""
     def render(archive: Path) -> str:
         found = [r for r in records(archive).values() if "metrics" in r["result"]]
         if not found:
             return missing(archive)
-        rows = [[r["result"].get("label") or r["stage"], *(with_interval(r["result"]["metrics"], x) for x in metrics),
+        rows = [[r["stage"], *(with_interval(r["result"]["metrics"], x) for x in metrics),
                  str(r["manifest"].get("updates") or "–"), commit_of(r["manifest"]), r["manifest"].get("cpu", "?")]
                 for r in found]
         return table(["setting", *(f"{m} [95% CI]" for m in metrics), "updates", "commit", "CPU"], rows)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,10 @@ def test_experiments_that_share_a_stage_run_it_once_and_a_comparison_reads_its_e
     assert execute(toy(name="other", compare=True), runner=fake) == [] and fake.stages() == ["compare"]
     other = places / "results" / "other"
     assert sorted(p.name for p in other.glob("*.json")) == ["beam.json", "greedy.json", "train.json", "vs_greedy.json"]
+    fake.calls.clear()  # a third names the same beam search otherwise: its record carries its own name
+    renamed = Pipeline("third", "", (*toy().stages[:2], replace(toy().stages[2], name="beam5")))
+    assert execute(renamed, runner=fake) == [] and fake.calls == []
+    assert json.loads((places / "results" / "third" / "beam5.json").read_text())["stage"] == "beam5"
     assert json.loads((other / "vs_greedy.json").read_text())["result"]["comparisons"][0]["system"] == "beam"
     fake.calls.clear()
     import shutil
@@ -220,6 +225,8 @@ def test_every_archived_record_names_a_commit_and_the_archives_stay_small():
             if path.name == "MANIFEST.json" or not isinstance(record, dict) or "metrics" not in record and \
                     "result" not in record:
                 continue  # summaries and tables derived from the records
+            if "stage" in record:  # a pipeline's: <stage>.json, or <stage>-<machine>.json for a bench
+                assert path.stem == record["stage"] or path.stem.startswith(record["stage"] + "-"), path
             stages = ("training",) if record.get("label") == TRAINING else ("training", "evaluation")  # undecoded
             commits = ([record["manifest"].get("commit")] if "manifest" in record else
                        [(record.get(k) or {}).get("commit") for k in stages]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -128,3 +130,15 @@ def test_beam_cache_moves_keep_every_hypothesis_exact(model, cfg):
         real = int((~pad[i]).sum())
         alone = generate(model, ids[i : i + 1, :real], pad[i : i + 1, :real], cfg)
         assert [hyps(alone, 0, j) for j in range(cfg.n_best)] == [hyps(together, i, j) for j in range(cfg.n_best)]
+
+
+def test_settings_that_differ_only_in_a_penalty_or_constraint_have_different_labels():
+    """A comparison names its systems by label: beam 5 with and without no-repeat blocking must differ."""
+    beam = DecodingConfig(method="beam", num_beams=5)
+    variants = [beam, replace(beam, no_repeat_ngram_size=3), replace(beam, no_repeat_ngram_size=4),
+                replace(beam, repetition_penalty=1.2), replace(beam, min_length=5),
+                DecodingConfig(no_repeat_ngram_size=3),
+                DecodingConfig(method="sample", top_p=0.9, presence_penalty=0.5)]
+    labels = [v.label for v in variants]
+    assert len(set(labels)) == len(labels)
+    assert labels[:2] == ["beam5_lp1", "beam5_lp1_norepeat3"] and labels[5] == "greedy_norepeat3"

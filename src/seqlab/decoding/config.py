@@ -13,6 +13,9 @@ from seqlab.decoding.registry import SAMPLING_ONLY, build_processors
 
 Method = Literal["greedy", "beam", "sample"]
 # What Hugging Face `generate` uses for a GenerationConfig value left unset (transformers 5 leaves them None).
+# The penalties and constraints a label names (field -> its short name), where set and not zero.
+LABELLED_CONSTRAINTS = {"no_repeat_ngram_size": "norepeat", "repetition_penalty": "rep", "frequency_penalty": "freq",
+                        "presence_penalty": "pres", "min_length": "min"}
 HF_GENERATION_DEFAULTS: dict[str, Any] = {
     "max_length": 20, "min_length": 0, "do_sample": False, "early_stopping": False, "num_beams": 1,
     "temperature": 1.0, "top_k": 50, "top_p": 1.0, "typical_p": 1.0, "repetition_penalty": 1.0,
@@ -205,19 +208,23 @@ class DecodingConfig:
 
     @property
     def label(self) -> str:
-        """A short readable name of the setting, for tables and plots."""
+        """A short readable name of the setting, for tables and plots: the method and its own settings, then
+        the penalties and constraints that change the output (two settings that differ only in no-repeat
+        blocking must not share a name, or a comparison could not tell them apart)."""
         if self.name:
             return self.name
         if self.mbr is not None:
             return f"{self.mbr.label}_{replace(self, mbr=None, n_best=1).label}"
+        constraints = "".join(f"_{short}{getattr(self, key):g}" for key, short in LABELLED_CONSTRAINTS.items()
+                              if getattr(self, key))
         if self.method == "greedy":
-            return "greedy"
+            return "greedy" + constraints
         if self.method == "beam":
             groups = f"_g{self.num_beam_groups}_div{self.diversity_penalty:g}" if self.num_beam_groups > 1 else ""
             nbest = f"_n{self.n_best}" if self.n_best > 1 else ""  # an n-best list: its own row in tables
-            return f"beam{self.num_beams}_lp{self.length_penalty:g}{groups}{nbest}"
+            return f"beam{self.num_beams}_lp{self.length_penalty:g}{groups}{nbest}{constraints}"
         parts = [f"{k}{getattr(self, k):g}" for k in SAMPLING_ONLY if getattr(self, k) is not None]
-        return "sample" + ("_" + "_".join(parts) if parts else "")
+        return "sample" + ("_" + "_".join(parts) if parts else "") + constraints
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

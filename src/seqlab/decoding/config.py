@@ -12,10 +12,10 @@ from seqlab.decoding.mbr import MBRConfig
 from seqlab.decoding.registry import SAMPLING_ONLY, build_processors
 
 Method = Literal["greedy", "beam", "sample"]
-# What Hugging Face `generate` uses for a GenerationConfig value left unset (transformers 5 leaves them None).
 # The penalties and constraints a label names (field -> its short name), where set and not zero.
 LABELLED_CONSTRAINTS = {"no_repeat_ngram_size": "norepeat", "repetition_penalty": "rep", "frequency_penalty": "freq",
                         "presence_penalty": "pres", "min_length": "min"}
+# What Hugging Face `generate` uses for a GenerationConfig value left unset (transformers 5 leaves them None).
 HF_GENERATION_DEFAULTS: dict[str, Any] = {
     "max_length": 20, "min_length": 0, "do_sample": False, "early_stopping": False, "num_beams": 1,
     "temperature": 1.0, "top_k": 50, "top_p": 1.0, "typical_p": 1.0, "repetition_penalty": 1.0,

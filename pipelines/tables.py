@@ -27,9 +27,9 @@ def with_interval(metrics: dict[str, Any], name: str) -> str:
 
 
 def decodings_table(metrics: tuple[str, ...]) -> Any:
-    """A renderer: one row per evaluation stage (named by the stage, the pipeline's own name for the setting,
-    unique where labels of records archived before they named no-repeat blocking are not), each metric with
-    its interval, and the commit, CPU and updates each came from."""
+    """A renderer: one row per evaluation stage, named by the stage (unique within a pipeline; the labels of
+    records archived before labels named no-repeat blocking can repeat), each metric with its interval, and
+    the commit, CPU and updates each came from."""
     def render(archive: Path) -> str:
         found = [r for r in records(archive).values() if "metrics" in r["result"]]
         if not found:

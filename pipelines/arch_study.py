@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.core import Pipeline, Stage, Table
-from seqlab.analysis.study import DESCRIBE, load_records, load_references
+from seqlab.analysis.study import DESCRIBE, load_records, load_references, load_source_tokens
 from seqlab.analysis.study_tables import SHOWN_TESTS, question_table
 from seqlab.metrics.seeds import summarize
 
@@ -15,8 +15,8 @@ def study_tables(archive: Path, questions: tuple[str, ...], label: str) -> str:
     runs = load_records(archive, label)
     if not runs:
         return "_No archived run yet._"
-    refs = load_references(archive)
-    return "\n\n".join(question_table(q, runs, refs, **SHOWN_TESTS)[0] for q in questions)
+    refs, lengths = load_references(archive), load_source_tokens(archive)
+    return "\n\n".join(question_table(q, runs, refs, lengths, **SHOWN_TESTS)[0] for q in questions)
 
 
 def headline(archive: Path) -> str:

@@ -21,6 +21,7 @@ from seqlab.analysis.study import (
     TRAINING,
     load_records,
     load_references,
+    load_source_tokens,
 )
 from seqlab.analysis.study_claims import claims_table, early_vs_trained
 from seqlab.analysis.study_tables import (
@@ -104,15 +105,18 @@ def decoded(archive: Path, questions: list[str], label: str, trained: Runs) -> d
 
 
 def contents(archive: Path) -> tuple[tuple[str, int, int], ...]:
-    """What identifies the archive's records now: their names, sizes and modification times."""
-    return tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(archive.glob("*.json")))
+    """What identifies the archive's records and test-set files now: their names, sizes and modification
+    times."""
+    files = sorted([*archive.glob("*.json"), *archive.glob("test.*.txt.gz")])
+    return tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files)
 
 
 @functools.lru_cache(maxsize=32)
 def _question(archive: Path, question: str, label: str, _contents: tuple) -> tuple[str, dict[str, Any]]:
     """One question's table, computed once per archive contents: the design and claims tables both need the
     beam-5 tests (a paired bootstrap per seed and comparison, the bulk of rendering this page)."""
-    return question_table(question, load_records(archive, label), load_references(archive), **SHOWN_TESTS)
+    return question_table(question, load_records(archive, label), load_references(archive),
+                          load_source_tokens(archive), **SHOWN_TESTS)
 
 
 def design(archive: Path) -> str:

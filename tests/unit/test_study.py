@@ -14,7 +14,7 @@ from sacrebleu.metrics import BLEU
 from seqlab.analysis.study import GRID, RECIPES, STUDY, VARIANTS, Record, curve_budget, load_records
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs, training_wall
 from seqlab.analysis.study_tables import common_steps, depth_fails, machines_table, write_tables
-from seqlab.metrics import sacrebleu_scores
+from seqlab.metrics import by_source_length, sacrebleu_scores
 from seqlab.model import ModelConfig
 from seqlab.model.params import analytic_counts
 from seqlab.tracking.report import render
@@ -28,23 +28,31 @@ def make_refs() -> list[str]:
     return [" ".join(rng.choice(WORDS) for _ in range(8)) for _ in range(30)]
 
 
+# each fake test source's subword tokens: 3 sentences <= 16, 6 in 17-32, 10 in 33-64, 11 above
+SOURCE_LENGTHS = [8 + 3 * i for i in range(30)]
+
+
 def write_evaluation(results: Path, run_dir: Path, variant: str, seed: int, refs: list[str], model_delta: dict,
                      label: str = "greedy") -> None:
     """One decoded run as `seqlab evaluate` leaves it: metrics.json and hypotheses.jsonl under results/<run>/."""
     rng = random.Random(f"{variant}-{seed}-{label}")  # not hash(): str hashes change from process to process
-    keep = 0.9 if variant == "tie_none" else 0.5
-    hyps = [" ".join(w if rng.random() < keep else rng.choice(WORDS) for w in r.split()) for r in refs]
+    # tie_none is better everywhere; rope_positions on the longest sources only
+    keep = [0.9 if variant == "tie_none" or (variant == "rope_positions" and n > 64) else 0.5 for n in SOURCE_LENGTHS]
+    hyps = [" ".join(w if rng.random() < k else rng.choice(WORDS) for w in r.split())
+            for r, k in zip(refs, keep, strict=True)]
     folder = results / run_dir.name / f"{label}-abc"
     folder.mkdir(parents=True)
     folder.joinpath("hypotheses.jsonl").write_text("".join(
-        json.dumps({"id": str(i), "source": f"s{i}", "reference": r, "hypothesis": h}) + "\n"
+        json.dumps({"id": str(i), "source": f"s{i}", "reference": r, "hypothesis": h,
+                    "source_tokens": SOURCE_LENGTHS[i]}) + "\n"
         for i, (r, h) in enumerate(zip(refs, hyps, strict=True))))
     model = ModelConfig(src_vocab_size=100, d_model=16, n_heads=2, d_ff=32, encoder_layers=1,
                         decoder_layers=1, **model_delta).to_dict()
     folder.joinpath("metrics.json").write_text(json.dumps({
         "status": "ok", "label": label, "split": "test", "decoding": {"method": label}, "engine": "seqlab",
         "settings": {"precision": "fp32"},
-        "metrics": {**sacrebleu_scores(hyps, refs), "rougeL": 10.0 + seed, "hyp_logprob_per_seq": -1.0},
+        "metrics": {**sacrebleu_scores(hyps, refs), **by_source_length(hyps, refs, SOURCE_LENGTHS),
+                    "rougeL": 10.0 + seed, "hyp_logprob_per_seq": -1.0},
         "checkpoint": {"run_name": f"arch_{variant}", "seed": seed, "variant": variant, "step": 30,
                        "git_revision": "0123abc", "model": model,
                        "path": str(run_dir / "checkpoints" / "best.ckpt")}}))
@@ -286,7 +294,7 @@ def test_the_grid_is_every_combination_each_decoded_twice(tmp_path):
 
 
 def test_length_table_gives_each_buckets_bleu_over_seeds_and_skips_records_without_buckets() -> None:
-    from seqlab.analysis.study_tables import length_table
+    from seqlab.analysis.study_lengths import length_table
     from seqlab.metrics import keys as K
 
     def rec(variant: str, seed: int, with_buckets: bool = True) -> Record:
@@ -304,6 +312,53 @@ def test_length_table_gives_each_buckets_bleu_over_seeds_and_skips_records_witho
     assert data["baseline"]["src_17_32"]["mean"] == pytest.approx(31.0) and "src_gt64" not in data["baseline"]
     assert "| rope_positions | 41.00 ± 1.00 | 31.00 ± 1.00 | 21.00 ± 1.00 | – |" in text
     assert length_table({"baseline": [rec("baseline", 0, with_buckets=False)]}) == ("", {})
+
+
+def test_the_archive_keeps_the_source_lengths_and_tests_each_bucket_on_its_own_sentences(tmp_path: Path) -> None:
+    from sacrebleu.metrics import BLEU as SacreBLEU
+    from sacrebleu.significance import PairedTest
+
+    from seqlab.analysis.study import load_source_tokens
+    from seqlab.metrics.significance import sacrebleu_seed
+
+    archive, fake = tmp_path / "archive", FakeSeqlab()
+    runs = [r for r in study_runs(["relative_positions"], 3, RECIPES["trained"], tmp_path / "study")
+            if r.variant in ("baseline", "rope_positions")]
+    assert execute(runs, archive, command=fake) == []
+    assert load_source_tokens(archive) == SOURCE_LENGTHS
+    text = write_tables(archive, ["relative_positions"], "beam5")
+    by_length = json.loads((archive / "summary.beam5.json").read_text())["relative_positions"]["by_length"]
+    assert set(by_length) == {"bleu", "chrf", "comparisons"} and "chrF by source length" in text
+    (cmp,) = by_length["comparisons"]
+    longest, short = cmp["buckets"]["src_gt64"], cmp["buckets"]["src_le16"]
+    assert longest["n_sentences"] == 11 and short["n_sentences"] == 3
+    assert longest["verdict"] == "better" and all(t["p_bootstrap"] < 0.05 for t in longest["tests"])
+    refs, idx = make_refs(), [i for i, n in enumerate(SOURCE_LENGTHS) if n > 64]
+    hyps = {name: [load_records(archive, "beam5")[key].hypotheses[i] for i in idx]
+            for name, key in (("base", ("baseline", 1)), ("rope", ("rope_positions", 1)))}
+    with sacrebleu_seed(12345):  # sacreBLEU's own paired bootstrap on the bucket's sentences, seed 1
+        _, result = PairedTest(list(hyps.items()), {"BLEU": SacreBLEU()}, [[refs[i] for i in idx]], test_type="bs",
+                               n_samples=1000)()
+    assert longest["tests"][1]["p_bootstrap"] == pytest.approx(result["BLEU"][1].p_value)
+    assert longest["tests"][1]["delta"] == pytest.approx(result["BLEU"][1].score - result["BLEU"][0].score)
+    assert "| rope_positions − baseline |" in text and "> 64 (11 sentences)" in text
+
+
+def test_source_lengths_that_are_not_the_evaluations_fail_naming_the_record(tmp_path: Path) -> None:
+    from seqlab.analysis.study import SOURCE_TOKENS, write_record
+    from seqlab.analysis.study_lengths import check_lengths
+
+    archive, fake = tmp_path / "archive", FakeSeqlab()
+    runs = [r for r in study_runs(["tying"], 1, RECIPES["short"], tmp_path / "study") if r.variant == "baseline"]
+    assert execute(runs, archive, command=fake) == []
+    record = load_records(archive, "greedy")[("baseline", 0)]
+    check_lengths([record], make_refs(), SOURCE_LENGTHS, "lengths.txt")  # the evaluation's own: no error
+    with pytest.raises(ValueError, match=r"lengths.txt: baseline-seed0.greedy's \w+_src_\w+ is"):
+        check_lengths([record], make_refs(), [n + 10 for n in SOURCE_LENGTHS], "lengths.txt")
+    with pytest.raises(ValueError, match="29 source lengths for 30 test references"):
+        check_lengths([record], make_refs(), SOURCE_LENGTHS[:-1], "lengths.txt")
+    with pytest.raises(ValueError, match=f"another test set than .*{SOURCE_TOKENS}"):
+        write_record(archive, record, make_refs(), [1] * 30)
 
 
 def test_the_study_dashboard_is_the_reports_page_from_the_archive_alone(tmp_path: Path) -> None:

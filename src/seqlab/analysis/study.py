@@ -25,6 +25,7 @@ from seqlab.tracking.results import OK
 RUN = re.compile(r"^(?P<variant>.+)-seed(?P<seed>\d+)$")
 RECORD = re.compile(r"^(?P<run>.+-seed\d+)\.(?P<label>[\w.]+)\.json$")
 REFERENCES = "test.references.txt.gz"
+SOURCE_TOKENS = "test.source_tokens.txt.gz"  # each test source's subword tokens as decoded: the length buckets
 DIVERGED = "diverged"  # a record's status: a training that hit a non-finite loss (else OK, a result's "ok")
 TRAINING = "training"  # the label of a record with no decoding (a question judged on validation loss)
 
@@ -164,24 +165,32 @@ def archived(archive: Path, name: str, label: str) -> bool:
     return record_path(archive, name, label).is_file()
 
 
-def write_record(archive: Path, record: Record, references: list[str] | None) -> list[Path]:
-    """The record, its hypotheses and (the first time) the test references, each written atomically;
-    the hypotheses land before the record, so a record never names missing hypotheses."""
+def write_record(archive: Path, record: Record, references: list[str] | None,
+                 source_tokens: list[int] | None = None) -> list[Path]:
+    """The record, its hypotheses and (the first time) the test references and source lengths, each written
+    atomically; the hypotheses land before the record, so a record never names missing hypotheses."""
     written = []
     if record.hypotheses:
         hyps = record_path(archive, record.name, record.label).with_suffix(".hyps.txt.gz")
         data = gzip.compress("".join(h + "\n" for h in record.hypotheses).encode(), mtime=0)
         written.append(atomic_write(hyps, lambda f: f.write(data)))
-    if references is not None:
-        refs = "".join(r + "\n" for r in references).encode()
-        ref_path = archive / REFERENCES
-        if ref_path.exists() and gzip.decompress(ref_path.read_bytes()) != refs:
-            raise ValueError(f"{record.name}: decoded on other references than {ref_path}")
-        if not ref_path.exists():
-            written.append(atomic_write(ref_path, lambda f: f.write(gzip.compress(refs, mtime=0))))
+    for name, lines in ((REFERENCES, references), (SOURCE_TOKENS, source_tokens)):
+        if lines is not None and (path := write_test_side(archive / name, [str(x) for x in lines], record.name)):
+            written.append(path)
     written.append(atomic_write_text(record_path(archive, record.name, record.label),
                                      json.dumps(record.to_dict(), indent=1) + "\n"))
     return written
+
+
+def write_test_side(path: Path, lines: list[str], who: str) -> Path | None:
+    """One line per test example, shared by every record of the archive: written the first time, and
+    afterwards only checked (a decoding of another test set fails, naming the file)."""
+    data = "".join(line + "\n" for line in lines).encode()
+    if path.exists():
+        if gzip.decompress(path.read_bytes()) != data:
+            raise ValueError(f"{who}: decoded on another test set than {path} holds")
+        return None
+    return atomic_write(path, lambda f: f.write(gzip.compress(data, mtime=0)))
 
 
 def load_records(archive: Path, label: str) -> dict[tuple[str, int], Record]:
@@ -204,6 +213,14 @@ def load_records(archive: Path, label: str) -> dict[tuple[str, int], Record]:
 
 def load_references(archive: Path) -> list[str]:
     return gzip.decompress((archive / REFERENCES).read_bytes()).decode().rstrip("\n").split("\n")
+
+
+def load_source_tokens(archive: Path) -> list[int] | None:
+    """Each test source's length in subword tokens, or None for an archive that lacks them."""
+    path = archive / SOURCE_TOKENS
+    if not path.is_file():
+        return None
+    return [int(x) for x in gzip.decompress(path.read_bytes()).decode().split()]
 
 
 def curve_budget(curve: list[tuple[int, float]], tolerance: float = CURVE_TOLERANCE) -> int:

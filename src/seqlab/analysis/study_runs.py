@@ -156,8 +156,9 @@ def training_provenance(run: Run, train_args: tuple[str, ...], commit: str | Non
 
 
 def record_from_evaluation(run: Run, evaluation: Evaluation, eval_args: tuple[str, ...], train_args: tuple[str, ...],
-                           wall_s: float) -> tuple[Record, list[str]]:
-    """The archive record of a finished decoding, and its references."""
+                           wall_s: float) -> tuple[Record, list[str], list[int] | None]:
+    """The archive record of a finished decoding, its references and its sources' lengths in subword tokens
+    (None from an evaluation that did not record them)."""
     results = next(p for p in (evaluation.results_dir / run.name).glob(f"*/{METRICS_FILE}")
                    if json.loads(p.read_text()).get("status") == OK)
     payload = json.loads(results.read_text())
@@ -171,7 +172,8 @@ def record_from_evaluation(run: Run, evaluation: Evaluation, eval_args: tuple[st
                     analytic_counts(ModelConfig.from_dict(ckpt["model"])).total, ckpt["step"], ckpt["model"],
                     training=training_provenance(run, train_args, ckpt.get("git_revision"), ckpt["step"]).to_dict(),
                     evaluation=decoded.to_dict(), hypotheses=[r["hypothesis"] for r in rows])
-    return record, [r["reference"] for r in rows]
+    lengths = [r.get("source_tokens") for r in rows]
+    return record, [r["reference"] for r in rows], None if None in lengths else lengths
 
 
 def record_from_training(run: Run, train_args: tuple[str, ...]) -> Record:
@@ -240,9 +242,9 @@ def execute(runs: list[Run], archive: Path | None, train_args: tuple[str, ...] =
                 continue
             if archive is None:
                 continue
-            record, references = record_from_evaluation(run, evaluation, eval_args, train_args,
-                                                         time.perf_counter() - start)
-            _archive(archive, record, references, commit)
+            record, references, lengths = record_from_evaluation(run, evaluation, eval_args, train_args,
+                                                                 time.perf_counter() - start)
+            _archive(archive, record, references, commit, lengths)
     return failed
 
 
@@ -251,8 +253,9 @@ def _diverged(run: Run) -> bool:
     return log_path.is_file() and bool(DIVERGENCE.search(log_path.read_text()))
 
 
-def _archive(archive: Path, record: Record, references: list[str] | None, commit: bool) -> None:
-    write_record(archive, record, references)
+def _archive(archive: Path, record: Record, references: list[str] | None, commit: bool,
+             source_tokens: list[int] | None = None) -> None:
+    write_record(archive, record, references, source_tokens)
     print(f"== {record.name}: archived {record.label} ({record.status})", file=sys.stderr)
     if commit:
         commit_archive(archive, f"{archive.name}: {record.name} {record.label}")

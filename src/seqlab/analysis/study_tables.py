@@ -24,7 +24,9 @@ from seqlab.analysis.study import (
     curve_budget,
     load_records,
     load_references,
+    load_source_tokens,
 )
+from seqlab.analysis.study_lengths import length_section
 from seqlab.hardware import bf16_flags
 from seqlab.io import atomic_write_text
 from seqlab.metrics import keys as K
@@ -41,11 +43,12 @@ DEPTH_SD_FACTOR = 3.0  # post-LN "fails" above pre-LN's final validation loss by
 SHOWN_TESTS: dict[str, Any] = {"metrics": (K.BLEU,), "n_ar": 0}
 
 
-def question_table(question: str, runs: Runs, refs: list[str], metrics: tuple[str, ...] = METRICS,
-                   n_ar: int = 1000) -> tuple[str, dict[str, Any]]:
+def question_table(question: str, runs: Runs, refs: list[str], lengths: list[int] | None = None,
+                   metrics: tuple[str, ...] = METRICS, n_ar: int = 1000) -> tuple[str, dict[str, Any]]:
     """The markdown table of one decoded question and its numbers. The table shows the BLEU tests only;
     `metrics` and `n_ar` choose what else the numbers hold (the study's summary: every metric's bootstrap
-    and randomization tests; the docs, rendered in a test: SHOWN_TESTS)."""
+    and randomization tests; the docs, rendered in a test: SHOWN_TESTS). `lengths` (the archive's source
+    lengths) adds a length question's comparisons per bucket (seqlab.analysis.study_lengths)."""
     q = QUESTIONS[question]
     seeds = {v: sorted(s for (vv, s) in runs if vv == v) for v in q.variants}
     present = [v for v in q.variants if seeds[v]]
@@ -75,7 +78,8 @@ def question_table(question: str, runs: Runs, refs: list[str], metrics: tuple[st
         lines.append(row)
         data["comparisons"].append(entry)
     if question in LENGTH_QUESTIONS:
-        table, by_length = length_table({v: [runs[(v, s)] for s in seeds[v]] for v in present})
+        table, by_length = length_section({v: [runs[(v, s)] for s in seeds[v]] for v in present}, q.pairs, runs,
+                                          refs, lengths)
         if table:
             lines += ["", table]
             data["by_length"] = by_length
@@ -83,35 +87,6 @@ def question_table(question: str, runs: Runs, refs: list[str], metrics: tuple[st
 
 
 LENGTH_QUESTIONS = ("positions", "relative_positions")  # where schemes are said to differ: long sentences
-
-
-def length_table(by_variant: dict[str, list[Record]]) -> tuple[str, dict[str, Any]]:
-    """BLEU per source-length bucket (subword tokens), mean +- sd over seeds, with each bucket's share of the
-    test set; empty when the records predate the buckets."""
-    labels = [label for label, _, _ in K.LENGTH_BUCKETS]
-    first = next((rs[0] for rs in by_variant.values() if rs), None)
-    if first is None or K.bucket(K.SHARE, labels[0]) not in first.metrics:
-        return "", {}
-    names = {label: f"{low}-{high}" if high else f"> {low - 1}" for label, low, high in K.LENGTH_BUCKETS}
-    names[labels[0]] = f"<= {K.LENGTH_BUCKETS[0][2]}"
-    shares = " | ".join(f"{names[b]} ({first.metrics[K.bucket(K.SHARE, b)]:.0f}%)" for b in labels)
-    lines = ["BLEU by source length in subword tokens (share of the test set), mean ± sd over seeds", "",
-             f"| variant | {shares} |", "|---" * (len(labels) + 1) + "|"]
-    data: dict[str, Any] = {}
-    for v, rs in by_variant.items():
-        if any(K.bucket(K.SHARE, labels[0]) not in r.metrics for r in rs):
-            continue
-        cells, data[v] = [], {}
-        for b in labels:
-            values = {r.seed: r.metrics[K.bucket(K.BLEU, b)] for r in rs if K.bucket(K.BLEU, b) in r.metrics}
-            if not values:
-                cells.append("–")
-                continue
-            s = summarize(values)
-            cells.append(f"{s.mean:.2f} ± {s.sd:.2f}")
-            data[v][b] = s.to_dict()
-        lines.append(f"| {v} | " + " | ".join(cells) + " |")
-    return "\n".join(lines), data
 
 
 def comparison_row(ref: str, other: str, common: list[int], runs: Runs, refs: list[str],
@@ -280,6 +255,7 @@ def write_tables(archive: Path, questions: list[str], label: str) -> str:
     runs = load_records(archive, label)
     trained = load_records(archive, TRAINING)
     refs = load_references(archive) if runs else []
+    lengths = load_source_tokens(archive)
     sections, summary = [], {}
     for q in questions:
         judged = runs if QUESTIONS[q].compared_on_test else trained
@@ -290,7 +266,7 @@ def write_tables(archive: Path, questions: list[str], label: str) -> str:
         elif not QUESTIONS[q].decoded:
             table, data = depth_table(trained)
         else:
-            table, data = question_table(q, runs, refs)
+            table, data = question_table(q, runs, refs, lengths)
         sections.append(table)
         summary[q] = data
     studied = {k: r for k, r in trained.items() if k[0] in {v for q in questions for v in QUESTIONS[q].variants}}

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from seqlab.analysis.study import QUESTIONS, RECIPES, SEEDS, STUDY
 from seqlab.analysis.study_claims import claims_report
+from seqlab.analysis.study_lengths import archive_source_lengths
 from seqlab.analysis.study_report import write_study_report
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs
 from seqlab.analysis.study_tables import write_tables
@@ -40,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--archive", type=Path, default=None, help="the archive (default: the recipe's, results/)")
     parser.add_argument("--commit", action="store_true", help="git-commit each archive record as it lands")
     parser.add_argument("--from-archive", action="store_true", help="only rebuild the tables from the archive")
+    parser.add_argument("--source-lengths", type=Path, default=None, metavar="CKPT",
+                        help="archive the test sources' lengths from a checkpoint of the study (for an archive "
+                             "decoded before evaluations recorded them), then rebuild the tables as --from-archive")
     parser.add_argument("--train-args", default="", help="extra seqlab train overrides, one string")
     parser.add_argument("--eval-args", default="", help="extra seqlab evaluate overrides, one string")
     grid = parser.add_argument_group("the grid")
@@ -68,7 +72,9 @@ def body(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(f"question(s) {wrong} belong to --recipe {QUESTIONS[wrong[0]].recipes[0]}")
     archive = args.archive or recipe.archive
     failed = []
-    if not args.from_archive:
+    if args.source_lengths is not None:
+        print(f"study: wrote {archive_source_lengths(archive, args.source_lengths)}", file=sys.stderr)
+    elif not args.from_archive:
         runs = study_runs(questions, args.seeds or SEEDS, recipe, args.dir or recipe.folder)
         failed = execute(runs, archive, train_args, eval_args, commit=args.commit)
     try:

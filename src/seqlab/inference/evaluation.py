@@ -63,6 +63,7 @@ class Record:
     token_logprobs: list[float] = field(default_factory=list)
     reference_token_logprobs: list[float] | None = None
     references: list[str] | None = None  # all references, when there are several (the first is `reference`)
+    source_tokens: int | None = None  # the source's subword tokens as decoded (what the length buckets count)
     mbr: MBRChoice | None = None  # MBR: every candidate and its expected utility (candidates.jsonl, not here)
     pseudo_references: list[str] | None = None  # MBR with a separate sample of pseudo-references
 
@@ -119,6 +120,23 @@ class Decoded:
         return self.seconds + self.mbr_seconds
 
 
+def encode_sources(tokenizer: Tokenizer, sources: Sequence[str], max_positions: int,
+                   eos_id: int) -> tuple[list[list[int]], int]:
+    """The sources' token ids as the model takes them (truncated to `max_positions`, EOS kept), and how
+    many were truncated."""
+    src_ids = tokenizer.encode_source(list(sources))
+    truncated = sum(len(s) > max_positions for s in src_ids)
+    if truncated:
+        log.warning("%d of %d sources longer than max_positions=%d were truncated", truncated, len(src_ids),
+                    max_positions)
+    return [truncate(s, max_positions, eos_id) for s in src_ids], truncated
+
+
+def source_lengths(src_ids: Sequence[Sequence[int]], eos_id: int) -> list[int]:
+    """Each source's length in subword tokens as decoded, EOS not counted: what the length buckets count."""
+    return [len(s) - (bool(s) and s[-1] == eos_id) for s in src_ids]
+
+
 def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Sequence[str], cfg: DecodingConfig,
                  max_tokens: int, on_batch: Any = None, precision: str = "fp32", engine: Any = None) -> Decoded:
     """Tokenize, truncate to what the model takes, decode in length-sorted token-budget batches, and
@@ -126,12 +144,7 @@ def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Seque
     precision: fp32 | bf16 (the model under bf16 autocast; see `precision_context`).
     engine: None (seqlab's search) or an object with generate()'s signature (interop.engines)."""
     device = next(model.parameters()).device
-    max_src = model.cfg.max_positions
-    src_ids = tokenizer.encode_source(list(sources))
-    truncated = sum(len(s) > max_src for s in src_ids)
-    if truncated:
-        log.warning("%d of %d sources longer than max_positions=%d were truncated", truncated, len(src_ids), max_src)
-    src_ids = [truncate(s, max_src, model.cfg.eos_id) for s in src_ids]
+    src_ids, truncated = encode_sources(tokenizer, sources, model.cfg.max_positions, model.cfg.eos_id)
     outputs: list[Any] = [None] * len(src_ids)
     generated, start = 0, time.perf_counter()
     for idx in length_batches([len(s) for s in src_ids], max_tokens, cfg.rows_per_source):
@@ -185,12 +198,14 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     finally:
         progress.close()
     src_ids, truncated, generated = decoded.src_ids, decoded.n_truncated, decoded.generated_tokens
+    lengths = source_lengths(src_ids, model.cfg.eos_id)
     records = []
     for i, (ex, hyps) in enumerate(zip(examples, decoded.hypotheses, strict=True)):
         nbest = [{"text": tokenizer.decode_target(ids), "score": s, "logprob": sum(lp), "tokens": len(ids)}
                  for ids, s, lp in hyps]
         records.append(Record(ex.id, ex.source, ex.target, nbest[0]["text"], nbest, hyps[0][2],
                               references=list(ex.references) if ex.extra_references else None,
+                              source_tokens=lengths[i],
                               mbr=decoded.mbr[i] if decoded.mbr else None,
                               pseudo_references=decoded.pseudo_references[i] if decoded.pseudo_references else None))
 
@@ -200,8 +215,7 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     metrics: dict[str, Any] = {"n_examples": len(records), "n_truncated_sources": truncated}
     metrics["n_references"] = len(streams)
     metrics.update(sacrebleu_scores(hyps_text, streams))
-    eos = model.cfg.eos_id
-    metrics.update(by_source_length(hyps_text, streams, [len(s) - (bool(s) and s[-1] == eos) for s in src_ids]))
+    metrics.update(by_source_length(hyps_text, streams, lengths))
     metrics.update(rouge_scores(hyps_text, streams))
     if settings.n_bootstrap > 1:
         for name, interval in intervals(hyps_text, streams, settings.ci_seed, settings.n_bootstrap).items():

@@ -83,3 +83,18 @@ def test_the_depth_claim_by_the_failure_rule_per_setting():
     assert depth_agreement(depth({"nowarmup_lr2e-3": 6.5}, seeds=2)) == ("pending: 16 of 24 runs", "pending")
     row = claims_table({"depth": depth({"nowarmup_lr1e-3": 6.5, "nowarmup_lr2e-3": 7.0})}).splitlines()[-1]
     assert row.startswith("| Post-LN without warm-up fails where pre-LN does not") and row.endswith("| agrees |")
+
+
+def test_alibis_long_input_claim_is_judged_on_the_longest_buckets_sentences_alone():
+    overall = entry("baseline", "alibi_positions", 0.3, False, [(0.3, 0.4)] * 3)
+    longest = {**entry("baseline", "alibi_positions", -6.0, True, [(-6.0, 0.01)] * 3), "n_sentences": 16}
+    shortest = {**entry("baseline", "alibi_positions", 4.0, True, [(4.0, 0.01)] * 3), "n_sentences": 105}
+    summary = {"relative_positions": {"comparisons": [overall], "by_length": {"comparisons": [
+        {"reference": "baseline", "variant": "alibi_positions",
+         "buckets": {"src_gt64": longest, "src_le16": shortest}}]}}}
+    rows = [r for r in claims_table(summary).splitlines() if "ALiBi" in r]
+    assert len(rows) == 2
+    assert "alibi_positions − baseline: +0.30 (equivalent) | agrees |" in rows[0]
+    assert rows[1].endswith("alibi_positions − baseline on 16 sources of > 64 tokens: -6.00 (worse) | disagrees |")
+    del summary["relative_positions"]["by_length"]  # an archive without source lengths: no such row
+    assert [r for r in claims_table(summary).splitlines() if "ALiBi" in r] == rows[:1]

@@ -50,8 +50,12 @@ def described(comparison: dict[str, Any], v: str) -> str:
     return f"{comparison['bleu']['delta']:+.2f} ({v}{seeds})"
 
 
-def comparisons(summary: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(reference, variant) -> its comparison entry, over every decoded question of a study summary."""
+def comparisons(summary: dict[str, Any], bucket: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """(reference, variant) -> its comparison entry, over every decoded question of a study summary; with
+    `bucket`, its comparison on that source-length bucket's sentences (seqlab.analysis.study_lengths)."""
+    if bucket is not None:
+        return {(c["reference"], c["variant"]): c["buckets"][bucket] for q in summary.values()
+                for c in q.get("by_length", {}).get("comparisons", []) if bucket in c["buckets"]}
     return {(c["reference"], c["variant"]): c for q in summary.values() for c in q.get("comparisons", [])
             if "bleu" in c}
 
@@ -66,6 +70,7 @@ class Claim:
     pair: tuple[str, str]  # (reference, variant) as the study's tables compare them
     agrees_when: tuple[str, ...]  # verdicts of the pair that agree with the claim
     disagrees_when: tuple[str, ...]
+    bucket: str | None = None  # judged on one source-length bucket's sentences (K.LENGTH_BUCKETS' label)
 
 
 CLAIMS = (
@@ -83,6 +88,8 @@ CLAIMS = (
     Claim("ALiBi matches sinusoidal positions at the training length", "Press et al. 2022",
           "matches sinusoidal at the training length", ("baseline", "alibi_positions"), ("equivalent", "better"),
           ("worse",)),
+    Claim("ALiBi holds up on long inputs", "Press et al. 2022", "better than sinusoidal beyond the training length",
+          ("baseline", "alibi_positions"), ("equivalent", "better"), ("worse",), bucket="src_gt64"),
     Claim("T5's bucketed bias serves as the only position signal", "Raffel et al. 2020", "used throughout T5",
           ("baseline", "t5_positions"), ("equivalent", "better"), ("worse",)),
 )
@@ -133,15 +140,16 @@ def depth_agreement(depth: dict[str, Any]) -> tuple[str, str]:
 def claims_table(summary: dict[str, Any]) -> str:
     """claim | source | published | seqlab's figure (Δ BLEU, verdict) | agrees?, for the claims the study has tested;
     the depth question's claim last, from its failure rule."""
-    found = comparisons(summary)
     lines = ["| claim | source | published | seqlab's figure | agrees? |", "|---|---|---|---|---|"]
     for claim in CLAIMS:
+        found = comparisons(summary, claim.bucket)
         result = agreement(claim, found)
         if result is None:
             continue
         entry = found[claim.pair]
-        lines.append(f"| {claim.claim} | {claim.source} | {claim.published} | {claim.pair[1]} − {claim.pair[0]}: "
-                     f"{described(entry, result[0])} | {result[1]} |")
+        where = f" on {entry['n_sentences']} sources of {K.bucket_title(claim.bucket)} tokens" if claim.bucket else ""
+        lines.append(f"| {claim.claim} | {claim.source} | {claim.published} | {claim.pair[1]} − {claim.pair[0]}"
+                     f"{where}: {described(entry, result[0])} | {result[1]} |")
     if "depth" in summary:
         seen, agrees = depth_agreement(summary["depth"])
         lines.append(f"| {' | '.join(DEPTH_CLAIM)} | {seen} | {agrees} |")

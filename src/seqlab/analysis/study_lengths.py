@@ -38,13 +38,6 @@ LABELS = tuple(label for label, _, _ in K.LENGTH_BUCKETS)
 TOLERANCE = 1e-6  # BLEU and chrF recomputed from the archive against the records' own
 
 
-def bucket_names() -> dict[str, str]:
-    """label -> how a table heads it: <= 16, 17-32, 33-64, > 64."""
-    names = {label: f"{low}-{high}" if high else f"> {low - 1}" for label, low, high in K.LENGTH_BUCKETS}
-    names[LABELS[0]] = f"<= {K.LENGTH_BUCKETS[0][2]}"
-    return names
-
-
 def buckets(lengths: Sequence[int]) -> dict[str, list[int]]:
     """label -> the indices of the test sentences in that bucket."""
     return {label: [i for i, n in enumerate(lengths) if n >= low and (high is None or n <= high)]
@@ -61,8 +54,7 @@ def length_table(by_variant: dict[str, list[Record]], metric: str = K.BLEU) -> t
     first = next((rs[0] for rs in by_variant.values() if rs), None)
     if first is None or not has_buckets(first):
         return "", {}
-    names = bucket_names()
-    shares = " | ".join(f"{names[b]} ({first.metrics[K.bucket(K.SHARE, b)]:.0f}%)" for b in LABELS)
+    shares = " | ".join(f"{K.bucket_title(b)} ({first.metrics[K.bucket(K.SHARE, b)]:.0f}%)" for b in LABELS)
     title = {K.BLEU: "BLEU", K.CHRF: "chrF"}[metric]
     lines = [f"{title} by source length in subword tokens (share of the test set), mean ± sd over seeds", "",
              f"| variant | {shares} |", "|---" * (len(LABELS) + 1) + "|"]
@@ -131,11 +123,10 @@ def bucket_cell(c: dict[str, Any]) -> str:
 def bucket_comparisons_table(pairs: Sequence[tuple[str, str]], runs: Runs, refs: Sequence[str],
                              lengths: Sequence[int]) -> tuple[str, list[dict[str, Any]]]:
     """Δ BLEU of each comparison on each bucket, with its verdict and each seed's paired bootstrap p."""
-    names = bucket_names()
     sizes = {label: len(idx) for label, idx in buckets(lengths).items()}
     lines = ["Δ BLEU by source length (mean over seeds; verdict by the study's rule; each seed's paired "
              "bootstrap p on the bucket's sentences)", "",
-             "| comparison | " + " | ".join(f"{names[b]} ({sizes[b]} sentences)" for b in LABELS) + " |",
+             "| comparison | " + " | ".join(f"{K.bucket_title(b)} ({sizes[b]} sentences)" for b in LABELS) + " |",
              "|---" * (len(LABELS) + 1) + "|"]
     data = []
     for ref, other in pairs:

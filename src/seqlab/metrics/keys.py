@@ -40,6 +40,14 @@ LENGTH_BUCKETS: Final = (("src_le16", 1, 16), ("src_17_32", 17, 32), ("src_33_64
 SHARE: Final = "share"  # a length bucket's % of the test set
 
 
+def bucket_title(label: str) -> str:
+    """How a table heads a length bucket: <= 16, 17-32, 33-64, > 64."""
+    first, low, high = next(b for b in LENGTH_BUCKETS if b[0] == label)
+    if first == LENGTH_BUCKETS[0][0]:
+        return f"<= {high}"
+    return f"{low}-{high}" if high else f"> {low - 1}"
+
+
 def bucket(metric: str, label: str) -> str:
     """The key of a metric on one source-length bucket, e.g. bleu_src_17_32 (share_src_17_32: its % of
     the test set)."""

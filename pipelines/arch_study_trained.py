@@ -47,13 +47,15 @@ def curve(archive: Path) -> str:
 
 def headline(archive: Path) -> str:
     """The README's headline: once the design questions are all archived, each variant's validation loss and
-    BLEU (beam 5 and greedy), mean ± sd over its seeds; until then the baseline's first seed (a record that
-    never changes once archived, unlike a table of the runs landing)."""
+    BLEU (beam 5 and greedy), mean ± sd over its seeds, the relative positions' too once theirs are; until
+    then the baseline's first seed (a record that never changes once archived, unlike a table of the runs
+    landing)."""
     trained = load_records(archive, TRAINING)
     if not all(complete(trained, q) for q in STUDY):
         return baseline(archive)
     beam, greedy = load_records(archive, REPORTED), load_records(archive, "greedy")
-    variants = list(dict.fromkeys(v for q in STUDY for v in QUESTIONS[q].variants))
+    shown = [*STUDY, *(["relative_positions"] if complete(trained, "relative_positions") else [])]
+    variants = list(dict.fromkeys(v for q in shown for v in QUESTIONS[q].variants))
     lines = [f"The architecture study at its trained budget ({SEEDS} seeds per variant, "
              f"[the tests and verdicts](docs/experiments/arch_study_trained.md)):", "",
              f"| variant ({trained[(variants[0], 0)].steps:,} updates) | val loss | beam-5 BLEU | greedy BLEU |",

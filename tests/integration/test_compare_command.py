@@ -80,3 +80,38 @@ def test_compare_aggregates_result_folders_over_seeds(tmp_path: Path) -> None:
                                                                       for s in range(3)]))
     (bleu_cmp,) = [c for c in got["seed_comparisons"] if c["metric"] == "bleu"]
     assert bleu_cmp["delta"] > 0 and bleu_cmp["exceeds_spread"]
+
+
+def test_by_length_repeats_the_paired_bootstrap_on_each_buckets_segments(tmp_path: Path, capsys) -> None:
+    refs, _ = corpus(n=40, seed=9)
+    lengths = [10 + 2 * i for i in range(40)]  # 4 <= 16, 8 in 17-32, 16 in 33-64, 12 above
+    roots = []
+    for name, keep, seed in (("base", 0.5, 1), ("better", 0.9, 2)):
+        _, hyps = corpus(keep=keep, seed=seed, refs=refs)
+        folder = tmp_path / name / "greedy-abc"
+        folder.mkdir(parents=True)
+        folder.joinpath("hypotheses.jsonl").write_text("".join(
+            json.dumps({"id": str(i), "source": f"s{i}", "reference": r, "hypothesis": h, "source_tokens": n})
+            + "\n" for i, (r, h, n) in enumerate(zip(refs, hyps, lengths, strict=True))))
+        roots.append(folder)
+    out = tmp_path / "cmp.json"
+    assert main([*map(str, roots), "--by-length", "--json", str(out), "--n-ar", "0", "--seed", "5"]) == 0
+    got = json.loads(out.read_text())["by_length"]
+    assert {k: v["n"] for k, v in got.items()} == {"src_le16": 4, "src_17_32": 8, "src_33_64": 16, "src_gt64": 12}
+    idx = [i for i, n in enumerate(lengths) if n > 64]
+    systems = [(f.parent.name, [json.loads(line)["hypothesis"] for line in
+                                (f / "hypotheses.jsonl").read_text().splitlines()]) for f in roots]
+    with sacrebleu_seed(5):  # sacreBLEU's own test on the longest bucket's segments alone
+        _, bs = PairedTest([(n, [h[i] for i in idx]) for n, h in systems], {"bleu": BLEU(), "chrf": CHRF()},
+                           [[refs[i] for i in idx]], test_type="bs", n_samples=1000)()
+    for metric, key in (("bleu", "BLEU"), ("chrf", "chrF2")):
+        (c,) = [c for c in got["src_gt64"]["comparisons"] if c["metric"] == metric]
+        assert c["delta"] == pytest.approx(bs[key][1].score - bs[key][0].score)
+        assert c["p_bootstrap"] == pytest.approx(bs[key][1].p_value)
+    assert "> 64 (12 segments)" in capsys.readouterr().out
+
+    (roots[1] / "hypotheses.jsonl").write_text("".join(  # evaluated before lengths were recorded
+        json.dumps({"id": str(i), "source": f"s{i}", "reference": r, "hypothesis": r}) + "\n"
+        for i, r in enumerate(refs)))
+    assert main([*map(str, roots), "--by-length"]) == 2
+    assert "better/greedy-abc has none" in capsys.readouterr().err

@@ -11,7 +11,9 @@ resamples) and, for BLEU and chrF, the approximate randomization p-value (10,000
 trials), all from sacreBLEU's `PairedTest`; ROUGE by paired bootstrap over examples
 (seqlab.metrics.significance). Runs that differ only in their training seed are also
 aggregated (mean +- sd over seeds, seqlab.metrics.seeds); each is then compared with
-the baseline variant's run of the same seed.
+the baseline variant's run of the same seed. `--by-length` repeats BLEU's and chrF's paired
+bootstrap on each source-length bucket's segments alone (result folders record each source's
+subword tokens), to show where a difference comes from.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from seqlab.metrics.significance import (
     resample_indices,
     sacrebleu_paired,
 )
-from seqlab.metrics.text import rouge_per_example
+from seqlab.metrics.text import length_buckets, rouge_per_example
 from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, variant_of
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,7 @@ class System:
     variant: str | None = None  # what identifies the system apart from its training seed
     seed: int | None = None
     group_label: str | None = None  # the variant's name when its seeds are aggregated
+    source_tokens: list[int] | None = None  # each source's subword tokens as decoded (result folders)
 
 
 @dataclass
@@ -70,6 +73,8 @@ class Report:
     comparisons: list[Comparison] = field(default_factory=list)
     seed_groups: dict[str, dict[str, SeedSummary]] = field(default_factory=dict)
     seed_comparisons: list[tuple[str, str, str, SeedComparison]] = field(default_factory=list)
+    by_length: dict[str, list[Comparison]] = field(default_factory=dict)  # bucket label -> its comparisons
+    bucket_sizes: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self, systems: Sequence[System]) -> dict[str, Any]:
         return {
@@ -82,6 +87,10 @@ class Report:
                             for v, ms in self.seed_groups.items()],
             "seed_comparisons": [{"base": a, "system": b, "metric": m, **c.to_dict()}
                                  for a, b, m, c in self.seed_comparisons],
+            "by_length": {label: {"n": self.bucket_sizes[label],
+                                  "comparisons": [{"base": c.base, "system": c.system, "metric": c.metric,
+                                                   "delta": c.delta, "p_bootstrap": c.p_bootstrap} for c in cs]}
+                          for label, cs in self.by_length.items()},
         }
 
 
@@ -125,9 +134,11 @@ def from_result_dir(path: Path) -> System:
         raise CompareError(f"{hyp_file}: examples have different numbers of references ({sorted(n_refs)})")
     streams = [[r[i] for r in refs] for i in range(n_refs.pop() if n_refs else 1)]
     name = f"{path.parent.name}/{payload.get('label') or path.name}"
+    lengths = [r.get("source_tokens") for r in records]
     return System(name, [r["hypothesis"] for r in records], streams, [r["source"] for r in records], str(path),
                   variant_of(payload) if payload else None, ckpt.get("seed"),
-                  f"{ckpt.get('run_name')}/{payload.get('label')}" if payload else None)
+                  f"{ckpt.get('run_name')}/{payload.get('label')}" if payload else None,
+                  None if None in lengths else lengths)
 
 
 def check_comparable(base: System, other: System) -> None:
@@ -181,6 +192,39 @@ def compare(systems: Sequence[System], seed: int = SACREBLEU_DEFAULT_SEED, n_boo
             for s in group for m in by_rouge]
     add_seed_aggregates(report, systems, metrics)
     return report
+
+
+def add_by_length(report: Report, systems: Sequence[System], seed: int = SACREBLEU_DEFAULT_SEED,
+                  n_bootstrap: int = N_BOOTSTRAP) -> None:
+    """BLEU's and chrF's paired bootstrap against the baseline on each source-length bucket's segments
+    alone (no randomization test: the buckets are for locating a difference, not for a second verdict)."""
+    lengths = systems[0].source_tokens
+    missing = [s.origin for s in systems if s.source_tokens is None]
+    if missing:
+        raise CompareError(f"--by-length needs each segment's source length: {missing[0]} has none (plain-text "
+                           "files, or a result folder evaluated before they were recorded)")
+    differ = [s.origin for s in systems if s.source_tokens != lengths]
+    if differ:
+        raise CompareError(f"{differ[0]} and {systems[0].origin} count their sources' subword tokens differently "
+                           "(another tokenizer or max_positions); --by-length needs the same buckets")
+    for label, idx in length_buckets(lengths).items():
+        report.bucket_sizes[label] = len(idx)
+        if not idx:
+            continue
+        refs = [[stream[i] for i in idx] for stream in systems[0].references]
+        for base, group in baseline_groups(systems):
+            pairs = [(s.name, [s.hypotheses[i] for i in idx]) for s in [base, *group]]
+            report.by_length.setdefault(label, []).extend(
+                sacrebleu_paired(pairs, refs, seed, n_bootstrap, 0, SACREBLEU_METRICS)[1])
+
+
+def length_lines(report: Report) -> list[str]:
+    """The --by-length part of the table: per bucket and metric, each system's delta and p(bs)."""
+    lines = ["", "by source length (subword tokens): delta against the baseline, p(bs) on the bucket's segments"]
+    for label, comparisons in report.by_length.items():
+        lines.append(f"{K.bucket_title(label)} ({report.bucket_sizes[label]} segments)")
+        lines += [f"  {c.metric:6} {c.system}  {c.delta:+7.2f}  p(bs) {c.p_bootstrap:.4f}" for c in comparisons]
+    return lines
 
 
 def baseline_groups(systems: Sequence[System]) -> list[tuple[System, list[System]]]:
@@ -238,6 +282,8 @@ def significance_table(report: Report, systems: Sequence[System], alpha: float =
             lines.append(row)
         lines.append("")
     lines.append(f"* p < {alpha} (paired bootstrap, and approximate randomization where given)")
+    if report.by_length:
+        lines += length_lines(report)
     if report.seed_groups:
         lines += ["", "over seeds: mean +- sd (each seed's value); delta against the first variant",
                   "(> spread: |delta| > 2 x pooled seed sd; p(perm): exact permutation test over seeds)"]

@@ -31,17 +31,11 @@ from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import compare as compare_seeds
 from seqlab.metrics.seeds import summarize
 from seqlab.metrics.significance import sacrebleu_paired
-from seqlab.metrics.text import by_source_length
+from seqlab.metrics.text import by_source_length, length_buckets
 
 Runs = dict[tuple[str, int], Record]
 LABELS = tuple(label for label, _, _ in K.LENGTH_BUCKETS)
 TOLERANCE = 1e-6  # BLEU and chrF recomputed from the archive against the records' own
-
-
-def buckets(lengths: Sequence[int]) -> dict[str, list[int]]:
-    """label -> the indices of the test sentences in that bucket."""
-    return {label: [i for i, n in enumerate(lengths) if n >= low and (high is None or n <= high)]
-            for label, low, high in K.LENGTH_BUCKETS}
 
 
 def has_buckets(record: Record) -> bool:
@@ -97,7 +91,7 @@ def bucket_comparison(ref: str, other: str, common: list[int], runs: Runs, refs:
     """label -> `other` against `ref` on that bucket's sentences: the seed-level comparison of the bucket's
     BLEU, each seed's paired bootstrap on the bucket (sacreBLEU's, BLEU only) and the study's verdict."""
     out: dict[str, dict[str, Any]] = {}
-    for label, idx in buckets(lengths).items():
+    for label, idx in length_buckets(lengths).items():
         if not idx:
             continue
         bucket_refs = [[refs[i] for i in idx]]
@@ -123,7 +117,7 @@ def bucket_cell(c: dict[str, Any]) -> str:
 def bucket_comparisons_table(pairs: Sequence[tuple[str, str]], runs: Runs, refs: Sequence[str],
                              lengths: Sequence[int]) -> tuple[str, list[dict[str, Any]]]:
     """Δ BLEU of each comparison on each bucket, with its verdict and each seed's paired bootstrap p."""
-    sizes = {label: len(idx) for label, idx in buckets(lengths).items()}
+    sizes = {label: len(idx) for label, idx in length_buckets(lengths).items()}
     lines = ["Δ BLEU by source length (mean over seeds; verdict by the study's rule; each seed's paired "
              "bootstrap p on the bucket's sentences)", "",
              "| comparison | " + " | ".join(f"{K.bucket_title(b)} ({sizes[b]} sentences)" for b in LABELS) + " |",

@@ -8,7 +8,14 @@ import json
 import logging
 from pathlib import Path
 
-from seqlab.analysis.compare import CompareError, compare, from_result_dir, from_text_files, significance_table
+from seqlab.analysis.compare import (
+    CompareError,
+    add_by_length,
+    compare,
+    from_result_dir,
+    from_text_files,
+    significance_table,
+)
 from seqlab.app import cli
 from seqlab.io import atomic_write_text
 from seqlab.metrics.significance import N_AR, N_BOOTSTRAP, SACREBLEU_DEFAULT_SEED
@@ -23,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=SACREBLEU_DEFAULT_SEED, help="resampling seed (> 0)")
     parser.add_argument("--n-bootstrap", type=int, default=N_BOOTSTRAP)
     parser.add_argument("--n-ar", type=int, default=N_AR)
+    parser.add_argument("--by-length", action="store_true",
+                        help="also BLEU and chrF per source-length bucket, each with its paired bootstrap")
     return cli.run("compare", parser, argv, body, level=logging.WARNING)
 
 
@@ -38,6 +47,8 @@ def body(args: argparse.Namespace) -> int:
     else:
         raise CompareError("nothing to compare: give result folders, or --refs and --hyps")
     report = compare(systems, args.seed, args.n_bootstrap, args.n_ar)
+    if args.by_length:
+        add_by_length(report, systems, args.seed, args.n_bootstrap)
     print(significance_table(report, systems))
     if args.json:
         atomic_write_text(args.json, json.dumps(report.to_dict(systems), indent=2))

@@ -63,6 +63,12 @@ def sacrebleu_scores(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequenc
     }
 
 
+def length_buckets(source_tokens: Sequence[int]) -> dict[str, list[int]]:
+    """label -> the indices of the examples whose source falls in that bucket (K.LENGTH_BUCKETS)."""
+    return {label: [i for i, n in enumerate(source_tokens) if n >= low and (high is None or n <= high)]
+            for label, low, high in K.LENGTH_BUCKETS}
+
+
 def by_source_length(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]],
                      source_tokens: Sequence[int]) -> dict[str, float]:
     """Corpus BLEU and chrF on each source-length bucket (K.LENGTH_BUCKETS, subword tokens), and each bucket's
@@ -70,8 +76,7 @@ def by_source_length(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequenc
     An empty bucket has its share (0) and no scores."""
     ref_streams = streams(refs)
     out: dict[str, float] = {}
-    for label, low, high in K.LENGTH_BUCKETS:
-        idx = [i for i, n in enumerate(source_tokens) if n >= low and (high is None or n <= high)]
+    for label, idx in length_buckets(source_tokens).items():
         out[K.bucket(K.SHARE, label)] = 100.0 * len(idx) / max(len(hyps), 1)
         if idx:
             scores = sacrebleu_scores([hyps[i] for i in idx], [[stream[i] for i in idx] for stream in ref_streams])

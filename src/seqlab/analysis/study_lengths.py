@@ -6,7 +6,7 @@ needs the sentences: the archive's `test.source_tokens.txt.gz` says which bucket
 and each seed's paired bootstrap is run on that bucket's sentences alone. A bucket's difference is judged
 by the study's own rule (seqlab.analysis.study_claims.verdict): established when every seed's test gives
 p < 0.05 in the direction of the mean and the mean exceeds twice the pooled seed sd. The longest bucket
-holds about 1% of the test set, so its differences need to be large to count.
+is the smallest in most test sets, so its differences need to be large to count.
 """
 
 from __future__ import annotations

@@ -380,6 +380,9 @@ def test_the_study_dashboard_is_the_reports_page_from_the_archive_alone(tmp_path
     assert twice[0]["curves"] and not twice[1]["curves"] and twice[0]["link"] == twice[1]["link"] == "baseline-seed0"
     (pairs,) = data["pairs"]
     assert pairs["mode"] == "all" and len({(t["a"], t["b"]) for t in pairs["tests"]}) == 4 * 3 // 2
+    # BLEU and chrF per source-length bucket are a "+ column" away, not shown at first
+    assert {"bleu_src_gt64", "chrf_src_le16"} <= set(data["metrics"]) - set(data["shown_metrics"])
+    assert data["metric_names"]["bleu_src_gt64"] == "BLEU src > 64"
     assert 'id="report-data"' in page.read_text() and write_study_report(tmp_path, ["greedy"], page, "x") is None
 
 

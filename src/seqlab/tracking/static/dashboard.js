@@ -35,7 +35,7 @@
     return node;
   };
   const short = (key) => key.split(".").pop();
-  const label = (m) => NAMES[m] || m;
+  const label = (m) => NAMES[m] || (DATA.metric_names || {})[m] || m;
   const fmt = (v, digits = 2) => (typeof v === "number" ? (Number.isInteger(v) || Math.abs(v) >= 1000 ? v.toFixed(0)
     : v.toFixed(digits))
     : v === null || v === undefined ? "" : String(v));

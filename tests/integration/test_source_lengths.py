@@ -8,13 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from seqlab.analysis.study import SOURCE_TOKENS, Record, load_source_tokens, write_record
+from seqlab.analysis.study import Record, load_source_tokens, write_record
 from seqlab.analysis.study_lengths import archive_source_lengths
 from seqlab.app.evaluate import run_evaluation
+from seqlab.app.study import main as study_main
 from seqlab.checkpoint import load_for_inference
 from seqlab.data.config import DataConfig
 from seqlab.inference.testset import TestSet
-from seqlab.metrics import by_source_length
+from seqlab.metrics import by_source_length, rouge_scores, sacrebleu_scores
 from seqlab.metrics import keys as K
 
 
@@ -40,12 +41,14 @@ def test_an_archive_recovers_its_source_lengths_from_a_checkpoint_of_its_study(s
     longest = model.cfg.max_positions - 1
     lengths = [min(len(p), longest) for p in tokenizer.src.encode([e.source for e in examples])]
     hyps = [" ".join(r.split()[::2]) for r in refs]  # any hypotheses: the buckets are the sources'
-    record = Record("baseline", 0, "greedy", by_source_length(hyps, refs, lengths), [], 0, 0, {}, hypotheses=hyps)
+    metrics = {**sacrebleu_scores(hyps, refs), **rouge_scores(hyps, refs), **by_source_length(hyps, refs, lengths)}
+    record = Record("baseline", 0, "beam5", metrics, [(300, 3.0)], 0, 300, {}, hypotheses=hyps)
     archive = tmp_path / "archive"
     archive.mkdir()
     write_record(archive, record, refs)  # as an evaluation that did not record lengths left it
     assert load_source_tokens(archive) is None
-    assert archive_source_lengths(archive, smoke_checkpoint) == archive / SOURCE_TOKENS
+    assert study_main(["--recipe", "trained", "--archive", str(archive), "--dir", str(tmp_path / "runs"),
+                       "--source-lengths", str(smoke_checkpoint)]) == 0
     assert load_source_tokens(archive) == lengths
 
     other = tmp_path / "other"

@@ -42,7 +42,7 @@ from seqlab.metrics.significance import (
     sacrebleu_paired,
 )
 from seqlab.metrics.text import length_buckets, rouge_per_example
-from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, variant_of
+from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, source_tokens_of, variant_of
 
 log = logging.getLogger(__name__)
 METRICS = (K.BLEU, K.CHRF, *ROUGE_METRICS)
@@ -134,11 +134,10 @@ def from_result_dir(path: Path) -> System:
         raise CompareError(f"{hyp_file}: examples have different numbers of references ({sorted(n_refs)})")
     streams = [[r[i] for r in refs] for i in range(n_refs.pop() if n_refs else 1)]
     name = f"{path.parent.name}/{payload.get('label') or path.name}"
-    lengths = [r.get("source_tokens") for r in records]
     return System(name, [r["hypothesis"] for r in records], streams, [r["source"] for r in records], str(path),
                   variant_of(payload) if payload else None, ckpt.get("seed"),
                   f"{ckpt.get('run_name')}/{payload.get('label')}" if payload else None,
-                  None if None in lengths else lengths)
+                  source_tokens_of(records))
 
 
 def check_comparable(base: System, other: System) -> None:

@@ -49,7 +49,7 @@ def length_table(by_variant: dict[str, list[Record]], metric: str = K.BLEU) -> t
     if first is None or not has_buckets(first):
         return "", {}
     shares = " | ".join(f"{K.bucket_title(b)} ({first.metrics[K.bucket(K.SHARE, b)]:.0f}%)" for b in LABELS)
-    title = {K.BLEU: "BLEU", K.CHRF: "chrF"}[metric]
+    title = K.BUCKETED[metric]
     lines = [f"{title} by source length in subword tokens (share of the test set), mean ± sd over seeds", "",
              f"| variant | {shares} |", "|---" * (len(LABELS) + 1) + "|"]
     data: dict[str, Any] = {}
@@ -139,7 +139,7 @@ def length_section(by_variant: dict[str, list[Record]], pairs: Sequence[tuple[st
     """What a length question's table adds: BLEU and chrF per bucket, and (with the archive's source lengths,
     checked against every record first) each comparison per bucket."""
     parts, data = [], {}
-    for metric in (K.BLEU, K.CHRF):
+    for metric in K.BUCKETED:
         table, numbers = length_table(by_variant, metric)
         if table:
             parts.append(table)

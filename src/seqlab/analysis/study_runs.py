@@ -37,7 +37,7 @@ from seqlab.checkpoint import LAST, checkpoint_file, read_checkpoint
 from seqlab.model import ModelConfig
 from seqlab.model.params import analytic_counts
 from seqlab.provenance import Provenance, capture
-from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, OK, read_val_curve
+from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, OK, read_val_curve, source_tokens_of
 from seqlab.tracking.wandb import CSV_DIR
 
 EVAL_COMMON = ("split=test", "logger=csv", "precision=fp32", "engine=seqlab")  # pinned: the reported setting
@@ -172,8 +172,7 @@ def record_from_evaluation(run: Run, evaluation: Evaluation, eval_args: tuple[st
                     analytic_counts(ModelConfig.from_dict(ckpt["model"])).total, ckpt["step"], ckpt["model"],
                     training=training_provenance(run, train_args, ckpt.get("git_revision"), ckpt["step"]).to_dict(),
                     evaluation=decoded.to_dict(), hypotheses=[r["hypothesis"] for r in rows])
-    lengths = [r.get("source_tokens") for r in rows]
-    return record, [r["reference"] for r in rows], None if None in lengths else lengths
+    return record, [r["reference"] for r in rows], source_tokens_of(rows)
 
 
 def record_from_training(run: Run, train_args: tuple[str, ...]) -> Record:

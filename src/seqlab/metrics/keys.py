@@ -38,6 +38,7 @@ QUALITY: Final = (BLEU, CHRF, ROUGE1, ROUGE2, ROUGEL, ROUGELSUM)
 # source-length buckets in subword tokens (EOS not counted): (label, lowest, highest or None)
 LENGTH_BUCKETS: Final = (("src_le16", 1, 16), ("src_17_32", 17, 32), ("src_33_64", 33, 64), ("src_gt64", 65, None))
 SHARE: Final = "share"  # a length bucket's % of the test set
+BUCKETED: Final = {BLEU: "BLEU", CHRF: "chrF"}  # the metrics scored per length bucket, as tables name them
 
 
 def bucket_title(label: str) -> str:

@@ -80,8 +80,7 @@ def by_source_length(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequenc
         out[K.bucket(K.SHARE, label)] = 100.0 * len(idx) / max(len(hyps), 1)
         if idx:
             scores = sacrebleu_scores([hyps[i] for i in idx], [[stream[i] for i in idx] for stream in ref_streams])
-            out[K.bucket(K.BLEU, label)] = float(scores[K.BLEU])
-            out[K.bucket(K.CHRF, label)] = float(scores[K.CHRF])
+            out.update({K.bucket(m, label): float(scores[m]) for m in K.BUCKETED})
     return out
 
 

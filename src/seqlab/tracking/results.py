@@ -96,6 +96,13 @@ def load_results(root: Path) -> list[dict[str, Any]]:
     return found
 
 
+def source_tokens_of(rows: list[dict[str, Any]]) -> list[int] | None:
+    """Each row's source length in subword tokens (hypotheses.jsonl), or None when any row lacks it (an
+    evaluation from before they were recorded)."""
+    lengths = [r.get("source_tokens") for r in rows]
+    return None if None in lengths else lengths
+
+
 def variant_of(payload: dict[str, Any]) -> str:
     """Everything that identifies a result apart from the training seed (older results: run name + model)."""
     ckpt = payload.get("checkpoint", {})

@@ -116,7 +116,7 @@ DESCRIBE = {
     "baseline": "post-LN, warm-up, sinusoidal, tie all", "post_nowarmup": "post-LN, no warm-up",
     "pre": "pre-LN, warm-up", "pre_nowarmup": "pre-LN, no warm-up", "tie_decoder": "tie decoder in/out only",
     "tie_none": "no tying", "learned_positions": "learned positions", "curve": "baseline, 6,300 updates",
-    "rope_positions": "RoPE", "alibi_positions": "ALiBi (symmetric in the encoder)", "t5_positions": "T5 bias",
+    "rope_positions": "RoPE", "alibi_positions": "ALiBi, symmetric in the encoder", "t5_positions": "T5 bias",
 }
 # the grid (`seqlab study --grid`, `make sweep-arch`): every combination of these
 GRID: dict[str, tuple[str, ...]] = {"model.norm_position": ("pre", "post"),

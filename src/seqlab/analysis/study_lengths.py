@@ -87,11 +87,12 @@ def check_lengths(records: Sequence[Record], refs: Sequence[str], lengths: Seque
 
 
 def bucket_comparison(ref: str, other: str, common: list[int], runs: Runs, refs: Sequence[str],
-                      lengths: Sequence[int]) -> dict[str, dict[str, Any]]:
-    """label -> `other` against `ref` on that bucket's sentences: the seed-level comparison of the bucket's
-    BLEU, each seed's paired bootstrap on the bucket (sacreBLEU's, BLEU only) and the study's verdict."""
+                      buckets: dict[str, list[int]]) -> dict[str, dict[str, Any]]:
+    """label -> `other` against `ref` on that bucket's sentences (`buckets`: each label's test indices): the
+    seed-level comparison of the bucket's BLEU, each seed's paired bootstrap on the bucket (sacreBLEU's, BLEU
+    only) and the study's verdict."""
     out: dict[str, dict[str, Any]] = {}
-    for label, idx in length_buckets(lengths).items():
+    for label, idx in buckets.items():
         if not idx:
             continue
         bucket_refs = [[refs[i] for i in idx]]
@@ -117,17 +118,18 @@ def bucket_cell(c: dict[str, Any]) -> str:
 def bucket_comparisons_table(pairs: Sequence[tuple[str, str]], runs: Runs, refs: Sequence[str],
                              lengths: Sequence[int]) -> tuple[str, list[dict[str, Any]]]:
     """Δ BLEU of each comparison on each bucket, with its verdict and each seed's paired bootstrap p."""
-    sizes = {label: len(idx) for label, idx in length_buckets(lengths).items()}
+    buckets = length_buckets(lengths)
     lines = ["Δ BLEU by source length (mean over seeds; verdict by the study's rule; each seed's paired "
              "bootstrap p on the bucket's sentences)", "",
-             "| comparison | " + " | ".join(f"{K.bucket_title(b)} ({sizes[b]} sentences)" for b in LABELS) + " |",
+             "| comparison | " + " | ".join(f"{K.bucket_title(b)} ({len(buckets[b])} sentences)"
+                                           for b in LABELS) + " |",
              "|---" * (len(LABELS) + 1) + "|"]
     data = []
     for ref, other in pairs:
         common = sorted({s for v, s in runs if v == ref} & {s for v, s in runs if v == other})
         if not common or not all(has_buckets(runs[(v, s)]) for v in (ref, other) for s in common):
             continue
-        by_bucket = bucket_comparison(ref, other, common, runs, refs, lengths)
+        by_bucket = bucket_comparison(ref, other, common, runs, refs, buckets)
         cells = [bucket_cell(by_bucket[b]) if b in by_bucket else "–" for b in LABELS]
         lines.append(f"| {other} − {ref} | " + " | ".join(cells) + " |")
         data.append({"reference": ref, "variant": other, "buckets": by_bucket})

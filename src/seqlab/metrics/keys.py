@@ -43,8 +43,8 @@ BUCKETED: Final = {BLEU: "BLEU", CHRF: "chrF"}  # the metrics scored per length 
 
 def bucket_title(label: str) -> str:
     """How a table heads a length bucket: <= 16, 17-32, 33-64, > 64."""
-    first, low, high = next(b for b in LENGTH_BUCKETS if b[0] == label)
-    if first == LENGTH_BUCKETS[0][0]:
+    _, low, high = next(b for b in LENGTH_BUCKETS if b[0] == label)
+    if label == LENGTH_BUCKETS[0][0]:
         return f"<= {high}"
     return f"{low}-{high}" if high else f"> {low - 1}"
 

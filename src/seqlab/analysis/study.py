@@ -61,6 +61,9 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "rope_positions": ("model.positions=rope",),
     "alibi_positions": ("model.positions=alibi",),
     "t5_positions": ("model.positions=t5",),
+    # the baseline's 3+3 layers split another way (Kasai et al. 2021): deep encoder + one decoder layer, and back
+    "enc5_dec1": ("model.encoder_layers=5", "model.decoder_layers=1"),
+    "enc1_dec5": ("model.encoder_layers=1", "model.decoder_layers=5"),
     # the trained recipe's budget comes from this run's validation curve (curve_budget)
     "curve": ("trainer.max_steps=6300",),
 }
@@ -106,6 +109,11 @@ QUESTIONS: dict[str, Question] = {
                                     "t5_positions"],
                                    [("baseline", v) for v in ("rope_positions", "alibi_positions", "t5_positions")],
                                    recipes=("trained",)),
+    # queued after relative positions: `seqlab study layer_split --recipe trained`; judged on quality here, its
+    # decoding speed measured apart on a quiet machine
+    "layer_split": Question("3+3 layers vs a deep encoder with a shallow decoder (5+1) and the reverse (1+5)",
+                            ["baseline", "enc5_dec1", "enc1_dec5"],
+                            [("baseline", "enc5_dec1"), ("baseline", "enc1_dec5")], recipes=("trained",)),
     "depth": Question("6+6 layers, 1,000 updates: does post-LN need warm-up where pre-LN does not?",
                       [v for v in VARIANTS if v.startswith("deep_")],
                       [(f"deep_pre_{w}_lr{lr}", f"deep_post_{w}_lr{lr}") for w in ("warmup", "nowarmup")
@@ -117,6 +125,7 @@ DESCRIBE = {
     "pre": "pre-LN, warm-up", "pre_nowarmup": "pre-LN, no warm-up", "tie_decoder": "tie decoder in/out only",
     "tie_none": "no tying", "learned_positions": "learned positions", "curve": "baseline, 6,300 updates",
     "rope_positions": "RoPE", "alibi_positions": "ALiBi, symmetric in the encoder", "t5_positions": "T5 bias",
+    "enc5_dec1": "5 encoder + 1 decoder layers", "enc1_dec5": "1 encoder + 5 decoder layers",
 }
 # the grid (`seqlab study --grid`, `make sweep-arch`): every combination of these
 GRID: dict[str, tuple[str, ...]] = {"model.norm_position": ("pre", "post"),

@@ -49,6 +49,13 @@ def check_exportable(cfg: ModelConfig) -> None:
     if cfg.positions == "alibi":
         raise InteropError("model.positions=alibi: CTranslate2 has ALiBi in decoders only, not in the encoder; "
                            "export a model trained with model.positions=rope, t5, sinusoidal or learned")
+    for key, off in (("norm", "layernorm"), ("gated_ffn", False), ("bias", True), ("scale_attention", True),
+                     ("d_head", None), ("rescale_output", False), ("activation_tanh", False)):
+        value = cfg.activation == "gelu_tanh" if key == "activation_tanh" else getattr(cfg, key)
+        if value != off:
+            name = "activation=gelu_tanh" if key == "activation_tanh" else f"{key}={value}"
+            raise InteropError(f"model.{name}: seqlab's CTranslate2 export does not write this variant yet; "
+                               f"decode it with engine=seqlab")
     if cfg.norm_position == "post" and cfg.use_final_norm:
         raise InteropError("model.final_norm=true with model.norm_position=post: CTranslate2 has final norms "
                            "only for pre-LN stacks; use model.final_norm=null (none for post-LN)")

@@ -122,6 +122,13 @@ def to_hf(model: Seq2SeqTransformer) -> Any:
         (cfg.layernorm_embedding, "model.layernorm_embedding must be off"),
         (cfg.use_final_norm, "model.final_norm must be off"),
         (cfg.copy_attention, "model.copy_attention must be off"),
+        (cfg.norm != "layernorm", f"model.norm={cfg.norm} (Marian uses LayerNorm)"),
+        (cfg.gated_ffn or not cfg.bias or not cfg.scale_attention or cfg.d_head is not None or cfg.rescale_output,
+         "model.gated_ffn, bias, scale_attention, d_head and rescale_output must keep their defaults"),
+        (cfg.position_offset or cfg.sinusoid_layout != "marian", "model.position_offset must be 0 and "
+                                                                 "model.sinusoid_layout marian"),
+        (cfg.tie_embeddings == "inputs", "model.tie_embeddings=inputs (Marian ties the output layer too)"),
+        (cfg.activation == "gelu_tanh", "model.activation=gelu_tanh (Marian's GELU is the exact one)"),
     ] if bad]
     if problems:
         raise InteropError("Marian cannot express this variant: " + "; ".join(problems))

@@ -13,8 +13,15 @@ __all__ = ["ConfigError", "ModelConfig", "check_choice", "check_types"]
 NormPosition = Literal["pre", "post"]
 Positions = Literal["sinusoidal", "learned", "rope", "alibi", "t5", "none"]
 ABSOLUTE_POSITIONS = ("sinusoidal", "learned")  # a table added to the embeddings; the others act in self-attention
-TieEmbeddings = Literal["none", "decoder", "all"]
-Activation = Literal["relu", "gelu", "silu"]
+# none: three matrices; decoder: the decoder's input and output share one; all: one for all three;
+# inputs: encoder and decoder inputs share one, the output projection has its own (T5 v1.1, Flan-T5, mT5)
+TieEmbeddings = Literal["none", "decoder", "all", "inputs"]
+# gelu is the exact (erf) GELU; gelu_tanh its tanh approximation (Hugging Face's gelu_new, T5 v1.1's)
+Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
+Norm = Literal["layernorm", "rmsnorm"]
+# sinusoid tables: marian = the paper's frequencies 10000^(-2i/d), sines then cosines (Marian, PEGASUS);
+# fairseq = tensor2tensor's 10000^(-i/(d/2 - 1)), sines then cosines, computed in fp32 (fairseq, M2M100, NLLB)
+SinusoidLayout = Literal["marian", "fairseq"]
 AttentionKernel = Literal["auto", "sdpa", "math"]
 DropoutKernel = Literal["auto", "torch", "bits"]
 
@@ -28,6 +35,14 @@ class ModelConfig:
     stack for pre-LN (Xiong et al. 2020), none for post-LN (Vaswani et al. 2017).
     `copy_attention` adds a pointer-generator output (model/copy.py); the model
     then returns log-probabilities, and needs a shared vocabulary.
+
+    The pretrained families (interop/families.py) are these choices and no more: `norm` (LayerNorm, or T5's
+    RMSNorm without mean or bias), `activation` and `gated_ffn` (GEGLU = gelu + gated, SwiGLU = silu + gated:
+    act(x W_gate) * (x W_up), Shazeer 2020), `bias` on every attention and feed-forward projection,
+    `scale_attention` (1/sqrt(d_head) on the logits; T5 has none), `d_head` (T5's d_kv; null = d_model /
+    n_heads), `position_offset` (position p reads row p + offset of the table: BART's learned positions 2,
+    fairseq's sinusoids pad_id + 1), `sinusoid_layout`, and `rescale_output` (the decoder output times
+    d^-1/2 before the output projection: T5 v1.0's tied head).
     """
 
     src_vocab_size: int
@@ -41,7 +56,14 @@ class ModelConfig:
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
     activation: Activation = "relu"
+    gated_ffn: bool = False
+    norm: Norm = "layernorm"
+    bias: bool = True
+    scale_attention: bool = True
+    d_head: int | None = None
     max_positions: int = 1024
+    position_offset: int = 0
+    sinusoid_layout: SinusoidLayout = "marian"
     norm_position: NormPosition = "post"
     # sinusoidal | learned: a table added to the embeddings; rope | alibi | t5: relative, inside every
     # self-attention (never cross-attention); none (model/positions.py). Each relative scheme's own keys,
@@ -57,6 +79,7 @@ class ModelConfig:
     layernorm_embedding: bool = False
     final_norm: bool | None = None
     output_bias: bool = False
+    rescale_output: bool = False
     copy_attention: bool = False
     layer_norm_eps: float = 1e-5
     # How attention is computed (the result is the same within rounding): "sdpa" = PyTorch's fused
@@ -79,6 +102,8 @@ class ModelConfig:
         check_choice(own, "positions", self.positions, Positions)
         check_choice(own, "tie_embeddings", self.tie_embeddings, TieEmbeddings)
         check_choice(own, "activation", self.activation, Activation)
+        check_choice(own, "norm", self.norm, Norm)
+        check_choice(own, "sinusoid_layout", self.sinusoid_layout, SinusoidLayout)
         check_choice(own, "attention_kernel", self.attention_kernel, AttentionKernel)
         check_choice(own, "dropout_kernel", self.dropout_kernel, DropoutKernel)
         for name in ("src_vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
@@ -93,20 +118,24 @@ class ModelConfig:
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{own}.{name}={getattr(self, name)} must be in [0, 1)")
-        if self.d_model % self.n_heads:
+        if self.d_head is not None and self.d_head < 1:
+            raise ConfigError(f"{own}.d_head={self.d_head} must be a positive integer, or null for d_model / n_heads")
+        if self.d_head is None and self.d_model % self.n_heads:
             raise ConfigError(
                 f"{own}.d_model={self.d_model} is not divisible by {own}.n_heads={self.n_heads}; "
-                f"pick n_heads from the divisors of d_model or a d_model that is a multiple of n_heads"
+                f"pick n_heads from the divisors of d_model, a d_model that is a multiple of n_heads, "
+                f"or set {own}.d_head (each head's size, independent of d_model)"
             )
+        self._check_absolute_keys(own)
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"{own}.d_model={self.d_model} must be even for sinusoidal positions")
         self._check_position_keys(own)
         separate = (f"the source and target have separate vocabularies (data.tokenizer.joint=false, "
                     f"tgt_vocab_size={self.tgt_vocab_size}), where the same id means different pieces")
-        if self.tie_embeddings == "all" and not self.shared_vocab:
+        if self.tie_embeddings in ("all", "inputs") and not self.shared_vocab:
             raise ConfigError(
-                f"{own}.tie_embeddings=all shares one matrix across encoder and decoder, but {separate}; "
-                "train a joint vocabulary (data.tokenizer.joint=true) or use model.tie_embeddings=decoder"
+                f"{own}.tie_embeddings={self.tie_embeddings} shares one matrix across encoder and decoder, but "
+                f"{separate}; train a joint vocabulary (data.tokenizer.joint=true) or use model.tie_embeddings=decoder"
             )
         if self.copy_attention and not self.shared_vocab:
             raise ConfigError(
@@ -116,6 +145,19 @@ class ModelConfig:
         for name in ("pad_id", "bos_id", "eos_id"):
             if not 0 <= getattr(self, name) < min(self.src_vocab_size, self.target_vocab_size):
                 raise ConfigError(f"{own}.{name}={getattr(self, name)} is outside the vocabulary")
+
+    def _check_absolute_keys(self, own: str) -> None:
+        """The offset and layout belong to the absolute tables that read them."""
+        if self.position_offset < 0:
+            raise ConfigError(f"{own}.position_offset={self.position_offset} must be >= 0")
+        if self.position_offset and not self.absolute_positions:
+            raise ConfigError(f"{own}.position_offset={self.position_offset} shifts an absolute table, but "
+                              f"{own}.positions={self.positions}; set it to 0 or use sinusoidal or learned positions")
+        if self.sinusoid_layout != "marian" and self.positions != "sinusoidal":
+            raise ConfigError(f"{own}.sinusoid_layout={self.sinusoid_layout} is a setting of {own}.positions="
+                              f"sinusoidal, but {own}.positions={self.positions}; remove it")
+        if self.sinusoid_layout == "fairseq" and self.d_model < 4:
+            raise ConfigError(f"{own}.sinusoid_layout=fairseq divides by d_model / 2 - 1; d_model must be >= 4")
 
     def _check_position_keys(self, own: str) -> None:
         """A relative scheme's keys belong to it alone, and must describe a model that can run."""
@@ -172,7 +214,22 @@ class ModelConfig:
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        return self.d_model // self.n_heads if self.d_head is None else self.d_head
+
+    @property
+    def attention_dim(self) -> int:
+        """The width of the heads together, n_heads * d_head: d_model unless `d_head` says otherwise."""
+        return self.n_heads * self.head_dim
+
+    @property
+    def attention_scale(self) -> float | None:
+        """The factor on q.k: None = 1/sqrt(d_head), the fused kernel's own default; 1.0 without scaling."""
+        return None if self.scale_attention else 1.0
+
+    @property
+    def position_rows(self) -> int:
+        """Rows of an absolute position table: every position plus the offset before the first."""
+        return self.max_positions + self.position_offset
 
     @property
     def use_final_norm(self) -> bool:

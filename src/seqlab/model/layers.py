@@ -36,16 +36,17 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, cfg: ModelConfig, cross: bool) -> None:
         super().__init__()
-        d = cfg.d_model
+        d, a, bias = cfg.d_model, cfg.attention_dim, cfg.bias  # a = n_heads * d_head, d_model unless set apart
         self.n_heads, self.head_dim, self.cross = cfg.n_heads, cfg.head_dim, cross
+        self.scale = cfg.attention_scale  # None: 1/sqrt(d_head)
         self.dropout = cfg.attention_dropout
         self.kernel, self.dropout_kernel = cfg.attention_kernel, cfg.dropout_kernel
         if cross:
-            self.q_proj = nn.Linear(d, d)
-            self.kv_proj = nn.Linear(d, 2 * d)
+            self.q_proj = nn.Linear(d, a, bias=bias)
+            self.kv_proj = nn.Linear(d, 2 * a, bias=bias)
         else:
-            self.qkv_proj = nn.Linear(d, 3 * d)
-        self.out_proj = nn.Linear(d, d)
+            self.qkv_proj = nn.Linear(d, 3 * a, bias=bias)
+        self.out_proj = nn.Linear(a, d, bias=bias)
         self.recorder: list[Tensor] | None = None  # set by seqlab.inference.inspection to collect attention weights
 
     def split_heads(self, x: Tensor) -> Tensor:
@@ -83,16 +84,17 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.append(k, v)  # (B, H, T_past + T, Dh)
         b, h, t, dh = q.shape
         if self.recorder is not None:
-            self.recorder.append(attention_weights(q, k, attn_mask, is_causal, group))
+            self.recorder.append(attention_weights(q, k, attn_mask, is_causal, group, self.scale))
         if group > 1:  # one source's beams form one group of queries over its keys: (G, H, K*T, Dh)
             q = q.view(b // group, group, h, t, dh).transpose(1, 2).reshape(b // group, h, group * t, dh)
         p_drop = self.dropout if self.training else 0.0
         if written_out(self.kernel, q, t):
-            out = math_attention(q, k, v, attn_mask, is_causal, p_drop, self.dropout_kernel)
+            out = math_attention(q, k, v, attn_mask, is_causal, p_drop, self.dropout_kernel, self.scale)
         else:
             if attn_mask is not None and attn_mask.is_floating_point():
                 attn_mask = attn_mask.to(q.dtype)  # a position bias: SDPA takes a float mask in the queries' type
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=p_drop)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, dropout_p=p_drop,
+                                                 scale=self.scale)
         if group > 1:
             out = out.view(b // group, h, group, t, dh).transpose(1, 2).reshape(b, h, t, dh)
         out = out.transpose(1, 2).reshape(b, t, h * dh)  # (B, T, d)
@@ -117,9 +119,15 @@ def causal_mask(t: int, s: int, device: torch.device) -> Tensor:
     return torch.ones(t, s, dtype=torch.bool, device=device).tril()
 
 
+def logit_scale(q: Tensor, scale: float | None) -> float:
+    """The factor on q.k: `scale`, or SDPA's default 1/sqrt(d_head) when it is None."""
+    return 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+
+
 def math_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is_causal: bool,
-                   dropout_p: float, dropout_kernel: DropoutKernel = "auto") -> Tensor:
-    """softmax(q k^T / sqrt(d_h)) v, written out: what F.scaled_dot_product_attention computes.
+                   dropout_p: float, dropout_kernel: DropoutKernel = "auto", scale: float | None = None) -> Tensor:
+    """softmax(q k^T / sqrt(d_h)) v (or `scale` in place of 1/sqrt(d_h)), written out: what
+    F.scaled_dot_product_attention computes.
 
     q (B, H, T, Dh); k, v (B, H, S, Dh); attn_mask broadcastable to (B, H, T, S), True = attend, or a float
     bias added to the scaled logits (-inf = masked), as SDPA takes it.
@@ -127,21 +135,22 @@ def math_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is
     its own mask. On CPUs in bf16 this is the faster path at seqlab's shapes: the fused CPU kernel's
     backward dominated a bf16 training step in a profile, and this one is plain GEMMs (docs/performance.md).
     """
-    scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))  # (B, H, T, S)
+    scores = (q @ k.transpose(-1, -2)) * logit_scale(q, scale)  # (B, H, T, S)
     weights = torch.softmax(masked(scores.float(), attn_mask, is_causal), dim=-1).to(v.dtype)
     weights = dropout(weights, dropout_p, True, dropout_kernel)
     return weights @ v  # (B, H, T, Dh)
 
 
-def attention_weights(q: Tensor, k: Tensor, attn_mask: Tensor | None, is_causal: bool, group: int) -> Tensor:
-    """softmax(q k^T / sqrt(d_h)) with the same masks as the fused kernel, (B, H, T, S) in fp32.
+def attention_weights(q: Tensor, k: Tensor, attn_mask: Tensor | None, is_causal: bool, group: int,
+                      scale: float | None = None) -> Tensor:
+    """softmax(q k^T / sqrt(d_h)) (or `scale`) with the same masks as the fused kernel, (B, H, T, S) in fp32.
 
     Computed only for inspection, beside (never instead of) the fused attention, so asking for the
     weights leaves the model's outputs bitwise unchanged.
     """
     if group > 1:
         raise ValueError("attention weights are recorded for ungrouped decoding only (one row per source)")
-    scores = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, T, S)
+    scores = (q.float() @ k.float().transpose(-1, -2)) * logit_scale(q, scale)  # (B, H, T, S)
     return torch.softmax(masked(scores, attn_mask, is_causal), dim=-1)
 
 
@@ -157,17 +166,31 @@ def masked(scores: Tensor, attn_mask: Tensor | None, is_causal: bool) -> Tensor:
     return scores.masked_fill(~attn_mask, float("-inf"))
 
 
+def gelu_tanh(x: Tensor) -> Tensor:
+    """GELU's tanh approximation (Hendrycks & Gimpel 2016), Hugging Face's `gelu_new`."""
+    return F.gelu(x, approximate="tanh")
+
+
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": gelu_tanh,
+                                                      "silu": F.silu}
+
+
 class FeedForward(nn.Module):
-    """Position-wise FFN(x) = W2 act(W1 x + b1) + b2 (Vaswani et al. 2017, 3.3)."""
+    """Position-wise FFN(x) = W2 act(W1 x + b1) + b2 (Vaswani et al. 2017, 3.3), or gated (Shazeer 2020):
+    W2 (act(x W_gate) * (x W_up)), with W_gate and W_up fused into fc1 as its first and second halves."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.fc1 = nn.Linear(cfg.d_model, cfg.d_ff)
-        self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model)
-        self.act: Callable[[Tensor], Tensor] = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}[cfg.activation]
+        self.gated = cfg.gated_ffn
+        self.fc1 = nn.Linear(cfg.d_model, 2 * cfg.d_ff if self.gated else cfg.d_ff, bias=cfg.bias)
+        self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+        self.act = ACTIVATIONS[cfg.activation]
         self.dropout = Dropout(cfg.activation_dropout, cfg.dropout_kernel)
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.gated:
+            gate, up = self.fc1(x).chunk(2, dim=-1)  # (B, T, f) each
+            return self.fc2(self.dropout(self.act(gate) * up))
         return self.fc2(self.dropout(self.act(self.fc1(x))))
 
 
@@ -188,8 +211,32 @@ def fuse_relu(model: nn.Module, fused: Callable[[nn.Module], nn.Module]) -> None
     """In place, for inference: each FeedForward with a ReLU gets fc1 = fused(fc1), a layer that applies the
     ReLU itself (one pass fewer over the (rows, d_ff) activations), and no separate activation."""
     for module in model.modules():
-        if isinstance(module, FeedForward) and module.act is F.relu:
+        if isinstance(module, FeedForward) and module.act is F.relu and not module.gated:
             module.fc1, module.act = fused(module.fc1), identity
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * g: no mean subtracted, no bias (Zhang & Sennrich 2019), as T5 computes it:
+    the mean square in fp32, the result cast back to the weight's type when that is half precision."""
+
+    def __init__(self, d: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        variance = x.float().pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(variance + self.eps)
+        if self.weight.dtype in (torch.float16, torch.bfloat16):
+            x = x.to(self.weight.dtype)
+        return self.weight * x
+
+
+def make_norm(cfg: ModelConfig) -> nn.Module:
+    """The one place where `norm` becomes a class."""
+    if cfg.norm == "rmsnorm":
+        return RMSNorm(cfg.d_model, cfg.layer_norm_eps)
+    return nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
 
 
 class Residual(nn.Module):
@@ -203,7 +250,7 @@ class Residual(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.pre = cfg.norm_position == "pre"
-        self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps)
+        self.norm = make_norm(cfg)
         self.dropout = Dropout(cfg.dropout, cfg.dropout_kernel)
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
@@ -222,7 +269,7 @@ class Embedder(nn.Module):
         self.tokens = tokens
         self.positions = make_absolute(cfg)  # None: positions act inside self-attention (or there are none)
         self.scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
-        self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.layernorm_embedding else None
+        self.norm = make_norm(cfg) if cfg.layernorm_embedding else None
         self.dropout = Dropout(cfg.dropout, cfg.dropout_kernel)
         self.max_positions = cfg.max_positions
 

@@ -1,14 +1,16 @@
 """Parameter counts: counted from a built model, and from the analytic formula.
 
-Per layer, with d = d_model and f = d_ff (biases on every projection):
-  attention      4d^2 + 4d          (q, k, v, out)
-  feed-forward   2df + f + d
-  LayerNorm      2d                 (gain and bias)
+Per layer, with d = d_model, f = d_ff and a = n_heads * d_head (= d unless d_head is set), biases on every
+projection:
+  attention      4da + 3a + d       (q, k, v: d -> a; out: a -> d)     = 4d^2 + 4d when a = d
+  feed-forward   2df + f + d        gated: 3df + 2f + d (W_gate, W_up, W2)
+  LayerNorm      2d                 (gain and bias; RMSNorm: d, gain only)
   encoder layer  4d^2 + 2df + f + 9d      = 12d^2 + 13d when f = 4d
   decoder layer  8d^2 + 2df + f + 15d     = 16d^2 + 19d when f = 4d
-Embeddings: |V|d per distinct matrix (1, 2 or 3 by tying), plus learned
-positions 2Pd or T5's relative bias 2 x buckets x heads (one table per stack),
-LayerNorm on embeddings 4d, final norms 4d, output bias |V_tgt|,
+Without biases (`bias=false`) the 3a + d and f + d (2f + d gated) terms drop.
+Embeddings: |V|d per distinct matrix (1, 2 or 3 by tying; `inputs` ties the two input tables and keeps
+its own output matrix), plus learned positions 2(P + offset)d or T5's relative bias 2 x buckets x heads
+(one table per stack), a norm on embeddings 2 x norm, final norms 2 x norm, output bias |V_tgt|,
 copy attention 2d^2 + 3d + 1 (query, key, gate).
 """
 
@@ -43,15 +45,17 @@ class ParamCounts:
 
 def analytic_counts(cfg: ModelConfig) -> ParamCounts:
     """The standard closed-form count for `cfg`."""
-    d, f = cfg.d_model, cfg.d_ff
+    d, f, a = cfg.d_model, cfg.d_ff, cfg.attention_dim
     v_src, v_tgt = cfg.src_vocab_size, cfg.target_vocab_size
-    attention = 4 * d * d + 4 * d
-    ffn = 2 * d * f + f + d
-    norm = 2 * d
-    matrices = {"none": v_src * d + 2 * v_tgt * d, "decoder": (v_src + v_tgt) * d, "all": v_src * d}
+    b = 1 if cfg.bias else 0
+    attention = 4 * d * a + b * (3 * a + d)
+    ffn = (3 * d * f + b * (2 * f + d)) if cfg.gated_ffn else (2 * d * f + b * (f + d))
+    norm = 2 * d if cfg.norm == "layernorm" else d
+    matrices = {"none": v_src * d + 2 * v_tgt * d, "decoder": (v_src + v_tgt) * d, "all": v_src * d,
+                "inputs": (v_src + v_tgt) * d}
     return ParamCounts(
         embeddings=matrices[cfg.tie_embeddings],
-        positions={"learned": 2 * cfg.max_positions * d,
+        positions={"learned": 2 * cfg.position_rows * d,
                    "t5": 2 * cfg.relative_buckets * cfg.n_heads}.get(cfg.positions, 0),
         encoder=cfg.encoder_layers * (attention + ffn + 2 * norm),
         decoder=cfg.decoder_layers * (2 * attention + ffn + 3 * norm),

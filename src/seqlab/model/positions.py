@@ -17,8 +17,8 @@ a target position has no distance to a source position.
   symmetric form over all keys.
 - `t5` (Raffel et al. 2020): a learned scalar per head and bucket of the relative distance j - i, exact up
   to `t5_buckets / 4` and logarithmic up to `t5_max_distance`; bidirectional buckets (the sign kept) in the
-  encoder, causal ones in the decoder; one table per stack, shared by its layers, as T5 does. Unlike T5,
-  seqlab keeps the 1/sqrt(d_head) logit scale and adds the bias after it.
+  encoder, causal ones in the decoder; one table per stack, shared by its layers, as T5 does. The bias is
+  added after the logit scale; T5 itself has none (`model.scale_attention=false`).
 - `none`: no position information (a bag of tokens in the encoder; the decoder's causal mask still orders
   it).
 
@@ -63,26 +63,45 @@ def sinusoid_table(n_positions: int, dim: int) -> Tensor:
     return torch.cat([angles.sin(), angles.cos()], dim=1).float()  # (P, d)
 
 
+def fairseq_sinusoid_table(n_positions: int, dim: int, pad_row: int | None) -> Tensor:
+    """fairseq's (and tensor2tensor's) table, as M2M100 and NLLB use it: frequencies 10000^(-i / (d/2 - 1)),
+    sines then cosines, computed in fp32 as fairseq does, the padding id's row zeroed. fairseq numbers real
+    tokens' positions from pad_id + 1 (`model.position_offset`), so the zeroed row is never read for them."""
+    half = dim // 2
+    step = math.log(10000) / (half - 1)
+    inv_freq = torch.exp(torch.arange(half, dtype=torch.int64).float() * -step)
+    angles = torch.arange(n_positions, dtype=torch.int64).float()[:, None] * inv_freq[None, :]  # (P, d/2)
+    table = torch.cat([angles.sin(), angles.cos()], dim=1)  # (P, d)
+    if pad_row is not None and pad_row < n_positions:
+        table[pad_row] = 0
+    return table
+
+
 class SinusoidalPositions(nn.Module):
-    """Fixed positional encodings, a buffer (not a parameter, not saved)."""
+    """Fixed positional encodings, a buffer (not a parameter, not saved); position p reads row p + offset."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.register_buffer("table", sinusoid_table(cfg.max_positions, cfg.d_model), persistent=False)
+        rows, self.offset = cfg.position_rows, cfg.position_offset
+        table = (fairseq_sinusoid_table(rows, cfg.d_model, cfg.pad_id if cfg.position_offset else None)
+                 if cfg.sinusoid_layout == "fairseq" else sinusoid_table(rows, cfg.d_model))
+        self.register_buffer("table", table, persistent=False)
 
     def forward(self, start: int, length: int) -> Tensor:
-        return self.table[start : start + length]  # (T, d)
+        return self.table[self.offset + start : self.offset + start + length]  # (T, d)
 
 
 class LearnedPositions(nn.Module):
-    """One learned vector per position (Gehring et al. 2017)."""
+    """One learned vector per position (Gehring et al. 2017); position p reads row p + offset (BART keeps two
+    unused rows before the first position)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.empty(cfg.max_positions, cfg.d_model))
+        self.offset = cfg.position_offset
+        self.weight = nn.Parameter(torch.empty(cfg.position_rows, cfg.d_model))
 
     def forward(self, start: int, length: int) -> Tensor:
-        return self.weight[start : start + length]  # (T, d)
+        return self.weight[self.offset + start : self.offset + start + length]  # (T, d)
 
 
 def make_absolute(cfg: ModelConfig) -> nn.Module | None:

@@ -10,7 +10,14 @@ from torch import Tensor, nn
 from seqlab.model.cache import KV, DecoderCache, KVBuffer
 from seqlab.model.config import ModelConfig
 from seqlab.model.copy import CopySource, PointerGenerator
-from seqlab.model.layers import Embedder, FeedForward, MultiHeadAttention, Residual, padding_to_attn_mask
+from seqlab.model.layers import (
+    Embedder,
+    FeedForward,
+    MultiHeadAttention,
+    Residual,
+    make_norm,
+    padding_to_attn_mask,
+)
 from seqlab.model.positions import AttentionPositions, LearnedPositions, Rotary, make_relative
 
 
@@ -78,17 +85,20 @@ class Seq2SeqTransformer(nn.Module):
     drawn from N(0, d^-1/2) with the pad row zeroed, learned positions N(0, d^-1/2), T5's bias tables
     N(0, d^-1/2) (an nn.Embedding, as Hugging Face's T5 initializes them).
     The same embedding init is used with and without `scale_embedding`, so the two
-    variants differ in the multiplier alone.
+    variants differ in the multiplier alone. A gated feed-forward's two halves of fc1 are initialized as
+    two layers. The pad row gets no gradient, except where the pad id also starts the decoder (T5), and so
+    is a token the model reads.
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
         d = cfg.d_model
-        src_tokens = nn.Embedding(cfg.src_vocab_size, d, padding_idx=cfg.pad_id)
+        padding_idx = None if cfg.bos_id == cfg.pad_id else cfg.pad_id
+        src_tokens = nn.Embedding(cfg.src_vocab_size, d, padding_idx=padding_idx)
         tgt_tokens = (
-            src_tokens if cfg.tie_embeddings == "all"
-            else nn.Embedding(cfg.target_vocab_size, d, padding_idx=cfg.pad_id)
+            src_tokens if cfg.tie_embeddings in ("all", "inputs")
+            else nn.Embedding(cfg.target_vocab_size, d, padding_idx=padding_idx)
         )
         self.src_embed = Embedder(cfg, src_tokens)
         self.tgt_embed = Embedder(cfg, tgt_tokens)
@@ -98,12 +108,13 @@ class Seq2SeqTransformer(nn.Module):
         self.encoder_positions = make_relative(cfg, causal=False)
         self.decoder_positions = make_relative(cfg, causal=True)
         final = cfg.use_final_norm
-        self.encoder_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps) if final else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(d, eps=cfg.layer_norm_eps) if final else nn.Identity()
+        self.encoder_norm = make_norm(cfg) if final else nn.Identity()
+        self.decoder_norm = make_norm(cfg) if final else nn.Identity()
+        self.output_scale = d**-0.5 if cfg.rescale_output else None  # T5 v1.0: the tied head reads h * d^-1/2
         self.output = nn.Linear(d, cfg.target_vocab_size, bias=cfg.output_bias)
         self.pointer = PointerGenerator(cfg) if cfg.copy_attention else None
         self.reset_parameters()
-        if cfg.tie_embeddings != "none":
+        if cfg.tie_embeddings in ("all", "decoder"):
             self.output.weight = tgt_tokens.weight
 
     def reset_parameters(self) -> None:
@@ -118,10 +129,13 @@ class Seq2SeqTransformer(nn.Module):
         for module in self.modules():
             if isinstance(module, MultiHeadAttention):
                 fused = module.kv_proj if module.cross else module.qkv_proj
-                for block in fused.weight.split(d, dim=0):
+                for block in fused.weight.split(self.cfg.attention_dim, dim=0):
                     nn.init.xavier_uniform_(block, gain=1 / math.sqrt(2))
                 if module.cross:
                     nn.init.xavier_uniform_(module.q_proj.weight, gain=1 / math.sqrt(2))
+            elif isinstance(module, FeedForward) and module.gated:
+                for half in module.fc1.weight.chunk(2, dim=0):
+                    nn.init.xavier_uniform_(half)
         nn.init.normal_(self.output.weight, mean=0.0, std=d**-0.5)
         with torch.no_grad():
             for emb in (self.src_embed.tokens, self.tgt_embed.tokens):
@@ -195,7 +209,7 @@ class Seq2SeqTransformer(nn.Module):
         for layer, buffer, kv in zip(self.decoder_layers, buffers, cross_kv, strict=True):
             x = layer(x, self_mask, is_causal, buffer, kv, cross_mask, group, positions.rotary)
         h = self.decoder_norm(x)
-        logits = self.output(h)  # (B, T, V)
+        logits = self.output(h if self.output_scale is None else h * self.output_scale)  # (B, T, V)
         if self.pointer is not None:
             logits = self.pointer(h, logits, copy, cross_mask, group)
         return logits, cache

@@ -1,113 +1,70 @@
-"""Hugging Face Marian (OPUS-MT) models <-> Seq2SeqTransformer.
+"""Hugging Face encoder-decoder models <-> Seq2SeqTransformer.
 
-Marian is the original Transformer with post-LN, sinusoidal positions (sines
-then cosines), optionally scaled embeddings, shared/tied embeddings and a fixed
-output bias (`final_logits_bias`). `from_hf` maps it onto the matching
-ModelConfig variant and copies the weights, fusing q/k/v; `to_hf` goes back.
+`from_state` builds the seqlab model of any family interop.families knows from a config.json and a state
+dict, fusing q/k/v; `from_hf` does it from a loaded transformers model. `to_hf` writes a Marian model.
 `transformers` is imported only here, and only when called.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
+from torch import Tensor
 
-from seqlab.config import ConfigError
+from seqlab.interop.families import FAMILIES, Family, InteropError, family_of, model_config, seqlab_state
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}
+__all__ = ["InteropError", "from_hf", "from_state", "to_hf"]
 
 
-class InteropError(ValueError):
-    """A model that has no exact counterpart on the other side; the message says what differs."""
+def untie_where_saved(cfg: ModelConfig, state: dict[str, Tensor], family: Family) -> ModelConfig:
+    """Tying as the weights have it: transformers keeps a saved `lm_head.weight` that differs from the table
+    it would be tied to (Flan-T5's head), so seqlab unties it too."""
+    head = state.get("lm_head.weight")
+    if head is None or cfg.tie_embeddings not in ("all", "decoder"):
+        return cfg
+    table = dict(family.weights(cfg))["src_embed.tokens.weight" if cfg.tie_embeddings == "all"
+                                      else "tgt_embed.tokens.weight"][0]
+    names = [n for n in table.split("|") if n != "lm_head.weight"]
+    tied_to = next((state[n] for n in names if n in state), None)
+    if tied_to is None or torch.equal(tied_to, head):
+        return cfg
+    return replace(cfg, tie_embeddings="inputs" if cfg.tie_embeddings == "all" else "none")
 
 
-def config_from_hf(hf_cfg: Any) -> ModelConfig:
-    """The ModelConfig that computes exactly what a MarianConfig computes."""
-    if hf_cfg.encoder_attention_heads != hf_cfg.decoder_attention_heads or \
-            hf_cfg.encoder_ffn_dim != hf_cfg.decoder_ffn_dim:
-        raise InteropError("encoder and decoder differ in heads or FFN size; seqlab uses one value for both")
-    if hf_cfg.activation_function not in ACTIVATIONS:
-        raise InteropError(f"activation {hf_cfg.activation_function!r} is not one of {sorted(ACTIVATIONS)}")
-    shared = getattr(hf_cfg, "share_encoder_decoder_embeddings", True)
-    tied = getattr(hf_cfg, "tie_word_embeddings", True)
-    if shared and not tied:
-        raise InteropError("shared encoder/decoder embeddings with an untied output layer have no seqlab variant")
-    tgt_vocab = getattr(hf_cfg, "decoder_vocab_size", None) or hf_cfg.vocab_size
-    try:
-        return ModelConfig(
-            src_vocab_size=hf_cfg.vocab_size,
-            tgt_vocab_size=None if shared else tgt_vocab,
-            d_model=hf_cfg.d_model, n_heads=hf_cfg.encoder_attention_heads,
-            encoder_layers=hf_cfg.encoder_layers, decoder_layers=hf_cfg.decoder_layers,
-            d_ff=hf_cfg.encoder_ffn_dim, dropout=float(hf_cfg.dropout),
-            attention_dropout=float(hf_cfg.attention_dropout), activation_dropout=float(hf_cfg.activation_dropout),
-            activation=ACTIVATIONS[hf_cfg.activation_function], max_positions=hf_cfg.max_position_embeddings,
-            norm_position="post", positions="sinusoidal",
-            tie_embeddings="all" if shared else ("decoder" if tied else "none"),
-            scale_embedding=bool(hf_cfg.scale_embedding), layernorm_embedding=False, final_norm=False,
-            output_bias=True, pad_id=hf_cfg.pad_token_id, bos_id=hf_cfg.decoder_start_token_id,
-            eos_id=hf_cfg.eos_token_id if isinstance(hf_cfg.eos_token_id, int) else hf_cfg.eos_token_id[0],
-        )
-    except ConfigError as err:
-        raise InteropError(f"Marian config has no seqlab variant: {err}") from None
-
-
-def _attention_pairs(prefix_ours: str, prefix_hf: str, cross: bool) -> list[tuple[str, list[str]]]:
-    """(our parameter, HF parameters fused into it in order) for one attention block."""
-    pairs = []
-    for kind in ("weight", "bias"):
-        if cross:
-            pairs.append((f"{prefix_ours}.q_proj.{kind}", [f"{prefix_hf}.q_proj.{kind}"]))
-            pairs.append((f"{prefix_ours}.kv_proj.{kind}", [f"{prefix_hf}.{p}_proj.{kind}" for p in "kv"]))
-        else:
-            pairs.append((f"{prefix_ours}.qkv_proj.{kind}", [f"{prefix_hf}.{p}_proj.{kind}" for p in "qkv"]))
-        pairs.append((f"{prefix_ours}.out_proj.{kind}", [f"{prefix_hf}.out_proj.{kind}"]))
-    return pairs
-
-
-def weight_map(cfg: ModelConfig) -> list[tuple[str, list[str]]]:
-    """Every seqlab parameter and the Marian parameters it is made of."""
-    pairs: list[tuple[str, list[str]]] = []
-    layers = [("encoder_layers", "model.encoder.layers", cfg.encoder_layers, False),
-              ("decoder_layers", "model.decoder.layers", cfg.decoder_layers, True)]
-    for ours, theirs, count, is_decoder in layers:
-        for i in range(count):
-            o, t = f"{ours}.{i}", f"{theirs}.{i}"
-            pairs += _attention_pairs(f"{o}.self_attn", f"{t}.self_attn", cross=False)
-            norms = [("self_attn_res", "self_attn_layer_norm"), ("ffn_res", "final_layer_norm")]
-            if is_decoder:
-                pairs += _attention_pairs(f"{o}.cross_attn", f"{t}.encoder_attn", cross=True)
-                norms.append(("cross_attn_res", "encoder_attn_layer_norm"))
-            for fc in ("fc1", "fc2"):
-                pairs += [(f"{o}.ffn.{fc}.{k}", [f"{t}.{fc}.{k}"]) for k in ("weight", "bias")]
-            pairs += [(f"{o}.{a}.norm.{k}", [f"{t}.{b}.{k}"]) for a, b in norms for k in ("weight", "bias")]
-    pairs.append(("src_embed.tokens.weight", ["model.encoder.embed_tokens.weight"]))
-    if cfg.tie_embeddings != "all":
-        pairs.append(("tgt_embed.tokens.weight", ["model.decoder.embed_tokens.weight"]))
-    if cfg.tie_embeddings == "none":
-        pairs.append(("output.weight", ["lm_head.weight"]))
-    return pairs
-
-
-def from_hf(hf_model: Any) -> Seq2SeqTransformer:
-    """A Seq2SeqTransformer that computes the same logits as a MarianMTModel (eval mode)."""
-    cfg = config_from_hf(hf_model.config)
+def from_state(config: dict[str, Any], state: dict[str, Tensor], where: str = "the model") -> Seq2SeqTransformer:
+    """A Seq2SeqTransformer (eval mode) computing what a Hugging Face model of this config.json and state dict
+    computes."""
+    family = family_of(config, where)
+    cfg = untie_where_saved(model_config(config, where), state, family)
     model = Seq2SeqTransformer(cfg)
-    theirs = hf_model.state_dict()
-    ours = {name: torch.cat([theirs[n] for n in parts], dim=0) for name, parts in weight_map(cfg)}
-    ours["output.bias"] = theirs["final_logits_bias"].reshape(-1)
-    for side in ("encoder", "decoder"):
-        table = theirs.get(f"model.{side}.embed_positions.weight")
-        if table is not None and not torch.allclose(table.float(), model.src_embed.positions.table, atol=1e-4):
-            raise InteropError(f"the {side}'s position table is not the sinusoid Marian defines; "
-                               "seqlab keeps positions fixed and cannot load trained ones")
+    ours = seqlab_state(cfg, family, state, where)
+    if cfg.positions == "sinusoidal":
+        check_sinusoids(model, state, where)
     missing, unexpected = model.load_state_dict(ours, strict=False)
     tied = {"tgt_embed.tokens.weight", "output.weight"}
     if unexpected or set(missing) - tied:
-        raise InteropError(f"weights did not map: missing {missing}, unexpected {unexpected}")
+        raise InteropError(f"{where}: weights did not map: missing {missing[:5]}, unexpected {unexpected[:5]}")
     return model.eval()
+
+
+def check_sinusoids(model: Seq2SeqTransformer, state: dict[str, Tensor], where: str) -> None:
+    """A saved sinusoid table (Marian and PEGASUS keep theirs in the weights) must be the one seqlab computes:
+    seqlab keeps positions fixed and cannot load trained ones."""
+    ours = model.src_embed.positions.table
+    for side in ("encoder", "decoder"):
+        table = state.get(f"model.{side}.embed_positions.weight")
+        if table is not None and not (table.shape[0] <= ours.shape[0]
+                                      and torch.allclose(table.float(), ours[: table.shape[0]], atol=1e-4)):
+            raise InteropError(f"{where}: the {side}'s position table is not the sinusoid its family defines; "
+                               "seqlab keeps positions fixed and cannot load trained ones")
+
+
+def from_hf(hf_model: Any) -> Seq2SeqTransformer:
+    """A Seq2SeqTransformer that computes the same logits as a transformers encoder-decoder (eval mode)."""
+    return from_state(hf_model.config.to_dict(), hf_model.state_dict(), type(hf_model).__name__)
 
 
 def to_hf(model: Seq2SeqTransformer) -> Any:
@@ -147,7 +104,8 @@ def to_hf(model: Seq2SeqTransformer) -> Any:
     hf = MarianMTModel(hf_cfg).eval()
     ours = model.state_dict()
     state = {}
-    for name, parts in weight_map(cfg):
+    for name, parts in FAMILIES["marian"].weights(cfg):
+        parts = [p.split("|")[0] for p in parts]  # a tied table under its first name
         for part, chunk in zip(parts, ours[name].split(ours[name].shape[0] // len(parts), dim=0), strict=True):
             state[part] = chunk
     if cfg.tie_embeddings == "all":

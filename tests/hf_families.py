@@ -12,7 +12,7 @@ VOCAB = 60
 COMMON = dict(vocab_size=VOCAB, d_model=16, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
               decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64,
               dropout=0.0, attention_dropout=0.0, activation_dropout=0.0)
-T5 = dict(vocab_size=VOCAB, d_model=16, d_kv=6, d_ff=32, num_layers=2, num_decoder_layers=3, num_heads=4,
+T5 = dict(vocab_size=VOCAB, d_model=16, d_kv=6, d_ff=32, num_layers=2, num_decoder_layers=2, num_heads=4,
           dropout_rate=0.0, relative_attention_num_buckets=8, relative_attention_max_distance=20,
           pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
 
@@ -37,6 +37,9 @@ FAMILIES = {
                 dict(T5, feed_forward_proj="relu")),
     "t5_v1.1": (transformers.T5ForConditionalGeneration, transformers.T5Config,
                 dict(T5, feed_forward_proj="gated-gelu", tie_word_embeddings=False)),
+    # a decoder deeper than the encoder (transformers' own cache cannot generate with it, its forward can)
+    "t5_deep_decoder": (transformers.T5ForConditionalGeneration, transformers.T5Config,
+                        dict(T5, feed_forward_proj="gated-gelu", num_decoder_layers=3)),
 }
 
 

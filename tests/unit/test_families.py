@@ -54,7 +54,8 @@ def test_the_variants_each_family_is(tmp_path):
     t5 = cfgs["t5_v1.0"]
     assert (t5.norm, t5.bias, t5.scale_attention, t5.d_head, t5.rescale_output) == ("rmsnorm", False, False, 6, True)
     v11 = cfgs["t5_v1.1"]
-    assert (v11.activation, v11.gated_ffn, v11.rescale_output, v11.decoder_layers) == ("gelu_tanh", True, False, 3)
+    assert (v11.activation, v11.gated_ffn, v11.rescale_output) == ("gelu_tanh", True, False)
+    assert (cfgs["t5_deep_decoder"].encoder_layers, cfgs["t5_deep_decoder"].decoder_layers) == (2, 3)
     assert v11.bos_id == v11.pad_id == 0
 
 

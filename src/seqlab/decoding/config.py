@@ -22,6 +22,7 @@ HF_GENERATION_DEFAULTS: dict[str, Any] = {
     "length_penalty": 1.0, "no_repeat_ngram_size": 0, "num_return_sequences": 1, "epsilon_cutoff": 0.0,
     "eta_cutoff": 0.0,
 }
+NEW_TOKENS_BY_DEFAULT = 20  # transformers 5, for a config with neither max_length nor max_new_tokens
 EarlyStopping = Literal[True, False, "never"]
 
 
@@ -48,6 +49,13 @@ class DecodingConfig:
     (which Marian and BART configs switch on through `forced_eos_token_id`); `fairseq` masks the
     other tokens and keeps EOS's own log-prob, as fairseq's SequenceGenerator does at max_len, so
     a hypothesis whose EOS is impossible there cannot end (beam search drops it). `false`: off.
+
+    Token constraints as Hugging Face names them: `bad_words_ids` (sequences never completed),
+    `suppress_tokens` (ids never emitted), `forced_bos_token_id` (the first generated token, scored 0:
+    BART's `<s>`, a target language code), `renormalize_logits` (log-softmax after the processors).
+    `suppress_special` is seqlab's own rule for its models: pad and the decoder start token are never
+    emitted; Hugging Face bans nothing unless its config says so, and an imported model's generation
+    defaults turn the rule off.
 
     `None` turns a processor off. Sampling draws from the processed
     distribution with randomness keyed on (seed, source tokens, sample index,
@@ -82,6 +90,11 @@ class DecodingConfig:
     edt_theta: float | None = None  # EDT (Zhang et al. 2024): T = t * edt_base ** (edt_theta / entropy)
     edt_base: float = 0.8
     force_eos: bool | ForceEOS = False  # last allowed step: EOS only; hf (= true) | fairseq rule | false (off)
+    bad_words_ids: list[list[int]] | None = None
+    suppress_tokens: list[int] | None = None
+    forced_bos_token_id: int | None = None
+    suppress_special: bool = True
+    renormalize_logits: bool = False
     seed: int = 0
     name: str | None = None  # a label for reports, e.g. "beam5_lp0.6"
     mbr: MBRConfig | None = None  # minimum Bayes risk over this setting's candidates (decoding/mbr.py)
@@ -93,6 +106,10 @@ class DecodingConfig:
         if self.force_eos not in (False, *get_args(ForceEOS)):
             raise ConfigError(f"{own}.force_eos={self.force_eos!r} is not valid; use false, hf (Hugging Face: "
                               "forced EOS scored 0; true means hf) or fairseq (EOS keeps its log-prob)")
+        for key in ("bad_words_ids", "suppress_tokens"):  # from YAML or JSON: plain lists
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, list):
+                object.__setattr__(self, key, [list(v) if not isinstance(v, int) else v for v in value])
         if isinstance(self.mbr, Mapping):  # from YAML, the command line or a checkpoint's dict
             object.__setattr__(self, "mbr", MBRConfig.from_dict(dict(self.mbr)))
         if self.mbr is not None and not isinstance(self.mbr, MBRConfig):
@@ -169,8 +186,16 @@ class DecodingConfig:
         sample = bool(g.get("do_sample"))
         beams = int(g.get("num_beams") or 1)
         method = "sample" if sample else ("beam" if beams > 1 else "greedy")
-        max_length = g.get("max_new_tokens") or (g["max_length"] - 1 if g.get("max_length") else None)
+        # transformers 5 generates max_length - 1 new tokens (max_length counts the decoder start), and 20 new
+        # tokens when neither max_length nor max_new_tokens is given
+        if g.get("max_new_tokens"):
+            max_length = int(g["max_new_tokens"])
+        elif given.get("max_length"):
+            max_length = int(given["max_length"]) - 1
+        else:
+            max_length = NEW_TOKENS_BY_DEFAULT
         min_length = g.get("min_new_tokens") or max(0, int(g.get("min_length") or 0) - 1)
+        bad = g.get("bad_words_ids")
 
         def warper(key: str, off: float | None) -> Any:
             value = g.get(key)
@@ -189,6 +214,10 @@ class DecodingConfig:
             temperature=warper("temperature", 1.0), top_k=warper("top_k", 0), top_p=warper("top_p", 1.0),
             min_p=warper("min_p", None), typical_p=warper("typical_p", 1.0), epsilon=warper("epsilon_cutoff", 0.0),
             eta=warper("eta_cutoff", 0.0), force_eos=g.get("forced_eos_token_id") is not None,
+            bad_words_ids=[list(b) for b in bad] if bad else None,
+            suppress_tokens=list(g["suppress_tokens"]) if g.get("suppress_tokens") else None,
+            forced_bos_token_id=g.get("forced_bos_token_id"), suppress_special=False,
+            renormalize_logits=bool(g.get("renormalize_logits", False)),
         )
 
     @property

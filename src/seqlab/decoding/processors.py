@@ -60,13 +60,63 @@ class Ban(LogitsProcessor):
 
 
 class SuppressTokens(Ban):
-    """Never emit these ids (pad, and the decoder start token)."""
+    """Never emit these ids (seqlab's rule: pad and the decoder start token; or a list such as HF's
+    `suppress_tokens`)."""
 
     def __init__(self, ids: Sequence[int]) -> None:
         self.ids = sorted(set(ids))
 
     def ban_(self, prefix: Tensor, scores: Tensor) -> None:
         scores[:, self.ids] = NEG_INF
+
+
+class BadWords(Ban):
+    """Never complete one of these token sequences (HF NoBadWordsLogitsProcessor): a one-token sequence is
+    banned at every step, a longer one's last token wherever the prefix ends with the rest. As in HF, a
+    one-token sequence of EOS alone is dropped (it would make every hypothesis endless)."""
+
+    def __init__(self, sequences: Sequence[Sequence[int]], eos_id: int) -> None:
+        _check(bool(sequences) and all(len(s) >= 1 and all(isinstance(i, int) and i >= 0 for i in s)
+                                       for s in sequences),
+               f"decoding.bad_words_ids={sequences!r} must be a non-empty list of non-empty lists of token ids")
+        kept = [tuple(s) for s in sequences if list(s) != [eos_id]]
+        self.always = sorted({s[0] for s in kept if len(s) == 1})
+        self.longer = [s for s in kept if len(s) > 1]
+
+    def ban_(self, prefix: Tensor, scores: Tensor) -> None:
+        if self.always:
+            scores[:, self.always] = NEG_INF
+        for seq in self.longer:
+            head = len(seq) - 1
+            if prefix.shape[1] < head:
+                continue
+            hit = (prefix[:, prefix.shape[1] - head :] == prefix.new_tensor(seq[:-1])).all(dim=1)  # (N,)
+            scores[hit, seq[-1]] = NEG_INF
+
+
+class ForcedFirstToken(LogitsProcessor):
+    """The first generated token is `token_id`, scored 0 (HF ForcedBOSTokenLogitsProcessor): BART's `<s>`,
+    mBART-50's and NLLB's target language code."""
+
+    def __init__(self, token_id: int) -> None:
+        _check(isinstance(token_id, int) and token_id >= 0,
+               f"decoding.forced_bos_token_id={token_id!r} must be a token id (null = off)")
+        self.token_id = token_id
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        if prefix.shape[1] != 1:
+            return scores
+        out = torch.full_like(scores, NEG_INF)
+        out[:, self.token_id] = 0.0
+        return out
+
+
+class LogitNormalization(LogitsProcessor):
+    """Log-softmax of the processed scores (HF's `renormalize_logits=True`), so that beam scores stay
+    log-probabilities after processors removed or moved mass."""
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        return scores.log_softmax(dim=-1)
 
 
 class MinNewTokens(Ban):

@@ -10,8 +10,11 @@ from typing import Protocol
 from seqlab.constants import HasSpecialIds
 from seqlab.decoding.adaptive import DynamicTemperature, EntropyTemperature, FrequencyPresencePenalty
 from seqlab.decoding.processors import (
+    BadWords,
     EpsilonCutoff,
     EtaCutoff,
+    ForcedFirstToken,
+    LogitNormalization,
     LogitsProcessor,
     MinNewTokens,
     MinP,
@@ -50,6 +53,11 @@ class ProcessorSettings(Protocol):
     dynatemp_exponent: float
     edt_theta: float | None
     edt_base: float
+    bad_words_ids: list[list[int]] | None
+    forced_bos_token_id: int | None
+    suppress_tokens: list[int] | None
+    suppress_special: bool
+    renormalize_logits: bool
 
 
 def temperature_rule(cfg: ProcessorSettings) -> LogitsProcessor | None:
@@ -60,6 +68,13 @@ def temperature_rule(cfg: ProcessorSettings) -> LogitsProcessor | None:
     if cfg.edt_theta is not None:
         return EntropyTemperature(base, cfg.edt_theta, cfg.edt_base)
     return Temperature(cfg.temperature) if cfg.temperature is not None else None
+
+
+def suppressed(cfg: ProcessorSettings, ids: HasSpecialIds) -> list[int]:
+    """The ids never emitted: seqlab's rule (`suppress_special`: pad, and the decoder start token unless it is
+    EOS) and any listed in `suppress_tokens`."""
+    rule = ([ids.pad_id, ids.bos_id] if ids.bos_id != ids.eos_id else [ids.pad_id]) if cfg.suppress_special else []
+    return sorted({*rule, *(cfg.suppress_tokens or [])})
 
 
 def build_processors(cfg: ProcessorSettings, ids: HasSpecialIds) -> list[LogitsProcessor]:
@@ -74,7 +89,13 @@ def build_processors(cfg: ProcessorSettings, ids: HasSpecialIds) -> list[LogitsP
         out.append(FrequencyPresencePenalty(cfg.frequency_penalty, cfg.presence_penalty))
     if cfg.no_repeat_ngram_size is not None:
         out.append(NoRepeatNGram(cfg.no_repeat_ngram_size))
-    out.append(SuppressTokens([ids.pad_id, ids.bos_id] if ids.bos_id != ids.eos_id else [ids.pad_id]))
+    if cfg.bad_words_ids is not None:
+        out.append(BadWords(cfg.bad_words_ids, ids.eos_id))
+    if cfg.forced_bos_token_id is not None:
+        out.append(ForcedFirstToken(cfg.forced_bos_token_id))
+    banned = suppressed(cfg, ids)
+    if banned:
+        out.append(SuppressTokens(banned))
     if cfg.min_length:
         out.append(MinNewTokens(cfg.min_length, ids.eos_id))
     rule = temperature_rule(cfg)
@@ -82,4 +103,6 @@ def build_processors(cfg: ProcessorSettings, ids: HasSpecialIds) -> list[LogitsP
         out.append(rule)
     out.extend(cls(getattr(cfg, name)) for name, cls in WARPERS.items()
                if name != "temperature" and getattr(cfg, name) is not None)
+    if cfg.renormalize_logits:
+        out.append(LogitNormalization())
     return out

@@ -1,9 +1,12 @@
-"""A tokenizer whose ids come from a vocabulary list rather than from SentencePiece: Marian (OPUS-MT).
+"""A tokenizer whose ids come from a vocabulary list rather than from SentencePiece: Marian (OPUS-MT) and
+M2M100.
 
-Marian models segment with SentencePiece (`source.spm`, `target.spm`) but number the pieces with
-their own `vocab.json`, and their special ids differ from seqlab's (e.g. eos 0, pad 58100). This is
-MarianTokenizer's rule: pieces from SentencePiece, ids from the vocabulary (unknown pieces -> unk),
-EOS appended; decoding maps ids back to pieces and lets SentencePiece join them.
+These models segment with SentencePiece (Marian's `source.spm`, `target.spm`; M2M100's
+`sentencepiece.bpe.model`) but number the pieces with their own `vocab.json`, and their special ids differ
+from seqlab's (e.g. eos 0, pad 58100). This is MarianTokenizer's and M2M100Tokenizer's rule: pieces from
+SentencePiece, ids from the vocabulary (unknown pieces -> unk), the special tokens placed by the family's
+TextLayout (EOS appended; M2M100's language code first); decoding drops the special ids as
+batch_decode(skip_special_tokens=True) does, maps the rest back to pieces and lets SentencePiece join them.
 """
 
 from __future__ import annotations
@@ -15,23 +18,38 @@ from typing import Any, Literal
 
 import sentencepiece as spm
 
+from seqlab.data.hf_tokenizer import KIND as JSON_KIND
+from seqlab.data.hf_tokenizer import JsonTokenizer
+from seqlab.data.layout import TEXT, TextLayout
 from seqlab.data.tokenizer import Tokenizer, models_from_checkpoint
+
+
+def appended_eos(special: Sequence[int]) -> TextLayout:
+    """Marian's layout: EOS after the text on both sides; every special id dropped when decoding."""
+    eos = int(special[3])
+    return TextLayout((TEXT, eos), (TEXT, eos), skipped=tuple(sorted({int(i) for i in special})))
 
 
 class MappedTokenizer(Tokenizer):
     """SentencePiece segmentation with ids from a vocabulary list; `special` = (pad, unk, bos, eos) ids."""
 
     def __init__(self, src_model: bytes, tgt_model: bytes | None, pieces: Sequence[str],
-                 tgt_pieces: Sequence[str] | None, special: tuple[int, int, int, int]) -> None:
+                 tgt_pieces: Sequence[str] | None, special: tuple[int, int, int, int],
+                 layout: TextLayout | None = None) -> None:
         self.src_model, self.tgt_model = src_model, tgt_model
         self.src = spm.SentencePieceProcessor(model_proto=src_model)
         self.tgt = self.src if tgt_model is None else spm.SentencePieceProcessor(model_proto=tgt_model)
         self.pieces, self.tgt_pieces = list(pieces), list(tgt_pieces) if tgt_pieces is not None else None
         self.special = tuple(int(i) for i in special)
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = self.special
+        self.layout = layout if layout is not None else appended_eos(self.special)
         self.src_ids = {p: i for i, p in enumerate(self.pieces)}
         self.tgt_ids = self.src_ids if self.tgt_pieces is None else {p: i for i, p in enumerate(self.tgt_pieces)}
 
+    def with_settings(self, src_lang: str | None = None, tgt_lang: str | None = None,
+                      task_prefix: str | None = None) -> MappedTokenizer:
+        return MappedTokenizer(self.src_model, self.tgt_model, self.pieces, self.tgt_pieces, self.special,
+                               self.layout.with_settings(src_lang, tgt_lang, task_prefix))
     @property
     def joint(self) -> bool:
         return self.tgt_pieces is None
@@ -39,7 +57,8 @@ class MappedTokenizer(Tokenizer):
     @property
     def digest(self) -> str:
         h = hashlib.sha256(self.src_model + b"\0" + (self.tgt_model or b""))
-        h.update(json.dumps([self.pieces, self.tgt_pieces, self.special]).encode())
+        h.update(json.dumps([self.pieces, self.tgt_pieces, self.special, self.layout.to_dict()],
+                            sort_keys=True).encode())
         return h.hexdigest()
 
     @property
@@ -50,26 +69,27 @@ class MappedTokenizer(Tokenizer):
     def tgt_vocab_size(self) -> int:
         return len(self.tgt_pieces if self.tgt_pieces is not None else self.pieces)
 
-    def _encode(self, processor: Any, ids: dict[str, int], texts: Sequence[str]) -> list[list[int]]:
-        return [[ids.get(p, self.unk_id) for p in pieces] + [self.eos_id]
+    def _encode(self, processor: Any, ids: dict[str, int], texts: Sequence[str], side: str) -> list[list[int]]:
+        return [self.layout.wrap([ids.get(p, self.unk_id) for p in pieces], side)
                 for pieces in processor.encode(list(texts), out_type=str)]
 
-    def encode_source(self, texts: Sequence[str]) -> list[list[int]]:
-        return self._encode(self.src, self.src_ids, texts)
+    def encode_source(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
+        prefix = self.layout.task_prefix
+        return self._encode(self.src, self.src_ids, [prefix + t for t in texts], "source")
 
-    def encode_target(self, texts: Sequence[str]) -> list[list[int]]:
-        return self._encode(self.tgt, self.tgt_ids, texts)
+    def encode_target(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
+        return self._encode(self.tgt, self.tgt_ids, texts, "target")
 
     def id_to_piece(self, i: int, side: Literal["src", "tgt"] = "tgt") -> str:
         table = self.pieces if side == "src" or self.tgt_pieces is None else self.tgt_pieces
         return table[int(i)] if 0 <= int(i) < len(table) else "<unk>"
 
     def _decode(self, ids: Sequence[int], side: Literal["src", "tgt"]) -> str:
-        out = []
+        out, skipped = [], set(self.layout.skipped)
         for i in ids:
             if int(i) == self.eos_id:
                 break
-            if int(i) not in (self.pad_id, self.bos_id):
+            if int(i) not in skipped:
                 out.append(self.id_to_piece(int(i), side))
         return (self.src if side == "src" else self.tgt).decode_pieces(out)
 
@@ -81,13 +101,16 @@ class MappedTokenizer(Tokenizer):
 
     def to_checkpoint(self) -> dict[str, Any]:
         return {**super().to_checkpoint(), "pieces": self.pieces, "tgt_pieces": self.tgt_pieces,
-                "special": list(self.special)}
+                "special": list(self.special), "layout": self.layout.to_dict()}
 
 
-def from_checkpoint(state: dict[str, Any]) -> Tokenizer:
-    """Either kind of tokenizer from a checkpoint's record: a mapped one where it carries its own piece
-    numbering (an imported model), else seqlab's own."""
+def from_checkpoint(state: dict[str, Any]) -> Tokenizer | JsonTokenizer:
+    """Any kind of tokenizer from a checkpoint's record: an imported family's tokenizer.json, a mapped one
+    where it carries its own piece numbering (Marian, M2M100), else seqlab's own."""
+    if state.get("kind") == JSON_KIND:
+        return JsonTokenizer.from_checkpoint(state)
     if "pieces" not in state:
         return Tokenizer.from_checkpoint(state)
+    layout = TextLayout.from_dict(state["layout"]) if state.get("layout") else None
     return MappedTokenizer(*models_from_checkpoint(state), state["pieces"], state.get("tgt_pieces"),
-                           tuple(state["special"]))
+                           tuple(state["special"]), layout)

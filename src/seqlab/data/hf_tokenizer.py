@@ -1,0 +1,88 @@
+"""A pretrained family's tokenizer as transformers 5 runs it: the `tokenizers` library over the family's
+`tokenizer.json` (BART's byte-level BPE; the SentencePiece models of T5, PEGASUS, mBART and NLLB as
+transformers converts them, with each family's id layout: fairseq's offset, PEGASUS's 103, T5's sentinels,
+the language codes), the special tokens placed by the family's TextLayout.
+
+Stored whole in a seqlab checkpoint (the JSON text), so an imported model stays self-describing and
+decoding it needs neither transformers nor the hub.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from seqlab.data.layout import TextLayout, clean_up_tokenization
+
+KIND = "tokenizers"  # the checkpoint record's `kind`
+
+
+class JsonTokenizer:
+    """Text <-> ids through a tokenizer.json, one vocabulary for both sides; `special` = (pad, unk, bos, eos),
+    bos being the decoder start."""
+
+    joint = True
+
+    def __init__(self, tokenizer_json: str, layout: TextLayout, special: tuple[int, int, int, int]) -> None:
+        from tokenizers import Tokenizer as Backend
+
+        self.tokenizer_json, self.layout = tokenizer_json, layout
+        self.backend = Backend.from_str(tokenizer_json)
+        self.special = tuple(int(i) for i in special)
+        self.pad_id, self.unk_id, self.bos_id, self.eos_id = self.special
+        self.skipped = set(layout.skipped)
+
+    def with_settings(self, src_lang: str | None = None, tgt_lang: str | None = None,
+                      task_prefix: str | None = None) -> JsonTokenizer:
+        return JsonTokenizer(self.tokenizer_json, self.layout.with_settings(src_lang, tgt_lang, task_prefix),
+                             self.special)
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.sha256(self.tokenizer_json.encode())
+        h.update(json.dumps([self.layout.to_dict(), self.special], sort_keys=True).encode())
+        return h.hexdigest()
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    tgt_vocab_size = src_vocab_size
+
+    def _encode(self, texts: Sequence[str], side: str, prefix: str = "") -> list[list[int]]:
+        encodings = self.backend.encode_batch([prefix + t for t in texts], add_special_tokens=False)
+        return [self.layout.wrap(e.ids, side) for e in encodings]
+
+    def encode_source(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
+        return self._encode(texts, "source", self.layout.task_prefix)
+
+    def encode_target(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
+        return self._encode(texts, "target")
+
+    def decode_target(self, ids: Sequence[int]) -> str:
+        """What batch_decode(skip_special_tokens=True) gives for the generated ids, up to the first EOS."""
+        kept = []
+        for i in ids:
+            if int(i) == self.eos_id:
+                break
+            if int(i) not in self.skipped:
+                kept.append(int(i))
+        text = self.backend.decode(kept, skip_special_tokens=True)
+        return clean_up_tokenization(text) if self.layout.clean_up_spaces else text
+
+    def decode_source(self, ids: Sequence[int]) -> str:
+        text = self.backend.decode([int(i) for i in ids if int(i) not in self.skipped], skip_special_tokens=True)
+        return clean_up_tokenization(text) if self.layout.clean_up_spaces else text
+
+    def id_to_piece(self, i: int, side: Literal["src", "tgt"] = "tgt") -> str:
+        return self.backend.id_to_token(int(i)) or "<unk>"
+
+    def to_checkpoint(self) -> dict[str, Any]:
+        return {"kind": KIND, "tokenizer_json": self.tokenizer_json, "layout": self.layout.to_dict(),
+                "special": list(self.special)}
+
+    @classmethod
+    def from_checkpoint(cls, state: dict[str, Any]) -> JsonTokenizer:
+        return cls(state["tokenizer_json"], TextLayout.from_dict(state["layout"]), tuple(state["special"]))

@@ -17,11 +17,14 @@ from typing import Any
 import torch
 
 from seqlab.config import ConfigError
+from seqlab.data.hf_tokenizer import JsonTokenizer
 from seqlab.data.mapped import from_checkpoint as tokenizer_from_checkpoint
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.io import atomic_write
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 from seqlab.provenance import git_state
+
+AnyTokenizer = Tokenizer | JsonTokenizer  # seqlab's own, a mapped one (a Tokenizer), or an imported family's
 
 CKPT_SUFFIX = ".ckpt"
 BEST, LAST = "best", "last"
@@ -114,7 +117,7 @@ def read_checkpoint(path: Path | str) -> dict[str, Any]:
 
 
 def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
-                       ) -> tuple[Seq2SeqTransformer, Tokenizer, CheckpointInfo]:
+                       ) -> tuple[Seq2SeqTransformer, AnyTokenizer, CheckpointInfo]:
     """Rebuild the model (eval mode) and tokenizer from the checkpoint file alone."""
     path = resolve(path)
     state = read_checkpoint(path)
@@ -145,10 +148,11 @@ def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
     except (KeyError, ValueError, TypeError, RuntimeError, ConfigError) as err:
         raise CheckpointError(f"{path}: the tokenizer stored in the checkpoint cannot be loaded "
                               f"({type(err).__name__}: {str(err)[:200]})") from None
-    if (tokenizer.src_vocab_size, tokenizer.tgt_vocab_size) != (cfg.src_vocab_size, cfg.target_vocab_size):
+    # more embedding rows than pieces is how some pretrained models ship (T5: 32,128 rows for 32,100 pieces)
+    if tokenizer.src_vocab_size > cfg.src_vocab_size or tokenizer.tgt_vocab_size > cfg.target_vocab_size:
         raise CheckpointError(f"{path}: the stored tokenizer has vocabulary sizes "
-                              f"{(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)} but the model expects "
-                              f"{(cfg.src_vocab_size, cfg.target_vocab_size)}; the checkpoint is inconsistent")
+                              f"{(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)} but the model only "
+                              f"{(cfg.src_vocab_size, cfg.target_vocab_size)} rows; the checkpoint is inconsistent")
     info = CheckpointInfo(path=path, model_config=cfg, step=int(meta.get("step", 0)),
                           data_config=meta.get("data_config", {}), run_config=meta.get("run_config", {}),
                           git_revision=meta.get("git_revision"), tracking=meta.get("tracking") or {},

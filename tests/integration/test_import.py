@@ -73,6 +73,7 @@ def test_imported_marian_model_equals_hf_generate_with_its_generation_config(tmp
     assert out.getvalue().split("\n")[:-1] == [hf_tok.decode(r, skip_special_tokens=True) for r in ref]
 
 
-def test_import_refuses_a_folder_that_is_not_marian(tmp_path, capsys):
+def test_import_refuses_a_folder_that_is_not_a_model(tmp_path, capsys):
     assert main(["--hf", str(tmp_path), "--out", str(tmp_path / "x.ckpt")]) == 2
-    assert "not a Marian folder" in capsys.readouterr().err
+    assert "config.json: missing" in capsys.readouterr().err
+    assert not (tmp_path / "x.ckpt").exists()

@@ -1,4 +1,6 @@
-"""`seqlab import --hf DIR --out FILE.ckpt` (`make import`): a Hugging Face Marian folder as a seqlab checkpoint."""
+"""`seqlab import --hf DIR_OR_NAME --out FILE.ckpt` (`make import`): a Hugging Face encoder-decoder (Marian, BART,
+mBART, PEGASUS, T5 / Flan-T5 / mT5, M2M100, NLLB) as a seqlab checkpoint. A hub name is read from the local
+Hugging Face cache, never downloaded."""
 
 from __future__ import annotations
 
@@ -8,24 +10,26 @@ from pathlib import Path
 import torch
 
 from seqlab.app import cli
-from seqlab.interop.importer import import_marian
+from seqlab.interop.importer import import_hf
 from seqlab.io import atomic_write
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = cli.parser("import", __doc__)
-    parser.add_argument("--hf", required=True, type=Path, help="a Marian save_pretrained folder")
+    parser.add_argument("--hf", required=True, help="a save_pretrained folder, or a hub name in the local cache "
+                                                    "(e.g. facebook/bart-large-cnn)")
     parser.add_argument("--out", required=True, type=Path, help="the seqlab checkpoint to write (.ckpt)")
+    parser.add_argument("--src-lang", default=None, help="source language, Hugging Face's name (eng_Latn, en_XX, en)")
+    parser.add_argument("--tgt-lang", default=None, help="target language: its code is forced first where the "
+                                                         "family does (mBART-50, M2M100, NLLB)")
+    parser.add_argument("--task-prefix", default=None, help="text put before every source (T5: 'summarize: ')")
     return cli.run("import", parser, argv, body)
 
 
 def body(args: argparse.Namespace) -> int:
-    missing = [n for n in ("config.json", "source.spm", "target.spm", "vocab.json") if not (args.hf / n).is_file()]
-    if missing:
-        raise cli.CommandError(f"{args.hf} has no {', '.join(missing)}: not a Marian folder")
     try:
-        state = import_marian(args.hf)
-    except ValueError as err:  # a Marian config seqlab cannot express (InteropError is one too)
+        state = import_hf(args.hf, task_prefix=args.task_prefix, src_lang=args.src_lang, tgt_lang=args.tgt_lang)
+    except ValueError as err:  # InteropError and ConfigError: the message names the file or key
         raise cli.CommandError(str(err)) from None
     atomic_write(args.out, lambda f: torch.save(state, f))
     print(args.out)

@@ -9,16 +9,15 @@ own decoding defaults) is checked right after loading, before anything is decode
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, open_dict
 
 from seqlab.app.configs import checkpoint_decoding, plain
-from seqlab.checkpoint import CheckpointInfo, load_for_inference, resolve
+from seqlab.checkpoint import AnyTokenizer, CheckpointInfo, load_for_inference, resolve
 from seqlab.config import ConfigError, check_choice, check_types, resolve_device, typed
-from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.generate import DecodePrecision
 from seqlab.decoding.mbr import check_task
@@ -44,6 +43,12 @@ class InferenceSettings:
     engine: Engine = "auto"
     decoding_from_checkpoint: bool = False  # the checkpoint's own defaults (an imported model's generation config)
     max_tokens: int = 8000  # source tokens x beams per decoding batch
+    # an imported model's language pair, Hugging Face's names (eng_Latn, en_XX, en; null: the checkpoint's), and
+    # T5's task prefix ("summarize: "; null: the checkpoint's). Where the family opens the target with the target
+    # language's code (mBART-50, M2M100, NLLB), decoding forces it first.
+    src_lang: str | None = None
+    tgt_lang: str | None = None
+    task_prefix: str | None = None
 
     def check(self, owner: str) -> None:
         """Fail naming `owner.key` (eval.precision=...): the same settings serve two commands."""
@@ -93,6 +98,7 @@ class InferenceRequest:
     precision: str
     engine: str
     from_checkpoint: bool  # decode with the checkpoint's own defaults (an imported model's generation config)
+    languages: tuple[str | None, str | None, str | None] = (None, None, None)  # src_lang, tgt_lang, task_prefix
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, command: str,
@@ -103,7 +109,7 @@ class InferenceRequest:
         decoding = typed(DecodingConfig, plain(cfg.decoding), "decoding")
         check_engine(command, settings.engine, settings.precision, decoding)
         return cls(command, settings.ckpt, decoding, settings.precision, settings.engine,
-                   settings.decoding_from_checkpoint)
+                   settings.decoding_from_checkpoint, (settings.src_lang, settings.tgt_lang, settings.task_prefix))
 
     @property
     def label(self) -> str:
@@ -116,7 +122,7 @@ class Loaded:
     seqlab's own search in fp32 or bf16 autocast)."""
 
     model: Seq2SeqTransformer
-    tokenizer: Tokenizer
+    tokenizer: AnyTokenizer
     info: CheckpointInfo
     decoding: DecodingConfig  # the request's, or the checkpoint's own
     label: str
@@ -131,6 +137,24 @@ def settings_of(cfg: DictConfig, cls: type, owner: str) -> Any:
     return settings
 
 
+def with_languages(tokenizer: Any, decoding: DecodingConfig, request: InferenceRequest, path: Path
+                   ) -> tuple[Any, DecodingConfig]:
+    """The tokenizer with the request's language pair and task prefix, and the decoding with the target code
+    forced first where the family opens the target with it (the request's tgt_lang wins over a stored one)."""
+    src_lang, tgt_lang, prefix = request.languages
+    if not hasattr(tokenizer, "with_settings"):
+        given = [k for k, v in zip(("src_lang", "tgt_lang", "task_prefix"), request.languages, strict=True) if v]
+        if given:
+            raise ConfigError(f"{request.command}.{given[0]}: {path} has seqlab's own tokenizer, which has no "
+                              "language codes or task prefix; remove the key")
+        return tokenizer, decoding
+    tokenizer = tokenizer.with_settings(src_lang, tgt_lang, prefix)
+    forced = tokenizer.layout.forced_first
+    if forced is not None and (decoding.forced_bos_token_id is None or tgt_lang is not None):
+        decoding = replace(decoding, forced_bos_token_id=forced)
+    return tokenizer, decoding
+
+
 def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: bool = False) -> Loaded:
     """Load the checkpoint and build the engine. `task_checked`: the decoding was already checked against
     another corpus' task; otherwise it is checked against the checkpoint's own corpus here."""
@@ -138,6 +162,7 @@ def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: 
     path = resolve(request.checkpoint)
     model, tokenizer, info = load_for_inference(path, device=device)
     decoding = checkpoint_decoding(info) if request.from_checkpoint else request.decoding
+    tokenizer, decoding = with_languages(tokenizer, decoding, request, path)
     if not task_checked and info.data_config:
         corpus = info.data_config["corpus"]
         check_task(decoding.mbr, corpus["task"], f"the checkpoint's corpus {corpus['name']}")

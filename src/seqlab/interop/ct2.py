@@ -189,7 +189,8 @@ def export_ctranslate2(model: Seq2SeqTransformer, tokenizer: Tokenizer | None, o
 
 # -- decoding with CTranslate2 through seqlab ----------------------------------------------------------
 # DecodingConfig fields CTranslate2's search takes, and fields it has no equivalent for (refused by name).
-UNSUPPORTED = ("repetition_penalty", "frequency_penalty", "presence_penalty", "mbr", "force_eos")
+UNSUPPORTED = ("repetition_penalty", "frequency_penalty", "presence_penalty", "mbr", "force_eos", "bad_words_ids",
+               "suppress_tokens", "forced_bos_token_id", "renormalize_logits")
 
 
 def check_decodable(cfg: DecodingConfig) -> None:

@@ -1,64 +1,70 @@
-"""A Hugging Face Marian folder (e.g. a downloaded Helsinki-NLP/opus-mt-*) as a seqlab checkpoint:
-`seqlab import --hf DIR --out FILE.ckpt` (`make import`).
+"""A Hugging Face encoder-decoder folder (or a hub name in the local cache) as a seqlab checkpoint:
+`seqlab import --hf DIR_OR_NAME --out FILE.ckpt` (`make import`).
 
-The weights go through interop.hf.from_hf (same logits); the tokenizer keeps Marian's SentencePiece
-models and its `vocab.json` numbering (data.mapped.MappedTokenizer, MarianTokenizer's rule); the
-folder's `generation_config.json` becomes the checkpoint's decoding defaults
-(DecodingConfig.from_generation_config), which `decoding_from_checkpoint=true` uses in
-`make eval` / `make translate`. The checkpoint has no training corpus: evaluate it on
-`corpus=...` or `source=... references=[...]`.
+The weights go through interop.hf.from_state (the family's variant, same logits); the tokenizer is the
+family's own, checked against transformers' (interop.hf_tokenizers); the folder's `generation_config.json`
+becomes the checkpoint's decoding defaults (DecodingConfig.from_generation_config), which
+`decoding_from_checkpoint=true` uses in `make eval` / `make translate`. Language codes (`src_lang`,
+`tgt_lang`) and T5's task prefix are stored as the tokenizer's defaults; evaluation and translation can
+change them. The checkpoint has no training corpus: evaluate it on `corpus=...` or `source=... references=[...]`.
 """
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from seqlab.checkpoint import git_revision
-from seqlab.data.mapped import MappedTokenizer
 from seqlab.decoding import DecodingConfig
-from seqlab.interop.hf import from_hf
+from seqlab.interop.families import InteropError
+from seqlab.interop.hf import from_state
+from seqlab.interop.hf_folder import read_json, read_weights, resolve_folder
+from seqlab.interop.hf_tokenizers import read_tokenizer
+
+# config.json keys transformers reads as generation defaults when the folder has no generation_config.json
+GENERATION_KEYS = ("max_length", "min_length", "num_beams", "length_penalty", "no_repeat_ngram_size",
+                   "early_stopping", "forced_bos_token_id", "forced_eos_token_id", "bad_words_ids",
+                   "decoder_start_token_id", "max_new_tokens", "do_sample")
 
 
-def read_vocab(path: Path) -> list[str]:
-    """vocab.json (piece -> id) as a list indexed by id; ids must be 0..n-1."""
-    mapping = json.loads(path.read_text(encoding="utf-8"))
-    pieces = [""] * len(mapping)
-    for piece, i in mapping.items():
-        if not 0 <= int(i) < len(mapping):
-            raise ValueError(f"{path}: id {i} of {piece!r} is outside 0..{len(mapping) - 1}")
-        pieces[int(i)] = piece
-    return pieces
+def decoding_defaults(folder: Path, config: dict[str, Any]) -> DecodingConfig:
+    """The folder's generation defaults as transformers' `generate` reads them."""
+    path = folder / "generation_config.json"
+    given = read_json(path) if path.is_file() else {k: config[k] for k in GENERATION_KEYS if k in config}
+    try:
+        return DecodingConfig.from_generation_config(given)
+    except ValueError as err:
+        raise InteropError(f"{path}: a generation setting seqlab cannot reproduce ({err})") from None
 
 
-def marian_tokenizer(folder: Path, hf_config: Any) -> MappedTokenizer:
-    settings = json.loads((folder / "tokenizer_config.json").read_text()) if (folder / "tokenizer_config.json"
-                                                                               ).is_file() else {}
-    pieces = read_vocab(folder / "vocab.json")
-    tgt_pieces = read_vocab(folder / "target_vocab.json") if settings.get("separate_vocabs") else None
-    unk = pieces.index(settings.get("unk_token", "<unk>")) if settings.get("unk_token", "<unk>") in pieces else 0
-    eos = hf_config.eos_token_id if isinstance(hf_config.eos_token_id, int) else hf_config.eos_token_id[0]
-    special = (hf_config.pad_token_id, unk, hf_config.decoder_start_token_id, eos)
-    return MappedTokenizer((folder / "source.spm").read_bytes(), (folder / "target.spm").read_bytes(), pieces,
-                           tgt_pieces, special)
-
-
-def import_marian(folder: str | Path) -> dict[str, Any]:
-    """The checkpoint dict (weights + seqlab description) of a Marian save_pretrained folder."""
-    from transformers import GenerationConfig, MarianMTModel
-
-    folder = Path(folder)
-    hf = MarianMTModel.from_pretrained(folder)
-    model = from_hf(hf)
-    tokenizer = marian_tokenizer(folder, hf.config)
-    gc = GenerationConfig.from_pretrained(folder) if (folder / "generation_config.json").is_file() else hf.config
-    decoding = DecodingConfig.from_generation_config(gc if isinstance(gc, GenerationConfig) else
-                                                     GenerationConfig.from_model_config(gc))
+def import_hf(source: str | Path, task_prefix: str | None = None, src_lang: str | None = None,
+              tgt_lang: str | None = None) -> dict[str, Any]:
+    """The checkpoint dict (weights + seqlab description) of a Hugging Face encoder-decoder folder."""
+    folder = resolve_folder(source)
+    config = read_json(folder / "config.json")
+    model = from_state(config, read_weights(folder), str(folder / "config.json"))
+    cfg = model.cfg
+    tokenizer = read_tokenizer(folder, (cfg.pad_id, 0, cfg.bos_id, cfg.eos_id))
+    try:
+        tokenizer = tokenizer.with_settings(src_lang, tgt_lang, task_prefix)
+    except ValueError as err:
+        raise InteropError(str(err)) from None
+    for side, pieces, rows in (("source", tokenizer.src_vocab_size, cfg.src_vocab_size),
+                               ("target", tokenizer.tgt_vocab_size, cfg.target_vocab_size)):
+        if pieces > rows:  # more rows than pieces is how T5 (32,128 for 32,100) and NLLB ship
+            raise InteropError(f"{folder}: the tokenizer has {pieces} {side} pieces but the model only {rows} "
+                               "embedding rows; the tokenizer belongs to another model")
+    decoding = decoding_defaults(folder, config)
+    forced = tokenizer.layout.forced_first
+    if forced is not None and decoding.forced_bos_token_id is None:  # the target language's code comes first
+        decoding = replace(decoding, forced_bos_token_id=forced)
     return {
         "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()},
         "global_step": 0,
-        "seqlab": {"model_config": model.cfg.to_dict(), "tokenizer": tokenizer.to_checkpoint(), "data_config": {},
-                   "run_config": {"run_name": folder.name}, "git_revision": git_revision(), "step": 0,
-                   "decoding": decoding.to_dict(), "imported_from": str(folder.resolve())},
+        "seqlab": {"model_config": cfg.to_dict(), "tokenizer": tokenizer.to_checkpoint(), "data_config": {},
+                   "run_config": {"run_name": folder.name if Path(source).is_dir() else str(source)},
+                   "git_revision": git_revision(), "step": 0, "decoding": decoding.to_dict(),
+                   "imported_from": str(source), "family": config.get("model_type")},
     }
+

@@ -20,13 +20,17 @@ from seqlab.checkpoint import (
     atomic_checkpoint_io,
     checkpoint_file,
     describe,
+    load_for_inference,
     read_checkpoint,
     remove_stale_temporaries,
     run_dir_of,
 )
+from seqlab.config import ConfigError
 from seqlab.data import Seq2SeqDataModule
+from seqlab.data.config import DataConfig
 from seqlab.hardware import auto_precision
 from seqlab.memory import keep_freed_memory
+from seqlab.model import ModelConfig
 from seqlab.tracking.wandb import finish, make_logger, metric_history, saved_run_id, scrub
 from seqlab.train.fit import (
     FinalCheckpoint,
@@ -53,6 +57,14 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         return _train_locked(cfg, spec, out_dir)
 
 
+def check_lengths(data: DataConfig, model: ModelConfig) -> None:
+    """Sequences the data keeps must fit the model's positions (a pretrained model fixes them)."""
+    for key in ("max_source_len", "max_target_len"):  # the decoder reads start + target[:-1]: as many
+        if getattr(data, key) > model.max_positions:
+            raise ConfigError(f"data.{key}={getattr(data, key)} does not fit the model's max_positions="
+                              f"{model.max_positions}; lower data.{key}")
+
+
 def extra_callbacks(cfg: DictConfig) -> list[Any]:
     """The callbacks the `callbacks` config group adds (EarlyStopping, LearningRateMonitor, ...)."""
     chosen = cfg.get("callbacks") or {}
@@ -67,11 +79,18 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
         remove_stale_temporaries(Path(ckpt_path).parent)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
-    datamodule = Seq2SeqDataModule(spec.data)
+    init = load_for_inference(spec.loop.init_from) if spec.loop.init_from else None
+    datamodule = Seq2SeqDataModule(spec.data, tokenizer=init[1] if init else None)
     datamodule.setup()
     tok = datamodule.tokenizer
-    model_cfg = replace(spec.model, src_vocab_size=tok.src_vocab_size,
-                        tgt_vocab_size=None if tok.joint else tok.tgt_vocab_size)
+    if init is not None:
+        model_cfg = init[2].model_config
+        log.info("fine-tuning %s (%s): its model and tokenizer; the model group is not used",
+                 spec.loop.init_from, init[2].run_config.get("run_name", "?"))
+    else:
+        model_cfg = replace(spec.model, src_vocab_size=tok.src_vocab_size,
+                            tgt_vocab_size=None if tok.joint else tok.tgt_vocab_size)
+    check_lengths(spec.data, model_cfg)
     resolved = scrub(plain(cfg))
     group = sweep_group(cfg)
     resumed_id = saved_run_id(run_dir_of(ckpt_path)) if ckpt_path is not None else None  # continue that W&B run
@@ -81,8 +100,12 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     tracking = {"group": spec.tracking.group or group,
                 "run_id": logger.experiment.id if spec.tracking.kind == "wandb" else None,
                 "log_checkpoints": spec.tracking.kind == "wandb" and spec.tracking.log_checkpoints}
-    module = Seq2SeqModule(model_cfg, spec.optim, spec.loop, seed=cfg.seed,
-                           describe=describe(tok, spec.data.to_dict(), resolved, tracking))
+    described = describe(tok, spec.data.to_dict(), resolved, tracking)
+    if init is not None:
+        described["decoding"] = init[2].decoding  # the pretrained model's generation defaults travel with it
+    module = Seq2SeqModule(model_cfg, spec.optim, spec.loop, seed=cfg.seed, describe=described)
+    if init is not None and ckpt_path is None:  # a fresh start takes the pretrained weights; a resume its own
+        module.model.load_state_dict(init[0].state_dict())
     quick_eval = [QuickEval.from_datamodule(datamodule, spec.loop)] if spec.loop.quick_eval_size > 0 else []
 
     loggers = [logger, metric_history(out_dir, resumed_at)] if spec.tracking.kind == "wandb" else [logger]

@@ -15,10 +15,12 @@ from torch.utils.data import DataLoader
 from seqlab.constants import BOS_ID, PAD_ID, TRAIN, VALIDATION
 from seqlab.data.batching import TokenBudgetBatchSampler
 from seqlab.data.config import DataConfig
+from seqlab.data.hf_tokenizer import JsonTokenizer
 from seqlab.data.prepare import TokenizedSplit, load_tokenizer, tokenized_split
 from seqlab.data.sequences import pad_right
 from seqlab.data.tokenizer import Tokenizer
 
+AnyTokenizer = Tokenizer | JsonTokenizer
 log = logging.getLogger(__name__)
 
 
@@ -31,27 +33,38 @@ class Batch:
     tgt_in: Tensor  # (B, T)
     tgt_out: Tensor  # (B, T), PAD where there is no target
     index: Tensor  # (B,) example indices into the split
+    pad_id: int = PAD_ID
 
     @property
     def n_tokens(self) -> int:
         """Real (non-pad) source plus target tokens."""
-        return int((~self.src_pad_mask).sum() + (self.tgt_out != PAD_ID).sum())
+        return int((~self.src_pad_mask).sum() + (self.tgt_out != self.pad_id).sum())
 
     def pin_memory(self) -> Batch:
         """The batch in page-locked memory (what a DataLoader with pin_memory=True calls on a custom type), so
         the copy to the GPU can overlap the step before it."""
         return Batch(*(t.pin_memory() for t in (self.src_ids, self.src_pad_mask, self.tgt_in, self.tgt_out,
-                                                 self.index)))
+                                                 self.index)), self.pad_id)
 
 
-def collate(items: list[tuple[int, np.ndarray, np.ndarray]]) -> Batch:
-    """Right-pad sources and targets; the decoder input starts with BOS."""
-    src, src_pad = pad_right([s for _, s, _ in items], PAD_ID)
-    tgt_out, tgt_pad = pad_right([t for _, _, t in items], PAD_ID)
-    tgt_in = torch.cat([torch.full_like(tgt_out[:, :1], BOS_ID), tgt_out[:, :-1]], dim=1)  # shift right
-    tgt_in = tgt_in.masked_fill(tgt_pad, PAD_ID)  # (B, T): EOS is only ever an output
-    index = torch.tensor([i for i, _, _ in items], dtype=torch.long)
-    return Batch(src, src_pad, tgt_in, tgt_out, index)
+@dataclass(frozen=True)
+class Collate:
+    """Right-pad sources and targets; the decoder input starts with the decoder start token (BOS). The ids
+    are the model's: seqlab's constants, or an imported family's (BART: pad 1, start 2)."""
+
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID
+
+    def __call__(self, items: list[tuple[int, np.ndarray, np.ndarray]]) -> Batch:
+        src, src_pad = pad_right([s for _, s, _ in items], self.pad_id)
+        tgt_out, tgt_pad = pad_right([t for _, _, t in items], self.pad_id)
+        tgt_in = torch.cat([torch.full_like(tgt_out[:, :1], self.bos_id), tgt_out[:, :-1]], dim=1)  # shift right
+        tgt_in = tgt_in.masked_fill(tgt_pad, self.pad_id)  # (B, T): EOS is only ever an output
+        index = torch.tensor([i for i, _, _ in items], dtype=torch.long)
+        return Batch(src, src_pad, tgt_in, tgt_out, index, self.pad_id)
+
+
+collate = Collate()  # seqlab's own ids
 
 
 class ResumableLoader(DataLoader):
@@ -76,16 +89,22 @@ class ResumableLoader(DataLoader):
 class Seq2SeqDataModule(L.LightningDataModule):
     """Tokenizer + tokenized train/validation splits + token-budget loaders."""
 
-    def __init__(self, cfg: DataConfig) -> None:
+    def __init__(self, cfg: DataConfig, tokenizer: AnyTokenizer | None = None) -> None:
+        """`tokenizer`: a pretrained model's own (fine-tuning), used as it is; else trained on the corpus."""
         super().__init__()
         self.cfg = cfg
-        self.tokenizer: Tokenizer | None = None
+        self.tokenizer: AnyTokenizer | None = tokenizer
         self.splits: dict[str, TokenizedSplit] = {}
+
+    @property
+    def collate(self) -> Collate:
+        tok = self.tokenizer
+        return Collate(tok.pad_id, tok.bos_id) if tok is not None else collate
 
     def prepare_data(self) -> None:
         """Tokenizer and token ids into the cache. Lightning runs this in one process per node (local
         rank 0) while the other ranks wait, so no rank tokenizes twice; `setup` then only opens it."""
-        tokenizer = load_tokenizer(self.cfg)
+        tokenizer = self.tokenizer if self.tokenizer is not None else load_tokenizer(self.cfg)
         for split in (TRAIN, VALIDATION):
             tokenized_split(self.cfg, tokenizer, split)
 
@@ -119,7 +138,7 @@ class Seq2SeqDataModule(L.LightningDataModule):
         trainer = self.trainer
         consumed = (lambda: trainer.fit_loop.epoch_loop.batch_progress.current.processed) if trainer else (lambda: 0)
         return ResumableLoader(
-            self.splits[split], batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
+            self.splits[split], batch_sampler=sampler, collate_fn=self.collate, num_workers=self.cfg.num_workers,
             generator=torch.Generator(),  # never draws from the global RNG, which dropout uses
             consumed=consumed, persistent_workers=self.cfg.num_workers > 0, pin_memory=self.pinned())
 
@@ -128,5 +147,5 @@ class Seq2SeqDataModule(L.LightningDataModule):
 
     def val_dataloader(self) -> DataLoader:
         sampler = self.sampler(VALIDATION, shuffle=False)
-        return DataLoader(self.splits[VALIDATION], batch_sampler=sampler, collate_fn=collate,
+        return DataLoader(self.splits[VALIDATION], batch_sampler=sampler, collate_fn=self.collate,
                           num_workers=self.cfg.num_workers, generator=torch.Generator(), pin_memory=self.pinned())

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
-from seqlab.constants import TRAIN
+from seqlab.constants import EOS_ID, TRAIN
 from seqlab.data.config import DataConfig
 from seqlab.data.corpora import Example, count_rows, iter_split
 from seqlab.data.sequences import truncate
@@ -117,14 +117,15 @@ class LengthCounts:
             setattr(self, name, getattr(self, name) + value)
 
 
-def fit_chunk(src: list[list[int]], tgt: list[list[int]], cfg: DataConfig
+def fit_chunk(src: list[list[int]], tgt: list[list[int]], cfg: DataConfig, eos_id: int = EOS_ID
               ) -> tuple[list[list[int]], list[list[int]], LengthCounts]:
-    """Summarization truncates long sources/targets; translation drops over-long pairs. Per pair, so
-    chunks give what the whole split gives."""
+    """Summarization truncates long sources/targets (keeping the tokenizer's EOS last); translation drops
+    over-long pairs. Per pair, so chunks give what the whole split gives."""
     counts = LengthCounts(read=len(src), long_src=sum(len(s) > cfg.max_source_len for s in src),
                           long_tgt=sum(len(t) > cfg.max_target_len for t in tgt))
     if cfg.corpus.task == "summarization":
-        src, tgt = [truncate(s, cfg.max_source_len) for s in src], [truncate(t, cfg.max_target_len) for t in tgt]
+        src = [truncate(s, cfg.max_source_len, eos_id) for s in src]
+        tgt = [truncate(t, cfg.max_target_len, eos_id) for t in tgt]
     else:
         keep = [i for i, (s, t) in enumerate(zip(src, tgt, strict=True))
                 if len(s) <= cfg.max_source_len and len(t) <= cfg.max_target_len]
@@ -290,7 +291,7 @@ def prepare_split(cfg: DataConfig, tokenizer: Tokenizer, split: str, folder: Pat
         for chunk in prefetched(chunks(iter_split(cfg.corpus, split), CHUNK_PAIRS)):
             src = tokenizer.encode_source([e.source for e in chunk], threads)
             tgt = tokenizer.encode_target([e.target for e in chunk], threads)
-            src, tgt, chunk_counts = fit_chunk(src, tgt, cfg)
+            src, tgt, chunk_counts = fit_chunk(src, tgt, cfg, tokenizer.eos_id)
             writer.add(src, tgt)
             counts.add(chunk_counts)
             progress(len(chunk))

@@ -56,6 +56,8 @@ class TokenizerConfig:
 class Tokenizer:
     """Source and target SentencePiece processors (one and the same when joint)."""
 
+    pad_id, unk_id, bos_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID  # fixed at training (a mapped one has its own)
+
     def __init__(self, src_model: bytes, tgt_model: bytes | None = None) -> None:
         self.src_model, self.tgt_model = src_model, tgt_model
         self.src = spm.SentencePieceProcessor(model_proto=src_model)

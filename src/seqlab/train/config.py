@@ -50,6 +50,10 @@ class LoopConfig:
     """The `train:` group: resuming, checkpoints, validation, NaN handling, the quick validation decode."""
 
     resume: str | None = None  # None | "auto" (this run folder, else the newest run of this name) | a path
+    # fine-tuning: start from this checkpoint (seqlab's own or imported: `seqlab import`), with its model,
+    # weights, tokenizer (not retrained) and decoding defaults; the `model` group is not used. A resumed run
+    # continues from its own checkpoint as any other.
+    init_from: str | None = None
     overwrite: bool = False  # start fresh in a run folder that already holds checkpoints
     checkpoint_every_n_steps: int = 200  # 0 = only the final (and best) checkpoint
     keep_last_checkpoints: int = 0  # also keep the N newest periodic checkpoints (step-*.ckpt), e.g. to average

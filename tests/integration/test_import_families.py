@@ -66,3 +66,57 @@ def test_a_missing_tokenizer_is_refused_naming_the_folder(tmp_path, capsys):
     assert main(["--hf", str(path), "--out", str(tmp_path / "x.ckpt")]) == 2
     assert str(path) in capsys.readouterr().err
     assert not (tmp_path / "x.ckpt").exists()
+
+
+@pytest.mark.parametrize("family", ["t5_v1.1", "pegasus", "mbart50", "nllb", "m2m_100", "bart"])
+def test_an_imported_model_exports_to_its_family_and_back(family, tmp_path):
+    from seqlab.interop.export import export
+
+    path, hf_tok, _ = folder(family, tmp_path)
+    ckpt = tmp_path / "imported.ckpt"
+    src, tgt = LANGS.get(family, (None, None))
+    assert main(["--hf", str(path), "--out", str(ckpt), *(["--src-lang", src, "--tgt-lang", tgt] if src else [])]) == 0
+    out = export(ckpt, tmp_path / "exported")
+    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    assert type(hf).__name__ == type(_).__name__ and type(tok).__name__ == type(hf_tok).__name__
+    if src:
+        tok.src_lang, tok.tgt_lang = src, tgt
+    model, tokenizer, _info = load_for_inference(ckpt)
+    assert [tok(s)["input_ids"] for s in SOURCES] == tokenizer.encode_source(SOURCES)
+    batch = tok(SOURCES, return_tensors="pt", padding=True)
+    start = torch.full((3, 1), model.cfg.bos_id)
+    with torch.no_grad():
+        theirs = torch.log_softmax(hf(**batch, decoder_input_ids=start).logits, -1)
+        ours = torch.log_softmax(model(batch["input_ids"], batch["attention_mask"] == 0, start), -1)
+    assert (theirs - ours).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize(("choices", "family"), [
+    (dict(norm_position="post", positions="learned", position_offset=2, layernorm_embedding=True,
+          activation="gelu", output_bias=True, final_norm=False), "BartForConditionalGeneration"),
+    (dict(norm="rmsnorm", norm_position="pre", positions="t5", bias=False, scale_attention=False,
+          scale_embedding=False, activation="gelu_tanh", gated_ffn=True, d_head=4, tie_embeddings="inputs"),
+     "T5ForConditionalGeneration"),
+])
+def test_a_model_trained_in_a_familys_shape_exports_to_that_family(choices, family, tmp_path):
+    from seqlab.interop.hf_export import write_family
+    from seqlab.model import ModelConfig, Seq2SeqTransformer
+
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(ModelConfig(src_vocab_size=40, d_model=16, n_heads=4, encoder_layers=2,
+                                           decoder_layers=2, d_ff=24, dropout=0.0, max_positions=32, **choices)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    write_family(model, tmp_path / "out")
+    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "out").eval()
+    assert type(hf).__name__ == family
+    ids = torch.randint(4, 40, (2, 7))
+    pad = torch.zeros(2, 7, dtype=torch.bool)
+    tgt = torch.randint(4, 40, (2, 5))
+    tgt[:, 0] = model.cfg.bos_id
+    with torch.no_grad():
+        theirs = torch.log_softmax(hf(input_ids=ids, decoder_input_ids=tgt).logits, -1)
+        ours = torch.log_softmax(model(ids, pad, tgt), -1)
+    assert (theirs - ours).abs().max() < 1e-4

@@ -33,11 +33,14 @@ class JsonTokenizer:
         self.special = tuple(int(i) for i in special)
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = self.special
         self.skipped = set(layout.skipped)
+        self.hf_files: dict[str, str] = {}  # the family's tokenizer config files, for `seqlab export` (not used here)
 
     def with_settings(self, src_lang: str | None = None, tgt_lang: str | None = None,
                       task_prefix: str | None = None) -> JsonTokenizer:
-        return JsonTokenizer(self.tokenizer_json, self.layout.with_settings(src_lang, tgt_lang, task_prefix),
-                             self.special)
+        out = JsonTokenizer(self.tokenizer_json, self.layout.with_settings(src_lang, tgt_lang, task_prefix),
+                            self.special)
+        out.hf_files = self.hf_files
+        return out
 
     @property
     def digest(self) -> str:
@@ -81,8 +84,10 @@ class JsonTokenizer:
 
     def to_checkpoint(self) -> dict[str, Any]:
         return {"kind": KIND, "tokenizer_json": self.tokenizer_json, "layout": self.layout.to_dict(),
-                "special": list(self.special)}
+                "special": list(self.special), "hf_files": dict(self.hf_files)}
 
     @classmethod
     def from_checkpoint(cls, state: dict[str, Any]) -> JsonTokenizer:
-        return cls(state["tokenizer_json"], TextLayout.from_dict(state["layout"]), tuple(state["special"]))
+        out = cls(state["tokenizer_json"], TextLayout.from_dict(state["layout"]), tuple(state["special"]))
+        out.hf_files = dict(state.get("hf_files") or {})
+        return out

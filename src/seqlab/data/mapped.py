@@ -45,11 +45,14 @@ class MappedTokenizer(Tokenizer):
         self.layout = layout if layout is not None else appended_eos(self.special)
         self.src_ids = {p: i for i, p in enumerate(self.pieces)}
         self.tgt_ids = self.src_ids if self.tgt_pieces is None else {p: i for i, p in enumerate(self.tgt_pieces)}
+        self.hf_files: dict[str, str] = {}  # the family's tokenizer config files, for `seqlab export`
 
     def with_settings(self, src_lang: str | None = None, tgt_lang: str | None = None,
                       task_prefix: str | None = None) -> MappedTokenizer:
-        return MappedTokenizer(self.src_model, self.tgt_model, self.pieces, self.tgt_pieces, self.special,
-                               self.layout.with_settings(src_lang, tgt_lang, task_prefix))
+        out = MappedTokenizer(self.src_model, self.tgt_model, self.pieces, self.tgt_pieces, self.special,
+                              self.layout.with_settings(src_lang, tgt_lang, task_prefix))
+        out.hf_files = self.hf_files
+        return out
     @property
     def joint(self) -> bool:
         return self.tgt_pieces is None
@@ -101,7 +104,7 @@ class MappedTokenizer(Tokenizer):
 
     def to_checkpoint(self) -> dict[str, Any]:
         return {**super().to_checkpoint(), "pieces": self.pieces, "tgt_pieces": self.tgt_pieces,
-                "special": list(self.special), "layout": self.layout.to_dict()}
+                "special": list(self.special), "layout": self.layout.to_dict(), "hf_files": dict(self.hf_files)}
 
 
 def from_checkpoint(state: dict[str, Any]) -> Tokenizer | JsonTokenizer:
@@ -112,5 +115,7 @@ def from_checkpoint(state: dict[str, Any]) -> Tokenizer | JsonTokenizer:
     if "pieces" not in state:
         return Tokenizer.from_checkpoint(state)
     layout = TextLayout.from_dict(state["layout"]) if state.get("layout") else None
-    return MappedTokenizer(*models_from_checkpoint(state), state["pieces"], state.get("tgt_pieces"),
-                           tuple(state["special"]), layout)
+    out = MappedTokenizer(*models_from_checkpoint(state), state["pieces"], state.get("tgt_pieces"),
+                          tuple(state["special"]), layout)
+    out.hf_files = dict(state.get("hf_files") or {})
+    return out

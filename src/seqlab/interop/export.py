@@ -1,13 +1,15 @@
 """A checkpoint as a Hugging Face `save_pretrained` folder (`seqlab export --ckpt RUN --out DIR`)
 or a CTranslate2 model directory (`--format ctranslate2 [--quantization int8]`, interop.ct2).
 
-The folder holds the Marian config and `model.safetensors` (interop.hf.to_hf: the same logits),
-`generation_config.json` with the decoding defaults given here (seqlab's names mapped onto HF's,
-the inverse of `DecodingConfig.from_generation_config`), and the tokenizer laid out as
-`MarianTokenizer` reads it: `source.spm` / `target.spm` (seqlab's SentencePiece models) and
-`vocab.json` (piece -> id, seqlab's ids; `target_vocab.json` too for separate vocabularies). So
-`MarianTokenizer.from_pretrained(DIR)` and `MarianMTModel.from_pretrained(DIR).generate(...)`
-reproduce seqlab's tokenization and its greedy and beam outputs (tested).
+The folder holds the family's config and `model.safetensors` (interop.hf_export: an imported model goes back
+to its family, a seqlab model to the family whose shape it has, Marian for seqlab's default variants; the
+same logits), `generation_config.json` with the decoding defaults given here (seqlab's names mapped onto
+HF's, the inverse of `DecodingConfig.from_generation_config`), and the tokenizer: an imported family's as it
+came (`tokenizer.json`, or Marian's and M2M100's SentencePiece files and vocab.json, with the family's
+tokenizer config files), or seqlab's own laid out as `MarianTokenizer` reads it: `source.spm` /
+`target.spm` and `vocab.json` (piece -> id, seqlab's ids; `target_vocab.json` too for separate
+vocabularies). So `AutoTokenizer.from_pretrained(DIR)` and `AutoModelForSeq2SeqLM.from_pretrained(DIR)`
+reproduce seqlab's tokenization and outputs (tested).
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from seqlab.checkpoint import load_for_inference
+from seqlab.checkpoint import load_for_inference, read_checkpoint
+from seqlab.data.hf_tokenizer import JsonTokenizer
+from seqlab.data.mapped import MappedTokenizer
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
-from seqlab.interop.hf import to_hf
+from seqlab.decoding.registry import suppressed
+from seqlab.interop.hf_export import write_family
 from seqlab.io import atomic_write, atomic_write_text
 from seqlab.model import ModelConfig
 
@@ -33,7 +38,8 @@ def generation_config(cfg: DecodingConfig, model: ModelConfig) -> dict[str, Any]
     sample = cfg.method == "sample"
     out: dict[str, Any] = {
         "decoder_start_token_id": model.bos_id, "pad_token_id": model.pad_id, "eos_token_id": model.eos_id,
-        "suppress_tokens": sorted({model.pad_id, model.bos_id} - {model.eos_id}),
+        "suppress_tokens": suppressed(cfg, model) or None, "bad_words_ids": cfg.bad_words_ids,
+        "forced_bos_token_id": cfg.forced_bos_token_id, "renormalize_logits": cfg.renormalize_logits,
         "do_sample": sample, "num_beams": cfg.num_beams, "num_return_sequences": cfg.n_best,
         "max_new_tokens": cfg.max_length or model.max_positions - 1, "min_new_tokens": cfg.min_length or None,
         "no_repeat_ngram_size": cfg.no_repeat_ngram_size or 0, "repetition_penalty": cfg.repetition_penalty or 1.0,
@@ -50,7 +56,20 @@ def generation_config(cfg: DecodingConfig, model: ModelConfig) -> dict[str, Any]
     return out
 
 
-def write_tokenizer(tokenizer: Tokenizer, out: Path) -> None:
+def write_tokenizer(tokenizer: Any, out: Path) -> None:
+    """An imported family's tokenizer files as they came; seqlab's own in MarianTokenizer's layout."""
+    for name, text in getattr(tokenizer, "hf_files", {}).items():
+        atomic_write_text(out / name, text)
+    if isinstance(tokenizer, JsonTokenizer):
+        atomic_write_text(out / "tokenizer.json", tokenizer.tokenizer_json)
+        return
+    if getattr(tokenizer, "hf_files", None) and "vocab.json" in tokenizer.hf_files:  # M2M100's layout
+        atomic_write(out / "sentencepiece.bpe.model", lambda f: f.write(tokenizer.src_model))
+        return
+    write_marian_tokenizer(tokenizer, out, keep_config=bool(getattr(tokenizer, "hf_files", None)))
+
+
+def write_marian_tokenizer(tokenizer: Tokenizer, out: Path, keep_config: bool = False) -> None:
     """source.spm, target.spm and vocab.json (+ target_vocab.json) in MarianTokenizer's layout."""
     def vocab(processor: Any) -> str:
         return json.dumps({processor.id_to_piece(i): i for i in range(processor.get_piece_size())},
@@ -59,22 +78,31 @@ def write_tokenizer(tokenizer: Tokenizer, out: Path) -> None:
     src_model, tgt_model = tokenizer.src_model, tokenizer.tgt_model or tokenizer.src_model
     atomic_write(out / "source.spm", lambda f: f.write(src_model))
     atomic_write(out / "target.spm", lambda f: f.write(tgt_model))
+    if isinstance(tokenizer, MappedTokenizer):  # an imported Marian: its own numbering
+        atomic_write_text(out / "vocab.json", json.dumps({p: i for i, p in enumerate(tokenizer.pieces)},
+                                                         ensure_ascii=False))
+        if tokenizer.tgt_pieces is not None:
+            atomic_write_text(out / "target_vocab.json", json.dumps(
+                {p: i for i, p in enumerate(tokenizer.tgt_pieces)}, ensure_ascii=False))
+        return
     atomic_write_text(out / "vocab.json", vocab(tokenizer.src))
     config = {"tokenizer_class": "MarianTokenizer", "unk_token": "<unk>", "eos_token": "</s>", "pad_token": "<pad>",
               "separate_vocabs": not tokenizer.joint}
     if not tokenizer.joint:
         atomic_write_text(out / "target_vocab.json", vocab(tokenizer.tgt))
-    atomic_write_text(out / "tokenizer_config.json", json.dumps(config, indent=1))
+    if not keep_config:
+        atomic_write_text(out / "tokenizer_config.json", json.dumps(config, indent=1))
 
 
 def export(checkpoint: str | Path, out: str | Path, decoding: DecodingConfig | None = None) -> Path:
     """Write the save_pretrained folder of a seqlab checkpoint; returns the folder."""
     from transformers import GenerationConfig
 
-    model, tokenizer, _ = load_for_inference(checkpoint)
+    model, tokenizer, info = load_for_inference(checkpoint)
     out = Path(out)
-    hf = to_hf(model)
-    hf.generation_config = GenerationConfig(**generation_config(decoding or DecodingConfig(), model.cfg))
-    hf.save_pretrained(out)
+    write_family(model, out, read_checkpoint(info.path)["seqlab"].get("family"))
+    if decoding is None:  # the checkpoint's own defaults (an imported model's generation config), else greedy
+        decoding = DecodingConfig(**info.decoding) if info.decoding else DecodingConfig()
+    GenerationConfig(**generation_config(decoding, model.cfg)).save_pretrained(out)
     write_tokenizer(tokenizer, out)
     return out

@@ -125,6 +125,16 @@ def sentencepiece_file(folder: Path, names: tuple[str, ...]) -> bytes:
     raise InteropError(f"{folder}: no {' or '.join(names)}; the tokenizer's SentencePiece model is missing")
 
 
+# the files transformers reads a tokenizer's class and settings from, kept beside it for `seqlab export`
+# (tokenizer.json and the SentencePiece models are stored as the tokenizer itself); M2M100's vocab.json too
+CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+
+
+def config_files(folder: Path, kind: str) -> dict[str, str]:
+    names = CONFIG_FILES + (("vocab.json",) if kind == "M2M100Tokenizer" else ())
+    return {name: (folder / name).read_text(encoding="utf-8") for name in names if (folder / name).is_file()}
+
+
 def read_tokenizer(folder: Path, special: tuple[int, int, int, int]) -> JsonTokenizer | MappedTokenizer:
     """The folder's tokenizer as seqlab stores it, checked against transformers' own on every probe.
     `special` = the model's (pad, unk, decoder start, eos); unk is taken from the tokenizer."""
@@ -164,4 +174,5 @@ def read_tokenizer(folder: Path, special: tuple[int, int, int, int]) -> JsonToke
         raise InteropError(f"{config}: {kind} is neither a tokenizers-library tokenizer nor one seqlab "
                            "reimplements (Marian, M2M100); seqlab cannot store it exactly")
     check_same(hf, ours, layout, where)
+    ours.hf_files = config_files(folder, kind)
     return ours

@@ -120,3 +120,27 @@ def test_a_model_trained_in_a_familys_shape_exports_to_that_family(choices, fami
         theirs = torch.log_softmax(hf(input_ids=ids, decoder_input_ids=tgt).logits, -1)
         ours = torch.log_softmax(model(ids, pad, tgt), -1)
     assert (theirs - ours).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("family", ["t5_v1.0", "t5_v1.1", "pegasus", "mbart", "bart", "m2m_100"])
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_ctranslate2_decodes_an_imported_family_as_seqlab(family, method, tmp_path):
+    pytest.importorskip("ctranslate2")
+    from seqlab.decoding import DecodingConfig, generate
+    from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
+
+    path, hf_tok, _ = folder(family, tmp_path)
+    ckpt = tmp_path / "imported.ckpt"
+    src, tgt = LANGS.get(family, (None, None))
+    assert main(["--hf", str(path), "--out", str(ckpt), *(["--src-lang", src, "--tgt-lang", tgt] if src else [])]) == 0
+    model, tokenizer, _info = load_for_inference(ckpt)
+    engine = CT2Engine(export_ctranslate2(model, tokenizer, tmp_path / "ct2"), model, tokenizer, threads=1)
+    decoding = DecodingConfig(method=method, num_beams=3 if method == "beam" else 1, max_length=10,
+                              suppress_special=False)
+    ids, pad = (torch.nn.utils.rnn.pad_sequence([torch.tensor(s) for s in tokenizer.encode_source(SOURCES)],
+                                                batch_first=True, padding_value=model.cfg.pad_id), None)
+    pad = ids == model.cfg.pad_id
+    ours, theirs = generate(model, ids, pad, decoding), engine.generate(model, ids, pad, decoding)
+    for b in range(len(SOURCES)):
+        n, m = int(ours.lengths[b, 0]), int(theirs.lengths[b, 0])
+        assert ours.sequences[b, 0, :n].tolist() == theirs.sequences[b, 0, :m].tolist(), (family, b)

@@ -189,3 +189,21 @@ def test_d_head_frees_d_model_from_the_head_count():
     model = Seq2SeqTransformer(model_cfg)
     assert model.encoder_layers[0].self_attn.qkv_proj.weight.shape == (60, 18)
     assert analytic_counts(model_cfg) == count_parameters(model)
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_the_cpu_engines_decode_every_new_variant(name):
+    """seqlab_onednn (packed fp32 linears, fused ReLU) decodes as seqlab; int8 runs (its outputs may differ)."""
+    from seqlab.model.onednn import onednn_available, onednn_linears
+    from seqlab.model.quantize import dynamic_int8
+
+    torch.manual_seed(0)
+    model = perturbed(Seq2SeqTransformer(cfg(**NEW[name])))
+    src = torch.randint(4, 40, (2, 6))
+    pad = torch.zeros(2, 6, dtype=torch.bool)
+    decoding = DecodingConfig(method="beam", num_beams=3, max_length=8)
+    expected = generate(model, src, pad, decoding)
+    if onednn_available():
+        packed = generate(onednn_linears(model), src, pad, decoding)
+        assert torch.equal(packed.sequences, expected.sequences)
+    assert generate(dynamic_int8(model), src, pad, decoding).sequences.shape[0] == 2

@@ -37,7 +37,8 @@ from seqlab.model import ModelConfig, Seq2SeqTransformer
 
 # CTranslate2's weight types (`ctranslate2.Translator(compute_type=...)` picks the computation)
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16")
-ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH"}  # seqlab's exact (erf) GELU is CTranslate2's GELU
+# seqlab's exact (erf) GELU is CTranslate2's GELU; its tanh form (T5 v1.1's gelu_new) CTranslate2's GELUTanh
+ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_tanh": "GELUTanh", "silu": "SWISH"}
 SPECIALS = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}
 
 
@@ -49,24 +50,38 @@ def check_exportable(cfg: ModelConfig) -> None:
     if cfg.positions == "alibi":
         raise InteropError("model.positions=alibi: CTranslate2 has ALiBi in decoders only, not in the encoder; "
                            "export a model trained with model.positions=rope, t5, sinusoidal or learned")
-    for key, off in (("norm", "layernorm"), ("gated_ffn", False), ("bias", True), ("scale_attention", True),
-                     ("d_head", None), ("rescale_output", False), ("activation_tanh", False)):
-        value = cfg.activation == "gelu_tanh" if key == "activation_tanh" else getattr(cfg, key)
-        if value != off:
-            name = "activation=gelu_tanh" if key == "activation_tanh" else f"{key}={value}"
-            raise InteropError(f"model.{name}: seqlab's CTranslate2 export does not write this variant yet; "
-                               f"decode it with engine=seqlab")
     if cfg.norm_position == "post" and cfg.use_final_norm:
         raise InteropError("model.final_norm=true with model.norm_position=post: CTranslate2 has final norms "
                            "only for pre-LN stacks; use model.final_norm=null (none for post-LN)")
 
 
-def vocabulary(tokenizer: Tokenizer | None, side: str, size: int) -> list[str]:
-    """The pieces by id; ids 0-3 carry CTranslate2's special tokens (seqlab's pad, unk, bos, eos).
-    Without a tokenizer (a benchmark's random model) piece i is named `t<i>`."""
-    pieces = [tokenizer.id_to_piece(i, side) if tokenizer is not None else f"t{i}"  # type: ignore[arg-type]
-              for i in range(size)]
-    for name, i in (("pad", PAD_ID), ("unk", UNK_ID), ("bos", BOS_ID), ("eos", EOS_ID)):
+def special_ids(cfg: ModelConfig, tokenizer: Any) -> dict[str, int]:
+    """The model's ids of CTranslate2's special tokens: seqlab's 0-3, or an imported family's own (BART's
+    decoder start is its EOS, T5's its pad)."""
+    unk = getattr(tokenizer, "unk_id", UNK_ID) if tokenizer is not None else UNK_ID
+    ids = {"pad": cfg.pad_id, "unk": unk, "eos": cfg.eos_id}
+    if cfg.bos_id not in ids.values():
+        ids["bos"] = cfg.bos_id
+    return ids
+
+
+def start_token(cfg: ModelConfig, tokenizer: Any) -> str:
+    """The name CTranslate2 starts decoding from: the special token at the model's decoder start id."""
+    return SPECIALS[next(name for name, i in special_ids(cfg, tokenizer).items() if i == cfg.bos_id)]
+
+
+def vocabulary(tokenizer: Any, side: str, size: int, cfg: ModelConfig | None = None) -> list[str]:
+    """The pieces by id, the model's special ids carrying CTranslate2's special tokens (seqlab's 0-3 by
+    default). Without a tokenizer (a benchmark's random model) piece i is named `t<i>`; ids past the
+    tokenizer's pieces (T5's spare embedding rows) `<extra_row_i>`."""
+    known = getattr(tokenizer, "src_vocab_size" if side == "src" else "tgt_vocab_size", size)
+    pieces = [tokenizer.id_to_piece(i, side) if tokenizer is not None and i < known else
+              (f"t{i}" if tokenizer is None else f"<extra_row_{i}>") for i in range(size)]
+    specials = special_ids(cfg, tokenizer) if cfg is not None else {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID,
+                                                                    "eos": EOS_ID}
+    names = set(SPECIALS[n] for n in specials)
+    pieces = [f"{p}#{i}" if p in names and i not in specials.values() else p for i, p in enumerate(pieces)]
+    for name, i in specials.items():
         pieces[i] = SPECIALS[name]
     if len(set(pieces)) != len(pieces):
         raise InteropError(f"the {side} vocabulary has repeated pieces; CTranslate2 needs unique tokens")
@@ -83,12 +98,17 @@ def _linear(spec: Any, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
         spec.bias = _array(bias)
 
 
-def _norm(spec: Any, norm: torch.nn.LayerNorm) -> None:
-    spec.gamma, spec.beta = _array(norm.weight), _array(norm.bias)
+def _norm(spec: Any, norm: torch.nn.Module) -> None:
+    spec.gamma = _array(norm.weight)
+    if getattr(norm, "bias", None) is not None:  # RMSNorm has a gain alone
+        spec.beta = _array(norm.bias)
 
 
-def _attention(spec: Any, attn: Any, norm: torch.nn.LayerNorm) -> None:
-    """Self-attention: linear[0] = fused q;k;v, linear[1] = out. Cross: q, fused k;v, out (seqlab's layout)."""
+def _attention(spec: Any, attn: Any, norm: torch.nn.Module) -> None:
+    """Self-attention: linear[0] = fused q;k;v, linear[1] = out. Cross: q, fused k;v, out (seqlab's layout).
+    Unscaled attention (T5) takes queries_scale 1 in place of 1/sqrt(d_head)."""
+    if attn.scale is not None:
+        spec.queries_scale = np.dtype("float32").type(attn.scale)
     if attn.cross:
         _linear(spec.linear[0], attn.q_proj.weight, attn.q_proj.bias)
         _linear(spec.linear[1], attn.kv_proj.weight, attn.kv_proj.bias)
@@ -104,7 +124,7 @@ def _embeddings(stack: Any, embedder: Any, cfg: ModelConfig, tokens: Any) -> Non
     if hasattr(stack, "position_encodings"):  # absolute positions; a relative scheme adds a table of zeros
         positions = embedder.positions
         table = {"sinusoidal": lambda: positions.table, "learned": lambda: positions.weight}.get(
-            cfg.positions, lambda: torch.zeros(cfg.max_positions, cfg.d_model))()
+            cfg.positions, lambda: torch.zeros(cfg.max_positions, cfg.d_model))()[cfg.position_offset:]
         stack.position_encodings.encodings = _array(table)
     if embedder.norm is not None:
         _norm(stack.layernorm_embedding, embedder.norm)
@@ -119,6 +139,14 @@ def _relative_bias(spec: Any, positions: Any, cfg: ModelConfig) -> None:
 
 
 def _ffn(spec: Any, layer: Any) -> None:
+    if layer.ffn.gated:  # CTranslate2's GLU: act(linear_0 x) * linear_0_noact x
+        fc1 = layer.ffn.fc1
+        (gate, up), (b_gate, b_up) = fc1.weight.chunk(2), (fc1.bias.chunk(2) if fc1.bias is not None else (None, None))
+        _linear(spec.linear_0, gate, b_gate)
+        _linear(spec.linear_0_noact, up, b_up)
+        _linear(spec.linear_1, layer.ffn.fc2.weight, layer.ffn.fc2.bias)
+        _norm(spec.layer_norm, layer.ffn_res.norm)
+        return
     _linear(spec.linear_0, layer.ffn.fc1.weight, layer.ffn.fc1.bias)
     _linear(spec.linear_1, layer.ffn.fc2.weight, layer.ffn.fc2.bias)
     _norm(spec.layer_norm, layer.ffn_res.norm)
@@ -132,7 +160,9 @@ def to_spec(model: Seq2SeqTransformer, tokenizer: Tokenizer | None) -> Any:
     check_exportable(cfg)
     pre = cfg.norm_position == "pre"
     common = dict(pre_norm=pre, activation=getattr(common_spec.Activation, ACTIVATIONS[cfg.activation]),
-                  layernorm_embedding=cfg.layernorm_embedding, no_final_norm=not cfg.use_final_norm)
+                  layernorm_embedding=cfg.layernorm_embedding, no_final_norm=not cfg.use_final_norm,
+                  ffn_glu=cfg.gated_ffn, rms_norm=cfg.norm == "rmsnorm",
+                  head_dim=cfg.d_head)
     if cfg.positions == "rope":
         common.update(rotary_dim=cfg.rotary_dim, rotary_interleave=False, rotary_base=cfg.rotary_base)
     common["relative_attention_bias"] = cfg.positions == "t5"
@@ -153,12 +183,16 @@ def to_spec(model: Seq2SeqTransformer, tokenizer: Tokenizer | None) -> Any:
         _norm(encoder.layer_norm, model.encoder_norm)
         _norm(decoder.layer_norm, model.decoder_norm)
     _linear(decoder.projection, model.output.weight, model.output.bias)
+    if model.output_scale is not None:  # T5 v1.0's tied head reads h * d^-1/2
+        decoder.scale_outputs = np.dtype("float32").type(model.output_scale)
     spec = transformer_spec.TransformerSpec(encoder, decoder)
     spec.config.layer_norm_epsilon = cfg.layer_norm_eps
     spec.config.add_source_bos = spec.config.add_source_eos = False  # seqlab's source ids are passed as they are
-    spec.config.decoder_start_token = SPECIALS["bos"]
-    spec.register_source_vocabulary(vocabulary(tokenizer, "src", cfg.src_vocab_size))
-    spec.register_target_vocabulary(vocabulary(tokenizer, "tgt", cfg.target_vocab_size))
+    spec.config.decoder_start_token = start_token(cfg, tokenizer)
+    if "bos" not in special_ids(cfg, tokenizer):  # no "<s>" among the specials (BART starts from </s>, T5 <pad>)
+        spec.config.bos_token = spec.config.decoder_start_token
+    spec.register_source_vocabulary(vocabulary(tokenizer, "src", cfg.src_vocab_size, cfg))
+    spec.register_target_vocabulary(vocabulary(tokenizer, "tgt", cfg.target_vocab_size, cfg))
     return spec
 
 
@@ -188,6 +222,11 @@ def export_ctranslate2(model: Seq2SeqTransformer, tokenizer: Tokenizer | None, o
 
 
 # -- decoding with CTranslate2 through seqlab ----------------------------------------------------------
+def suppressed_ids(cfg: ModelConfig) -> list[int]:
+    """seqlab's rule (decoding.suppress_special): pad and the decoder start token, unless it is EOS."""
+    return sorted({cfg.pad_id, cfg.bos_id} - {cfg.eos_id})
+
+
 # DecodingConfig fields CTranslate2's search takes, and fields it has no equivalent for (refused by name).
 UNSUPPORTED = ("repetition_penalty", "frequency_penalty", "presence_penalty", "mbr", "force_eos", "bad_words_ids",
                "suppress_tokens", "forced_bos_token_id", "renormalize_logits")
@@ -224,9 +263,10 @@ class CT2Engine:
         self.path, self.model = Path(path), model
         self.translator = ctranslate2.Translator(str(path), device="cpu", compute_type=compute_type,
                                                  intra_threads=threads or torch.get_num_threads())
-        self.src_tokens = vocabulary(tokenizer, "src", model.cfg.src_vocab_size)
-        tgt = vocabulary(tokenizer, "tgt", model.cfg.target_vocab_size)
+        self.src_tokens = vocabulary(tokenizer, "src", model.cfg.src_vocab_size, model.cfg)
+        tgt = vocabulary(tokenizer, "tgt", model.cfg.target_vocab_size, model.cfg)
         self.tgt_index = {t: i for i, t in enumerate(tgt)}
+        self.suppressed = [[tgt[i]] for i in suppressed_ids(model.cfg)]
 
     @classmethod
     def for_checkpoint(cls, checkpoint: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, cache_dir: Path,
@@ -242,7 +282,7 @@ class CT2Engine:
         return dict(beam_size=cfg.num_beams if cfg.method == "beam" else 1, num_hypotheses=cfg.n_best,
                     length_penalty=cfg.length_penalty, max_decoding_length=max_length,
                     min_decoding_length=cfg.min_length, no_repeat_ngram_size=cfg.no_repeat_ngram_size or 0,
-                    suppress_sequences=[[SPECIALS["pad"]], [SPECIALS["bos"]]], return_scores=False)
+                    suppress_sequences=self.suppressed if cfg.suppress_special else None, return_scores=False)
 
     def translate_ids(self, sources: list[list[int]], cfg: DecodingConfig, max_length: int) -> list[list[list[int]]]:
         """Per source, its n-best token ids (EOS appended where the hypothesis ended before the limit)."""

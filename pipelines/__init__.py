@@ -15,6 +15,7 @@ from pipelines import (
     arch_study_trained,
     beam_curse,
     bench,
+    bench_families,
     bench_gpu,
     decoding_sweep,
     mbr,
@@ -27,4 +28,4 @@ from pipelines.core import Pipeline
 
 PIPELINES: dict[str, Pipeline] = {m.PIPELINE.name: m.PIPELINE for m in (
     mt_bible_small, sum_debian_small, decoding_sweep, truncation, mbr, beam_curse, no_repeat, arch_study,
-    arch_study_trained, bench, bench_gpu)}
+    arch_study_trained, bench, bench_families, bench_gpu)}

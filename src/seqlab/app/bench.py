@@ -2,21 +2,26 @@
 (seqlab.analysis.bench measures; this command writes the JSON and prints the table).
 
 seqlab bench [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [positions=true] [profile=true] [bench.batch=64 ...]
+seqlab bench families=true: decoding at t5-small's, bart-base's and opus-mt's shapes (analysis.bench_families)
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import hydra
+import torch
 from omegaconf import DictConfig
 
 from seqlab.analysis.bench import run_bench
+from seqlab.analysis.bench_families import family_bench, to_dict
 from seqlab.analysis.speed import BenchConfig
 from seqlab.app.cli import reraise
 from seqlab.app.configs import plain, typed
 from seqlab.app.store import CONF_DIR
+from seqlab.hardware import CpuClock, cpu_description
 from seqlab.io import atomic_write_text
 
 
@@ -24,13 +29,30 @@ from seqlab.io import atomic_write_text
 def main(cfg: DictConfig) -> None:
     try:
         bench = typed(BenchConfig, plain(cfg.bench), "bench")
-        result = run_bench(bench, cfg.ckpt, cfg.scaling, cfg.positions, cfg.profile)
+        if cfg.get("families"):
+            record, text = families(bench)
+        else:
+            result = run_bench(bench, cfg.ckpt, cfg.scaling, cfg.positions, cfg.profile)
+            record, text = result.to_dict(), result.table()
     except Exception as err:
         reraise("bench", err)
     out = Path(cfg.out)
-    atomic_write_text(out, json.dumps(result.to_dict(), indent=2, default=str))
-    print(result.table())
+    atomic_write_text(out, json.dumps(record, indent=2, default=str))
+    print(text)
     print(f"wrote {out}")
+
+
+def families(bench: BenchConfig) -> tuple[dict, str]:
+    """The families' decoding bench: its record (with the machine and other processes' load) and a text table."""
+    clock = CpuClock.now()
+    rows = family_bench(bench)
+    others = clock.others_busy_cores(CpuClock.now())
+    record = {"families": to_dict(rows), "config": asdict(bench), "cpu": cpu_description(),
+              "threads": torch.get_num_threads(), "torch": torch.__version__, "others_busy_cores": others}
+    lines = [f"{r.shape:<10}{r.decoding:<8}seqlab {r.tokens / r.seqlab_s:>8,.0f} tok/s  {r.x_hf:.2f}x generate"
+             + (f"  {r.x_ct2:.2f}x CTranslate2" if r.x_ct2 is not None else "")
+             + f"  ({r.equal_hf} of {r.sources} equal generate's)" for r in rows]
+    return record, "\n".join(lines)
 
 
 def run() -> int:

@@ -1,0 +1,40 @@
+"""Decoding at the pretrained families' real shapes (`seqlab bench families=true`): t5-small, bart-base and an
+opus-mt model with random weights, seqlab against Hugging Face `generate` and CTranslate2 fp32 on the same
+sources, greedy and beam 5, outputs compared. One record per CPU model
+(results/bench_families/families-<cpu>.json), one table per record on the performance page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipelines.bench import bench_records
+from pipelines.core import Pipeline, Stage, Table
+from pipelines.tables import commit_of, table
+from seqlab.analysis.bench_families import from_dict
+
+DOC = "docs/performance.md"
+
+
+def render(archive: Path) -> str:
+    parts = []
+    for record in bench_records(archive, "families-*.json"):
+        result, man = record["result"], record["manifest"]
+        rows = [[r.shape, r.decoding, f"{r.tokens / r.seqlab_s:,.0f}", f"{r.x_hf:.2f}x",
+                 "–" if r.x_ct2 is None else f"{r.x_ct2:.2f}x",
+                 f"{r.equal_hf} of {r.sources}", "–" if r.equal_ct2 is None else f"{r.equal_ct2} of {r.sources}"]
+                for r in from_dict(result["families"])]
+        cfg = result["config"]
+        parts.append(f"**{man['cpu']}** ({', '.join(man['cpu_flags']) or 'no bf16/AMX flags'}; {result['threads']} "
+                     f"threads; torch {man['torch']}; commit {commit_of(man)}; {man['date'][:10]}; other processes' "
+                     f"load {result['others_busy_cores']:.2f} cores; {cfg['decode_sources']} random sources of "
+                     f"{cfg['seq_len'] // 2}-{cfg['seq_len']} tokens, {cfg['max_new_tokens']} new tokens at most, "
+                     f"fp32, best of {cfg['decode_repeats']})\n\n"
+                     + table(["shape (random weights)", "decoding", "seqlab tokens/s", "vs generate",
+                              "vs CTranslate2 fp32", "outputs equal generate's", "equal CTranslate2's"], rows))
+    return "\n\n".join(parts) or f"_No archived bench yet: `make pipeline NAME={archive.name}`._"
+
+
+PIPELINE = Pipeline(
+    "bench_families", "decoding speed at t5-small's, bart-base's and opus-mt's shapes against generate and "
+    "CTranslate2", (Stage("families", "bench", ("families=true",)),), (Table("bench_families", render, DOC),),
+)

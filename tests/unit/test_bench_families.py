@@ -1,0 +1,30 @@
+"""The families' decoding bench at shrunken shapes: every engine decodes the same sources, and seqlab's
+outputs equal generate's and CTranslate2's (the speeds are the bench's business, not a test's)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from seqlab.analysis import bench_families  # noqa: E402
+from seqlab.analysis.speed import BenchConfig  # noqa: E402
+
+
+def test_every_family_shape_decodes_alike_in_every_engine(monkeypatch):
+    small = {}
+    for name, (kind, values) in bench_families.SHAPES.items():
+        values = {**values, "d_model": 32}
+        if kind == "t5":
+            values.update(d_kv=8, d_ff=64, num_layers=2, num_heads=4)
+        else:
+            values.update(encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                          encoder_ffn_dim=64, decoder_ffn_dim=64)
+        small[name] = (kind, values)
+    monkeypatch.setattr(bench_families, "SHAPES", small)
+    rows = bench_families.family_bench(BenchConfig(decode_sources=6, seq_len=10, max_new_tokens=8), repeats=1)
+    assert [(r.shape, r.decoding) for r in rows] == [(s, d) for s in small for d, _ in bench_families.DECODINGS]
+    for r in rows:
+        assert r.equal_hf == r.sources == 6, r
+        assert r.equal_ct2 in (None, r.sources), r
+    assert bench_families.from_dict(bench_families.to_dict(rows)) == rows

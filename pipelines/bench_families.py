@@ -36,5 +36,6 @@ def render(archive: Path) -> str:
 
 PIPELINE = Pipeline(
     "bench_families", "decoding speed at t5-small's, bart-base's and opus-mt's shapes against generate and "
-    "CTranslate2", (Stage("families", "bench", ("families=true",)),), (Table("bench_families", render, DOC),),
+    "CTranslate2", (Stage("families", "bench", ("families=true",)),),
+    (Table("bench_families", render, DOC), Table("bench_families_pretrained", render, "docs/pretrained.md")),
 )

@@ -119,9 +119,9 @@ export: $(STAMP) ## A Hugging Face save_pretrained folder, or FORMAT=ctranslate2
 	@test -n "$(CKPT)" -a -n "$(OUT)" || { echo "usage: make export CKPT=run_dir_or_file OUT=dir [FORMAT=ctranslate2] [ARGS=\"--num-beams 5\" | \"--quantization int8\"]"; exit 2; }
 	$(BIN)/seqlab export --ckpt $(CKPT) --out $(OUT) --format $(FORMAT) $(ARGS)
 
-import: $(STAMP) ## A Hugging Face Marian folder (e.g. opus-mt-*) as a seqlab checkpoint: HF=DIR OUT=FILE.ckpt
-	@test -n "$(HF)" -a -n "$(OUT)" || { echo "usage: make import HF=path/to/opus-mt-es-en OUT=opus-mt-es-en.ckpt"; exit 2; }
-	$(BIN)/seqlab import --hf $(HF) --out $(OUT)
+import: $(STAMP) ## A Hugging Face encoder-decoder (folder or hub name in the local cache) as a seqlab checkpoint: HF=DIR OUT=FILE.ckpt
+	@test -n "$(HF)" -a -n "$(OUT)" || { echo "usage: make import HF=path/to/opus-mt-es-en|facebook/bart-large-cnn OUT=model.ckpt [ARGS=\"--src-lang spa_Latn --tgt-lang eng_Latn\"]"; exit 2; }
+	$(BIN)/seqlab import --hf $(HF) --out $(OUT) $(ARGS)
 
 average: $(STAMP) ## Average checkpoints (fairseq's average_checkpoints): CKPTS="a.ckpt b.ckpt ..." OUT=avg.ckpt
 	@test -n "$(CKPTS)" -a -n "$(OUT)" || { echo "usage: make average CKPTS=\"run/checkpoints/step-*.ckpt\" OUT=avg.ckpt"; exit 2; }

@@ -56,6 +56,9 @@ def test_imported_marian_model_equals_hf_generate_with_its_generation_config(tmp
     model, tokenizer, info = load_for_inference(ckpt)
     hf_tok = transformers.MarianTokenizer.from_pretrained(folder)
     assert tokenizer.encode_source(SOURCES) == [hf_tok(s)["input_ids"] for s in SOURCES]
+    ids = tokenizer.encode_target(["the red cat"])[0]
+    with_unk = [ids[0], tokenizer.unk_id, *ids[1:]]  # a generated <unk> is dropped, as batch_decode drops it
+    assert tokenizer.decode_target(with_unk) == hf_tok.decode(with_unk, skip_special_tokens=True) == "the red cat"
 
     decoding = DecodingConfig(**info.decoding)
     assert (decoding.method, decoding.num_beams, decoding.max_length, decoding.force_eos) == ("beam", 3, 7, "hf")

@@ -71,7 +71,7 @@ study: $(STAMP) ## The architecture study: every question, SEEDS seeds per varia
 # checkout's results/arch_study_trained/ as each lands. Rerun to carry on where it stopped.
 STUDY_WT ?= ../seqlab-study
 STUDY_REV ?= $(shell cat results/arch_study_trained/REVISION 2>/dev/null || echo HEAD)
-QUESTIONS ?= all depth relative_positions layer_split
+QUESTIONS ?= all depth relative_positions layer_split learned_positions_why modern_recipe
 study-trained: ## The study at a trained budget from a worktree at STUDY_REV, QUESTIONS in turn (default: the whole queue); long, run with nohup
 	test -d $(STUDY_WT) || git worktree add --detach $(STUDY_WT) $(STUDY_REV)
 	@test "$$(git -C $(STUDY_WT) rev-parse HEAD)" = "$$(git rev-parse $(STUDY_REV))" || { echo "$(STUDY_WT) is at $$(git -C $(STUDY_WT) rev-parse --short HEAD), not $(STUDY_REV): git -C $(STUDY_WT) checkout --detach $(STUDY_REV)"; exit 2; }

@@ -207,3 +207,16 @@ def test_the_cpu_engines_decode_every_new_variant(name):
         packed = generate(onednn_linears(model), src, pad, decoding)
         assert torch.equal(packed.sequences, expected.sequences)
     assert generate(dynamic_int8(model), src, pad, decoding).sequences.shape[0] == 2
+
+
+def test_learned_positions_start_where_position_init_says():
+    from seqlab.model.positions import sinusoid_table
+
+    torch.manual_seed(0)
+    small = Seq2SeqTransformer(cfg(positions="learned", d_model=64)).src_embed.positions.weight
+    unit = Seq2SeqTransformer(cfg(positions="learned", d_model=64, position_init="unit")).src_embed.positions.weight
+    table = Seq2SeqTransformer(cfg(positions="learned", position_init="sinusoid")).src_embed.positions.weight
+    assert abs(small.std().item() - 64**-0.5) < 0.01 and abs(unit.std().item() - 1.0) < 0.05
+    assert torch.equal(table.detach(), sinusoid_table(64, 16))
+    with pytest.raises(ConfigError, match=r"model\.position_init=unit starts a learned table"):
+        cfg(position_init="unit")

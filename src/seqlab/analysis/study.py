@@ -64,6 +64,18 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     # the baseline's 3+3 layers split another way (Kasai et al. 2021): deep encoder + one decoder layer, and back
     "enc5_dec1": ("model.encoder_layers=5", "model.decoder_layers=1"),
     "enc1_dec5": ("model.encoder_layers=1", "model.decoder_layers=5"),
+    # why learned positions lose: their starting scale, their starting structure, the embedding scale
+    "learned_unit_init": ("model.positions=learned", "model.position_init=unit"),
+    "learned_sinusoid_init": ("model.positions=learned", "model.position_init=sinusoid"),
+    "learned_noscale": ("model.positions=learned", "model.scale_embedding=false"),
+    "sinusoidal_noscale": ("model.scale_embedding=false",),
+    # the modern recipe (Zhang & Sennrich 2019; Shazeer 2020; Narang et al. 2021); SwiGLU at equal parameters:
+    # three d x d_ff matrices for two, d_ff 1,024 x 2/3
+    "rmsnorm": ("model.norm=rmsnorm",),
+    "swiglu": ("model.activation=silu", "model.gated_ffn=true", "model.d_ff=683"),
+    "no_bias": ("model.bias=false",),
+    "modern": ("model.norm=rmsnorm", "model.activation=silu", "model.gated_ffn=true", "model.d_ff=683",
+               "model.bias=false", "model.norm_position=pre", "model.positions=rope"),
     # the trained recipe's budget comes from this run's validation curve (curve_budget)
     "curve": ("trainer.max_steps=6300",),
 }
@@ -114,6 +126,17 @@ QUESTIONS: dict[str, Question] = {
     "layer_split": Question("3+3 layers vs a deep encoder with a shallow decoder (5+1) and the reverse (1+5)",
                             ["baseline", "enc5_dec1", "enc1_dec5"],
                             [("baseline", "enc5_dec1"), ("baseline", "enc1_dec5")], recipes=("trained",)),
+    "learned_positions_why": Question("Why learned positions lose: starting scale, starting structure, embedding "
+                                      "scale", ["baseline", "learned_positions", "learned_unit_init",
+                                                "learned_sinusoid_init", "sinusoidal_noscale", "learned_noscale"],
+                                      [("baseline", "learned_unit_init"), ("baseline", "learned_sinusoid_init"),
+                                       ("learned_positions", "learned_unit_init"),
+                                       ("learned_positions", "learned_sinusoid_init"),
+                                       ("sinusoidal_noscale", "learned_noscale")], recipes=("trained",)),
+    "modern_recipe": Question("RMSNorm, SwiGLU, no biases, and all of them with pre-LN and RoPE",
+                              ["baseline", "rmsnorm", "swiglu", "no_bias", "modern"],
+                              [("baseline", v) for v in ("rmsnorm", "swiglu", "no_bias", "modern")],
+                              recipes=("trained",)),
     "depth": Question("6+6 layers, 1,000 updates: does post-LN need warm-up where pre-LN does not?",
                       [v for v in VARIANTS if v.startswith("deep_")],
                       [(f"deep_pre_{w}_lr{lr}", f"deep_post_{w}_lr{lr}") for w in ("warmup", "nowarmup")
@@ -126,6 +149,12 @@ DESCRIBE = {
     "tie_none": "no tying", "learned_positions": "learned positions", "curve": "baseline, 6,300 updates",
     "rope_positions": "RoPE", "alibi_positions": "ALiBi, symmetric in the encoder", "t5_positions": "T5 bias",
     "enc5_dec1": "5 encoder + 1 decoder layers", "enc1_dec5": "1 encoder + 5 decoder layers",
+    "learned_unit_init": "learned positions from N(0, 1)",
+    "learned_sinusoid_init": "learned positions from sinusoids",
+    "learned_noscale": "learned positions, embeddings unscaled",
+    "sinusoidal_noscale": "sinusoidal, embeddings unscaled",
+    "rmsnorm": "RMSNorm", "swiglu": "SwiGLU, d_ff 683", "no_bias": "no biases",
+    "modern": "pre-RMSNorm, SwiGLU, no biases, RoPE",
 }
 # the grid (`seqlab study --grid`, `make sweep-arch`): every combination of these
 GRID: dict[str, tuple[str, ...]] = {"model.norm_position": ("pre", "post"),

@@ -95,6 +95,13 @@ CLAIMS = (
     Claim("A deep encoder with a one-layer decoder keeps the balanced model's accuracy", "Kasai et al. 2021",
           "12-1 layers on par with 6-6 in BLEU, decoding faster", ("baseline", "enc5_dec1"),
           ("equivalent", "better"), ("worse",)),
+    Claim("RMSNorm matches LayerNorm in machine translation", "Zhang & Sennrich 2019",
+          "comparable BLEU to LayerNorm, faster", ("baseline", "rmsnorm"), ("equivalent", "better"), ("worse",)),
+    Claim("A GLU feed-forward (SwiGLU) beats ReLU at equal parameters", "Shazeer 2020",
+          "lower perplexity than ReLU at equal parameters", ("baseline", "swiglu"), ("better",), ("worse",)),
+    Claim("Most Transformer modifications do not transfer", "Narang et al. 2021",
+          "few changes improve on the original across tasks", ("baseline", "modern"), ("equivalent", "worse"),
+          ("better",)),
 )
 
 

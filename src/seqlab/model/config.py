@@ -22,6 +22,9 @@ Norm = Literal["layernorm", "rmsnorm"]
 # sinusoid tables: marian = the paper's frequencies 10000^(-2i/d), sines then cosines (Marian, PEGASUS);
 # fairseq = tensor2tensor's 10000^(-i/(d/2 - 1)), sines then cosines, computed in fp32 (fairseq, M2M100, NLLB)
 SinusoidLayout = Literal["marian", "fairseq"]
+# how a learned position table starts: small = N(0, d^-1/2) (fairseq's, like the token embeddings before their
+# sqrt(d) scale); unit = N(0, 1) (the scale of the scaled token embeddings); sinusoid = the sinusoid table
+PositionInit = Literal["small", "unit", "sinusoid"]
 AttentionKernel = Literal["auto", "sdpa", "math"]
 DropoutKernel = Literal["auto", "torch", "bits"]
 
@@ -64,6 +67,7 @@ class ModelConfig:
     max_positions: int = 1024
     position_offset: int = 0
     sinusoid_layout: SinusoidLayout = "marian"
+    position_init: PositionInit = "small"
     norm_position: NormPosition = "post"
     # sinusoidal | learned: a table added to the embeddings; rope | alibi | t5: relative, inside every
     # self-attention (never cross-attention); none (model/positions.py). Each relative scheme's own keys,
@@ -104,6 +108,7 @@ class ModelConfig:
         check_choice(own, "activation", self.activation, Activation)
         check_choice(own, "norm", self.norm, Norm)
         check_choice(own, "sinusoid_layout", self.sinusoid_layout, SinusoidLayout)
+        check_choice(own, "position_init", self.position_init, PositionInit)
         check_choice(own, "attention_kernel", self.attention_kernel, AttentionKernel)
         check_choice(own, "dropout_kernel", self.dropout_kernel, DropoutKernel)
         for name in ("src_vocab_size", "d_model", "n_heads", "d_ff", "max_positions"):
@@ -156,6 +161,9 @@ class ModelConfig:
         if self.sinusoid_layout != "marian" and self.positions != "sinusoidal":
             raise ConfigError(f"{own}.sinusoid_layout={self.sinusoid_layout} is a setting of {own}.positions="
                               f"sinusoidal, but {own}.positions={self.positions}; remove it")
+        if self.position_init != "small" and self.positions != "learned":
+            raise ConfigError(f"{own}.position_init={self.position_init} starts a learned table, but {own}.positions="
+                              f"{self.positions}; remove it or use {own}.positions=learned")
         if self.sinusoid_layout == "fairseq" and self.d_model < 4:
             raise ConfigError(f"{own}.sinusoid_layout=fairseq divides by d_model / 2 - 1; d_model must be >= 4")
 

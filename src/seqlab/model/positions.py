@@ -100,6 +100,16 @@ class LearnedPositions(nn.Module):
         self.offset = cfg.position_offset
         self.weight = nn.Parameter(torch.empty(cfg.position_rows, cfg.d_model))
 
+    @torch.no_grad()
+    def reset_parameters(self, init: str = "small") -> None:
+        """small: N(0, d^-1/2), fairseq's; unit: N(0, 1), the scale of the scaled token embeddings; sinusoid:
+        the sinusoid table (Marian layout), trained from there."""
+        d = self.weight.shape[1]
+        if init == "sinusoid":
+            self.weight.copy_(sinusoid_table(self.weight.shape[0], d))
+        else:
+            nn.init.normal_(self.weight, mean=0.0, std=1.0 if init == "unit" else d**-0.5)
+
     def forward(self, start: int, length: int) -> Tensor:
         return self.weight[self.offset + start : self.offset + start + length]  # (T, d)
 

@@ -83,7 +83,8 @@ class Seq2SeqTransformer(nn.Module):
     Initialization follows fairseq: Xavier-uniform projections (q/k/v blocks with
     gain 1/sqrt(2)), zero biases, token embeddings and an untied output projection
     drawn from N(0, d^-1/2) with the pad row zeroed, learned positions N(0, d^-1/2), T5's bias tables
-    N(0, d^-1/2) (an nn.Embedding, as Hugging Face's T5 initializes them).
+    N(0, d^-1/2) (an nn.Embedding, as Hugging Face's T5 initializes them); `position_init` starts learned
+    positions at N(0, 1) or at the sinusoid table instead.
     The same embedding init is used with and without `scale_embedding`, so the two
     variants differ in the multiplier alone. A gated feed-forward's two halves of fc1 are initialized as
     two layers. The pad row gets no gradient, except where the pad id also starts the decoder (T5), and so
@@ -124,8 +125,10 @@ class Seq2SeqTransformer(nn.Module):
                 nn.init.xavier_uniform_(module.weight)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding | LearnedPositions):
+            elif isinstance(module, nn.Embedding):
                 nn.init.normal_(module.weight, mean=0.0, std=d**-0.5)
+            elif isinstance(module, LearnedPositions):
+                module.reset_parameters(self.cfg.position_init)
         for module in self.modules():
             if isinstance(module, MultiHeadAttention):
                 fused = module.kv_proj if module.cross else module.qkv_proj

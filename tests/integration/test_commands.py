@@ -35,7 +35,8 @@ def test_every_argparse_command_runs_through_the_one_helper():
     (export.main, ["--ckpt", "missing.ckpt", "--out", "x"], "seqlab export: missing.ckpt: checkpoint not found"),
     (export.main, ["--ckpt", "x.ckpt", "--out", "x", "--quantization", "int8"],
      "seqlab export: --quantization applies to --format ctranslate2 only"),
-    (import_hf.main, ["--hf", ".", "--out", "x.ckpt"], "seqlab import: config.json: missing; a Hugging Face model folder"),
+    (import_hf.main, ["--hf", ".", "--out", "x.ckpt"],
+     "seqlab import: config.json: missing; a Hugging Face model folder"),
     (report.main, ["--results", "nowhere"], "seqlab report: nowhere: no metrics.json found"),
 ])
 def test_bad_input_exits_2_naming_it(main, argv, message, capsys, tmp_path, monkeypatch):

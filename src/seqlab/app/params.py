@@ -16,7 +16,9 @@ from seqlab.model.params import count_parameters, param_table
 from seqlab.model.transformer import Seq2SeqTransformer
 
 SIZES = ("d_model", "n_heads", "encoder_layers", "decoder_layers", "d_ff")
-CHOICES = ("tie_embeddings", "positions", "norm_position")
+CHOICES = ("tie_embeddings", "positions", "norm_position", "norm", "activation")
+FLAGS = {"copy_attention": "add a pointer-generator output", "gated_ffn": "a gated feed-forward (GEGLU, SwiGLU)",
+         "no_bias": "no biases on the projections (bias=false)"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,12 +30,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(f"--{name}", type=int, default=defaults[name])
     for name in CHOICES:
         parser.add_argument(f"--{name}", default=defaults[name], choices=get_args(hints[name]))
-    parser.add_argument("--copy_attention", action="store_true", help="add a pointer-generator output")
+    parser.add_argument("--d_head", type=int, default=None, help="each head's size (default d_model / n_heads)")
+    for name, text in FLAGS.items():
+        parser.add_argument(f"--{name}", action="store_true", help=text)
     return cli.run("params", parser, argv, body)
 
 
 def body(args: argparse.Namespace) -> int:
     values = vars(args)
+    values["bias"] = not values.pop("no_bias")
     cfg = ModelConfig(src_vocab_size=values.pop("vocab"), **values)  # ConfigError: exit status 2, naming the key
     print(param_table(cfg, count_parameters(Seq2SeqTransformer(cfg))))
     return 0

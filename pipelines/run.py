@@ -43,7 +43,7 @@ DROPPED = ("paths", "root_dir", "data_dir", "cache_dir", "log_dir", "output_dir"
 NEUTRAL: dict[str, dict[str, Any]] = {
     "model": {"gated_ffn": False, "norm": "layernorm", "bias": True, "scale_attention": True, "d_head": None,
               "position_offset": 0, "sinusoid_layout": "marian", "rescale_output": False, "position_init": "small"},
-    "decoding": {"bad_words_ids": None, "suppress_tokens": None, "forced_bos_token_id": None,
+    "decoding": {"bad_words_ids": None, "sequence_bias": None, "suppress_tokens": None, "forced_bos_token_id": None,
                  "suppress_special": True, "renormalize_logits": False},
     "": {"src_lang": None, "tgt_lang": None, "task_prefix": None},
     "train": {"init_from": None},

@@ -45,6 +45,14 @@ PAIRS = [
     (P.NoRepeatNGram(3), hf.NoRepeatNGramLogitsProcessor(3)),
     (P.MinNewTokens(20, eos_id=3), hf.MinNewTokensLengthLogitsProcessor(1, 20, 3)),
     (P.MinNewTokens(5, eos_id=3), hf.MinNewTokensLengthLogitsProcessor(1, 5, 3)),
+    # banned words: one-token and longer sequences (their last token banned after the rest); EOS alone dropped
+    (P.BadWords([[7], [4, 5], [1, 2, 6], [3]], eos_id=3),
+     hf.NoBadWordsLogitsProcessor([[7], [4, 5], [1, 2, 6], [3]], eos_token_id=3)),
+    # sequence bias: positive and negative, one-token and longer, two sequences ending in the same token
+    (P.SequenceBias([[[7], 2.5], [[4, 5], -3.0], [[1, 5], 1.25], [[0, 2, 6], 4.0]]),
+     hf.SequenceBiasLogitsProcessor([[[7], 2.5], [[4, 5], -3.0], [[1, 5], 1.25], [[0, 2, 6], 4.0]])),
+    (P.ForcedFirstToken(9), hf.ForcedBOSTokenLogitsProcessor(9)),
+    (P.LogitNormalization(), hf.LogitNormalization()),
 ]
 
 
@@ -97,3 +105,31 @@ def test_bad_arguments_fail_in_init(build, message):
     with pytest.raises(ConfigError) as err:
         build()
     assert message in str(err.value)
+
+
+def test_forced_first_token_only_at_the_first_step_as_hf():
+    scores = random_scores(0)
+    start = torch.full((6, 1), 2)
+    got = P.ForcedFirstToken(9)(start, scores)
+    assert torch.equal(got, hf.ForcedBOSTokenLogitsProcessor(9)(start, scores.clone()))
+    assert (got[:, 9] == 0).all() and torch.isinf(got[:, :9]).all()
+    assert torch.equal(P.ForcedFirstToken(9)(prefix(0), scores), scores)
+
+
+def test_sequence_bias_and_bad_words_in_a_search_as_generate_applies_them():
+    """Through DecodingConfig: the registry builds them first (sequence bias before the penalties, as HF)."""
+    from seqlab.decoding import DecodingConfig
+    from seqlab.decoding.registry import build_processors
+
+    cfg = DecodingConfig(sequence_bias=[[[5], 1.0]], bad_words_ids=[[6, 7]], repetition_penalty=1.2)
+    kinds = [type(p).__name__ for p in build_processors(cfg, cfg_ids())]
+    assert kinds.index("SequenceBias") < kinds.index("RepetitionPenalty") < kinds.index("BadWords")
+    assert "bias1" in cfg.label and "ban1" in cfg.label
+    with pytest.raises(ConfigError, match="decoding.sequence_bias"):
+        DecodingConfig(sequence_bias=[[[], 1.0]])
+
+
+def cfg_ids():
+    from seqlab.constants import DEFAULT_IDS
+
+    return DEFAULT_IDS

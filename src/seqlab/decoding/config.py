@@ -15,6 +15,9 @@ Method = Literal["greedy", "beam", "sample"]
 # The penalties and constraints a label names (field -> its short name), where set and not zero.
 LABELLED_CONSTRAINTS = {"no_repeat_ngram_size": "norepeat", "repetition_penalty": "rep", "frequency_penalty": "freq",
                         "presence_penalty": "pres", "min_length": "min"}
+# The token lists a label counts (field -> its short name): two settings that ban or bias different numbers of
+# sequences get different names
+LABELLED_LISTS = {"bad_words_ids": "ban", "sequence_bias": "bias", "suppress_tokens": "supp"}
 # What Hugging Face `generate` uses for a GenerationConfig value left unset (transformers 5 leaves them None).
 HF_GENERATION_DEFAULTS: dict[str, Any] = {
     "max_length": 20, "min_length": 0, "do_sample": False, "early_stopping": False, "num_beams": 1,
@@ -24,6 +27,14 @@ HF_GENERATION_DEFAULTS: dict[str, Any] = {
 }
 NEW_TOKENS_BY_DEFAULT = 20  # transformers 5, for a config with neither max_length nor max_new_tokens
 EarlyStopping = Literal[True, False, "never"]
+
+
+def sequence_bias_pairs(value: Any) -> list[list] | None:
+    """Hugging Face's `sequence_bias` ({(ids...): bias} or [[ids, bias], ...]) as seqlab's [[ids], bias] pairs."""
+    if not value:
+        return None
+    items = value.items() if isinstance(value, dict) else value
+    return [[list(ids), float(bias)] for ids, bias in items]
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,7 @@ class DecodingConfig:
     a hypothesis whose EOS is impossible there cannot end (beam search drops it). `false`: off.
 
     Token constraints as Hugging Face names them: `bad_words_ids` (sequences never completed),
+    `sequence_bias` (a bias on completing a sequence),
     `suppress_tokens` (ids never emitted), `forced_bos_token_id` (the first generated token, scored 0:
     BART's `<s>`, a target language code), `renormalize_logits` (log-softmax after the processors).
     `suppress_special` is seqlab's own rule for its models: pad and the decoder start token are never
@@ -91,6 +103,7 @@ class DecodingConfig:
     edt_base: float = 0.8
     force_eos: bool | ForceEOS = False  # last allowed step: EOS only; hf (= true) | fairseq rule | false (off)
     bad_words_ids: list[list[int]] | None = None
+    sequence_bias: list[list] | None = None  # [[token ids], bias] pairs
     suppress_tokens: list[int] | None = None
     forced_bos_token_id: int | None = None
     suppress_special: bool = True
@@ -106,7 +119,7 @@ class DecodingConfig:
         if self.force_eos not in (False, *get_args(ForceEOS)):
             raise ConfigError(f"{own}.force_eos={self.force_eos!r} is not valid; use false, hf (Hugging Face: "
                               "forced EOS scored 0; true means hf) or fairseq (EOS keeps its log-prob)")
-        for key in ("bad_words_ids", "suppress_tokens"):  # from YAML or JSON: plain lists
+        for key in ("bad_words_ids", "suppress_tokens", "sequence_bias"):  # from YAML or JSON: plain lists
             value = getattr(self, key)
             if value is not None and not isinstance(value, list):
                 object.__setattr__(self, key, [list(v) if not isinstance(v, int) else v for v in value])
@@ -215,6 +228,7 @@ class DecodingConfig:
             min_p=warper("min_p", None), typical_p=warper("typical_p", 1.0), epsilon=warper("epsilon_cutoff", 0.0),
             eta=warper("eta_cutoff", 0.0), force_eos=g.get("forced_eos_token_id") is not None,
             bad_words_ids=[list(b) for b in bad] if bad else None,
+            sequence_bias=sequence_bias_pairs(g.get("sequence_bias")),
             suppress_tokens=list(g["suppress_tokens"]) if g.get("suppress_tokens") else None,
             forced_bos_token_id=g.get("forced_bos_token_id"), suppress_special=False,
             renormalize_logits=bool(g.get("renormalize_logits", False)),
@@ -246,6 +260,10 @@ class DecodingConfig:
             return f"{self.mbr.label}_{replace(self, mbr=None, n_best=1).label}"
         constraints = "".join(f"_{short}{getattr(self, key):g}" for key, short in LABELLED_CONSTRAINTS.items()
                               if getattr(self, key))
+        constraints += "".join(f"_{short}{len(getattr(self, key))}" for key, short in LABELLED_LISTS.items()
+                               if getattr(self, key))
+        if self.forced_bos_token_id is not None:
+            constraints += f"_first{self.forced_bos_token_id}"
         if self.method == "greedy":
             return "greedy" + constraints
         if self.method == "beam":

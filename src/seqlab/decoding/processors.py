@@ -94,6 +94,31 @@ class BadWords(Ban):
             scores[hit, seq[-1]] = NEG_INF
 
 
+class SequenceBias(LogitsProcessor):
+    """Add a bias to the last token of each sequence wherever the prefix ends with the rest of it; a one-token
+    sequence's bias applies at every step; biases of sequences that share a last token add up (HF
+    SequenceBiasLogitsProcessor). `pairs`: ([ids], bias) each."""
+
+    def __init__(self, pairs: Sequence[tuple[Sequence[int], float]]) -> None:
+        ok = bool(pairs) and all(len(p) == 2 and len(p[0]) >= 1 and all(isinstance(i, int) and i >= 0 for i in p[0])
+                                 and isinstance(p[1], int | float) for p in pairs)
+        _check(ok, f"decoding.sequence_bias={pairs!r} must be a non-empty list of [[token ids], bias] pairs")
+        self.single = [(seq[0], float(b)) for seq, b in pairs if len(seq) == 1]
+        self.longer = [(tuple(seq), float(b)) for seq, b in pairs if len(seq) > 1]
+
+    def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
+        bias = torch.zeros_like(scores)
+        for token, b in self.single:
+            bias[:, token] += b
+        for seq, b in self.longer:
+            head = len(seq) - 1
+            if prefix.shape[1] < head:
+                continue
+            hit = (prefix[:, prefix.shape[1] - head :] == prefix.new_tensor(seq[:-1])).all(dim=1)  # (N,)
+            bias[:, seq[-1]] += torch.where(hit, b, 0.0).to(bias.dtype)
+        return scores + bias
+
+
 class ForcedFirstToken(LogitsProcessor):
     """The first generated token is `token_id`, scored 0 (HF ForcedBOSTokenLogitsProcessor): BART's `<s>`,
     mBART-50's and NLLB's target language code."""

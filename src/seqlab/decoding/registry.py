@@ -20,6 +20,7 @@ from seqlab.decoding.processors import (
     MinP,
     NoRepeatNGram,
     RepetitionPenalty,
+    SequenceBias,
     SuppressTokens,
     Temperature,
     TopK,
@@ -54,6 +55,7 @@ class ProcessorSettings(Protocol):
     edt_theta: float | None
     edt_base: float
     bad_words_ids: list[list[int]] | None
+    sequence_bias: list[list] | None
     forced_bos_token_id: int | None
     suppress_tokens: list[int] | None
     suppress_special: bool
@@ -83,6 +85,8 @@ def build_processors(cfg: ProcessorSettings, ids: HasSpecialIds) -> list[LogitsP
     Each processor checks its own value, so building them is also how a DecodingConfig is validated.
     """
     out: list[LogitsProcessor] = []
+    if cfg.sequence_bias is not None:
+        out.append(SequenceBias(cfg.sequence_bias))
     if cfg.repetition_penalty is not None:
         out.append(RepetitionPenalty(cfg.repetition_penalty))
     if cfg.frequency_penalty is not None or cfg.presence_penalty is not None:

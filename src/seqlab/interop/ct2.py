@@ -229,6 +229,7 @@ def suppressed_ids(cfg: ModelConfig) -> list[int]:
 
 # DecodingConfig fields CTranslate2's search takes, and fields it has no equivalent for (refused by name).
 UNSUPPORTED = ("repetition_penalty", "frequency_penalty", "presence_penalty", "mbr", "force_eos", "bad_words_ids",
+               "sequence_bias",
                "suppress_tokens", "forced_bos_token_id", "renormalize_logits")
 
 

@@ -39,6 +39,7 @@ def generation_config(cfg: DecodingConfig, model: ModelConfig) -> dict[str, Any]
     out: dict[str, Any] = {
         "decoder_start_token_id": model.bos_id, "pad_token_id": model.pad_id, "eos_token_id": model.eos_id,
         "suppress_tokens": suppressed(cfg, model) or None, "bad_words_ids": cfg.bad_words_ids,
+        "sequence_bias": cfg.sequence_bias,
         "forced_bos_token_id": cfg.forced_bos_token_id, "renormalize_logits": cfg.renormalize_logits,
         "do_sample": sample, "num_beams": cfg.num_beams, "num_return_sequences": cfg.n_best,
         "max_new_tokens": cfg.max_length or model.max_positions - 1, "min_new_tokens": cfg.min_length or None,

@@ -77,15 +77,10 @@ def random_sources(n: int, length: int, vocab: int, pad: int, eos: int, g: torch
     return pad_right(seqs, pad)
 
 
-def until_eos(row: list[int], eos: int, pad: int) -> list[int]:
-    out = []
-    for t in row:
-        if t == pad and not out:
-            continue
-        out.append(t)
-        if t == eos:
-            break
-    return out
+def until_eos(row: list[int], eos: int) -> list[int]:
+    """A generated row up to its first EOS (generate pads finished rows after it; a random model may also
+    generate the pad id itself, which counts as a token like any other)."""
+    return row[: row.index(eos) + 1] if eos in row else row
 
 
 def family_bench(cfg: BenchConfig, repeats: int | None = None) -> list[FamilyTiming]:
@@ -116,7 +111,7 @@ def time_shape(shape: str, kind: str, values: dict[str, Any], cfg: BenchConfig, 
             num_beams=beams, max_new_tokens=cfg.max_new_tokens, do_sample=False, decoder_start_token_id=start,
             pad_token_id=pad, eos_token_id=eos, **beam_rules)
         runs = {"seqlab": partial(timed_seqlab, model, src, mask, decoding),
-                "hf": partial(timed_hf, hf, src, mask, eos, pad)}
+                "hf": partial(timed_hf, hf, src, mask, eos)}
         if engine is not None:
             runs["ct2"] = partial(timed_ct2, engine, src, mask, decoding)
         for run in runs.values():  # warm-up
@@ -142,12 +137,12 @@ def timed_seqlab(model: Any, src: torch.Tensor, mask: torch.Tensor, decoding: De
     return [out.sequences[i, 0, : out.lengths[i, 0]].tolist() for i in range(src.shape[0])], seconds
 
 
-def timed_hf(hf: Any, src: torch.Tensor, mask: torch.Tensor, eos: int, pad: int) -> tuple[list[list[int]], float]:
+def timed_hf(hf: Any, src: torch.Tensor, mask: torch.Tensor, eos: int) -> tuple[list[list[int]], float]:
     start = time.perf_counter()
     with torch.no_grad():
         out = hf.generate(input_ids=src, attention_mask=(~mask).long())
     seconds = time.perf_counter() - start
-    return [until_eos(row[1:], eos, pad) for row in out.tolist()], seconds
+    return [until_eos(row[1:], eos) for row in out.tolist()], seconds
 
 
 def ct2_engine(model: Any) -> Any:

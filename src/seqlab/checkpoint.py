@@ -17,14 +17,12 @@ from typing import Any
 import torch
 
 from seqlab.config import ConfigError
-from seqlab.data.hf_tokenizer import JsonTokenizer
+from seqlab.data.mapped import AnyTokenizer
 from seqlab.data.mapped import from_checkpoint as tokenizer_from_checkpoint
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.io import atomic_write
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 from seqlab.provenance import git_state
-
-AnyTokenizer = Tokenizer | JsonTokenizer  # seqlab's own, a mapped one (a Tokenizer), or an imported family's
 
 CKPT_SUFFIX = ".ckpt"
 BEST, LAST = "best", "last"

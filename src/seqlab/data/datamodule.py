@@ -15,12 +15,10 @@ from torch.utils.data import DataLoader
 from seqlab.constants import BOS_ID, PAD_ID, TRAIN, VALIDATION
 from seqlab.data.batching import TokenBudgetBatchSampler
 from seqlab.data.config import DataConfig
-from seqlab.data.hf_tokenizer import JsonTokenizer
+from seqlab.data.mapped import AnyTokenizer
 from seqlab.data.prepare import TokenizedSplit, load_tokenizer, tokenized_split
 from seqlab.data.sequences import pad_right
-from seqlab.data.tokenizer import Tokenizer
 
-AnyTokenizer = Tokenizer | JsonTokenizer
 log = logging.getLogger(__name__)
 
 

@@ -107,7 +107,10 @@ class MappedTokenizer(Tokenizer):
                 "special": list(self.special), "layout": self.layout.to_dict(), "hf_files": dict(self.hf_files)}
 
 
-def from_checkpoint(state: dict[str, Any]) -> Tokenizer | JsonTokenizer:
+AnyTokenizer = Tokenizer | JsonTokenizer  # seqlab's own, a mapped one (a Tokenizer), or an imported family's
+
+
+def from_checkpoint(state: dict[str, Any]) -> AnyTokenizer:
     """Any kind of tokenizer from a checkpoint's record: an imported family's tokenizer.json, a mapped one
     where it carries its own piece numbering (Marian, M2M100), else seqlab's own."""
     if state.get("kind") == JSON_KIND:

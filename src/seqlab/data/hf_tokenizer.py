@@ -66,16 +66,11 @@ class JsonTokenizer:
 
     def decode_target(self, ids: Sequence[int]) -> str:
         """What batch_decode(skip_special_tokens=True) gives for the generated ids, up to the first EOS."""
-        kept = []
-        for i in ids:
-            if int(i) == self.eos_id:
-                break
-            if int(i) not in self.skipped:
-                kept.append(int(i))
-        text = self.backend.decode(kept, skip_special_tokens=True)
-        return clean_up_tokenization(text) if self.layout.clean_up_spaces else text
+        ids = [int(i) for i in ids]
+        return self.decode_source(ids[: ids.index(self.eos_id)] if self.eos_id in ids else ids)
 
     def decode_source(self, ids: Sequence[int]) -> str:
+        """batch_decode(skip_special_tokens=True) of these ids: every special id dropped."""
         text = self.backend.decode([int(i) for i in ids if int(i) not in self.skipped], skip_special_tokens=True)
         return clean_up_tokenization(text) if self.layout.clean_up_spaces else text
 

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from seqlab.interop.families import FAMILIES, Family, InteropError, family_of, model_config, seqlab_state
+from seqlab.interop.hf_export import hf_config, hf_state
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 
 __all__ = ["InteropError", "from_hf", "from_state", "to_hf"]
@@ -89,28 +90,7 @@ def to_hf(model: Seq2SeqTransformer) -> Any:
     ] if bad]
     if problems:
         raise InteropError("Marian cannot express this variant: " + "; ".join(problems))
-    activation = {"silu": "swish"}.get(cfg.activation, cfg.activation)
-    hf_cfg = MarianConfig(
-        vocab_size=cfg.src_vocab_size, decoder_vocab_size=cfg.target_vocab_size, d_model=cfg.d_model,
-        encoder_layers=cfg.encoder_layers, decoder_layers=cfg.decoder_layers,
-        encoder_attention_heads=cfg.n_heads, decoder_attention_heads=cfg.n_heads,
-        encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff, activation_function=activation,
-        dropout=cfg.dropout, attention_dropout=cfg.attention_dropout, activation_dropout=cfg.activation_dropout,
-        max_position_embeddings=cfg.max_positions, scale_embedding=cfg.scale_embedding,
-        pad_token_id=cfg.pad_id, decoder_start_token_id=cfg.bos_id, eos_token_id=cfg.eos_id,
-        forced_eos_token_id=None, share_encoder_decoder_embeddings=cfg.tie_embeddings == "all",
-        tie_word_embeddings=cfg.tie_embeddings != "none",
-    )
-    hf = MarianMTModel(hf_cfg).eval()
-    ours = model.state_dict()
-    state = {}
-    for name, parts in FAMILIES["marian"].weights(cfg):
-        parts = [p.split("|")[0] for p in parts]  # a tied table under its first name
-        for part, chunk in zip(parts, ours[name].split(ours[name].shape[0] // len(parts), dim=0), strict=True):
-            state[part] = chunk
-    if cfg.tie_embeddings == "all":
-        state["model.shared.weight"] = ours["src_embed.tokens.weight"]
-    bias = ours.get("output.bias")
-    state["final_logits_bias"] = (bias if bias is not None else torch.zeros(cfg.target_vocab_size))[None, :]
-    hf.load_state_dict(state, strict=False)
+    marian = FAMILIES["marian"]  # the config and weights as `seqlab export` writes them (interop.hf_export)
+    hf = MarianMTModel(MarianConfig(**hf_config(cfg, marian))).eval()
+    hf.load_state_dict(hf_state(model, marian), strict=False)
     return hf

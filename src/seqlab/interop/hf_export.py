@@ -16,10 +16,10 @@ from seqlab.interop.families import ACTIVATIONS, FAMILIES, Family, InteropError
 from seqlab.io import atomic_write
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 
+# mT5 exports as T5: the same code
 ARCHITECTURES = {"marian": "MarianMTModel", "bart": "BartForConditionalGeneration",
                  "mbart": "MBartForConditionalGeneration", "pegasus": "PegasusForConditionalGeneration",
-                 "m2m_100": "M2M100ForConditionalGeneration", "t5": "T5ForConditionalGeneration",
-                 "mt5": "MT5ForConditionalGeneration"}
+                 "m2m_100": "M2M100ForConditionalGeneration", "t5": "T5ForConditionalGeneration"}
 HF_ACTIVATION = {ours: theirs for theirs, ours in reversed(list(ACTIVATIONS.items()))}  # first name wins
 EXPORT_ORDER = ("bart", "mbart", "pegasus", "m2m_100", "t5", "marian")  # Marian last: seqlab's own models
 

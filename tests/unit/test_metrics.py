@@ -113,3 +113,33 @@ def test_rouge_leaves_the_log_to_seqlab(caplog):
     with caplog.at_level(logging.INFO):
         rouge_scores(["the cat sat"], ["a cat sat"])
     assert not [r for r in caplog.records if r.name == "absl"]
+
+
+def test_chrfpp_and_ter_equal_sacrebleu_with_their_signatures():
+    refs2 = ["A cat sits on the mat.", "He runs fast to the house.", "Nothing.", "And God said: light!"]
+    for refs in ([REFS], [REFS, refs2]):
+        ours = sacrebleu_scores(HYPS, refs, (K.CHRFPP, K.TER))
+        assert ours[K.CHRFPP] == pytest.approx(sacrebleu.corpus_chrf(HYPS, refs, word_order=2).score, abs=1e-9)
+        assert ours[K.TER] == pytest.approx(sacrebleu.corpus_ter(HYPS, refs).score, abs=1e-9)
+        assert K.BLEU not in ours and K.LENGTH_RATIO in ours  # BLEU's length ratio whatever is chosen
+    assert ours["chrfpp_signature"].startswith("nrefs:2|case:mixed|eff:yes|nc:6|nw:2|space:no")
+    assert ours["ter_signature"].startswith("nrefs:2|case:lc|tok:tercom|norm:no|punct:yes|asian:no")
+
+
+def test_ter_counts_edits_and_shifts_by_hand():
+    """TER = (insertions + deletions + substitutions + shifts) / reference words, x100 (Snover et al. 2006)."""
+    assert sacrebleu_scores(["a b x d"], ["a b c d"], (K.TER,))[K.TER] == pytest.approx(25.0)  # 1 substitution
+    assert sacrebleu_scores(["c d a b"], ["a b c d"], (K.TER,))[K.TER] == pytest.approx(25.0)  # 1 block shift
+    assert sacrebleu_scores(["a b"], ["a b c d"], (K.TER,))[K.TER] == pytest.approx(50.0)  # 2 deletions
+    assert sacrebleu_scores(["A B C D"], ["a b c d"], (K.TER,))[K.TER] == 0.0  # case-insensitive, as sacreBLEU
+
+
+def test_metric_choice_is_checked_naming_the_key():
+    from seqlab.config import ConfigError
+    from seqlab.metrics.text import check_metrics
+
+    assert check_metrics(["ter", "bleu", "ter"]) == ("ter", "bleu")
+    with pytest.raises(ConfigError, match=r"eval\.metrics=\['bleu', 'chrf\+\+'\]: unknown \['chrf\+\+'\]"):
+        check_metrics(["bleu", "chrf++"])
+    with pytest.raises(ConfigError, match="eval.metrics=\\[\\]"):
+        check_metrics([])

@@ -136,3 +136,32 @@ def test_intervals_survive_resamples_that_score_zero() -> None:
     hyps = ["a b c d", "x y z w", "q r s t"]  # most resamples have no 4-gram match: BLEU 0
     iv = intervals(hyps, refs, n=200)["bleu"]
     assert iv.low <= iv.high  # sacreBLEU's mean +- half-width (it can dip below 0 on 3 segments)
+
+
+def test_ter_and_chrfpp_paired_tests_equal_sacrebleus_and_ter_improves_downwards(files: dict[str, Path]) -> None:
+    """TER and chrF++ through sacreBLEU's PairedTest, run here directly; a better system lowers TER, and
+    the comparison says so."""
+    from sacrebleu.metrics import CHRF, TER
+    from sacrebleu.significance import PairedTest
+
+    from seqlab.analysis.compare import significance_table
+    from seqlab.metrics.significance import sacrebleu_seed
+
+    systems = from_text_files([files["ref"]], [files["base"], files["better"]])
+    report = compare(systems, n_ar=300, metrics=("ter", "chrfpp"))
+    named = [(s.name, s.hypotheses) for s in systems]
+    with sacrebleu_seed(12345):
+        _, bs = PairedTest(named, {"ter": TER(), "chrfpp": CHRF(word_order=2)}, systems[0].references,
+                           test_type="bs", n_samples=1000)()
+        _, ar = PairedTest(named, {"ter": TER(), "chrfpp": CHRF(word_order=2)}, systems[0].references,
+                           test_type="ar", n_samples=300)()
+    by_metric = {c.metric: c for c in report.comparisons}
+    assert by_metric["ter"].p_bootstrap == pytest.approx(bs["TER"][1].p_value)
+    assert by_metric["ter"].p_ar == pytest.approx(ar["TER"][1].p_value)
+    assert by_metric["chrfpp"].p_bootstrap == pytest.approx(bs["chrF2++"][1].p_value)
+    assert by_metric["ter"].delta < 0 and by_metric["ter"].improves and by_metric["ter"].significant()
+    assert by_metric["chrfpp"].delta > 0 and by_metric["chrfpp"].improves
+    iv = report.intervals[systems[0].name]["ter"]
+    assert iv.score == pytest.approx(TER().corpus_score(systems[0].hypotheses, systems[0].references).score)
+    table = significance_table(report, systems)
+    assert "ter: lower is better" in table and "bleu" not in table

@@ -45,7 +45,8 @@ from seqlab.metrics.text import length_buckets, rouge_per_example
 from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, source_tokens_of, variant_of
 
 log = logging.getLogger(__name__)
-METRICS = (K.BLEU, K.CHRF, *ROUGE_METRICS)
+METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER, *ROUGE_METRICS)  # what can be compared
+DEFAULT_METRICS = (K.BLEU, K.CHRF, *ROUGE_METRICS)  # what is, unless chosen (--metrics)
 
 
 class CompareError(ValueError):
@@ -79,7 +80,7 @@ class Report:
     def to_dict(self, systems: Sequence[System]) -> dict[str, Any]:
         return {
             "systems": [{"name": s.name, "n": len(s.hypotheses), "origin": s.origin, "variant": s.variant,
-                         "seed": s.seed, "metrics": {m: self.intervals[s.name][m].to_dict() for m in METRICS}}
+                         "seed": s.seed, "metrics": {m: iv.to_dict() for m, iv in self.intervals[s.name].items()}}
                         for s in systems],
             "comparisons": [{"base": c.base, "system": c.system, "metric": c.metric, "delta": c.delta,
                              "p_bootstrap": c.p_bootstrap, "p_ar": c.p_ar} for c in self.comparisons],
@@ -155,7 +156,7 @@ def check_comparable(base: System, other: System) -> None:
 
 
 def compare(systems: Sequence[System], seed: int = SACREBLEU_DEFAULT_SEED, n_bootstrap: int = N_BOOTSTRAP,
-            n_ar: int = N_AR, metrics: Sequence[str] = METRICS) -> Report:
+            n_ar: int = N_AR, metrics: Sequence[str] = DEFAULT_METRICS) -> Report:
     """Intervals for every system; paired tests against the baseline (the same seed's, when seeds vary).
     `metrics`: a subset of METRICS where only some are read (ROUGE's scoring is the slowest part); n_ar=0
     leaves out the approximate randomization test."""
@@ -241,7 +242,7 @@ def baseline_groups(systems: Sequence[System]) -> list[tuple[System, list[System
     return list(groups.values())
 
 
-def add_seed_aggregates(report: Report, systems: Sequence[System], metrics: Sequence[str] = METRICS) -> None:
+def add_seed_aggregates(report: Report, systems: Sequence[System], metrics: Sequence[str] = DEFAULT_METRICS) -> None:
     """Mean +- sd over seeds for every variant run with several seeds, and each variant against the first."""
     by_variant: dict[str, list[System]] = {}
     for s in systems:
@@ -270,7 +271,8 @@ def significance_table(report: Report, systems: Sequence[System], alpha: float =
     found = {(c.system, c.metric): c for c in report.comparisons}
     width = max(len(s.name) for s in systems)
     lines = [f"{'metric':8} {'system':{width}} {'score':>7} {'95% CI':>17} {'delta':>7} {'p(bs)':>7} {'p(ar)':>7}"]
-    for metric in METRICS:
+    shown = [m for m in METRICS if m in report.intervals[systems[0].name]]
+    for metric in shown:
         for s in systems:
             iv = report.intervals[s.name][metric]
             row = f"{metric:8} {s.name:{width}} {iv.score:7.2f} [{iv.low:6.2f}, {iv.high:6.2f}]"
@@ -281,13 +283,14 @@ def significance_table(report: Report, systems: Sequence[System], alpha: float =
             lines.append(row)
         lines.append("")
     lines.append(f"* p < {alpha} (paired bootstrap, and approximate randomization where given)")
+    lines += [f"{m}: lower is better (a negative delta is an improvement)" for m in shown if m in K.LOWER_IS_BETTER]
     if report.by_length:
         lines += length_lines(report)
     if report.seed_groups:
         lines += ["", "over seeds: mean +- sd (each seed's value); delta against the first variant",
                   "(> spread: |delta| > 2 x pooled seed sd; p(perm): exact permutation test over seeds)"]
         seed_cmp = {(b, m): c for _, b, m, c in report.seed_comparisons}
-        for metric in METRICS:
+        for metric in shown:
             for label, summaries in report.seed_groups.items():
                 s = summaries[metric]
                 values = ", ".join(f"{v:.2f}" for v in s.values.values())

@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from seqlab.analysis.compare import METRICS, System, compare
+from seqlab.analysis.compare import DEFAULT_METRICS, System, compare
 from seqlab.analysis.study import (
     CURVE_TOLERANCE,
     DESCRIBE,
@@ -44,7 +44,7 @@ SHOWN_TESTS: dict[str, Any] = {"metrics": (K.BLEU,), "n_ar": 0}
 
 
 def question_table(question: str, runs: Runs, refs: list[str], lengths: list[int] | None = None,
-                   metrics: tuple[str, ...] = METRICS, n_ar: int = 1000) -> tuple[str, dict[str, Any]]:
+                   metrics: tuple[str, ...] = DEFAULT_METRICS, n_ar: int = 1000) -> tuple[str, dict[str, Any]]:
     """The markdown table of one decoded question and its numbers. The table shows the BLEU tests only;
     `metrics` and `n_ar` choose what else the numbers hold (the study's summary: every metric's bootstrap
     and randomization tests; the docs, rendered in a test: SHOWN_TESTS). `lengths` (the archive's source
@@ -90,7 +90,7 @@ LENGTH_QUESTIONS = ("positions", "relative_positions")  # where schemes are said
 
 
 def comparison_row(ref: str, other: str, common: list[int], runs: Runs, refs: list[str],
-                   metrics: tuple[str, ...] = METRICS, n_ar: int = 1000) -> tuple[str, dict]:
+                   metrics: tuple[str, ...] = DEFAULT_METRICS, n_ar: int = 1000) -> tuple[str, dict]:
     """One comparison: seed-level tests of BLEU and validation loss, and each seed's paired test set tests."""
     systems = [System(f"{v}-seed{s}", runs[(v, s)].hypotheses, [refs], origin=f"{v}-seed{s}", variant=v,
                       seed=s, group_label=v) for v in (ref, other) for s in common]
@@ -109,7 +109,7 @@ def comparison_row(ref: str, other: str, common: list[int], runs: Runs, refs: li
              "val_loss": val.to_dict(), "p_test_bleu": p_test, "delta_params": d_params,
              "tests": [{"base": c.base, "system": c.system, "metric": c.metric, "delta": c.delta,
                         "p_bootstrap": c.p_bootstrap, "p_ar": c.p_ar}
-                       for c in report.comparisons if c.metric in METRICS]}
+                       for c in report.comparisons if c.metric in DEFAULT_METRICS]}
     return row, entry
 
 

@@ -29,6 +29,7 @@ from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.inference.inspection import alignment_images
 from seqlab.inference.testset import TestSet
 from seqlab.interop.engines import run_label
+from seqlab.metrics.text import DEFAULT_METRICS, check_metrics
 from seqlab.memory import keep_freed_memory
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir, variant_key
 from seqlab.tracking.wandb import (
@@ -107,7 +108,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     settle_engine(cfg)  # engine=auto: the folder and label name the engine chosen
     tests = test_set_of(cfg)
     out, setting = result_dir(cfg, tests)
-    if out.finished() and not cfg.force:
+    chosen = check_metrics(plain(cfg.get("metrics", list(DEFAULT_METRICS))))
+    if out.finished(chosen) and not cfg.force:
         log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
         return {"status": "skipped", "path": str(out.path)}
     tracking = tracking_config(cfg)
@@ -129,7 +131,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         logger = open_logger(cfg, tracking, out.path, loaded, payload["checkpoint"])
         settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
                                 score_references=cfg.score_references, ci_seed=cfg.ci_seed,
-                                n_bootstrap=cfg.n_bootstrap, precision=request.precision)
+                                n_bootstrap=cfg.n_bootstrap, precision=request.precision,
+                                metrics=chosen)
         payload["engine"] = request.engine
         records, metrics = evaluate(loaded.model, loaded.tokenizer, examples, decoding, settings, loaded.engine)
         rows = [r.to_dict() for r in records]
@@ -188,6 +191,9 @@ def log_results(logger: Any, kind: str, cfg: DictConfig, metrics: dict[str, Any]
         shown = examples[: cfg.inspect_sentences]
         log_images(logger, "attention", alignment_images(loaded.model, loaded.tokenizer, [e.source for e in shown],
                                                          loaded.decoding, folder), [e.source[:80] for e in shown])
+        for key, value in metrics.items():  # sacreBLEU's signatures: how each score was computed
+            if key.endswith("_signature"):
+                logger.experiment.summary[f"{cfg.split}/{key}"] = value
         logger.experiment.summary["status"] = OK
     else:
         logger.save()

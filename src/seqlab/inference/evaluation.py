@@ -32,6 +32,7 @@ from seqlab.metrics import (
 )
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import N_BOOTSTRAP, SACREBLEU_DEFAULT_SEED
+from seqlab.metrics.text import DEFAULT_METRICS, ROUGE, check_metrics
 from seqlab.model import Seq2SeqTransformer
 from seqlab.progress import Progress
 
@@ -49,6 +50,10 @@ class EvalSettings:
     ci_seed: int = SACREBLEU_DEFAULT_SEED  # resampling seed of the confidence intervals
     n_bootstrap: int = N_BOOTSTRAP  # resamples per interval; 0 = no intervals
     precision: str = "fp32"  # decoding: fp32 | bf16 (decoding.generate.precision_context); references stay fp32
+    metrics: tuple[str, ...] = DEFAULT_METRICS  # which text metrics (metrics.text.METRIC_CHOICES)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metrics", check_metrics(self.metrics))
 
 
 @dataclass
@@ -214,11 +219,13 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     streams = [list(refs) for refs in zip(*(e.references for e in examples), strict=True)]  # (n_refs, N)
     metrics: dict[str, Any] = {"n_examples": len(records), "n_truncated_sources": truncated}
     metrics["n_references"] = len(streams)
-    metrics.update(sacrebleu_scores(hyps_text, streams))
-    metrics.update(by_source_length(hyps_text, streams, lengths))
-    metrics.update(rouge_scores(hyps_text, streams))
+    metrics.update(sacrebleu_scores(hyps_text, streams, settings.metrics))
+    metrics.update(by_source_length(hyps_text, streams, lengths, settings.metrics))
+    if ROUGE in settings.metrics:
+        metrics.update(rouge_scores(hyps_text, streams))
     if settings.n_bootstrap > 1:
-        for name, interval in intervals(hyps_text, streams, settings.ci_seed, settings.n_bootstrap).items():
+        for name, interval in intervals(hyps_text, streams, settings.ci_seed, settings.n_bootstrap,
+                                        settings.metrics).items():
             metrics[K.ci(name)] = [interval.low, interval.high]
     metrics.update(logprob_summary([r.token_logprobs for r in records], "hyp"))
     metrics.update(corpus_distinct(hyps_text))

@@ -4,6 +4,8 @@ from typing import Final
 
 BLEU: Final = "bleu"
 CHRF: Final = "chrf"
+CHRFPP: Final = "chrfpp"  # chrF++: chrF with word unigrams and bigrams (sacreBLEU's CHRF(word_order=2))
+TER: Final = "ter"  # translation edit rate, lower is better (sacreBLEU's TER)
 ROUGE1: Final = "rouge1"
 ROUGE2: Final = "rouge2"
 ROUGEL: Final = "rougeL"
@@ -34,7 +36,8 @@ MBR_EXPECTED_UTILITY: Final = "mbr_expected_utility"  # mean over sources of the
 MBR_DISTINCT: Final = "mbr_distinct_candidates"  # mean distinct texts among a source's candidates
 SENTENCES_PER_S: Final = "decode_sentences_per_s"
 
-QUALITY: Final = (BLEU, CHRF, ROUGE1, ROUGE2, ROUGEL, ROUGELSUM)
+QUALITY: Final = (BLEU, CHRF, CHRFPP, TER, ROUGE1, ROUGE2, ROUGEL, ROUGELSUM)
+LOWER_IS_BETTER: Final = frozenset({TER})  # quality metrics where a smaller value is the better one
 # source-length buckets in subword tokens (EOS not counted): (label, lowest, highest or None)
 LENGTH_BUCKETS: Final = (("src_le16", 1, 16), ("src_17_32", 17, 32), ("src_33_64", 33, 64), ("src_gt64", 65, None))
 SHARE: Final = "share"  # a length bucket's % of the test set

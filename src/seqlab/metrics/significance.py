@@ -38,7 +38,7 @@ from seqlab.metrics import keys as K
 SACREBLEU_DEFAULT_SEED = 12345
 N_BOOTSTRAP = 1000
 N_AR = 10000
-SACREBLEU_METRICS = (K.BLEU, K.CHRF)
+SACREBLEU_METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER)  # every metric sacreBLEU computes here
 ROUGE_METRICS = (K.ROUGE1, K.ROUGE2, K.ROUGEL)
 
 
@@ -63,7 +63,12 @@ class Comparison:
     metric: str
     delta: float  # system - base
     p_bootstrap: float
-    p_ar: float | None  # approximate randomization (BLEU, chrF); None for ROUGE
+    p_ar: float | None  # approximate randomization (sacreBLEU's metrics); None for ROUGE
+
+    @property
+    def improves(self) -> bool:
+        """Whether the system scores better than the base (a lower TER, a higher anything else)."""
+        return self.delta < 0 if self.metric in K.LOWER_IS_BETTER else self.delta > 0
 
     def significant(self, alpha: float = 0.05) -> bool:
         return self.p_bootstrap < alpha and (self.p_ar is None or self.p_ar < alpha)
@@ -97,14 +102,16 @@ def sacrebleu_quiet() -> Iterator[None]:
 
 
 def sacrebleu_metric(name: str):  # noqa: ANN201  (a sacrebleu Metric)
-    from sacrebleu.metrics import BLEU, CHRF
+    """sacreBLEU's metric object for a seqlab metric name, with sacreBLEU's defaults (chrF++: word_order=2,
+    as `sacrebleu -m chrf --chrf-word-order 2`; TER: tercom tokenization, case-insensitive)."""
+    from sacrebleu.metrics import BLEU, CHRF, TER
 
-    return {K.BLEU: BLEU, K.CHRF: CHRF}[name]()
+    return {K.BLEU: BLEU, K.CHRF: CHRF, K.CHRFPP: lambda: CHRF(word_order=2), K.TER: TER}[name]()
 
 
 def sacrebleu_interval(name: str, hyps: Sequence[str], refs: Sequence[Sequence[str]],
                        seed: int = SACREBLEU_DEFAULT_SEED, n: int = N_BOOTSTRAP) -> Interval:
-    """BLEU or chrF with sacreBLEU's bootstrap interval; `refs` is a list of reference streams.
+    """A sacreBLEU metric (BLEU, chrF, chrF++, TER) with sacreBLEU's bootstrap interval; `refs` is a list of reference streams.
 
     The steps of `corpus_score(..., n_bootstrap=n)`, as `PairedTest` runs them for its
     baseline, but with sacreBLEU's numpy `estimate_ci`: `Score.estimate_ci` fails with
@@ -148,9 +155,9 @@ def paired_bootstrap_p(base: Sequence[float], system: Sequence[float], idx: np.n
 
 def sacrebleu_paired(systems: Sequence[tuple[str, Sequence[str]]], refs: Sequence[Sequence[str]],
                      seed: int = SACREBLEU_DEFAULT_SEED, n_bootstrap: int = N_BOOTSTRAP,
-                     n_ar: int = N_AR, metrics: Sequence[str] = SACREBLEU_METRICS,
+                     n_ar: int = N_AR, metrics: Sequence[str] = (K.BLEU, K.CHRF),
                      ) -> tuple[dict[str, dict[str, Interval]], list[Comparison]]:
-    """Intervals of every system and comparisons with the first, for `metrics` (BLEU and chrF), by
+    """Intervals of every system and comparisons with the first, for `metrics` (BLEU and chrF by default), by
     `PairedTest`; n_ar=0 leaves out the approximate randomization test (p_ar None). A metric's bootstrap
     does not depend on which other metrics are tested: sacreBLEU draws one set of resamples per test."""
     from sacrebleu.significance import PairedTest

@@ -1,4 +1,7 @@
-"""Text metrics by the reference implementations: sacreBLEU (BLEU, chrF) and rouge-score.
+"""Text metrics by the reference implementations: sacreBLEU (BLEU, chrF, chrF++, TER) and rouge-score.
+
+Which are computed is a choice (`metrics=[bleu, chrf, chrfpp, ter, rouge]`, METRIC_CHOICES); BLEU, chrF
+and ROUGE by default. chrF++ and TER are sacreBLEU's with its defaults, reported with their signatures.
 
 All take detokenized strings and a list of reference streams (one list of strings per
 reference; several streams = several references per example, as sacreBLEU takes them).
@@ -17,6 +20,7 @@ import logging
 import re
 from collections.abc import Sequence
 
+from seqlab.config import ConfigError
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import (
     N_BOOTSTRAP,
@@ -27,9 +31,23 @@ from seqlab.metrics.significance import (
     mean_interval,
     resample_indices,
     sacrebleu_interval,
+    sacrebleu_metric,
 )
 
 ROUGE_NAMES = (K.ROUGE1, K.ROUGE2, K.ROUGEL, K.ROUGELSUM)
+ROUGE = "rouge"  # the choice that computes ROUGE-1/2/L/Lsum
+METRIC_CHOICES = (*SACREBLEU_METRICS, ROUGE)
+DEFAULT_METRICS = (K.BLEU, K.CHRF, ROUGE)
+
+
+def check_metrics(chosen: Sequence[str], key: str = "eval.metrics") -> tuple[str, ...]:
+    """The chosen metric names as a tuple, or a ConfigError naming `key` and the choices."""
+    names = [chosen] if isinstance(chosen, str) else list(chosen)
+    unknown = [m for m in names if m not in METRIC_CHOICES]
+    if unknown or not names:
+        raise ConfigError(f"{key}={names}: {f'unknown {unknown}; ' if unknown else ''}choose one or more of "
+                          f"{list(METRIC_CHOICES)} (rouge = ROUGE-1/2/L/Lsum)")
+    return tuple(dict.fromkeys(names))
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
 
 
@@ -50,17 +68,22 @@ def streams(refs: Sequence[str] | Sequence[Sequence[str]]) -> list[list[str]]:
     return [list(r) for r in refs]
 
 
-def sacrebleu_scores(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]]) -> dict[str, float | str]:
-    """Corpus BLEU and chrF with sacreBLEU's defaults, plus their signatures and length statistics."""
-    from sacrebleu.metrics import BLEU, CHRF
-
-    bleu, chrf = BLEU(), CHRF()
-    b = bleu.corpus_score(list(hyps), streams(refs))
-    c = chrf.corpus_score(list(hyps), streams(refs))
-    return {
-        K.BLEU: b.score, K.CHRF: c.score, K.LENGTH_RATIO: b.sys_len / max(b.ref_len, 1),
-        "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature()),
-    }
+def sacrebleu_scores(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]],
+                     metrics: Sequence[str] = (K.BLEU, K.CHRF)) -> dict[str, float | str]:
+    """Corpus scores of `metrics` (sacreBLEU's: bleu, chrf, chrfpp, ter) with sacreBLEU's defaults, each with its
+    signature (`<name>_signature`), and BLEU's length ratio (hypothesis / reference tokens) whatever is chosen."""
+    ref_streams = streams(refs)
+    out: dict[str, float | str] = {}
+    for name in (*[m for m in metrics if m in SACREBLEU_METRICS], K.BLEU):
+        if name in out:
+            continue
+        metric = sacrebleu_metric(name)
+        result = metric.corpus_score(list(hyps), ref_streams)
+        if name in metrics:
+            out[name], out[f"{name}_signature"] = result.score, str(metric.get_signature())
+        if name == K.BLEU:
+            out[K.LENGTH_RATIO] = result.sys_len / max(result.ref_len, 1)
+    return out
 
 
 def length_buckets(source_tokens: Sequence[int]) -> dict[str, list[int]]:
@@ -70,17 +93,19 @@ def length_buckets(source_tokens: Sequence[int]) -> dict[str, list[int]]:
 
 
 def by_source_length(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]],
-                     source_tokens: Sequence[int]) -> dict[str, float]:
-    """Corpus BLEU and chrF on each source-length bucket (K.LENGTH_BUCKETS, subword tokens), and each bucket's
-    share of the examples in %: whether a model holds up on the long sentences that training saw least.
-    An empty bucket has its share (0) and no scores."""
+                     source_tokens: Sequence[int], metrics: Sequence[str] = DEFAULT_METRICS) -> dict[str, float]:
+    """Corpus BLEU and chrF (those of them chosen in `metrics`) on each source-length bucket (K.LENGTH_BUCKETS,
+    subword tokens), and each bucket's share of the examples in %: whether a model holds up on the long
+    sentences that training saw least. An empty bucket has its share (0) and no scores."""
     ref_streams = streams(refs)
+    bucketed = [m for m in K.BUCKETED if m in metrics]
     out: dict[str, float] = {}
     for label, idx in length_buckets(source_tokens).items():
         out[K.bucket(K.SHARE, label)] = 100.0 * len(idx) / max(len(hyps), 1)
-        if idx:
-            scores = sacrebleu_scores([hyps[i] for i in idx], [[stream[i] for i in idx] for stream in ref_streams])
-            out.update({K.bucket(m, label): float(scores[m]) for m in K.BUCKETED})
+        if idx and bucketed:
+            scores = sacrebleu_scores([hyps[i] for i in idx], [[stream[i] for i in idx] for stream in ref_streams],
+                                      bucketed)
+            out.update({K.bucket(m, label): float(scores[m]) for m in bucketed})
     return out
 
 
@@ -116,11 +141,14 @@ def rouge_scores(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[st
 
 
 def intervals(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]],
-              seed: int = SACREBLEU_DEFAULT_SEED, n: int = N_BOOTSTRAP) -> dict[str, Interval]:
-    """95% bootstrap intervals of BLEU, chrF (sacreBLEU's) and ROUGE-1/2/L (resampled examples), seeded."""
+              seed: int = SACREBLEU_DEFAULT_SEED, n: int = N_BOOTSTRAP,
+              metrics: Sequence[str] = DEFAULT_METRICS) -> dict[str, Interval]:
+    """95% bootstrap intervals, seeded, of the chosen sacreBLEU metrics (sacreBLEU's) and, with `rouge`
+    chosen, of ROUGE-1/2/L (resampled examples)."""
     ref_streams = streams(refs)
-    out = {m: sacrebleu_interval(m, hyps, ref_streams, seed, n) for m in SACREBLEU_METRICS}
-    idx = resample_indices(len(hyps), seed, n)
-    per_example = rouge_per_example(hyps, ref_streams, ROUGE_METRICS)
-    out.update({m: mean_interval(per_example[m], idx) for m in ROUGE_METRICS})
+    out = {m: sacrebleu_interval(m, hyps, ref_streams, seed, n) for m in SACREBLEU_METRICS if m in metrics}
+    if ROUGE in metrics:
+        idx = resample_indices(len(hyps), seed, n)
+        per_example = rouge_per_example(hyps, ref_streams, ROUGE_METRICS)
+        out.update({m: mean_interval(per_example[m], idx) for m in ROUGE_METRICS})
     return out

@@ -11,11 +11,14 @@ import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from seqlab.checkpoint import CHECKPOINT_DIR, CheckpointError, resolve, run_dir_of
 from seqlab.digest import cache_key
 from seqlab.io import atomic_write_text
+from seqlab.metrics import keys as K
+from seqlab.metrics.text import ROUGE
 
 METRICS_FILE = "metrics.json"
 HYPOTHESES_FILE = "hypotheses.jsonl"
@@ -61,13 +64,17 @@ class ResultDir:
     def metrics_path(self) -> Path:
         return self.path / METRICS_FILE
 
-    def finished(self) -> bool:
+    def finished(self, metrics: Sequence[str] = ()) -> bool:
+        """Whether this setting has results, with each of `metrics` among them (ROUGE's choice, `rouge`,
+        by ROUGE-1): a setting evaluated before a metric was chosen is evaluated again to add it."""
         if not self.metrics_path.exists():
             return False
         try:
-            return json.loads(self.metrics_path.read_text()).get("status") == OK
+            payload = json.loads(self.metrics_path.read_text())
         except (OSError, json.JSONDecodeError):
             return False
+        have = payload.get("metrics") or {}
+        return payload.get("status") == OK and all((m if m != ROUGE else K.ROUGE1) in have for m in metrics)
 
     def write_metrics(self, payload: dict[str, Any]) -> None:
         atomic_write_text(self.metrics_path, json.dumps(payload, indent=2, sort_keys=True, default=str))

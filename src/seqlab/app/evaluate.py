@@ -29,8 +29,8 @@ from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.inference.inspection import alignment_images
 from seqlab.inference.testset import TestSet
 from seqlab.interop.engines import run_label
-from seqlab.metrics.text import DEFAULT_METRICS, check_metrics
 from seqlab.memory import keep_freed_memory
+from seqlab.metrics.text import DEFAULT_METRICS, check_metrics
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir, variant_key
 from seqlab.tracking.wandb import (
     TrackingConfig,

@@ -8,8 +8,10 @@ from typing import Any, Literal, get_args
 
 from seqlab.config import ConfigError, check_choice
 from seqlab.constants import DEFAULT_IDS, ForceEOS
+from seqlab.decoding.coverage import CoverageRule
 from seqlab.decoding.mbr import MBRConfig
 from seqlab.decoding.registry import SAMPLING_ONLY, build_processors
+from seqlab.decoding.search import LengthRule
 
 Method = Literal["greedy", "beam", "sample"]
 # The penalties and constraints a label names (field -> its short name), where set and not zero.
@@ -69,6 +71,11 @@ class DecodingConfig:
     emitted; Hugging Face bans nothing unless its config says so, and an imported model's generation
     defaults turn the rule off.
 
+    GNMT's scoring, as OpenNMT-py names it (`-length_penalty wu -alpha A -coverage_penalty wu -beta B`):
+    `length_rule=wu` divides a finished hypothesis's score by ((5 + |Y|) / 6) ** length_penalty instead of
+    |Y| ** length_penalty, and `coverage_penalty` (wu | summary) subtracts coverage_beta times a penalty on
+    the summed cross-attention (decoding.coverage) from it; both change only finished scores.
+
     `None` turns a processor off. Sampling draws from the processed
     distribution with randomness keyed on (seed, source tokens, sample index,
     step), so a source's samples do not depend on the batch around it.
@@ -108,6 +115,9 @@ class DecodingConfig:
     forced_bos_token_id: int | None = None
     suppress_special: bool = True
     renormalize_logits: bool = False
+    length_rule: LengthRule = "power"  # beam: power (len ** length_penalty; HF, fairseq) | wu (GNMT, OpenNMT-py)
+    coverage_penalty: CoverageRule | None = None  # beam: wu | summary (OpenNMT-py), times coverage_beta
+    coverage_beta: float = 0.0
     seed: int = 0
     name: str | None = None  # a label for reports, e.g. "beam5_lp0.6"
     mbr: MBRConfig | None = None  # minimum Bayes risk over this setting's candidates (decoding/mbr.py)
@@ -157,6 +167,7 @@ class DecodingConfig:
                                   f"use method=sample or set {sampling[0]}=null")
         if self.mbr is not None:
             self._check_mbr(self.mbr)
+        self._check_gnmt()
         build_processors(self, DEFAULT_IDS)  # each processor checks its own value
 
     def _check_mbr(self, mbr: MBRConfig) -> None:
@@ -173,6 +184,26 @@ class DecodingConfig:
         if self.n_best > mbr.candidates:
             raise ConfigError(f"{own}.n_best={self.n_best} > {own}.mbr.candidates={mbr.candidates}: MBR returns "
                               "the best of its candidates")
+
+    def _check_gnmt(self) -> None:
+        own = "decoding"
+        check_choice(own, "length_rule", self.length_rule, LengthRule)
+        if self.length_rule != "power" and self.method != "beam":
+            raise ConfigError(f"{own}.length_rule={self.length_rule} scores finished beams; it needs method=beam "
+                              f"(got method={self.method})")
+        if self.coverage_penalty is None:
+            if self.coverage_beta:
+                raise ConfigError(f"{own}.coverage_beta={self.coverage_beta} without {own}.coverage_penalty: set "
+                                  f"{own}.coverage_penalty=wu or summary, or coverage_beta=0")
+            return
+        check_choice(own, "coverage_penalty", self.coverage_penalty, CoverageRule)
+        if self.method != "beam" or self.num_beam_groups > 1:
+            raise ConfigError(f"{own}.coverage_penalty={self.coverage_penalty} rescores finished beams of plain "
+                              f"beam search; use method=beam with num_beam_groups=1 (got method={self.method}, "
+                              f"num_beam_groups={self.num_beam_groups})")
+        if not self.coverage_beta > 0:
+            raise ConfigError(f"{own}.coverage_beta={self.coverage_beta} must be > 0 with {own}.coverage_penalty="
+                              f"{self.coverage_penalty} (OpenNMT-py's -beta; 0.2-0.4 in Wu et al. 2016)")
 
     def _check_groups(self) -> None:
         own = "decoding"
@@ -269,7 +300,9 @@ class DecodingConfig:
         if self.method == "beam":
             groups = f"_g{self.num_beam_groups}_div{self.diversity_penalty:g}" if self.num_beam_groups > 1 else ""
             nbest = f"_n{self.n_best}" if self.n_best > 1 else ""  # an n-best list: its own row in tables
-            return f"beam{self.num_beams}_lp{self.length_penalty:g}{groups}{nbest}{constraints}"
+            rule = "wu" if self.length_rule == "wu" else ""
+            coverage = (f"_cov{self.coverage_penalty}{self.coverage_beta:g}" if self.coverage_penalty else "")
+            return f"beam{self.num_beams}_lp{rule}{self.length_penalty:g}{coverage}{groups}{nbest}{constraints}"
         parts = [f"{k}{getattr(self, k):g}" for k in SAMPLING_ONLY if getattr(self, k) is not None]
         return "sample" + ("_" + "_".join(parts) if parts else "") + constraints
 

@@ -32,6 +32,7 @@ from seqlab.decoding.search import (
     Beams,
     Finished,
     GenerateOutput,
+    LengthPenalty,
     StepFn,
     expand,
     finalize,
@@ -53,7 +54,7 @@ def hamming_penalty(chosen: Tensor, vocab: int, penalty: float) -> Tensor:
 
 def diverse_beam_search(
     step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int, num_groups: int,
-    diversity_penalty: float, length_penalty: float, early_stopping: bool | str,
+    diversity_penalty: float, length_penalty: LengthPenalty, early_stopping: bool | str,
     processors: Sequence[LogitsProcessor], force_eos: ForceEOS | None = None,
 ) -> GenerateOutput:
     """Beam search in `num_groups` groups with a Hamming diversity penalty (see the module docstring).

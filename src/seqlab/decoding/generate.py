@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -11,11 +11,12 @@ from torch import Tensor
 from seqlab.config import ConfigError, check_choice
 from seqlab.constants import SpecialIds
 from seqlab.decoding.config import DecodingConfig
+from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.diverse import diverse_beam_search
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
-from seqlab.decoding.search import GenerateOutput, beam_search, model_step, sample_or_greedy
-from seqlab.model import Seq2SeqTransformer
+from seqlab.decoding.search import GenerateOutput, LengthPenalty, beam_search, model_step, sample_or_greedy
+from seqlab.model import DecoderCache, Seq2SeqTransformer
 
 DecodePrecision = Literal["fp32", "bf16", "int8"]  # int8: an int8 engine (interop.engines), not autocast
 
@@ -53,6 +54,22 @@ def max_new_tokens(cfg: DecodingConfig, src_pad_mask: Tensor, max_positions: int
     return limit.clamp(min=max(1, cfg.min_length), max=max_positions - 1)
 
 
+def length_penalty(cfg: DecodingConfig) -> LengthPenalty:
+    """How beam search normalizes finished scores for this setting."""
+    return LengthPenalty(cfg.length_penalty, cfg.length_rule)
+
+
+def plain_beam_search(model: Seq2SeqTransformer, cache: DecoderCache, cfg: DecodingConfig, src_pad_mask: Tensor,
+                      **search: Any) -> GenerateOutput:
+    """search.beam_search over the model, with cfg's coverage penalty where set (which records the last
+    decoder layer's cross-attention while it runs)."""
+    if cfg.coverage_penalty is None:
+        return beam_search(model_step(model), cache, **search)
+    coverage = Coverage(src_pad_mask, cfg.num_beams, cfg.coverage_penalty, cfg.coverage_beta)
+    with coverage.recording(model):
+        return beam_search(model_step(model), cache, coverage=coverage, **search)
+
+
 @torch.no_grad()
 def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingConfig,
              sample_keys: Tensor | None = None) -> GenerateOutput:
@@ -75,13 +92,13 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
         cache = model.start_cache(memory, src_pad_mask, group=1 if plain_beam else rows,
                                   capacity=int(limits.max()) + 1, src_ids=src_ids)
         if cfg.method == "beam":
-            common = dict(ids=ids, max_new=limits, num_beams=cfg.num_beams, length_penalty=cfg.length_penalty,
+            common = dict(ids=ids, max_new=limits, num_beams=cfg.num_beams, length_penalty=length_penalty(cfg),
                           early_stopping=cfg.early_stopping, processors=processors, force_eos=cfg.force_eos or None)
             if cfg.num_beam_groups > 1:
                 result = diverse_beam_search(step, cache, num_groups=cfg.num_beam_groups,
                                              diversity_penalty=cfg.diversity_penalty, **common)
             else:
-                result = beam_search(step, cache, **common)
+                result = plain_beam_search(model, cache, cfg, src_pad_mask, **common)
             n = cfg.hypotheses_per_source
             result.sequences, result.scores = result.sequences[:, :n], result.scores[:, :n]
             result.token_logprobs, result.lengths = result.token_logprobs[:, :n], result.lengths[:, :n]

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from seqlab.constants import ForceEOS, HasSpecialIds
+from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.processors import NEG_INF, Ban, LogitsProcessor, apply, split_bans
 from seqlab.decoding.sampling import gumbel_noise
 from seqlab.model import DecoderCache, Seq2SeqTransformer
@@ -153,6 +155,27 @@ def normalized(score: Tensor, length: Tensor | float, alpha: float) -> Tensor:
     return score / length**alpha
 
 
+LengthRule = Literal["power", "wu"]
+
+
+@dataclass(frozen=True)
+class LengthPenalty:
+    """How beam search normalizes a finished hypothesis's summed log-prob by its length (generated tokens,
+    EOS included).
+
+    `power` divides by length ** alpha (Hugging Face, fairseq); `wu` by GNMT's ((5 + |Y|) / 6) ** alpha
+    (Wu et al. 2016, eq. 14) with |Y| counted as OpenNMT-py counts it: its decoder start token included,
+    so |Y| = length + 1. Both grow with the length for alpha > 0, which `is_done`'s bound needs."""
+
+    alpha: float = 1.0
+    rule: LengthRule = "power"
+
+    def __call__(self, score: Tensor, length: Tensor | float) -> Tensor:
+        if self.rule == "wu":
+            return score / ((5.0 + (length + 1.0)) / 6.0) ** self.alpha
+        return normalized(score, length, self.alpha)
+
+
 @dataclass
 class Beams:
     """The state of beam search for the examples still searching (A of them, K beams each)."""
@@ -214,26 +237,31 @@ def select_running(cand: Candidates, k: int) -> tuple[Beams, Tensor]:
     return beams, cand.source_beam.gather(1, keep)
 
 
-def finalize(fin: Finished, active: Tensor, cand: Candidates, t: int, length_penalty: float,
-             accepting: Tensor) -> None:
+def finalize(fin: Finished, active: Tensor, cand: Candidates, t: int, length_penalty: LengthPenalty,
+             accepting: Tensor, penalty: Tensor | None = None) -> None:
     """Stopped candidates among the top K join the finished set if they beat it (fairseq's `finalize_hypos`).
 
-    accepting: (A,) whether each example still takes new hypotheses.
+    accepting: (A,) whether each example still takes new hypotheses; penalty: (A, C) subtracted from the
+    candidates' normalized scores (a coverage penalty) or None.
     """
     k = fin.scores.shape[1]
     just_fin = cand.stops & (torch.arange(2 * k, device=cand.stops.device) < k)[None, :]
-    merge_finished(fin, active, cand.seq, cand.tok_lp, cand.scores, t, length_penalty, just_fin & accepting[:, None])
+    merge_finished(fin, active, cand.seq, cand.tok_lp, cand.scores, t, length_penalty, just_fin & accepting[:, None],
+                   penalty)
 
 
 def merge_finished(fin: Finished, active: Tensor, seq: Tensor, tok_lp: Tensor, scores: Tensor, t: int,
-                   length_penalty: float, new: Tensor) -> None:
+                   length_penalty: LengthPenalty, new: Tensor, penalty: Tensor | None = None) -> None:
     """Hypotheses of length t + 1 where `new` (A, C) join the finished set of examples `active` if they
-    beat it; each example keeps its best K by length-normalized score.
+    beat it; each example keeps its best K by length-normalized score, less `penalty` (A, C) where given.
 
     seq, tok_lp: (A, C, L + 1); scores: (A, C) running scores (sums of processed log-probs).
     """
     k = fin.scores.shape[1]
-    new_scores = normalized(scores, float(t + 1), length_penalty) + (~new).float() * NEG
+    final = length_penalty(scores, float(t + 1))
+    if penalty is not None:
+        final = final - penalty
+    new_scores = final + (~new).float() * NEG
     merged = torch.cat([fin.scores[active], new_scores], dim=1)
     best = torch.topk(merged, k)[1]  # (A, K)
     fin.seq[active] = _pick(fin.seq[active], seq, best)
@@ -243,7 +271,7 @@ def merge_finished(fin: Finished, active: Tensor, seq: Tensor, tok_lp: Tensor, s
     fin.scores[active] = merged.gather(1, best)
 
 
-def is_done(fin: Finished, rows: Tensor, best: Tensor, t: int, max_new: Tensor, length_penalty: float,
+def is_done(fin: Finished, rows: Tensor, best: Tensor, t: int, max_new: Tensor, length_penalty: LengthPenalty,
             early_stopping: bool | str) -> Tensor:
     """(A,) HF's `BeamHypotheses.is_done` for the finished sets `rows`, shared by beam and diverse beam search:
     the set is full and, unless early_stopping=True, the `best` (A,) running score cannot beat its worst
@@ -253,8 +281,8 @@ def is_done(fin: Finished, rows: Tensor, best: Tensor, t: int, max_new: Tensor, 
     full = fin.is_fin[rows].all(dim=1)
     if early_stopping is True:
         return full
-    length = max_new.float() if early_stopping == "never" and length_penalty > 0 else float(t + 1)
-    return full & (fin.scores[rows].min(dim=1)[0] >= normalized(best, length, length_penalty))
+    length = max_new.float() if early_stopping == "never" and length_penalty.alpha > 0 else float(t + 1)
+    return full & (fin.scores[rows].min(dim=1)[0] >= length_penalty(best, length))
 
 
 def follow_parents(cache: DecoderCache, prefix: Tensor, origin: Tensor, done: Tensor) -> Tensor:
@@ -267,10 +295,16 @@ def follow_parents(cache: DecoderCache, prefix: Tensor, origin: Tensor, done: Te
     """
     k = origin.shape[1]
     stay = in_place_order(~done)
-    parents = (stay[:, None] * k + origin[stay]).view(-1)
+    parents = parent_rows(origin, stay)
     in_slot = (stay == torch.arange(stay.shape[0], device=stay.device)).repeat_interleave(k)
     cache.compact_(parents, shared_prefix(prefix, parents) * in_slot)
     return stay
+
+
+def parent_rows(origin: Tensor, stay: Tensor) -> Tensor:
+    """(A' * K,) the row of each staying beam's parent among the step's A * K rows; origin (A, K), stay (A',)."""
+    k = origin.shape[1]
+    return (stay[:, None] * k + origin[stay]).view(-1)
 
 
 def first_step_once(step: StepFn, prefix: Tensor, cache: DecoderCache, t: int, k: int) -> tuple[Tensor, DecoderCache]:
@@ -306,12 +340,14 @@ def beam_scores(logits: Tensor, prefix: Tensor, running: Tensor, head: Sequence[
 
 def beam_search(
     step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int,
-    length_penalty: float, early_stopping: bool | str, processors: Sequence[LogitsProcessor],
+    length_penalty: LengthPenalty, early_stopping: bool | str, processors: Sequence[LogitsProcessor],
     force_eos: ForceEOS | None = None, on_step: Callable[[int, Tensor, Candidates], None] | None = None,
+    coverage: Coverage | None = None,
 ) -> GenerateOutput:
     """Hugging Face's beam search (see DecodingConfig), with done examples dropped from the batch.
 
-    on_step(t, active, candidates), if given, sees every step's 2K candidates (for traces).
+    on_step(t, active, candidates), if given, sees every step's 2K candidates (for traces). coverage, if
+    given (recording the model's attention), penalizes each hypothesis's final score (decoding.coverage).
 
     cache holds one row per example: all its beams start the same, so the first step runs once per
     example (as CTranslate2's does) and then the cache grows to B * num_beams rows, example-major.
@@ -335,6 +371,7 @@ def beam_search(
         a = active.shape[0]
         prefix = beams.seq[:, :, : t + 1].reshape(a * k, t + 1)  # the beams' tokens: the cache's rows
         logits, cache = first_step_once(step, prefix, cache, t, k)
+        covered = coverage.after_step() if coverage is not None else None  # (A * K, S)
         raw_lp, scores = beam_scores(logits, prefix, beams.scores, head, bans, work)  # (A * rows, V), (A, K, V)
         flat = scores.view(a * k, -1)
         if force_eos is not None:
@@ -345,13 +382,17 @@ def beam_search(
             on_step(t, active, cand)
         beams, origin = select_running(cand, k)
         all_fin = fin.is_fin[active].all(dim=1)
-        finalize(fin, active, cand, t, length_penalty, improvable[active] & ~(all_fin & (early_stopping is True)))
+        penalty = coverage.penalty(covered, cand.source_beam) if coverage is not None else None
+        finalize(fin, active, cand, t, length_penalty, improvable[active] & ~(all_fin & (early_stopping is True)),
+                 penalty)
         improvable[active] &= ~is_done(fin, active, beams.scores[:, 0], t, max_new[active], length_penalty,
                                        early_stopping)
         done = ~improvable[active] | (t + 1 >= max_new[active])
         if bool(done.all()):
             break
         stay = follow_parents(cache, prefix, origin, done)
+        if coverage is not None:
+            coverage.follow(covered, parent_rows(origin, stay))
         if stay.shape[0] < a:
             active = active[stay]
             beams = Beams(beams.seq[stay], beams.tok_lp[stay], beams.scores[stay])

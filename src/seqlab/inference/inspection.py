@@ -26,9 +26,9 @@ from torch import Tensor
 
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate
-from seqlab.decoding.generate import max_new_tokens
+from seqlab.decoding.generate import length_penalty, max_new_tokens, plain_beam_search
 from seqlab.decoding.registry import build_processors
-from seqlab.decoding.search import NEG, beam_search, model_step, sample_or_greedy
+from seqlab.decoding.search import NEG, model_step, sample_or_greedy
 from seqlab.inference.evaluation import decode_texts
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.layers import MultiHeadAttention
@@ -203,9 +203,9 @@ def beam_trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg
     memory = model.encode(src, pad)
     limits = max_new_tokens(cfg, pad, model.cfg.max_positions)
     cache = model.start_cache(memory, pad, capacity=int(limits.max()) + 1, src_ids=src)
-    beam_search(model_step(model), cache, ids=model.cfg, max_new=limits, num_beams=k,
-                length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping,
-                processors=build_processors(cfg, model.cfg), force_eos=cfg.force_eos or None, on_step=record)
+    plain_beam_search(model, cache, cfg, pad, ids=model.cfg, max_new=limits, num_beams=k,
+                      length_penalty=length_penalty(cfg), early_stopping=cfg.early_stopping,
+                      processors=build_processors(cfg, model.cfg), force_eos=cfg.force_eos or None, on_step=record)
     return nodes
 
 

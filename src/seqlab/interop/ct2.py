@@ -230,7 +230,7 @@ def suppressed_ids(cfg: ModelConfig) -> list[int]:
 # DecodingConfig fields CTranslate2's search takes, and fields it has no equivalent for (refused by name).
 UNSUPPORTED = ("repetition_penalty", "frequency_penalty", "presence_penalty", "mbr", "force_eos", "bad_words_ids",
                "sequence_bias",
-               "suppress_tokens", "forced_bos_token_id", "renormalize_logits")
+               "suppress_tokens", "forced_bos_token_id", "renormalize_logits", "coverage_penalty")
 
 
 def check_decodable(cfg: DecodingConfig) -> None:
@@ -241,6 +241,9 @@ def check_decodable(cfg: DecodingConfig) -> None:
     if cfg.num_beam_groups > 1:
         raise ConfigError("engine=ctranslate2 has no diverse beam search (decoding.num_beam_groups); "
                           "use engine=seqlab")
+    if cfg.length_rule != "power":
+        raise ConfigError(f"engine=ctranslate2 normalizes by length ** length_penalty only, not decoding.length_rule="
+                          f"{cfg.length_rule}; use length_rule=power or engine=seqlab")
     for key in UNSUPPORTED:
         if getattr(cfg, key) not in (None, False):
             raise ConfigError(f"engine=ctranslate2 does not take decoding.{key}={getattr(cfg, key)!r}; "

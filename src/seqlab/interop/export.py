@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from seqlab.checkpoint import load_for_inference, read_checkpoint
+from seqlab.config import ConfigError
 from seqlab.data.hf_tokenizer import JsonTokenizer
 from seqlab.data.mapped import MappedTokenizer
 from seqlab.data.tokenizer import Tokenizer
@@ -36,6 +37,10 @@ def generation_config(cfg: DecodingConfig, model: ModelConfig) -> dict[str, Any]
     has no HF equivalent, so without `max_length` the model's position limit is used.
     """
     sample = cfg.method == "sample"
+    if cfg.length_rule != "power" or cfg.coverage_penalty is not None:
+        raise ConfigError(f"Hugging Face's generate has no GNMT scoring (decoding.length_rule={cfg.length_rule}, "
+                          f"coverage_penalty={cfg.coverage_penalty}); export with length_rule=power and "
+                          "coverage_penalty=null")
     out: dict[str, Any] = {
         "decoder_start_token_id": model.bos_id, "pad_token_id": model.pad_id, "eos_token_id": model.eos_id,
         "suppress_tokens": suppressed(cfg, model) or None, "bad_words_ids": cfg.bad_words_ids,

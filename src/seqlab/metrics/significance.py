@@ -111,7 +111,8 @@ def sacrebleu_metric(name: str):  # noqa: ANN201  (a sacrebleu Metric)
 
 def sacrebleu_interval(name: str, hyps: Sequence[str], refs: Sequence[Sequence[str]],
                        seed: int = SACREBLEU_DEFAULT_SEED, n: int = N_BOOTSTRAP) -> Interval:
-    """A sacreBLEU metric (BLEU, chrF, chrF++, TER) with sacreBLEU's bootstrap interval; `refs` is a list of reference streams.
+    """A sacreBLEU metric (BLEU, chrF, chrF++, TER) with sacreBLEU's bootstrap interval; `refs` is a list of
+    reference streams.
 
     The steps of `corpus_score(..., n_bootstrap=n)`, as `PairedTest` runs them for its
     baseline, but with sacreBLEU's numpy `estimate_ci`: `Score.estimate_ci` fails with

@@ -145,13 +145,19 @@ def attention_weights(q: Tensor, k: Tensor, attn_mask: Tensor | None, is_causal:
                       scale: float | None = None) -> Tensor:
     """softmax(q k^T / sqrt(d_h)) (or `scale`) with the same masks as the fused kernel, (B, H, T, S) in fp32.
 
-    Computed only for inspection, beside (never instead of) the fused attention, so asking for the
-    weights leaves the model's outputs bitwise unchanged.
+    Computed only for inspection and coverage penalties, beside (never instead of) the fused attention, so
+    asking for the weights leaves the model's outputs bitwise unchanged. group > 1: consecutive rows of q
+    share one row of k and of the mask (a source's beams).
     """
+    qf, kf = q.float(), k.float()
     if group > 1:
-        raise ValueError("attention weights are recorded for ungrouped decoding only (one row per source)")
-    scores = (q.float() @ k.float().transpose(-1, -2)) * logit_scale(q, scale)  # (B, H, T, S)
-    return torch.softmax(masked(scores, attn_mask, is_causal), dim=-1)
+        b, h, t, dh = q.shape
+        scores = (qf.view(b // group, group, h, t, dh) @ kf[:, None].transpose(-1, -2)).view(b, h, t, -1)
+        if attn_mask is not None and attn_mask.shape[0] > 1:
+            attn_mask = attn_mask.repeat_interleave(group, dim=0)
+    else:
+        scores = qf @ kf.transpose(-1, -2)  # (B, H, T, S)
+    return torch.softmax(masked(scores * logit_scale(q, scale), attn_mask, is_causal), dim=-1)
 
 
 def masked(scores: Tensor, attn_mask: Tensor | None, is_causal: bool) -> Tensor:

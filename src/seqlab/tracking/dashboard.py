@@ -25,8 +25,8 @@ from seqlab.metrics import keys as K
 
 # metrics the page offers, in this order, where any run has them; the table starts with the first
 # SHOWN_METRICS of them (the others are a "+ column" away), so that it fits a 1,400 px window
-TABLE_METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER, K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.LENGTH_RATIO, K.ROUGE2, K.ROUGELSUM,
-                 K.REF_PPL, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU, K.SHORT_SHARE, K.TOKENS_PER_S,
+TABLE_METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER, K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.LENGTH_RATIO, K.ROUGE2,
+                 K.ROUGELSUM, K.REF_PPL, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU, K.SHORT_SHARE, K.TOKENS_PER_S,
                  *(K.bucket(m, label) for m in K.BUCKETED for label, _, _ in K.LENGTH_BUCKETS))
 SHOWN_METRICS = 6
 # what "compare two runs" shows of each run's log-probs and lengths

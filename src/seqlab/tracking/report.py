@@ -94,7 +94,8 @@ def format_metric(metrics: dict[str, Any], name: str) -> str:
     return f"{value:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 else "")
 
 
-MARKDOWN_METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER, K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU,
+MARKDOWN_METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER,
+                    K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU,
                     K.LENGTH_RATIO, K.SHORT_SHARE, K.TOKENS_PER_S, K.GENERATE_SECONDS, K.MBR_SECONDS)
 
 

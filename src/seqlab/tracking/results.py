@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 from seqlab.checkpoint import CHECKPOINT_DIR, CheckpointError, resolve, run_dir_of

@@ -45,7 +45,7 @@ NEUTRAL: dict[str, dict[str, Any]] = {
               "position_offset": 0, "sinusoid_layout": "marian", "rescale_output": False, "position_init": "small"},
     "decoding": {"bad_words_ids": None, "sequence_bias": None, "suppress_tokens": None, "forced_bos_token_id": None,
                  "suppress_special": True, "renormalize_logits": False, "length_rule": "power",
-                 "coverage_penalty": None, "coverage_beta": 0.0},
+                 "coverage_penalty": None, "coverage_beta": 0.0, "penalty_alpha": None},
     "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "metrics": ["bleu", "chrf", "rouge"]},
     "train": {"init_from": None},
 }

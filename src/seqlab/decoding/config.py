@@ -13,7 +13,7 @@ from seqlab.decoding.mbr import MBRConfig
 from seqlab.decoding.registry import SAMPLING_ONLY, build_processors
 from seqlab.decoding.search import LengthRule
 
-Method = Literal["greedy", "beam", "sample"]
+Method = Literal["greedy", "beam", "sample", "contrastive"]
 # The penalties and constraints a label names (field -> its short name), where set and not zero.
 LABELLED_CONSTRAINTS = {"no_repeat_ngram_size": "norepeat", "repetition_penalty": "rep", "frequency_penalty": "freq",
                         "presence_penalty": "pres", "min_length": "min"}
@@ -76,6 +76,9 @@ class DecodingConfig:
     |Y| ** length_penalty, and `coverage_penalty` (wu | summary) subtracts coverage_beta times a penalty on
     the summed cross-attention (decoding.coverage) from it; both change only finished scores.
 
+    `method=contrastive`: Hugging Face's contrastive search (decoding.contrastive) over the `top_k` most
+    probable tokens with `penalty_alpha`.
+
     `None` turns a processor off. Sampling draws from the processed
     distribution with randomness keyed on (seed, source tokens, sample index,
     step), so a source's samples do not depend on the batch around it.
@@ -108,6 +111,7 @@ class DecodingConfig:
     dynatemp_exponent: float = 1.0
     edt_theta: float | None = None  # EDT (Zhang et al. 2024): T = t * edt_base ** (edt_theta / entropy)
     edt_base: float = 0.8
+    penalty_alpha: float | None = None  # contrastive: weight of the degeneration penalty, in [0, 1] (HF's name)
     force_eos: bool | ForceEOS = False  # last allowed step: EOS only; hf (= true) | fairseq rule | false (off)
     bad_words_ids: list[list[int]] | None = None
     sequence_bias: list[list] | None = None  # [[token ids], bias] pairs
@@ -160,8 +164,11 @@ class DecodingConfig:
             raise ConfigError(f"{own}.max_len_a={self.max_len_a}, max_len_b={self.max_len_b}: need a >= 0, b >= 1")
         if self.dynatemp_range is not None and self.edt_theta is not None:
             raise ConfigError(f"{own}.dynatemp_range and {own}.edt_theta are two temperature rules; set one")
+        if self.method == "contrastive" or self.penalty_alpha is not None:
+            self._check_contrastive()
         if self.method != "sample":
-            sampling = [k for k in SAMPLING_ONLY if getattr(self, k) is not None]
+            sampling = [k for k in SAMPLING_ONLY if getattr(self, k) is not None
+                        and not (k == "top_k" and self.method == "contrastive")]
             if sampling:
                 raise ConfigError(f"{own}.{sampling[0]} only applies to method=sample (got method={self.method}); "
                                   f"use method=sample or set {sampling[0]}=null")
@@ -172,8 +179,8 @@ class DecodingConfig:
 
     def _check_mbr(self, mbr: MBRConfig) -> None:
         own = "decoding"
-        if self.method == "greedy":
-            raise ConfigError(f"{own}.mbr needs candidates to choose from, not method=greedy: use method=sample "
+        if self.method in ("greedy", "contrastive"):
+            raise ConfigError(f"{own}.mbr needs candidates to choose from, not method={self.method}: use method=sample "
                               f"({own}.mbr.candidates samples) or method=beam (num_beams >= {own}.mbr.candidates)")
         if self.method == "beam" and self.num_beams < mbr.candidates:
             raise ConfigError(f"{own}.mbr.candidates={mbr.candidates} > num_beams={self.num_beams}: the candidates "
@@ -184,6 +191,20 @@ class DecodingConfig:
         if self.n_best > mbr.candidates:
             raise ConfigError(f"{own}.n_best={self.n_best} > {own}.mbr.candidates={mbr.candidates}: MBR returns "
                               "the best of its candidates")
+
+    def _check_contrastive(self) -> None:
+        own = "decoding"
+        if self.method != "contrastive":
+            raise ConfigError(f"{own}.penalty_alpha={self.penalty_alpha} is contrastive search's; use "
+                              f"method=contrastive (got method={self.method}) or penalty_alpha=null")
+        if self.penalty_alpha is None or not 0.0 <= self.penalty_alpha <= 1.0:
+            raise ConfigError(f"{own}.penalty_alpha={self.penalty_alpha} must be in [0, 1] with method=contrastive "
+                              "(0.6 in Su et al. 2022; 0 is greedy search)")
+        if self.top_k is None or self.top_k < 1:
+            raise ConfigError(f"{own}.top_k={self.top_k}: contrastive search ranks the top_k most probable tokens; "
+                              "set top_k >= 1 (4-10 in Su et al. 2022)")
+        if self.num_beams != 1 or self.n_best != 1:
+            raise ConfigError(f"{own}.method=contrastive returns one hypothesis; use num_beams=1 and n_best=1")
 
     def _check_gnmt(self) -> None:
         own = "decoding"
@@ -229,7 +250,9 @@ class DecodingConfig:
         g = {**HF_GENERATION_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}  # None = HF's default
         sample = bool(g.get("do_sample"))
         beams = int(g.get("num_beams") or 1)
-        method = "sample" if sample else ("beam" if beams > 1 else "greedy")
+        # HF's rule: contrastive search when penalty_alpha > 0 and top_k > 1, without sampling or beams
+        contrastive = not sample and beams == 1 and (g.get("penalty_alpha") or 0) > 0 and int(g["top_k"] or 0) > 1
+        method = "sample" if sample else ("beam" if beams > 1 else ("contrastive" if contrastive else "greedy"))
         # transformers 5 generates max_length - 1 new tokens (max_length counts the decoder start), and 20 new
         # tokens when neither max_length nor max_new_tokens is given
         if g.get("max_new_tokens"):
@@ -255,8 +278,10 @@ class DecodingConfig:
             min_length=min_length, max_length=max_length,
             no_repeat_ngram_size=g.get("no_repeat_ngram_size") or None,
             repetition_penalty=None if g.get("repetition_penalty", 1.0) == 1.0 else g["repetition_penalty"],
-            temperature=warper("temperature", 1.0), top_k=warper("top_k", 0), top_p=warper("top_p", 1.0),
+            temperature=warper("temperature", 1.0), top_k=int(g["top_k"]) if contrastive else warper("top_k", 0),
+            top_p=warper("top_p", 1.0),
             min_p=warper("min_p", None), typical_p=warper("typical_p", 1.0), epsilon=warper("epsilon_cutoff", 0.0),
+            penalty_alpha=float(g["penalty_alpha"]) if contrastive else None,
             eta=warper("eta_cutoff", 0.0), force_eos=g.get("forced_eos_token_id") is not None,
             bad_words_ids=[list(b) for b in bad] if bad else None,
             sequence_bias=sequence_bias_pairs(g.get("sequence_bias")),
@@ -303,6 +328,8 @@ class DecodingConfig:
             rule = "wu" if self.length_rule == "wu" else ""
             coverage = (f"_cov{self.coverage_penalty}{self.coverage_beta:g}" if self.coverage_penalty else "")
             return f"beam{self.num_beams}_lp{rule}{self.length_penalty:g}{coverage}{groups}{nbest}{constraints}"
+        if self.method == "contrastive":
+            return f"contrastive_a{self.penalty_alpha:g}_k{self.top_k}" + constraints
         parts = [f"{k}{getattr(self, k):g}" for k in SAMPLING_ONLY if getattr(self, k) is not None]
         return "sample" + ("_" + "_".join(parts) if parts else "") + constraints
 

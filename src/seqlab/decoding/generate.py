@@ -11,6 +11,7 @@ from torch import Tensor
 from seqlab.config import ConfigError, check_choice
 from seqlab.constants import SpecialIds
 from seqlab.decoding.config import DecodingConfig
+from seqlab.decoding.contrastive import contrastive_search
 from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.diverse import diverse_beam_search
 from seqlab.decoding.registry import build_processors
@@ -102,6 +103,9 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
             n = cfg.hypotheses_per_source
             result.sequences, result.scores = result.sequences[:, :n], result.scores[:, :n]
             result.token_logprobs, result.lengths = result.token_logprobs[:, :n], result.lengths[:, :n]
+        elif cfg.method == "contrastive":
+            result = contrastive_search(model, cache, ids=ids, max_new=limits, processors=processors, top_k=cfg.top_k,
+                                        alpha=cfg.penalty_alpha, force_eos=cfg.force_eos or None)
         else:
             cache = cache.ungroup()  # samples finish one by one: each row gets its own cross keys/values
             keys = None

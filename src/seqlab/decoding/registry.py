@@ -44,6 +44,7 @@ class ProcessorSettings(Protocol):
     named here so that the registry does not depend on the config that validates itself through it. The
     warpers' own fields (WARPERS) are read by name."""
 
+    method: str
     repetition_penalty: float | None
     frequency_penalty: float | None
     presence_penalty: float | None
@@ -105,8 +106,8 @@ def build_processors(cfg: ProcessorSettings, ids: HasSpecialIds) -> list[LogitsP
     rule = temperature_rule(cfg)
     if rule is not None:
         out.append(rule)
-    out.extend(cls(getattr(cfg, name)) for name, cls in WARPERS.items()
-               if name != "temperature" and getattr(cfg, name) is not None)
+    out.extend(cls(getattr(cfg, name)) for name, cls in WARPERS.items()  # contrastive's top_k counts candidates
+               if name != "temperature" and getattr(cfg, name) is not None and cfg.method != "contrastive")
     if cfg.renormalize_logits:
         out.append(LogitNormalization())
     return out

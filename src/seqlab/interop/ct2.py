@@ -238,6 +238,8 @@ def check_decodable(cfg: DecodingConfig) -> None:
     if cfg.method == "sample":
         raise ConfigError("engine=ctranslate2 decodes with method=greedy or beam (its sampling is not seeded per "
                           "source, so not batch-invariant); use engine=seqlab for decoding.method=sample")
+    if cfg.method not in ("greedy", "beam"):
+        raise ConfigError(f"engine=ctranslate2 has no decoding.method={cfg.method}; use engine=seqlab")
     if cfg.num_beam_groups > 1:
         raise ConfigError("engine=ctranslate2 has no diverse beam search (decoding.num_beam_groups); "
                           "use engine=seqlab")

@@ -55,6 +55,8 @@ def generation_config(cfg: DecodingConfig, model: ModelConfig) -> dict[str, Any]
         out.update(length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping)
         if cfg.num_beam_groups > 1:  # transformers >= 4.56 runs it from its hub repository group-beam-search
             out.update(num_beam_groups=cfg.num_beam_groups, diversity_penalty=cfg.diversity_penalty)
+    if cfg.method == "contrastive":  # transformers >= 4.56 runs it from its hub repository contrastive-search
+        out.update(penalty_alpha=cfg.penalty_alpha, top_k=cfg.top_k)
     if sample:
         out.update(temperature=cfg.temperature or 1.0, top_k=cfg.top_k or 0, top_p=cfg.top_p or 1.0,
                    min_p=cfg.min_p, typical_p=cfg.typical_p or 1.0, epsilon_cutoff=cfg.epsilon or 0.0,

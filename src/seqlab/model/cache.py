@@ -174,6 +174,23 @@ class DecoderCache:
                 layer.take_(index)
         self.group = group
 
+    def collapse_(self, index: Tensor) -> None:
+        """In place: one row per source again, row `index[i]` of the grouped rows for the i-th one kept (each from
+        its own source, in order; sources without a row leave). Contrastive search grows a cache to its K
+        candidates per source (`expand_`) and keeps the chosen one."""
+        for layer in self.layers:
+            if layer.k is not None:
+                layer.take_(index)
+        sources = index // self.group
+        self.group = 1
+        if sources.shape[0] == self.cross_mask.shape[0] and bool((sources == torch.arange(
+                sources.shape[0], device=sources.device)).all()):
+            return
+        self.cross_kv = tuple((k.index_select(0, sources), v.index_select(0, sources)) for k, v in self.cross_kv)
+        self.cross_mask = self.cross_mask.index_select(0, sources)
+        if self.copy is not None:
+            self.copy = CopySource(self.copy.keys.index_select(0, sources), self.copy.ids.index_select(0, sources))
+
     def ungroup(self) -> DecoderCache:
         """The same cache with its per-source tensors repeated per row (group 1)."""
         if self.group == 1:

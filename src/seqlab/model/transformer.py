@@ -183,9 +183,12 @@ class Seq2SeqTransformer(nn.Module):
         src_pad_mask: Tensor | None,  # (B, S); may be None when cache is given
         cache: DecoderCache | None = None,
         src_ids: Tensor | None = None,  # (B, S); copy attention only, and only when cache is None
+        states: list[Tensor] | None = None,  # if given, receives the decoder's output states (B, T, d)
     ) -> tuple[Tensor, DecoderCache | None]:
         """Decoder logits (B, T, V) (log-probabilities with copy attention).
-        With a cache, extends it by T steps (in place) and returns it.
+        With a cache, extends it by T steps (in place) and returns it. `states` receives the last hidden
+        states, after the final norm and before any output rescaling (what Hugging Face returns as the
+        last of `decoder_hidden_states`; contrastive search compares them).
 
         Target padding needs no mask: it is on the right, and the causal mask
         already hides it from every real position.
@@ -212,6 +215,8 @@ class Seq2SeqTransformer(nn.Module):
         for layer, buffer, kv in zip(self.decoder_layers, buffers, cross_kv, strict=True):
             x = layer(x, self_mask, is_causal, buffer, kv, cross_mask, group, positions.rotary)
         h = self.decoder_norm(x)
+        if states is not None:
+            states.append(h)
         logits = self.output(h if self.output_scale is None else h * self.output_scale)  # (B, T, V)
         if self.pointer is not None:
             logits = self.pointer(h, logits, copy, cross_mask, group)

@@ -18,7 +18,7 @@ from seqlab.config import ConfigError
 from seqlab.constants import SpecialIds
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.processors import SuppressTokens
-from seqlab.decoding.search import beam_search, force_eos_, sample_or_greedy
+from seqlab.decoding.search import LengthPenalty, beam_search, force_eos_, sample_or_greedy
 
 EOS, W1, W2 = 2, 4, 5
 IDS = SpecialIds(pad_id=1, bos_id=0, eos_id=EOS)
@@ -63,7 +63,7 @@ def toy_step(last: torch.Tensor, cache: SlotCache) -> tuple[torch.Tensor, SlotCa
 def fairseq_search(max_length: int | None, length_penalty: float = 1.0, rule: str | None = "fairseq"):
     limit = torch.full((2,), max_length or 20)
     return beam_search(toy_step, SlotCache(2, 2), ids=IDS, max_new=limit, num_beams=2,
-                       length_penalty=length_penalty, early_stopping=True,
+                       length_penalty=LengthPenalty(length_penalty), early_stopping=True,
                        processors=[SuppressTokens([IDS.pad_id, IDS.bos_id])], force_eos=rule)
 
 

@@ -16,6 +16,7 @@ from pipelines import (
     beam_curse,
     bench,
     bench_families,
+    bench_features,
     bench_gpu,
     decoding_sweep,
     mbr,
@@ -28,4 +29,4 @@ from pipelines.core import Pipeline
 
 PIPELINES: dict[str, Pipeline] = {m.PIPELINE.name: m.PIPELINE for m in (
     mt_bible_small, sum_debian_small, decoding_sweep, truncation, mbr, beam_curse, no_repeat, arch_study,
-    arch_study_trained, bench, bench_families, bench_gpu)}
+    arch_study_trained, bench, bench_families, bench_features, bench_gpu)}

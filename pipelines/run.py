@@ -46,7 +46,8 @@ NEUTRAL: dict[str, dict[str, Any]] = {
     "decoding": {"bad_words_ids": None, "sequence_bias": None, "suppress_tokens": None, "forced_bos_token_id": None,
                  "suppress_special": True, "renormalize_logits": False, "length_rule": "power",
                  "coverage_penalty": None, "coverage_beta": 0.0, "penalty_alpha": None},
-    "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "metrics": ["bleu", "chrf", "rouge"]},
+    "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
+         "ensemble_rule": "mean_prob"},
     "train": {"init_from": None},
 }
 Runner = Callable[..., bool]  # seqlab(*args) -> whether it succeeded

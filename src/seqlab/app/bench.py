@@ -3,6 +3,8 @@
 
 seqlab bench [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [positions=true] [profile=true] [bench.batch=64 ...]
 seqlab bench families=true: decoding at t5-small's, bart-base's and opus-mt's shapes (analysis.bench_families)
+seqlab bench features=true: ensembles, the coverage penalty and contrastive search against the plain searches
+(analysis.bench_features)
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from omegaconf import DictConfig
 
 from seqlab.analysis.bench import run_bench
 from seqlab.analysis.bench_families import family_bench, to_dict
+from seqlab.analysis.bench_features import feature_bench
+from seqlab.analysis.bench_features import to_dict as features_dict
 from seqlab.analysis.speed import BenchConfig
 from seqlab.app.cli import reraise
 from seqlab.app.configs import plain, typed
@@ -31,6 +35,8 @@ def main(cfg: DictConfig) -> None:
         bench = typed(BenchConfig, plain(cfg.bench), "bench")
         if cfg.get("families"):
             record, text = families(bench)
+        elif cfg.get("features"):
+            record, text = feature_costs(bench)
         else:
             result = run_bench(bench, cfg.ckpt, cfg.scaling, cfg.positions, cfg.profile)
             record, text = result.to_dict(), result.table()
@@ -52,6 +58,17 @@ def families(bench: BenchConfig) -> tuple[dict, str]:
     lines = [f"{r.shape:<10}{r.decoding:<8}seqlab {r.tokens / r.seqlab_s:>8,.0f} tok/s  {r.x_hf:.2f}x generate"
              + (f"  {r.x_ct2:.2f}x CTranslate2" if r.x_ct2 is not None else "")
              + f"  ({r.equal_hf} of {r.sources} equal generate's)" for r in rows]
+    return record, "\n".join(lines)
+
+
+def feature_costs(bench: BenchConfig) -> tuple[dict, str]:
+    """The decoding features' bench: its record (with the machine and other processes' load) and a text table."""
+    clock = CpuClock.now()
+    rows = feature_bench(bench)
+    others = clock.others_busy_cores(CpuClock.now())
+    record = {"features": features_dict(rows), "config": asdict(bench), "cpu": cpu_description(),
+              "threads": torch.get_num_threads(), "torch": torch.__version__, "others_busy_cores": others}
+    lines = [f"{r.name:<36}{r.tokens / r.seconds:>8,.0f} tok/s  {r.cost:.2f}x {r.base}" for r in rows]
     return record, "\n".join(lines)
 
 

@@ -24,6 +24,7 @@ from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError
 from seqlab.data import CorpusConfig, DataConfig, Example
 from seqlab.decoding import DecodingConfig
+from seqlab.decoding.ensemble import Ensemble, ensemble_label
 from seqlab.decoding.mbr import check_task
 from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.inference.inspection import alignment_images
@@ -85,14 +86,17 @@ def other_corpus(cfg: DictConfig) -> CorpusConfig | None:
 def result_dir(cfg: DictConfig, tests: TestSet) -> tuple[ResultDir, dict[str, Any]]:
     """The setting's result folder and the values that key it (tracking.results.ResultDir.for_evaluation)."""
     decoding = "checkpoint" if cfg.decoding_from_checkpoint else setting_decoding(cfg)
+    members = [str(c) for c in cfg.get("ensemble") or ()]
+    ensemble = {"checkpoints": members, "rule": str(cfg.ensemble_rule)} if members else None
     return ResultDir.for_evaluation(Path(cfg.results_dir), str(cfg.ckpt), folder_label(cfg), cfg.split, cfg.limit,
-                                    decoding, str(cfg.precision), str(cfg.engine), tests.key())
+                                    decoding, str(cfg.precision), str(cfg.engine), tests.key(), ensemble)
 
 
 def folder_label(cfg: DictConfig) -> str:
     """The setting's label from the raw config. It names the result folder, and the run until the decoding
     config is typed (the typed label may add details, e.g. beam5_lp1)."""
-    return run_label(str(cfg.decoding.get("name") or cfg.decoding.method), str(cfg.precision), str(cfg.engine))
+    return run_label(str(cfg.decoding.get("name") or cfg.decoding.method), str(cfg.precision),
+                     str(cfg.engine)) + ensemble_label(len(cfg.get("ensemble") or ()), str(cfg.get("ensemble_rule")))
 
 
 def checkpoint_payload(info: Any) -> dict[str, Any]:
@@ -124,6 +128,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         loaded = load(request, cfg.device, Path(cfg.paths.cache_dir), task_checked=corpus is not None)
         info, decoding, label = loaded.info, loaded.decoding, loaded.label
         payload.update(label=label, decoding=decoding.to_dict(), checkpoint=checkpoint_payload(info))
+        if request.ensemble:
+            payload["ensemble"] = {"checkpoints": list(request.ensemble), "rule": request.ensemble_rule}
         data_cfg = DataConfig.from_dict(info.data_config) if info.data_config else None
         examples = tests.examples(data_cfg)
         payload["test_set"] = setting.get("test_set") or {"corpus": info.data_config["corpus"]["name"],
@@ -188,7 +194,7 @@ def log_results(logger: Any, kind: str, cfg: DictConfig, metrics: dict[str, Any]
     logger.log_metrics({f"{cfg.split}/{k}": v for k, v in scalar_metrics(metrics).items()})
     if kind == "wandb":
         log_predictions(logger, rows)
-        shown = examples[: cfg.inspect_sentences]
+        shown = examples[: cfg.inspect_sentences] if not isinstance(loaded.model, Ensemble) else []  # no one alignment
         log_images(logger, "attention", alignment_images(loaded.model, loaded.tokenizer, [e.source for e in shown],
                                                          loaded.decoding, folder), [e.source[:80] for e in shown])
         for key, value in metrics.items():  # sacreBLEU's signatures: how each score was computed

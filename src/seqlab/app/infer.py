@@ -9,7 +9,7 @@ own decoding defaults) is checked right after loading, before anything is decode
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from seqlab.app.configs import checkpoint_decoding, plain
 from seqlab.checkpoint import AnyTokenizer, CheckpointInfo, load_for_inference, resolve
 from seqlab.config import ConfigError, check_choice, check_types, resolve_device, typed
 from seqlab.decoding import DecodingConfig
+from seqlab.decoding.ensemble import Combination, Ensemble, check_members, ensemble_label
 from seqlab.decoding.generate import DecodePrecision
 from seqlab.decoding.mbr import check_task
 from seqlab.inference.text import Format
@@ -49,12 +50,17 @@ class InferenceSettings:
     src_lang: str | None = None
     tgt_lang: str | None = None
     task_prefix: str | None = None
+    # further checkpoints decoded together with ckpt as one model (decoding.ensemble), sharing its tokenizer;
+    # their distributions combined by ensemble_rule: mean_prob (fairseq) | mean_logprob (OpenNMT-py)
+    ensemble: list[str] = field(default_factory=list)
+    ensemble_rule: Combination = "mean_prob"
 
     def check(self, owner: str) -> None:
         """Fail naming `owner.key` (eval.precision=...): the same settings serve two commands."""
         check_types(self, owner)
         check_choice(owner, "precision", self.precision, DecodePrecision)
         check_choice(owner, "engine", self.engine, Engine)
+        check_choice(owner, "ensemble_rule", self.ensemble_rule, Combination)
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,8 @@ class InferenceRequest:
     engine: str
     from_checkpoint: bool  # decode with the checkpoint's own defaults (an imported model's generation config)
     languages: tuple[str | None, str | None, str | None] = (None, None, None)  # src_lang, tgt_lang, task_prefix
+    ensemble: tuple[str, ...] = ()  # further checkpoints decoded with `checkpoint` as one model
+    ensemble_rule: Combination = "mean_prob"
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, command: str,
@@ -108,12 +116,20 @@ class InferenceRequest:
         settings = settings_of(cfg, settings_cls, command)
         decoding = typed(DecodingConfig, plain(cfg.decoding), "decoding")
         check_engine(command, settings.engine, settings.precision, decoding)
+        if settings.ensemble:
+            check_members(decoding, settings.engine, command)
         return cls(command, settings.ckpt, decoding, settings.precision, settings.engine,
-                   settings.decoding_from_checkpoint, (settings.src_lang, settings.tgt_lang, settings.task_prefix))
+                   settings.decoding_from_checkpoint, (settings.src_lang, settings.tgt_lang, settings.task_prefix),
+                   tuple(settings.ensemble), settings.ensemble_rule)
 
     @property
     def label(self) -> str:
-        return run_label(self.decoding.label, self.precision, self.engine)
+        return self.label_of(self.decoding)
+
+    def label_of(self, decoding: DecodingConfig) -> str:
+        """A setting's run label: the decoding's, its precision and engine, and the ensemble's size and rule."""
+        return run_label(decoding.label, self.precision, self.engine) + ensemble_label(len(self.ensemble),
+                                                                                       self.ensemble_rule)
 
 
 @dataclass
@@ -161,11 +177,34 @@ def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: 
     device = resolve_device("", device)
     path = resolve(request.checkpoint)
     model, tokenizer, info = load_for_inference(path, device=device)
+    if request.ensemble:
+        model = ensemble_of(model, tokenizer, path, request, device)
     decoding = checkpoint_decoding(info) if request.from_checkpoint else request.decoding
+    if request.ensemble:
+        check_members(decoding, request.engine, request.command)
     tokenizer, decoding = with_languages(tokenizer, decoding, request, path)
     if not task_checked and info.data_config:
         corpus = info.data_config["corpus"]
         check_task(decoding.mbr, corpus["task"], f"the checkpoint's corpus {corpus['name']}")
     engine = make_engine(request.engine, path, model, tokenizer, cache_dir, request.precision)
-    label = run_label(decoding.label, request.precision, request.engine)
-    return Loaded(model, tokenizer, info, decoding, label, engine, device)
+    return Loaded(model, tokenizer, info, decoding, request.label_of(decoding), engine, device)
+
+
+def ensemble_of(model: Seq2SeqTransformer, tokenizer: AnyTokenizer, path: Path, request: InferenceRequest,
+                device: str) -> Ensemble:
+    """`model` and the request's further checkpoints as one Ensemble, each checked against the first: the same
+    tokenizer (so the same source ids and target pieces) and special ids, before anything is decoded."""
+    members = [model]
+    for given in request.ensemble:
+        other_path = resolve(given)
+        other, other_tokenizer, _ = load_for_inference(other_path, device=device)
+        differs = [what for what, a, b in (
+            ("tokenizer", tokenizer.digest, other_tokenizer.digest),
+            ("target vocabulary size", model.cfg.target_vocab_size, other.cfg.target_vocab_size),
+            ("special ids (pad, bos, eos)", (model.cfg.pad_id, model.cfg.bos_id, model.cfg.eos_id),
+             (other.cfg.pad_id, other.cfg.bos_id, other.cfg.eos_id))) if a != b]
+        if differs:
+            raise ConfigError(f"{request.command}.ensemble: {other_path} has another {differs[0]} than {path}; an "
+                              "ensemble's checkpoints must share the tokenizer and target vocabulary")
+        members.append(other)
+    return Ensemble(members, request.ensemble_rule)

@@ -34,11 +34,12 @@ class ResultDir:
     @classmethod
     def for_evaluation(cls, root: Path, checkpoint: str, label: str, split: str, limit: int | None,
                        decoding: dict[str, Any] | str, precision: str, engine: str,
-                       test_set: dict[str, Any] | None) -> tuple[ResultDir, dict[str, Any]]:
+                       test_set: dict[str, Any] | None, ensemble: dict[str, Any] | None = None
+                       ) -> tuple[ResultDir, dict[str, Any]]:
         """An evaluation's folder and the values that key it: the checkpoint (its path, size and time, so a
         retrained checkpoint at the same path gets another folder), split, limit, decoding (`"checkpoint"`:
-        its own defaults), precision, engine and another test set. Defaults stay out of the key, so results
-        written before a field existed keep their folders."""
+        its own defaults), precision, engine, another test set and an ensemble's other checkpoints and rule.
+        Defaults stay out of the key, so results written before a field existed keep their folders."""
         try:
             stat = resolve(checkpoint).stat()
             version: list[int] | None = [stat.st_size, int(stat.st_mtime)]
@@ -52,6 +53,8 @@ class ResultDir:
             setting["engine"] = engine
         if test_set is not None:
             setting["test_set"] = test_set
+        if ensemble is not None:
+            setting["ensemble"] = ensemble
         return cls.for_setting(root, checkpoint, label, setting), setting
 
     @classmethod

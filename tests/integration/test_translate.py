@@ -102,3 +102,34 @@ def test_bf16_decoding_is_the_model_under_bf16_autocast(make_cfg, smoke_checkpoi
     if not torch.cuda.is_available():  # a device torch does not have fails naming the key, before loading
         with pytest.raises(ConfigError, match="device='cuda' but torch .* sees no CUDA device"):
             run(make_cfg, smoke_checkpoint, sources, "device=cuda")
+
+
+def test_target_prefixes_from_a_column_or_one_text(make_cfg, smoke_checkpoint):
+    """SOURCE<TAB>PREFIX lines (an empty prefix forces nothing), or one prefix for every line: each output
+    starts with its prefix's pieces; a line without its TAB fails naming the line."""
+    lines = ["En el principio creó Dios los cielos y la tierra.\tIn the", "Dios\t", "Y la tierra\tAnd"]
+    out = run(make_cfg, smoke_checkpoint, lines, "prefix_column=true", "decoding=beam", "decoding.num_beams=3",
+              "format=fairseq")
+    hyps = [line.split("\t")[2] for line in out if line.startswith("H-")]
+    assert hyps[0].startswith("In the") and hyps[2].startswith("And")
+    plain = run(make_cfg, smoke_checkpoint, ["Dios"], "decoding=beam", "decoding.num_beams=3")
+    assert hyps[1] == plain[0]  # an empty prefix: as without one
+    same = run(make_cfg, smoke_checkpoint, ["Dios", "Y la tierra"], "target_prefix='In the'")
+    assert all(o.startswith("In the") for o in same)
+    with pytest.raises(ValueError, match="input line 2 has no TAB"):
+        run(make_cfg, smoke_checkpoint, ["a\tb", "no tab here"], "prefix_column=true")
+    with pytest.raises(Exception, match="two sources of prefixes"):
+        run(make_cfg, smoke_checkpoint, ["a\tb"], "prefix_column=true", "target_prefix=x")
+
+
+def test_prefix_size_forces_each_references_first_tokens(smoke_checkpoint):
+    """fairseq's --prefix-size: the evaluation forces the first N target tokens of each reference."""
+    model, tokenizer, _ = load_for_inference(smoke_checkpoint)
+    refs = ["In the beginning God created the heaven", "And the earth", "God"]
+    examples = [Example(str(i), s, r) for i, (s, r) in enumerate(zip(LINES[::2], refs, strict=False))]
+    decoding = DecodingConfig(method="beam", num_beams=3, max_length=12, prefix_size=2)
+    records, _ = evaluate(model, tokenizer, examples, decoding, EvalSettings(score_references=False, n_bootstrap=0))
+    for record, ref in zip(records, refs, strict=True):
+        first = [t for t in tokenizer.encode_target([ref])[0] if t != tokenizer.eos_id][:2]
+        assert record.token_logprobs and tokenizer.encode_target([record.hypothesis])[0][: len(first)] == first
+    assert decoding.label == "beam3_lp1_prefix2"

@@ -22,7 +22,7 @@ from seqlab.decoding import DecodingConfig
 from seqlab.decoding.ensemble import Combination, Ensemble, check_members, ensemble_label
 from seqlab.decoding.generate import DecodePrecision
 from seqlab.decoding.mbr import check_task
-from seqlab.inference.text import Format
+from seqlab.inference.text import Format, TargetPrefix
 from seqlab.interop.engines import Engine, check_engine, choose_engine, make_engine, run_label
 from seqlab.model import Seq2SeqTransformer
 
@@ -70,10 +70,21 @@ class TranslateSettings(InferenceSettings):
     input: str | None = None  # a text file, one source per line; None reads stdin
     format: Format = "plain"  # plain (one hypothesis per line) | fairseq (S-/H-/P- lines, n-best)
     chunk_size: int = 2000  # lines read and decoded at a time
+    # forced output beginnings, generated first and scored like the rest: each line's text after its first TAB
+    # (SOURCE<TAB>PREFIX), or one text for every line
+    prefix_column: bool = False
+    target_prefix: str | None = None
 
     def check(self, owner: str) -> None:
         super().check(owner)
         check_choice(owner, "format", self.format, Format)
+        if self.prefix_column and self.target_prefix is not None:
+            raise ConfigError(f"{owner}.prefix_column=true and {owner}.target_prefix are two sources of prefixes; "
+                              "set one")
+
+    @property
+    def prefix(self) -> TargetPrefix:
+        return TargetPrefix(self.prefix_column, self.target_prefix)
 
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from seqlab.app.infer import InferenceRequest, TranslateSettings, load
 from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError
 from seqlab.decoding import DecodingConfig, precision_context
-from seqlab.inference.text import format_output, translate, translate_stream
+from seqlab.inference.text import NO_PREFIX, TargetPrefix, format_output, translate, translate_stream
 from seqlab.memory import keep_freed_memory
 from seqlab.progress import Progress
 
@@ -45,22 +45,23 @@ def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int
 
 def _translate_all(cfg: DictConfig, model: Any, tokenizer: Any, decoding: DecodingConfig, stdin: Any,
                    stdout: Any, engine: Any = None) -> int:
+    prefix = TargetPrefix(bool(cfg.prefix_column), cfg.target_prefix)
     if cfg.input is None and stdin.isatty():
-        return interactive(model, tokenizer, decoding, cfg.format, stdin, stdout, engine)
+        return interactive(model, tokenizer, decoding, cfg.format, stdin, stdout, engine, prefix)
     progress = Progress(total=None, desc="translating")  # lines are read as they come: no total, no ETA
     if cfg.input is not None:
         with open(cfg.input, encoding="utf-8") as f:
             n = translate_stream(model, tokenizer, f, stdout, decoding, cfg.format, cfg.max_tokens, cfg.chunk_size,
-                                 progress, engine)
+                                 progress, engine, prefix)
     else:
         n = translate_stream(model, tokenizer, stdin, stdout, decoding, cfg.format, cfg.max_tokens, cfg.chunk_size,
-                             progress, engine)
+                             progress, engine, prefix)
     log.info("translated %d lines", n)
     return n
 
 
 def interactive(model: Any, tokenizer: Any, decoding: DecodingConfig, fmt: str, stdin: Any, stdout: Any,
-                engine: Any = None) -> int:
+                engine: Any = None, prefix: TargetPrefix = NO_PREFIX) -> int:
     """A prompt per line (on stderr), each answered at once; Ctrl-D ends."""
     n = 0
     while True:
@@ -69,7 +70,8 @@ def interactive(model: Any, tokenizer: Any, decoding: DecodingConfig, fmt: str, 
         if not line:
             return n
         source = line.rstrip("\n")
-        stdout.write(format_output(n, source, translate(model, tokenizer, [source], decoding, engine=engine)[0], fmt))
+        hyps = translate(model, tokenizer, [source], decoding, engine=engine, prefix=prefix, first_line=n + 1)[0]
+        stdout.write(format_output(n, source, hyps, fmt))
         stdout.flush()
         n += 1
 

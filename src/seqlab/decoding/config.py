@@ -119,6 +119,7 @@ class DecodingConfig:
     forced_bos_token_id: int | None = None
     suppress_special: bool = True
     renormalize_logits: bool = False
+    prefix_size: int = 0  # evaluation: force the first N tokens of each reference (fairseq's --prefix-size)
     length_rule: LengthRule = "power"  # beam: power (len ** length_penalty; HF, fairseq) | wu (GNMT, OpenNMT-py)
     coverage_penalty: CoverageRule | None = None  # beam: wu | summary (OpenNMT-py), times coverage_beta
     coverage_beta: float = 0.0
@@ -175,6 +176,8 @@ class DecodingConfig:
         if self.mbr is not None:
             self._check_mbr(self.mbr)
         self._check_gnmt()
+        if self.prefix_size < 0:
+            raise ConfigError(f"{own}.prefix_size={self.prefix_size} must be >= 0 (0: no forced prefix)")
         build_processors(self, DEFAULT_IDS)  # each processor checks its own value
 
     def _check_mbr(self, mbr: MBRConfig) -> None:
@@ -320,6 +323,8 @@ class DecodingConfig:
                                if getattr(self, key))
         if self.forced_bos_token_id is not None:
             constraints += f"_first{self.forced_bos_token_id}"
+        if self.prefix_size:
+            constraints += f"_prefix{self.prefix_size}"
         if self.method == "greedy":
             return "greedy" + constraints
         if self.method == "beam":

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from seqlab.constants import ForceEOS, HasSpecialIds
-from seqlab.decoding.processors import LogitsProcessor, apply
+from seqlab.decoding.processors import LogitsProcessor, apply, for_examples
 from seqlab.decoding.search import GenerateOutput, force_eos_
 from seqlab.model import DecoderCache, Seq2SeqTransformer
 
@@ -61,7 +61,7 @@ def contrastive_search(model: Seq2SeqTransformer, cache: DecoderCache, *, ids: H
     context = start[:, None]  # (A, L, d)
     for t in range(limit):
         a = active.shape[0]
-        scores = apply(processors, prefix, logits)
+        scores = apply(for_examples(processors, active), prefix, logits)
         at_limit = t + 1 >= max_new[active]
         if force_eos is not None:
             scores = force_eos_(scores.clone() if scores is logits else scores, at_limit, eos, force_eos)

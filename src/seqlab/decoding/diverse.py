@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from seqlab.constants import ForceEOS, HasSpecialIds
-from seqlab.decoding.processors import LogitsProcessor, apply
+from seqlab.decoding.processors import LogitsProcessor, apply, for_examples
 from seqlab.decoding.search import (
     NEG,
     Beams,
@@ -88,7 +88,7 @@ def diverse_beam_search(
             lp = raw_lp[:, j].reshape(a * g, vocab)
             if j > 0 and diversity_penalty:
                 lp = lp - hamming_penalty(chosen[:, : j * g], vocab, diversity_penalty).repeat_interleave(g, 0)
-            processed = apply(processors, prefix, lp)
+            processed = apply(for_examples(processors, active), prefix, lp)
             if force_eos is not None:
                 processed = force_eos_(processed.clone() if processed is lp else processed,
                                        at_limit.repeat_interleave(g), ids.eos_id, force_eos)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
@@ -10,10 +11,12 @@ from torch import Tensor
 
 from seqlab.config import ConfigError, check_choice
 from seqlab.constants import SpecialIds
+from seqlab.data.sequences import pad_right
 from seqlab.decoding.config import DecodingConfig
 from seqlab.decoding.contrastive import contrastive_search
 from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.diverse import diverse_beam_search
+from seqlab.decoding.processors import ForcedPrefix
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, LengthPenalty, beam_search, model_step, sample_or_greedy
@@ -71,22 +74,42 @@ def plain_beam_search(model: Seq2SeqTransformer, cache: DecoderCache, cfg: Decod
         return beam_search(model_step(model), cache, coverage=coverage, **search)
 
 
+def forced_prefix(prefixes: Sequence[Sequence[int]], limits: Tensor, rows: int, pad_id: int) -> ForcedPrefix:
+    """The sources' target prefixes as a processor, one row per decoder row where rows are their own examples
+    (samples; beam search binds a source's beams to it). Fails, naming the source, where a prefix leaves no
+    room within the source's length limit (it must end before it, EOS included)."""
+    for i, (p, limit) in enumerate(zip(prefixes, limits.tolist(), strict=True)):
+        if len(p) >= limit:
+            raise ConfigError(f"target prefix of source {i} has {len(p)} tokens, but its length limit is {limit} "
+                              "(EOS included): shorten the prefix or raise decoding.max_length / max_len_b")
+    tokens, _ = pad_right([list(p) for p in prefixes], pad_id)
+    if tokens.shape[1] == 0:
+        tokens = torch.full((len(prefixes), 1), pad_id)
+    return ForcedPrefix(tokens.to(limits.device).repeat_interleave(rows, 0), pad_id)
+
+
 @torch.no_grad()
 def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingConfig,
-             sample_keys: Tensor | None = None) -> GenerateOutput:
+             sample_keys: Tensor | None = None,
+             target_prefix: Sequence[Sequence[int]] | None = None) -> GenerateOutput:
     """Decode a batch. src_ids (B, S) long; src_pad_mask (B, S) bool, True at padding.
 
     sample_keys: optional (B,) ints identifying each source for sampling; by default
     a hash of the source tokens, so a source's samples are the same in any batch.
+    target_prefix: optional token ids each source's outputs start with (EOS excluded; empty: none), generated
+    first and scored like the rest (processors.ForcedPrefix).
     """
     model_cfg = model.cfg
-    processors = build_processors(cfg, model_cfg)
     ids = SpecialIds(model_cfg.pad_id, model_cfg.bos_id, model_cfg.eos_id)
+    limits = max_new_tokens(cfg, src_pad_mask, model_cfg.max_positions)
+    beams = cfg.method == "beam"
+    prefix = None if target_prefix is None else forced_prefix(target_prefix, limits, 1 if beams else
+                                                              cfg.rows_per_source, model_cfg.pad_id)
+    processors = build_processors(cfg, model_cfg, prefix)
     was_training = model.training
     model.eval()
     try:
         memory = model.encode(src_ids, src_pad_mask)
-        limits = max_new_tokens(cfg, src_pad_mask, model_cfg.max_positions)
         step = model_step(model)
         rows = cfg.rows_per_source
         plain_beam = cfg.method == "beam" and cfg.num_beam_groups == 1  # makes its beams after the first step

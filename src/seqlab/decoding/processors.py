@@ -136,6 +136,43 @@ class ForcedFirstToken(LogitsProcessor):
         return out
 
 
+class ForcedPrefix(Ban):
+    """Each source's target prefix comes first, every forced token keeping its own score (fairseq's
+    `--prefix-size`, whose scores and log-probs count the prefix; CTranslate2's `target_prefix`): at step t a row
+    whose prefix is longer than t may only emit the prefix's t-th token. A search binds it to its rows'
+    examples at every step (`for_examples`), as examples finish and leave the batch.
+
+    tokens: (N, P) the prefixes, `pad_id` after each one; examples: (A,) the example (row of `tokens`) of each
+    row or of each group of consecutive rows (a source's beams); None: row i is example i.
+    """
+
+    def __init__(self, tokens: Tensor, pad_id: int, examples: Tensor | None = None) -> None:
+        self.tokens, self.pad_id, self.examples = tokens, pad_id, examples
+
+    def for_examples(self, examples: Tensor) -> ForcedPrefix:
+        return ForcedPrefix(self.tokens, self.pad_id, examples)
+
+    def active(self, prefix: Tensor) -> bool:
+        return prefix.shape[1] - 1 < self.tokens.shape[1]
+
+    def ban_(self, prefix: Tensor, scores: Tensor) -> None:
+        t = prefix.shape[1] - 1
+        if t >= self.tokens.shape[1]:
+            return
+        column = self.tokens[:, t] if self.examples is None else self.tokens[self.examples, t]
+        forced = column.repeat_interleave(scores.shape[0] // column.shape[0])  # (rows,)
+        rows = (forced != self.pad_id).nonzero().squeeze(1)
+        if rows.numel():
+            kept = scores[rows, forced[rows]]  # a copy: advanced indexing
+            scores[rows] = NEG_INF
+            scores[rows, forced[rows]] = kept
+
+
+def for_examples(processors: Sequence[LogitsProcessor], examples: Tensor) -> list[LogitsProcessor]:
+    """The processors with each per-example one bound to the examples of the rows a search decodes now."""
+    return [p.for_examples(examples) if isinstance(p, ForcedPrefix) else p for p in processors]
+
+
 class LogitNormalization(LogitsProcessor):
     """Log-softmax of the processed scores (HF's `renormalize_logits=True`), so that beam scores stay
     log-probabilities after processors removed or moved mass."""

@@ -14,6 +14,7 @@ from seqlab.decoding.processors import (
     EpsilonCutoff,
     EtaCutoff,
     ForcedFirstToken,
+    ForcedPrefix,
     LogitNormalization,
     LogitsProcessor,
     MinNewTokens,
@@ -80,8 +81,10 @@ def suppressed(cfg: ProcessorSettings, ids: HasSpecialIds) -> list[int]:
     return sorted({*rule, *(cfg.suppress_tokens or [])})
 
 
-def build_processors(cfg: ProcessorSettings, ids: HasSpecialIds) -> list[LogitsProcessor]:
+def build_processors(cfg: ProcessorSettings, ids: HasSpecialIds,
+                     prefix: ForcedPrefix | None = None) -> list[LogitsProcessor]:
     """Processors in Hugging Face's order: penalties and constraints first, then the sampling warpers.
+    `prefix`: the sources' forced target prefixes, after the other constraints (a forced token stays forced).
 
     Each processor checks its own value, so building them is also how a DecodingConfig is validated.
     """
@@ -103,6 +106,8 @@ def build_processors(cfg: ProcessorSettings, ids: HasSpecialIds) -> list[LogitsP
         out.append(SuppressTokens(banned))
     if cfg.min_length:
         out.append(MinNewTokens(cfg.min_length, ids.eos_id))
+    if prefix is not None:
+        out.append(prefix)
     rule = temperature_rule(cfg)
     if rule is not None:
         out.append(rule)

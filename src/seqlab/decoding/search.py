@@ -17,7 +17,7 @@ from torch import Tensor
 
 from seqlab.constants import ForceEOS, HasSpecialIds
 from seqlab.decoding.coverage import Coverage
-from seqlab.decoding.processors import NEG_INF, Ban, LogitsProcessor, apply, split_bans
+from seqlab.decoding.processors import NEG_INF, Ban, LogitsProcessor, apply, for_examples, split_bans
 from seqlab.decoding.sampling import gumbel_noise
 from seqlab.model import DecoderCache, Seq2SeqTransformer
 from seqlab.model.cache import in_place_order, shared_prefix
@@ -113,7 +113,7 @@ def sample_or_greedy(
     lengths = torch.zeros(n, dtype=torch.long, device=device)
     for t in range(limit):
         logits, cache = step(prefix[:, -1], cache)  # (A, V)
-        scores = apply(processors, prefix, logits)
+        scores = apply(for_examples(processors, active), prefix, logits)
         at_limit = t + 1 >= max_new[active]
         if force_eos is not None:
             scores = force_eos_(scores.clone() if scores is logits else scores, at_limit, eos, force_eos)
@@ -365,10 +365,10 @@ def beam_search(
     fin = Finished.empty(seq, beams.tok_lp)
     improvable = torch.ones(b, dtype=torch.bool, device=device)
     active = torch.arange(b, device=device)  # examples still searching; `beams` holds their rows only
-    head, bans = split_bans(processors)
     work = StepBuffers()
     for t in range(limit):
         a = active.shape[0]
+        head, bans = split_bans(for_examples(processors, active))
         prefix = beams.seq[:, :, : t + 1].reshape(a * k, t + 1)  # the beams' tokens: the cache's rows
         logits, cache = first_step_once(step, prefix, cache, t, k)
         covered = coverage.after_step() if coverage is not None else None  # (A * K, S)

@@ -143,22 +143,25 @@ def source_lengths(src_ids: Sequence[Sequence[int]], eos_id: int) -> list[int]:
 
 
 def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Sequence[str], cfg: DecodingConfig,
-                 max_tokens: int, on_batch: Any = None, precision: str = "fp32", engine: Any = None) -> Decoded:
+                 max_tokens: int, on_batch: Any = None, precision: str = "fp32", engine: Any = None,
+                 prefixes: Sequence[Sequence[int]] | None = None) -> Decoded:
     """Tokenize, truncate to what the model takes, decode in length-sorted token-budget batches, and
     return the hypotheses in input order. `on_batch(n_sources)` is called after each batch (progress).
     precision: fp32 | bf16 (the model under bf16 autocast; see `precision_context`).
-    engine: None (seqlab's search) or an object with generate()'s signature (interop.engines)."""
+    engine: None (seqlab's search) or an object with generate()'s signature (interop.engines).
+    prefixes: each source's forced target prefix (token ids, no EOS; generate's `target_prefix`)."""
     device = next(model.parameters()).device
     src_ids, truncated = encode_sources(tokenizer, sources, model.cfg.max_positions, model.cfg.eos_id)
     outputs: list[Any] = [None] * len(src_ids)
     generated, start = 0, time.perf_counter()
     for idx in length_batches([len(s) for s in src_ids], max_tokens, cfg.rows_per_source):
         ids, pad = pad_batch([src_ids[i] for i in idx], model.cfg.pad_id, device)
+        forced = None if prefixes is None else [prefixes[i] for i in idx]
         if engine is not None:
-            out = engine.generate(model, ids, pad, cfg)
+            out = engine.generate(model, ids, pad, cfg, target_prefix=forced)
         else:
             with precision_context(precision, device):
-                out = generate(model, ids, pad, cfg)
+                out = generate(model, ids, pad, cfg, target_prefix=forced)
         generated += int(out.lengths.sum())
         for row, i in enumerate(idx):
             outputs[i] = [(out.sequences[row, j, : out.lengths[row, j]].tolist(), float(out.scores[row, j]),
@@ -197,9 +200,11 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     """Decode `examples`, score references, and return per-example records and corpus metrics.
     engine: None for seqlab's search, or a CTranslate2 engine (interop.engines)."""
     progress = Progress(len(examples), f"decoding {precision_label(cfg.label, settings.precision)}")
+    prefixes = reference_prefixes(tokenizer, [e.target for e in examples], cfg.prefix_size, model.cfg.eos_id) \
+        if cfg.prefix_size else None
     try:
         decoded = decode_texts(model, tokenizer, [e.source for e in examples], cfg, settings.max_tokens, progress,
-                               settings.precision, engine)
+                               settings.precision, engine, prefixes)
     finally:
         progress.close()
     src_ids, truncated, generated = decoded.src_ids, decoded.n_truncated, decoded.generated_tokens
@@ -246,6 +251,12 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
             record.reference_token_logprobs = lps
         metrics.update(logprob_summary(ref_lps, "ref"))
     return records, metrics
+
+
+def reference_prefixes(tokenizer: Tokenizer, references: Sequence[str], size: int, eos_id: int) -> list[list[int]]:
+    """The first `size` target tokens of each reference (fewer where it is shorter; its EOS never): fairseq's
+    `--prefix-size`, which forces them and lets the model go on from there."""
+    return [[t for t in ids if t != eos_id][:size] for ids in tokenizer.encode_target(list(references))]
 
 
 def short_outputs(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:

@@ -31,12 +31,44 @@ class Hypothesis:
     token_logprobs: list[float]
 
 
+@dataclass(frozen=True)
+class TargetPrefix:
+    """Where each output's forced beginning comes from: the text after a line's first TAB (`column`), or one
+    text for every line; generated first and scored like the rest (decoding.generate's target_prefix)."""
+
+    column: bool = False
+    text: str | None = None
+
+    def split(self, tokenizer: Tokenizer, lines: Sequence[str], first_line: int = 1
+              ) -> tuple[list[str], list[list[int]] | None]:
+        """(the sources, their prefixes' target token ids without EOS, or None); a line without its TAB fails,
+        naming its number (counted from `first_line`)."""
+        if not self.column and self.text is None:
+            return list(lines), None
+        if self.column:
+            missing = next((n for n, line in enumerate(lines, first_line) if "\t" not in line), None)
+            if missing is not None:
+                raise ValueError(f"input line {missing} has no TAB: with prefix_column=true each line is "
+                                 "SOURCE<TAB>PREFIX (an empty PREFIX forces nothing)")
+            pairs = [line.split("\t", 1) for line in lines]
+            sources, texts = [p[0] for p in pairs], [p[1] for p in pairs]
+        else:
+            sources, texts = list(lines), [self.text or ""] * len(lines)
+        eos = tokenizer.eos_id
+        return sources, [[t for t in ids if t != eos] if text.strip() else []
+                         for ids, text in zip(tokenizer.encode_target(texts), texts, strict=True)]
+
+
+NO_PREFIX = TargetPrefix()
+
+
 def translate(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: Sequence[str], cfg: DecodingConfig,
               max_tokens: int = 8000, on_batch: Callable[[int], None] | None = None,
-              engine: Any = None) -> list[list[Hypothesis]]:
+              engine: Any = None, prefix: TargetPrefix = NO_PREFIX, first_line: int = 1) -> list[list[Hypothesis]]:
     """The n-best hypotheses of every line (none for a blank line), in input order (engine: interop.engines)."""
     keep = [i for i, line in enumerate(lines) if line.strip()]
-    decoded = decode_texts(model, tokenizer, [lines[i] for i in keep], cfg, max_tokens, on_batch, engine=engine)
+    sources, prefixes = prefix.split(tokenizer, [lines[i] for i in keep], first_line)
+    decoded = decode_texts(model, tokenizer, sources, cfg, max_tokens, on_batch, engine=engine, prefixes=prefixes)
     out: list[list[Hypothesis]] = [[] for _ in lines]
     for i, hyps in zip(keep, decoded.hypotheses, strict=True):
         # MBR ranks by expected utility; the printed score stays the model's log-prob (fairseq's H- lines)
@@ -70,13 +102,13 @@ def chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
 
 def translate_stream(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: Iterable[str], out: TextIO,
                      cfg: DecodingConfig, fmt: Format = "plain", max_tokens: int = 8000, chunk_size: int = 2000,
-                     on_batch: Callable[[int], None] | None = None, engine: Any = None) -> int:
+                     on_batch: Callable[[int], None] | None = None, engine: Any = None,
+                     prefix: TargetPrefix = NO_PREFIX) -> int:
     """Translate every line of `lines` to `out`, chunk by chunk; returns the number of lines."""
     done = 0
     for chunk in chunks(lines, chunk_size):
-        for i, (source, hyps) in enumerate(zip(chunk, translate(model, tokenizer, chunk, cfg, max_tokens, on_batch,
-                                                                                 engine),
-                                               strict=True)):
+        hyps_of = translate(model, tokenizer, chunk, cfg, max_tokens, on_batch, engine, prefix, done + 1)
+        for i, (source, hyps) in enumerate(zip(chunk, hyps_of, strict=True)):
             out.write(format_output(done + i, source, hyps, fmt))
         out.flush()
         done += len(chunk)

@@ -300,8 +300,11 @@ class CT2Engine:
 
     @torch.no_grad()
     def generate(self, model: Seq2SeqTransformer, src_ids: torch.Tensor, src_pad_mask: torch.Tensor,
-                 cfg: DecodingConfig) -> GenerateOutput:
+                 cfg: DecodingConfig, target_prefix: Any = None) -> GenerateOutput:
         """`generate`'s output for a batch: (B, n, T) sequences, seqlab's scores and token log-probs."""
+        if target_prefix is not None:
+            raise ConfigError("engine=ctranslate2 scores a forced target prefix its own way (outside its length "
+                              "normalization); use engine=seqlab for decoding.prefix_size or a target prefix")
         limits = max_new_tokens(cfg, src_pad_mask, model.cfg.max_positions).tolist()
         sources = [row[~pad].tolist() for row, pad in zip(src_ids, src_pad_mask, strict=True)]
         nbest = self.translate_ids(sources, cfg, int(max(limits)))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -111,8 +111,8 @@ class VariantEngine:
         self.model = variant(model)
 
     def generate(self, model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor,
-                 cfg: DecodingConfig) -> GenerateOutput:
-        return generate(self.model, src_ids, src_pad_mask, cfg)
+                 cfg: DecodingConfig, target_prefix: Sequence[Sequence[int]] | None = None) -> GenerateOutput:
+        return generate(self.model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix)
 
 
 def make_engine(engine: str, checkpoint: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, cache_dir: Path,

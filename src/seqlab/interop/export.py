@@ -37,6 +37,9 @@ def generation_config(cfg: DecodingConfig, model: ModelConfig) -> dict[str, Any]
     has no HF equivalent, so without `max_length` the model's position limit is used.
     """
     sample = cfg.method == "sample"
+    if cfg.prefix_size:
+        raise ConfigError(f"decoding.prefix_size={cfg.prefix_size} forces each reference's first tokens in an "
+                          "evaluation; a generation config has no references: export with prefix_size=0")
     if cfg.length_rule != "power" or cfg.coverage_penalty is not None:
         raise ConfigError(f"Hugging Face's generate has no GNMT scoring (decoding.length_rule={cfg.length_rule}, "
                           f"coverage_penalty={cfg.coverage_penalty}); export with length_rule=power and "

@@ -33,12 +33,19 @@ from seqlab.model import DecoderCache, ModelConfig, Seq2SeqTransformer
 Combination = Literal["mean_prob", "mean_logprob"]
 
 
-def combine(logprobs: Sequence[Tensor], rule: Combination) -> Tensor:
-    """(..., V) log-probabilities of each model -> the ensemble's (..., V) log-scores, in fp32."""
-    stacked = torch.stack([lp.float() for lp in logprobs])
-    if rule == "mean_prob":
-        return torch.logsumexp(stacked, dim=0) - math.log(len(logprobs))
-    return stacked.mean(dim=0)
+def combine(logprobs: Sequence[Tensor], rule: Combination, owned: bool = False) -> Tensor:
+    """(..., V) log-probabilities of each model -> the ensemble's (..., V) log-scores, in fp32.
+
+    Accumulated into one tensor, one pass per further model, rather than stacked: the vocabulary-wide passes
+    are most of what an ensemble adds to its models. owned: the inputs are the caller's to overwrite (the
+    first one becomes the result); else they are left as they are."""
+    out = logprobs[0].float() if owned else logprobs[0].float().clone()
+    for lp in logprobs[1:]:
+        if rule == "mean_prob":
+            torch.logaddexp(out, lp.float(), out=out)
+        else:
+            out.add_(lp.float())
+    return out.sub_(math.log(len(logprobs))) if rule == "mean_prob" else out.div_(len(logprobs))
 
 
 class EnsembleCache:
@@ -108,12 +115,12 @@ class Ensemble(nn.Module):
             logits, _ = m.decode(tgt_ids, None if memory is None else memory[i], src_pad_mask,
                                  None if cache is None else cache.caches[i], src_ids)
             outs.append(torch.log_softmax(logits.float(), dim=-1))
-        return combine(outs, self.rule), cache
+        return combine(outs, self.rule, owned=True), cache
 
     def forward(self, src_ids: Tensor, src_pad_mask: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """(B, T, V) combined log-scores by teacher forcing (for `score`)."""
         return combine([torch.log_softmax(m(src_ids, src_pad_mask, tgt_in_ids).float(), dim=-1)
-                        for m in self.members], self.rule)
+                        for m in self.members], self.rule, owned=True)
 
 
 def ensemble_label(extra: int, rule: Combination) -> str:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from seqlab.constants import EOS_ID
+from seqlab.constants import EOS_ID, PAD_ID
+from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate, score
 from seqlab.interop.ct2 import export_ctranslate2
 from seqlab.interop.hf import InteropError
@@ -94,3 +95,27 @@ def test_int8_export_loads_and_translates(tmp_path):
     translator = ctranslate2.Translator(str(path), device="cpu", compute_type="int8", intra_threads=1)
     out = translator.translate_batch([[TOKENS[i] for i in s] for s in sources(4)], beam_size=2, max_decoding_length=8)
     assert all(1 <= len(o.hypotheses[0]) <= 8 for o in out)
+
+
+@pytest.mark.parametrize("method", ["greedy", "beam"])
+def test_banned_words_and_suppressed_tokens_go_across_as_suppress_sequences(tmp_path, method):
+    """bad_words_ids and suppress_tokens run in CTranslate2 as its suppress_sequences, with HF's semantics:
+    the outputs equal seqlab's search with the same bans, which change them."""
+    from seqlab.interop.ct2 import CT2Engine
+
+    model = random_model()
+    engine = CT2Engine(export_ctranslate2(model, None, tmp_path / "ct2"), model, None, threads=1)
+    srcs = sources(16)
+    ids, pad = pad_right(srcs, PAD_ID)
+    beams = dict(method="beam", num_beams=3) if method == "beam" else {}
+    plain = generate(model, ids, pad, DecodingConfig(max_length=10, **beams))
+    firsts = plain.sequences[:, 0, 0].tolist()
+    common = max(set(firsts), key=firsts.count)  # the most frequent first token, banned outright
+    second = plain.sequences[0, 0, :2].tolist()  # a bigram some output has, banned as a sequence
+    cfg = DecodingConfig(max_length=10, bad_words_ids=[[common], second], suppress_tokens=[5], **beams)
+    ours, theirs = generate(model, ids, pad, cfg), engine.generate(model, ids, pad, cfg)
+    same = sum(ours.sequences[i, 0, : ours.lengths[i, 0]].tolist() == theirs.sequences[i, 0, : theirs.lengths[i, 0]]
+               .tolist() for i in range(len(srcs)))
+    assert same >= len(srcs) - 1, f"{same}/{len(srcs)} equal"
+    assert all(ours.sequences[i, 0, 0] != common for i in range(len(srcs)))
+    assert not torch.equal(ours.sequences[:, 0, :3], plain.sequences[:, 0, :3])

@@ -228,9 +228,9 @@ def suppressed_ids(cfg: ModelConfig) -> list[int]:
 
 
 # DecodingConfig fields CTranslate2's search takes, and fields it has no equivalent for (refused by name).
-UNSUPPORTED = ("repetition_penalty", "frequency_penalty", "presence_penalty", "mbr", "force_eos", "bad_words_ids",
-               "sequence_bias",
-               "suppress_tokens", "forced_bos_token_id", "renormalize_logits", "coverage_penalty")
+# (bad_words_ids and suppress_tokens go across as CTranslate2's suppress_sequences: `banned_sequences`)
+UNSUPPORTED = ("repetition_penalty", "frequency_penalty", "presence_penalty", "mbr", "force_eos", "sequence_bias",
+               "forced_bos_token_id", "renormalize_logits", "coverage_penalty")
 
 
 def check_decodable(cfg: DecodingConfig) -> None:
@@ -271,8 +271,7 @@ class CT2Engine:
                                                  intra_threads=threads or torch.get_num_threads())
         self.src_tokens = vocabulary(tokenizer, "src", model.cfg.src_vocab_size, model.cfg)
         tgt = vocabulary(tokenizer, "tgt", model.cfg.target_vocab_size, model.cfg)
-        self.tgt_index = {t: i for i, t in enumerate(tgt)}
-        self.suppressed = [[tgt[i]] for i in suppressed_ids(model.cfg)]
+        self.tgt_pieces, self.tgt_index = tgt, {t: i for i, t in enumerate(tgt)}
 
     @classmethod
     def for_checkpoint(cls, checkpoint: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, cache_dir: Path,
@@ -288,7 +287,16 @@ class CT2Engine:
         return dict(beam_size=cfg.num_beams if cfg.method == "beam" else 1, num_hypotheses=cfg.n_best,
                     length_penalty=cfg.length_penalty, max_decoding_length=max_length,
                     min_decoding_length=cfg.min_length, no_repeat_ngram_size=cfg.no_repeat_ngram_size or 0,
-                    suppress_sequences=self.suppressed if cfg.suppress_special else None, return_scores=False)
+                    suppress_sequences=self.banned_sequences(cfg) or None, return_scores=False)
+
+    def banned_sequences(self, cfg: DecodingConfig) -> list[list[str]]:
+        """CTranslate2's `suppress_sequences` for seqlab's bans: its pad/start rule, `suppress_tokens` and
+        `bad_words_ids` (a sequence is never completed: its last token is banned after the rest, as Hugging
+        Face's NoBadWordsLogitsProcessor; EOS alone is dropped as there)."""
+        ids = [[i] for i in suppressed_ids(self.model.cfg)] if cfg.suppress_special else []
+        ids += [[i] for i in cfg.suppress_tokens or []]
+        ids += [list(s) for s in cfg.bad_words_ids or [] if list(s) != [self.model.cfg.eos_id]]
+        return [[self.tgt_pieces[i] for i in seq] for seq in ids]
 
     def translate_ids(self, sources: list[list[int]], cfg: DecodingConfig, max_length: int) -> list[list[list[int]]]:
         """Per source, its n-best token ids (EOS appended where the hypothesis ended before the limit)."""

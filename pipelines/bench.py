@@ -26,6 +26,17 @@ def bench_records(archive: Path, pattern: str = "bench-*.json") -> list[dict]:
     return [r for p in sorted(archive.glob(pattern)) if (r := json.loads(p.read_text())).get("status") == "ok"]
 
 
+def side_heading(record: dict, shape: str = "") -> str:
+    """The line above a side bench's table (families, features): the machine, the commit, other processes'
+    load and the decoding shape (`shape`: the model's, where the bench's own)."""
+    result, man, cfg = record["result"], record["manifest"], record["result"]["config"]
+    return (f"**{man['cpu']}** ({', '.join(man['cpu_flags']) or 'no bf16/AMX flags'}; {result['threads']} threads; "
+            f"torch {man['torch']}; commit {commit_of(man)}; {man['date'][:10]}; other processes' load "
+            f"{result['others_busy_cores']:.2f} cores; {cfg['decode_sources']} random sources of "
+            f"{cfg['seq_len'] // 2}-{cfg['seq_len']} tokens, {cfg['max_new_tokens']} new tokens at most, fp32, best of "
+            f"{cfg['decode_repeats']}{shape})")
+
+
 def rows_of(r: BenchResult) -> list[list[str]]:
     """measure | seqlab | Hugging Face | vs HF | outputs, from one bench result."""
     rows = []

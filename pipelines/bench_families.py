@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.bench import bench_records
+from pipelines.bench import bench_records, side_heading
 from pipelines.core import Pipeline, Stage, Table
-from pipelines.tables import commit_of, table
+from pipelines.tables import table
 from seqlab.analysis.bench_families import from_dict
 
 DOC = "docs/performance.md"
@@ -18,17 +18,11 @@ DOC = "docs/performance.md"
 def render(archive: Path) -> str:
     parts = []
     for record in bench_records(archive, "families-*.json"):
-        result, man = record["result"], record["manifest"]
         rows = [[r.shape, r.decoding, f"{r.tokens / r.seqlab_s:,.0f}", f"{r.x_hf:.2f}x",
                  "–" if r.x_ct2 is None else f"{r.x_ct2:.2f}x",
                  f"{r.equal_hf} of {r.sources}", "–" if r.equal_ct2 is None else f"{r.equal_ct2} of {r.sources}"]
-                for r in from_dict(result["families"])]
-        cfg = result["config"]
-        parts.append(f"**{man['cpu']}** ({', '.join(man['cpu_flags']) or 'no bf16/AMX flags'}; {result['threads']} "
-                     f"threads; torch {man['torch']}; commit {commit_of(man)}; {man['date'][:10]}; other processes' "
-                     f"load {result['others_busy_cores']:.2f} cores; {cfg['decode_sources']} random sources of "
-                     f"{cfg['seq_len'] // 2}-{cfg['seq_len']} tokens, {cfg['max_new_tokens']} new tokens at most, "
-                     f"fp32, best of {cfg['decode_repeats']})\n\n"
+                for r in from_dict(record["result"]["families"])]
+        parts.append(side_heading(record) + "\n\n"
                      + table(["shape (random weights)", "decoding", "seqlab tokens/s", "vs generate",
                               "vs CTranslate2 fp32", "outputs equal generate's", "equal CTranslate2's"], rows))
     return "\n\n".join(parts) or f"_No archived bench yet: `make pipeline NAME={archive.name}`._"

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.bench import bench_records
+from pipelines.bench import bench_records, side_heading
 from pipelines.core import Pipeline, Stage, Table
-from pipelines.tables import commit_of, table
+from pipelines.tables import table
 from seqlab.analysis.bench_features import from_dict
 
 DOC = "docs/performance.md"
@@ -18,16 +18,11 @@ DOC = "docs/performance.md"
 def render(archive: Path) -> str:
     parts = []
     for record in bench_records(archive, "features-*.json"):
-        result, man = record["result"], record["manifest"]
         rows = [[r.name, r.base, f"{r.tokens / r.seconds:,.0f}", f"{r.seconds:.2f}", f"{r.cost:.2f}x"]
-                for r in from_dict(result["features"])]
-        cfg = result["config"]
-        parts.append(f"**{man['cpu']}** ({', '.join(man['cpu_flags']) or 'no bf16/AMX flags'}; {result['threads']} "
-                     f"threads; torch {man['torch']}; commit {commit_of(man)}; {man['date'][:10]}; other processes' "
-                     f"load {result['others_busy_cores']:.2f} cores; d_model {cfg['d_model']}, {cfg['layers']}+"
-                     f"{cfg['layers']} layers, vocabulary {cfg['vocab']:,}; {cfg['decode_sources']} random sources "
-                     f"of {cfg['seq_len'] // 2}-{cfg['seq_len']} tokens, {cfg['max_new_tokens']} new tokens at most, "
-                     f"fp32, best of {cfg['decode_repeats']})\n\n"
+                for r in from_dict(record["result"]["features"])]
+        cfg = record["result"]["config"]
+        shape = f"; d_model {cfg['d_model']}, {cfg['layers']}+{cfg['layers']} layers, vocabulary {cfg['vocab']:,}"
+        parts.append(side_heading(record, shape) + "\n\n"
                      + table(["decoding (random weights)", "against", "tokens/s", "seconds", "time vs against"], rows))
     return "\n\n".join(parts) or f"_No archived bench yet: `make pipeline NAME={archive.name}`._"
 

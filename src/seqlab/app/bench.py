@@ -48,28 +48,29 @@ def main(cfg: DictConfig) -> None:
     print(f"wrote {out}")
 
 
+def measured(key: str, rows: list[dict], bench: BenchConfig, clock: CpuClock) -> dict:
+    """A side bench's record: its rows under `key`, the config, the machine and other processes' load since
+    `clock` (a bench that others kept busy is not archived)."""
+    return {key: rows, "config": asdict(bench), "cpu": cpu_description(), "threads": torch.get_num_threads(),
+            "torch": torch.__version__, "others_busy_cores": clock.others_busy_cores(CpuClock.now())}
+
+
 def families(bench: BenchConfig) -> tuple[dict, str]:
-    """The families' decoding bench: its record (with the machine and other processes' load) and a text table."""
+    """The families' decoding bench: its record and a text table."""
     clock = CpuClock.now()
     rows = family_bench(bench)
-    others = clock.others_busy_cores(CpuClock.now())
-    record = {"families": to_dict(rows), "config": asdict(bench), "cpu": cpu_description(),
-              "threads": torch.get_num_threads(), "torch": torch.__version__, "others_busy_cores": others}
     lines = [f"{r.shape:<10}{r.decoding:<8}seqlab {r.tokens / r.seqlab_s:>8,.0f} tok/s  {r.x_hf:.2f}x generate"
              + (f"  {r.x_ct2:.2f}x CTranslate2" if r.x_ct2 is not None else "")
              + f"  ({r.equal_hf} of {r.sources} equal generate's)" for r in rows]
-    return record, "\n".join(lines)
+    return measured("families", to_dict(rows), bench, clock), "\n".join(lines)
 
 
 def feature_costs(bench: BenchConfig) -> tuple[dict, str]:
-    """The decoding features' bench: its record (with the machine and other processes' load) and a text table."""
+    """The decoding features' bench: its record and a text table."""
     clock = CpuClock.now()
     rows = feature_bench(bench)
-    others = clock.others_busy_cores(CpuClock.now())
-    record = {"features": features_dict(rows), "config": asdict(bench), "cpu": cpu_description(),
-              "threads": torch.get_num_threads(), "torch": torch.__version__, "others_busy_cores": others}
     lines = [f"{r.name:<36}{r.tokens / r.seconds:>8,.0f} tok/s  {r.cost:.2f}x {r.base}" for r in rows]
-    return record, "\n".join(lines)
+    return measured("features", features_dict(rows), bench, clock), "\n".join(lines)
 
 
 def run() -> int:

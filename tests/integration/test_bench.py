@@ -192,3 +192,25 @@ def test_bench_times_every_position_scheme_beside_sinusoidal(tmp_path):
     assert r.positions["sinusoidal"].train_x_sinusoidal == 1.0
     assert "positions=t5" in r.table()
     assert "| t5 |" in performance_page(r, tmp_path)
+
+
+def test_trained_checkpoints_decode_their_test_sentences_against_the_first(smoke_checkpoint, tmp_path):
+    """`seqlab bench checkpoints=[A,B]`: each checkpoint greedy and beam 5 on the same test sentences; a checkpoint
+    of another corpus is refused naming it."""
+    import torch
+
+    from seqlab.analysis.bench_checkpoints import checkpoint_bench, from_dict, to_dict
+    from seqlab.analysis.speed import BenchConfig
+    from seqlab.config import ConfigError
+
+    cfg = BenchConfig(decode_sources=6, decode_repeats=1)
+    rows = checkpoint_bench(cfg, [str(smoke_checkpoint), str(smoke_checkpoint)])
+    assert [(r.decoding, r.sources) for r in rows] == [("greedy", 6)] * 2 + [("beam5", 6)] * 2
+    assert rows[0].speedup == 1.0 and all(r.tokens > 0 and r.seconds > 0 for r in rows)
+    assert rows[0].tokens == rows[1].tokens  # the same model: the same outputs
+    assert from_dict(to_dict(rows)) == rows
+    state = torch.load(smoke_checkpoint, map_location="cpu", weights_only=True)
+    state["seqlab"]["data_config"]["corpus"]["name"] = "another"
+    torch.save(state, tmp_path / "other.ckpt")
+    with pytest.raises(ConfigError, match=r"other\.ckpt was trained on another corpus"):
+        checkpoint_bench(cfg, [str(smoke_checkpoint), str(tmp_path / "other.ckpt")])

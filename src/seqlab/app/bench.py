@@ -5,6 +5,7 @@ seqlab bench [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [positions=t
 seqlab bench families=true: decoding at t5-small's, bart-base's and opus-mt's shapes (analysis.bench_families)
 seqlab bench features=true: ensembles, the coverage penalty and contrastive search against the plain searches
 (analysis.bench_features)
+seqlab bench checkpoints=[A,B,...]: trained checkpoints decoding their test sentences (analysis.bench_checkpoints)
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import torch
 from omegaconf import DictConfig
 
 from seqlab.analysis.bench import run_bench
+from seqlab.analysis.bench_checkpoints import checkpoint_bench
+from seqlab.analysis.bench_checkpoints import to_dict as checkpoints_dict
 from seqlab.analysis.bench_families import family_bench, to_dict
 from seqlab.analysis.bench_features import feature_bench
 from seqlab.analysis.bench_features import to_dict as features_dict
@@ -37,6 +40,8 @@ def main(cfg: DictConfig) -> None:
             record, text = families(bench)
         elif cfg.get("features"):
             record, text = feature_costs(bench)
+        elif cfg.get("checkpoints"):
+            record, text = checkpoint_speeds(bench, [str(c) for c in cfg.checkpoints])
         else:
             result = run_bench(bench, cfg.ckpt, cfg.scaling, cfg.positions, cfg.profile)
             record, text = result.to_dict(), result.table()
@@ -71,6 +76,14 @@ def feature_costs(bench: BenchConfig) -> tuple[dict, str]:
     rows = feature_bench(bench)
     lines = [f"{r.name:<36}{r.tokens / r.seconds:>8,.0f} tok/s  {r.cost:.2f}x {r.base}" for r in rows]
     return measured("features", features_dict(rows), bench, clock), "\n".join(lines)
+
+
+def checkpoint_speeds(bench: BenchConfig, checkpoints: list[str]) -> tuple[dict, str]:
+    """Trained checkpoints decoding their test sentences: the record and a text table."""
+    clock = CpuClock.now()
+    rows = checkpoint_bench(bench, checkpoints)
+    lines = [f"{r.run:<28}{r.decoding:<8}{r.tokens_per_s:>8,.0f} tok/s  {r.speedup:.2f}x the first" for r in rows]
+    return measured("checkpoints", checkpoints_dict(rows), bench, clock), "\n".join(lines)
 
 
 def run() -> int:

@@ -124,7 +124,8 @@ def test_variants_marian_cannot_express_are_refused():
 
     cfg = ModelConfig(src_vocab_size=40, d_model=16, n_heads=4, tie_embeddings="all", copy_attention=True,
                       norm_position="pre")
-    with pytest.raises(InteropError, match=r"model.norm_position=pre \(Marian is post-LN\).*copy_attention must be"):
+    refusal = r"model.norm_position=pre \(marian has post\).*model.copy_attention=True \(must be False\)"
+    with pytest.raises(InteropError, match=refusal):
         to_hf(Seq2SeqTransformer(cfg))
     for scheme in ("rope", "alibi", "t5", "none", "learned"):
         relative = ModelConfig(src_vocab_size=40, d_model=16, n_heads=4, positions=scheme)

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from seqlab.interop.families import FAMILIES, Family, InteropError, family_of, model_config, seqlab_state
-from seqlab.interop.hf_export import hf_config, hf_state
+from seqlab.interop.hf_export import hf_config, hf_state, mismatches
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 
 __all__ = ["InteropError", "from_hf", "from_state", "to_hf"]
@@ -72,25 +72,10 @@ def to_hf(model: Seq2SeqTransformer) -> Any:
     """A MarianMTModel that computes the same logits as `model` (post-LN, sinusoidal variants only)."""
     from transformers import MarianConfig, MarianMTModel
 
-    cfg = model.cfg
-    problems = [msg for bad, msg in [
-        (cfg.norm_position != "post", f"model.norm_position={cfg.norm_position} (Marian is post-LN)"),
-        (cfg.positions != "sinusoidal", f"model.positions={cfg.positions} (Marian adds sinusoidal positions to "
-                                        "the embeddings and has no relative positions)"),
-        (cfg.layernorm_embedding, "model.layernorm_embedding must be off"),
-        (cfg.use_final_norm, "model.final_norm must be off"),
-        (cfg.copy_attention, "model.copy_attention must be off"),
-        (cfg.norm != "layernorm", f"model.norm={cfg.norm} (Marian uses LayerNorm)"),
-        (cfg.gated_ffn or not cfg.bias or not cfg.scale_attention or cfg.d_head is not None or cfg.rescale_output,
-         "model.gated_ffn, bias, scale_attention, d_head and rescale_output must keep their defaults"),
-        (cfg.position_offset or cfg.sinusoid_layout != "marian", "model.position_offset must be 0 and "
-                                                                 "model.sinusoid_layout marian"),
-        (cfg.tie_embeddings == "inputs", "model.tie_embeddings=inputs (Marian ties the output layer too)"),
-        (cfg.activation == "gelu_tanh", "model.activation=gelu_tanh (Marian's GELU is the exact one)"),
-    ] if bad]
+    problems = mismatches(model.cfg, FAMILIES["marian"])
     if problems:
         raise InteropError("Marian cannot express this variant: " + "; ".join(problems))
     marian = FAMILIES["marian"]  # the config and weights as `seqlab export` writes them (interop.hf_export)
-    hf = MarianMTModel(MarianConfig(**hf_config(cfg, marian))).eval()
+    hf = MarianMTModel(MarianConfig(**hf_config(model.cfg, marian))).eval()
     hf.load_state_dict(hf_state(model, marian), strict=False)
     return hf

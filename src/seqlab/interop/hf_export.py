@@ -24,26 +24,39 @@ HF_ACTIVATION = {ours: theirs for theirs, ours in reversed(list(ACTIVATIONS.item
 EXPORT_ORDER = ("bart", "mbart", "pegasus", "m2m_100", "t5", "marian")  # Marian last: seqlab's own models
 
 
-def matches(cfg: ModelConfig, family: Family) -> bool:
-    """Whether `cfg` is a variant the family's config can express."""
+def mismatches(cfg: ModelConfig, family: Family) -> list[str]:
+    """What in `cfg` the family's config cannot express, each named by its key; empty: the family fits."""
+    out = []
     for key, value in family.choices.items():
-        if key == "final_norm" and cfg.use_final_norm == value:
+        actual = cfg.use_final_norm if key == "final_norm" else getattr(cfg, key)
+        if key == "output_bias" and value and not actual:  # the family's bias, written as zeros
             continue
-        if key == "output_bias" and value and not cfg.output_bias:  # the family's bias, written as zeros
-            continue
-        if getattr(cfg, key) != value:
-            return False
+        if actual != value:
+            out.append(f"model.{key}={actual} ({family.name} has {value})")
     if family.name == "t5":
-        return cfg.activation in ("relu", "gelu_tanh", "gelu", "silu") and cfg.shared_vocab
-    if family.name == "m2m_100":
-        return cfg.position_offset == cfg.pad_id + 1 and cfg.shared_vocab and cfg.bias
+        return out + [why for bad, why in (
+            (cfg.activation not in ("relu", "gelu_tanh", "gelu", "silu"), f"model.activation={cfg.activation}"),
+            (not cfg.shared_vocab, "separate source and target vocabularies")) if bad]
     defaults = dict(norm="layernorm", bias=True, scale_attention=True, d_head=None, gated_ffn=False,
                     rescale_output=False, copy_attention=False)
-    if any(getattr(cfg, k) != v for k, v in defaults.items()):
-        return False
+    out += [f"model.{k}={getattr(cfg, k)} (must be {v})" for k, v in defaults.items() if getattr(cfg, k) != v]
+    if family.name == "m2m_100":
+        return out + ([f"model.position_offset={cfg.position_offset} (must be pad_id + 1)"]
+                      if cfg.position_offset != cfg.pad_id + 1 else []) + \
+            (["separate source and target vocabularies"] if not cfg.shared_vocab else [])
+    if cfg.sinusoid_layout != "marian":
+        out.append(f"model.sinusoid_layout={cfg.sinusoid_layout} (must be marian)")
     if family.name == "marian":
-        return cfg.position_offset == 0 and cfg.sinusoid_layout == "marian" and cfg.tie_embeddings != "inputs"
-    return cfg.shared_vocab and cfg.sinusoid_layout == "marian"
+        return out + [why for bad, why in (
+            (cfg.position_offset != 0, f"model.position_offset={cfg.position_offset} (must be 0)"),
+            (cfg.tie_embeddings == "inputs", "model.tie_embeddings=inputs (Marian ties the output layer too)"))
+            if bad]
+    return out + (["separate source and target vocabularies"] if not cfg.shared_vocab else [])
+
+
+def matches(cfg: ModelConfig, family: Family) -> bool:
+    """Whether `cfg` is a variant the family's config can express."""
+    return not mismatches(cfg, family)
 
 
 def family_for(cfg: ModelConfig, hint: str | None = None) -> Family:

@@ -214,11 +214,17 @@ def test_each_decoding_experiment_runs_its_stages_and_renders_every_row(places, 
     assert text.count("+1.00 (p 0.001") >= min(len(compared_stages), 1)  # the paired tests are shown
 
 
+# The trained study keeps every run's hypotheses (greedy and beam 5, about 83 KiB a run): 3 seeds of some 35
+# variants come to about 8 MiB, where every other archive stays under 5
+ARCHIVE_MIB = {"arch_study_trained": 9}
+
+
 def test_every_archived_record_names_a_commit_and_the_archives_stay_small():
     results = ROOT / "results"
     for folder in sorted(p for p in results.iterdir() if p.is_dir()):
         size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-        assert size <= 5 * 2**20, f"{folder}: {size / 2**20:.1f} MiB; an archive holds at most 5 MiB"
+        most = ARCHIVE_MIB.get(folder.name, 5)
+        assert size <= most * 2**20, f"{folder}: {size / 2**20:.1f} MiB; this archive holds at most {most} MiB"
         folder_manifest = folder / "MANIFEST.json"
         for path in sorted(folder.glob("*.json")):
             record = json.loads(path.read_text())

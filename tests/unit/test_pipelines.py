@@ -214,8 +214,8 @@ def test_each_decoding_experiment_runs_its_stages_and_renders_every_row(places, 
     assert text.count("+1.00 (p 0.001") >= min(len(compared_stages), 1)  # the paired tests are shown
 
 
-# The trained study keeps every run's hypotheses (greedy and beam 5, about 83 KiB a run): 3 seeds of some 35
-# variants come to about 8 MiB, where every other archive stays under 5
+# The trained study keeps every run's hypotheses (greedy and beam 5, about 83 KiB a run): 3 seeds of about 20
+# variants come to about 6 MiB, where every other archive stays under 5
 ARCHIVE_MIB = {"arch_study_trained": 9}
 
 

@@ -6,6 +6,7 @@ second experiment that shares the stage copies the record instead of running it 
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
@@ -28,7 +29,7 @@ from seqlab.analysis.study_runs import commit_archive
 from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import checkpoint_file, read_checkpoint
 from seqlab.hardware import busy_warning, cpu_model
-from seqlab.io import atomic_write_text
+from seqlab.io import atomic_write, atomic_write_text
 from seqlab.provenance import capture
 from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, read_val_curve
 
@@ -263,6 +264,8 @@ def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False, 
             print(f"== {p.stage.name}: ran here before ({p.folder}), archived", file=sys.stderr)
             done = {**done, "stage": p.stage.name}  # the other experiment may name the stage otherwise
             if not dry_run:
+                if p.stage.command == "evaluate":  # its outputs, under this archive's name for the stage
+                    done["result"] = {**done["result"], "outputs": archive_outputs(pipeline, p)}
                 atomic_write_text(record_path(pipeline, p.stage), json.dumps(done, indent=1) + "\n")
                 if commit:
                     commit_archive(pipeline.archive, f"{pipeline.name}: {p.stage.name}")
@@ -295,6 +298,37 @@ def unreliable(planned: Planned) -> str | None:
     return f"{why} during the bench; rerun it when no training or evaluation runs beside it" if why else None
 
 
+def gzip_lines(path: Path, lines: list[str]) -> Path:
+    """One line per test sentence, gzip without a timestamp (a rerun with the same outputs changes no byte)."""
+    return atomic_write(path, lambda f: f.write(gzip.compress("".join(f"{x}\n" for x in lines).encode(), mtime=0)))
+
+
+def gunzip_lines(path: Path) -> list[str]:
+    return gzip.decompress(path.read_bytes()).decode().split("\n")[:-1]
+
+
+def archive_outputs(pipeline: Pipeline, planned: Planned) -> dict[str, Any]:
+    """An evaluation's outputs beside its record: its first hypothesis per test sentence
+    (`<stage>.hyps.txt.gz`) and the references they score against, one file per reference stream, shared by
+    the archive's evaluations of that test set (`test.references.txt.gz`, `test.references2.txt.gz`, ...; a
+    stage's own where it decoded another): what a reader recomputes any reported score from. Returns the
+    file names the record keeps."""
+    rows = [json.loads(line) for line in (result_folder(planned) / HYPOTHESES_FILE).read_text().splitlines()
+            if line.strip()]
+    name = planned.stage.name
+    hypotheses = gzip_lines(pipeline.archive / f"{name}.hyps.txt.gz", [r["hypothesis"] for r in rows]).name
+    references = []
+    for k, stream in enumerate(zip(*(r.get("references") or [r["reference"]] for r in rows), strict=True)):
+        suffix = "" if k == 0 else str(k + 1)
+        shared = pipeline.archive / f"test.references{suffix}.txt.gz"
+        if not shared.exists():
+            gzip_lines(shared, list(stream))
+        elif gunzip_lines(shared) != list(stream):
+            shared = gzip_lines(pipeline.archive / f"{name}.references{suffix}.txt.gz", list(stream))
+        references.append(shared.name)
+    return {"hypotheses": hypotheses, "references": references}
+
+
 def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float) -> Path:
     """The stage's record: its digest, its result (metrics, a training's curve, a comparison's tests, a
     bench's figures) and manifest, in the archive and in the stage's folder."""
@@ -308,7 +342,8 @@ def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float
         precision = str(planned.config["trainer"]["precision"])
     elif stage.command == "evaluate":
         payload = json.loads((result_folder(planned) / METRICS_FILE).read_text())
-        result = {"metrics": payload["metrics"], "label": payload.get("label"), "decoding": payload.get("decoding")}
+        result = {"metrics": payload["metrics"], "label": payload.get("label"), "decoding": payload.get("decoding"),
+                  "outputs": archive_outputs(pipeline, planned)}
         precision, engine = str(payload["settings"]["precision"]), str(payload.get("engine"))
         updates = payload.get("checkpoint", {}).get("step")
     elif stage.command == "compare":

@@ -17,7 +17,7 @@ import pipelines.run
 from pipelines import PIPELINES
 from pipelines.core import Pipeline, Stage, Table, compared
 from pipelines.render import render
-from pipelines.run import PipelineError, execute, plan
+from pipelines.run import PipelineError, execute, gunzip_lines, plan
 from pipelines.tables import decodings_table
 from seqlab.analysis.study import TRAINING
 
@@ -63,7 +63,7 @@ class FakeSeqlab:
             return True
         where = Path(values["results_dir"]) / "run" / "setting"
         where.mkdir(parents=True, exist_ok=True)
-        (where / "hypotheses.jsonl").write_text('{"hypothesis": "a"}\n')
+        (where / "hypotheses.jsonl").write_text(f'{{"hypothesis": "{values["decoding"]}", "reference": "r"}}\n')
         bleu = 20.0 + float(values.get("decoding.length_penalty", 1.0))
         self.marks.append(mark := 100 + len(self.marks))
         shown = {m: mark for m in ("hyp_logprob_per_seq", "self_bleu", "rouge1")}
@@ -118,6 +118,11 @@ def test_nothing_changed_reruns_nothing_and_a_changed_decoding_only_its_evaluati
         record["manifest"])
     trained = json.loads((places / "results" / "toy" / "train.json").read_text())
     assert trained["result"]["val_curve"][-1][0] == 1 and trained["manifest"]["updates"] == 2  # its last.ckpt's
+    # every decoding keeps its outputs, one line per test sentence, and names them
+    assert record["result"]["outputs"] == {"hypotheses": "beam.hyps.txt.gz", "references": ["test.references.txt.gz"]}
+    archive = places / "results" / "toy"
+    assert gunzip_lines(archive / "beam.hyps.txt.gz") == ["beam"] and gunzip_lines(archive / "greedy.hyps.txt.gz") == \
+        ["greedy"] and gunzip_lines(archive / "test.references.txt.gz") == ["r"]
     fake.calls.clear()
     assert execute(toy(), runner=fake) == [] and fake.calls == []
     assert execute(toy(("decoding.length_penalty=0.6",)), runner=fake) == [] and fake.stages() == ["beam"]
@@ -139,7 +144,9 @@ def test_experiments_that_share_a_stage_run_it_once_and_a_comparison_reads_its_e
     fake.calls.clear()  # a third names the same beam search otherwise: its record carries its own name
     renamed = Pipeline("third", "", (*toy().stages[:2], replace(toy().stages[2], name="beam5")))
     assert execute(renamed, runner=fake) == [] and fake.calls == []
-    assert json.loads((places / "results" / "third" / "beam5.json").read_text())["stage"] == "beam5"
+    third = json.loads((places / "results" / "third" / "beam5.json").read_text())
+    assert third["stage"] == "beam5" and third["result"]["outputs"]["hypotheses"] == "beam5.hyps.txt.gz"
+    assert (places / "results" / "third" / "beam5.hyps.txt.gz").is_file()
     fake.calls.clear()
     import shutil
     shutil.rmtree(places / "outputs")  # a fresh machine: nothing to rerun while the archive is current ...
@@ -254,7 +261,8 @@ def test_each_record_is_committed_as_it_lands(places, monkeypatch):
     log = subprocess.run(["git", "-C", str(places), "log", "--format=%s"], capture_output=True, text=True).stdout
     assert log.split("\n")[:3] == ["toy: beam", "toy: greedy", "toy: train"]
     tracked = subprocess.run(["git", "-C", str(places), "ls-files"], capture_output=True, text=True).stdout.split()
-    assert tracked == ["results/toy/beam.json", "results/toy/greedy.json", "results/toy/train.json"]
+    assert tracked == ["results/toy/beam.hyps.txt.gz", "results/toy/beam.json", "results/toy/greedy.hyps.txt.gz",
+                       "results/toy/greedy.json", "results/toy/test.references.txt.gz", "results/toy/train.json"]
 
 
 def test_a_stage_named_for_rerun_runs_again_and_an_unknown_name_is_refused(places):

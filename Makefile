@@ -136,9 +136,8 @@ report: $(STAMP) ## Build outputs/report.html from every evaluation result on di
 bench: $(STAMP) ## Speed against Hugging Face transformers (same shapes, same batches) -> results/bench.json
 	$(BIN)/seqlab bench $(ARGS)
 
-# On a CUDA machine, with its own torch (no virtualenv needed: PY=python3, src/ on PYTHONPATH; a copy of the
-# tree without .git names its commit in SEQLAB_COMMIT, which the records then carry).
-PY ?= $(BIN)/python
+# On a CUDA machine, with its own torch (no virtualenv needed: PY=python3, the default, src/ on PYTHONPATH; a copy
+# of the tree without .git names its commit in SEQLAB_COMMIT, which the records then carry).
 gpu-check: ## On a GPU: the GPU tests, then the bench_gpu pipeline (both shapes, profiled) -> results/bench_gpu/
 	$(PY) -m pytest -q -m gpu tests/integration/test_gpu.py
 	$(PY) -m pipelines bench_gpu

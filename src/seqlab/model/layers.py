@@ -114,9 +114,12 @@ def written_out(kernel: AttentionKernel, q: Tensor, queries: int) -> bool:
     return q.device.type == "cpu" and (q.dtype != torch.float32 or queries == 1)
 
 
-def causal_mask(t: int, s: int, device: torch.device) -> Tensor:
-    """(T, S) bool, True where query i may attend to key j: j <= i, top-left aligned as SDPA's is_causal."""
-    return torch.ones(t, s, dtype=torch.bool, device=device).tril()
+def causal_mask(n_new: int, n_past: int, device: torch.device) -> Tensor:
+    """(T_new, T_past + T_new) bool: new position i may see keys up to n_past + i (the one causal mask: a
+    decoder step over a cache, and with n_past = 0 SDPA's `is_causal`)."""
+    q = torch.arange(n_new, device=device)[:, None] + n_past
+    k = torch.arange(n_past + n_new, device=device)[None, :]
+    return k <= q
 
 
 def logit_scale(q: Tensor, scale: float | None) -> float:
@@ -164,7 +167,7 @@ def masked(scores: Tensor, attn_mask: Tensor | None, is_causal: bool) -> Tensor:
     """Scores (B, H, T, S) with the attention mask applied as SDPA applies it: a bool mask (True = attend)
     sets the rest to -inf, a float one is added; `is_causal` masks keys after each query (top-left)."""
     if is_causal:
-        attn_mask = causal_mask(*scores.shape[-2:], scores.device)
+        attn_mask = causal_mask(scores.shape[-2], scores.shape[-1] - scores.shape[-2], scores.device)
     if attn_mask is None:
         return scores
     if attn_mask.is_floating_point():

@@ -15,6 +15,7 @@ from seqlab.model.layers import (
     FeedForward,
     MultiHeadAttention,
     Residual,
+    causal_mask,
     make_norm,
     padding_to_attn_mask,
 )
@@ -55,13 +56,6 @@ class DecoderLayer(nn.Module):
         x = self.self_attn_res(x, lambda h: self.self_attn(h, self_mask, is_causal, cache=cache, rotary=rotary))
         x = self.cross_attn_res(x, lambda h: self.cross_attn(h, cross_mask, kv=cross_kv, group=group))
         return self.ffn_res(x, self.ffn)
-
-
-def causal_mask(n_new: int, n_past: int, device: torch.device) -> Tensor:
-    """(T_new, T_past + T_new) bool: new position i may see keys up to n_past + i."""
-    q = torch.arange(n_new, device=device)[:, None] + n_past
-    k = torch.arange(n_past + n_new, device=device)[None, :]
-    return k <= q
 
 
 def with_bias(mask: Tensor | None, is_causal: bool, positions: AttentionPositions) -> tuple[Tensor | None, bool]:

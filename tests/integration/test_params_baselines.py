@@ -30,8 +30,8 @@ def test_baselines_prints_the_lead_baselines_rouge(capsys):
     """Lead (the first sentence of the document) on the Debian summaries, scored by rouge-score directly."""
     from rouge_score import rouge_scorer
 
-    from seqlab.analysis.baselines import lead
     from seqlab.data.corpora import CorpusConfig, load_split
+    from seqlab.metrics.text import lead
 
     baselines.main(["--split", "validation"])
     printed = dict(kv.split("=") for kv in capsys.readouterr().out.split())

@@ -56,6 +56,12 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in SENTENCE_END.split(text.strip()) if s.strip()]
 
 
+def lead(document: str) -> str:
+    """The lead baseline of a summary: the document's first sentence (split_sentences)."""
+    sentences = split_sentences(document)
+    return sentences[0] if sentences else ""
+
+
 def sentence_per_line(text: str) -> str:
     """The text with one sentence per line, as ROUGE-Lsum reads it (kept if it already has lines)."""
     return text if "\n" in text.strip() else "\n".join(split_sentences(text))

@@ -89,7 +89,7 @@ class ModelConfig:
     # How attention is computed (the result is the same within rounding): "sdpa" = PyTorch's fused
     # scaled_dot_product_attention, "math" = matmul, softmax, matmul; "auto" = sdpa, except on CPUs in
     # bf16 (autocast) and in decoding steps, where the fused CPU kernel is slower at these shapes
-    # (layers.written_out, docs/performance.md).
+    # (layers.uses_math_attention, docs/performance.md).
     attention_kernel: AttentionKernel = "auto"
     # How dropout masks are drawn: "torch" = F.dropout (a Bernoulli draw per element), "bits" = 16 random
     # bits per element, four per 64-bit draw (model/dropout.py; the same expectation, drop rate within

@@ -88,7 +88,7 @@ class MultiHeadAttention(nn.Module):
         if group > 1:  # one source's beams form one group of queries over its keys: (G, H, K*T, Dh)
             q = q.view(b // group, group, h, t, dh).transpose(1, 2).reshape(b // group, h, group * t, dh)
         p_drop = self.dropout if self.training else 0.0
-        if written_out(self.kernel, q, t):
+        if uses_math_attention(self.kernel, q, t):
             out = math_attention(q, k, v, attn_mask, is_causal, p_drop, self.dropout_kernel, self.scale)
         else:
             if attn_mask is not None and attn_mask.is_floating_point():
@@ -101,7 +101,7 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(out)
 
 
-def written_out(kernel: AttentionKernel, q: Tensor, queries: int) -> bool:
+def uses_math_attention(kernel: AttentionKernel, q: Tensor, queries: int) -> bool:
     """Whether attention runs as `math_attention` rather than the fused kernel; `queries` per row.
 
     "auto" writes it out on a CPU in bf16, where the fused CPU kernel is several times slower at these

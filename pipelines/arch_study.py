@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.core import Pipeline, Stage, Table
-from seqlab.analysis.study import DESCRIBE, load_records, load_references, load_source_tokens
+from seqlab.analysis.study import VARIANT_DESCRIPTIONS, load_records, load_references, load_source_tokens
 from seqlab.analysis.study_tables import SHOWN_TESTS, question_table
 from seqlab.metrics.seeds import summarize
 
@@ -29,7 +29,7 @@ def headline(archive: Path) -> str:
         rs = [r for (vv, _), r in sorted(runs.items()) if vv == v]
         val = summarize({r.seed: r.final_val_loss for r in rs})
         bleu = summarize({r.seed: r.metrics["bleu"] for r in rs})
-        lines.append(f"| {v} ({DESCRIBE.get(v, v)}) | {len(rs)} | {val.mean:.3f} ± {val.sd:.3f} | "
+        lines.append(f"| {v} ({VARIANT_DESCRIPTIONS.get(v, v)}) | {len(rs)} | {val.mean:.3f} ± {val.sd:.3f} | "
                      f"{bleu.mean:.2f} ± {bleu.sd:.2f} |")
     return "\n".join(lines)
 

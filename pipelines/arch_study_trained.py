@@ -13,12 +13,12 @@ from typing import Any
 
 from pipelines.core import Pipeline, Stage, Table
 from seqlab.analysis.study import (
-    DESCRIBE,
     QUESTIONS,
     RECIPES,
     SEEDS,
     STUDY,
     TRAINING,
+    VARIANT_DESCRIPTIONS,
     load_records,
     load_references,
     load_source_tokens,
@@ -63,8 +63,8 @@ def headline(archive: Path) -> str:
     for v in variants:
         val = summarize({s: trained[(v, s)].final_val_loss for s in range(SEEDS)})
         b, g = (summarize({s: runs[(v, s)].metrics[K.BLEU] for s in range(SEEDS)}) for runs in (beam, greedy))
-        lines.append(f"| {v} ({DESCRIBE.get(v, v)}) | {val.mean:.3f} ± {val.sd:.3f} | {b.mean:.2f} ± {b.sd:.2f} | "
-                     f"{g.mean:.2f} ± {g.sd:.2f} |")
+        lines.append(f"| {v} ({VARIANT_DESCRIPTIONS.get(v, v)}) | {val.mean:.3f} ± {val.sd:.3f} | "
+                     f"{b.mean:.2f} ± {b.sd:.2f} | {g.mean:.2f} ± {g.sd:.2f} |")
     return "\n".join(lines)
 
 

@@ -170,7 +170,7 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
     return removed
 
 
-def describe(tokenizer: Tokenizer, data_config: dict[str, Any], run_config: dict[str, Any],
+def checkpoint_meta(tokenizer: Tokenizer, data_config: dict[str, Any], run_config: dict[str, Any],
              tracking: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `seqlab` entry of a checkpoint, besides what the module adds (config, step).
 

@@ -143,7 +143,7 @@ QUESTIONS: dict[str, Question] = {
                        for lr in ("1e-3", "2e-3")], decoded=False, recipes=("trained",)),
 }
 STUDY = ("norm_warmup", "tying", "positions")  # `seqlab study all`: the design questions
-DESCRIBE = {
+VARIANT_DESCRIPTIONS = {
     "baseline": "post-LN, warm-up, sinusoidal, tie all", "post_nowarmup": "post-LN, no warm-up",
     "pre": "pre-LN, warm-up", "pre_nowarmup": "pre-LN, no warm-up", "tie_decoder": "tie decoder in/out only",
     "tie_none": "no tying", "learned_positions": "learned positions", "curve": "baseline, 6,300 updates",

@@ -44,7 +44,7 @@ def verdict(comparison: dict[str, Any]) -> str:
     return "equivalent" if abs(delta) <= EQUIVALENCE else "inconclusive"
 
 
-def described(comparison: dict[str, Any], v: str) -> str:
+def verdict_cell(comparison: dict[str, Any], v: str) -> str:
     """Its Δ BLEU and verdict `v`, as the tables show them ("-2.36 (pending: 1 of 3 seeds)")."""
     seeds = f": {len(comparison['seeds'])} of {SEEDS} seeds" if v == "pending" else ""
     return f"{comparison['bleu']['delta']:+.2f} ({v}{seeds})"
@@ -159,7 +159,7 @@ def claims_table(summary: dict[str, Any]) -> str:
         entry = found[claim.pair]
         where = f" on {entry['n_sentences']} sources of {K.bucket_title(claim.bucket)} tokens" if claim.bucket else ""
         lines.append(f"| {claim.claim} | {claim.source} | {claim.published} | {claim.pair[1]} − {claim.pair[0]}"
-                     f"{where}: {described(entry, result[0])} | {result[1]} |")
+                     f"{where}: {verdict_cell(entry, result[0])} | {result[1]} |")
     if "depth" in summary:
         seen, agrees = depth_agreement(summary["depth"])
         lines.append(f"| {' | '.join(DEPTH_CLAIM)} | {seen} | {agrees} |")
@@ -172,7 +172,7 @@ def early_vs_trained(short: dict[str, Any], trained: dict[str, Any]) -> str:
     lines = ["| comparison | 300 updates: Δ BLEU (verdict) | trained: Δ BLEU (verdict) | |", "|---|---|---|---|"]
     for pair in [p for p in early if p in late]:
         a, b = verdict(early[pair]), verdict(late[pair])
-        lines.append(f"| {pair[1]} − {pair[0]} | {described(early[pair], a)} | {described(late[pair], b)} | "
+        lines.append(f"| {pair[1]} − {pair[0]} | {verdict_cell(early[pair], a)} | {verdict_cell(late[pair], b)} | "
                      f"{'pending' if 'pending' in (a, b) else 'held' if a == b else 'changed'} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from seqlab.analysis.compare import System
 from seqlab.analysis.pairs import pair_tests
-from seqlab.analysis.study import DESCRIBE, Record, load_records, load_references
+from seqlab.analysis.study import VARIANT_DESCRIPTIONS, Record, load_records, load_references
 from seqlab.tracking.dashboard import RunView, finite_metrics, run_id, thin, write_dashboard
 from seqlab.tracking.results import OK
 
@@ -34,7 +34,7 @@ def write_study_report(archive: Path, labels: list[str], out: Path, title: str) 
     refs = load_references(archive)
     views = [record_view(r, i) for i, r in enumerate(records)]
     for view, record in zip(views, records, strict=True):
-        view.config["description"] = DESCRIBE.get(record.variant, record.variant)
+        view.config["description"] = VARIANT_DESCRIPTIONS.get(record.variant, record.variant)
     decoded = [(i, r) for i, r in enumerate(records) if r.hypotheses]
     pairs = []
     if len(decoded) > 1:

@@ -16,10 +16,10 @@ from typing import Any
 from seqlab.analysis.compare import DEFAULT_METRICS, System, compare
 from seqlab.analysis.study import (
     CURVE_TOLERANCE,
-    DESCRIBE,
     DIVERGED,
     QUESTIONS,
     TRAINING,
+    VARIANT_DESCRIPTIONS,
     Record,
     curve_budget,
     load_records,
@@ -61,7 +61,7 @@ def question_table(question: str, runs: Runs, refs: list[str], lengths: list[int
         val = summarize({r.seed: r.final_val_loss for r in rs})
         by_metric = {m: summarize({r.seed: r.metrics[m] for r in rs}) for m in (K.BLEU, K.CHRF, K.ROUGEL)}
         bleu_values = ", ".join(f"{x:.2f}" for x in by_metric[K.BLEU].values.values())
-        lines.append(f"| {v} ({DESCRIBE.get(v, v)}) | {rs[0].params / 1e6:.2f}M | {len(rs)} | "
+        lines.append(f"| {v} ({VARIANT_DESCRIPTIONS.get(v, v)}) | {rs[0].params / 1e6:.2f}M | {len(rs)} | "
                      f"{val.mean:.3f} ± {val.sd:.3f} | {by_metric[K.BLEU].mean:.2f} ± {by_metric[K.BLEU].sd:.2f} "
                      f"({bleu_values}) | {by_metric[K.CHRF].mean:.2f} ± {by_metric[K.CHRF].sd:.2f} | "
                      f"{by_metric[K.ROUGEL].mean:.2f} ± {by_metric[K.ROUGEL].sd:.2f} |")

@@ -19,7 +19,7 @@ from seqlab.checkpoint import (
     LAST,
     atomic_checkpoint_io,
     checkpoint_file,
-    describe,
+    checkpoint_meta,
     load_for_inference,
     read_checkpoint,
     remove_stale_temporaries,
@@ -100,10 +100,10 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     tracking = {"group": spec.tracking.group or group,
                 "run_id": logger.experiment.id if spec.tracking.kind == "wandb" else None,
                 "log_checkpoints": spec.tracking.kind == "wandb" and spec.tracking.log_checkpoints}
-    described = describe(tok, spec.data.to_dict(), resolved, tracking)
+    meta = checkpoint_meta(tok, spec.data.to_dict(), resolved, tracking)
     if init is not None:
-        described["decoding"] = init[2].decoding  # the pretrained model's generation defaults travel with it
-    module = Seq2SeqModule(model_cfg, spec.optim, spec.loop, seed=cfg.seed, describe=described)
+        meta["decoding"] = init[2].decoding  # the pretrained model's generation defaults travel with it
+    module = Seq2SeqModule(model_cfg, spec.optim, spec.loop, seed=cfg.seed, meta=meta)
     if init is not None and ckpt_path is None:  # a fresh start takes the pretrained weights; a resume its own
         module.model.load_state_dict(init[0].state_dict())
     quick_eval = [QuickEval.from_datamodule(datamodule, spec.loop)] if spec.loop.quick_eval_size > 0 else []

@@ -29,7 +29,7 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def describe(result: dict[str, Any]) -> dict[str, Any]:
+def flat_config(result: dict[str, Any]) -> dict[str, Any]:
     """The config of one result as flat keys: decoding.*, model.*, split, checkpoint run."""
     ckpt = result.get("checkpoint", {})
     flat = {"run": ckpt.get("run_name") or Path(str(result.get("setting", {}).get("ckpt", "?"))).name,
@@ -42,7 +42,7 @@ def describe(result: dict[str, Any]) -> dict[str, Any]:
 def run_view(result: dict[str, Any], index: int) -> RunView:
     """One evaluation result as the dashboard shows it, with its training run's curves where they are on disk."""
     ckpt = result.get("checkpoint", {})
-    config = describe(result)
+    config = flat_config(result)
     config.update({f"settings.{k}": v for k, v in flatten(result.get("settings") or {}).items()})
     if result.get("engine"):
         config["engine"] = result["engine"]

@@ -31,11 +31,11 @@ class Seq2SeqModule(L.LightningModule):
     """Trains a Seq2SeqTransformer; the checkpoint carries everything needed to rebuild it."""
 
     def __init__(self, model_cfg: ModelConfig, optim: OptimConfig, loop: LoopConfig | None = None,
-                 seed: int = 0, describe: dict[str, Any] | None = None) -> None:
+                 seed: int = 0, meta: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.model_cfg, self.optim, self.loop, self.seed = model_cfg, optim, loop or LoopConfig(), seed
         self.model = Seq2SeqTransformer(model_cfg)
-        self.describe = describe or {}  # tokenizer, data config, resolved run config
+        self.meta = meta or {}  # tokenizer, data config, resolved run config
         self.skipped_batches = 0
         self._last_time: float | None = None
 
@@ -142,7 +142,7 @@ class Seq2SeqModule(L.LightningModule):
             "seed": self.seed,
             "step": self.global_step,
             "skipped_batches": self.skipped_batches,
-            **self.describe,
+            **self.meta,
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -249,6 +249,31 @@ def test_every_archived_record_names_a_commit_and_the_archives_stay_small():
     assert total <= 30 * 2**20
 
 
+def test_a_reader_recomputes_every_archived_bleu_from_the_archive_alone():
+    """Every archived decoding that keeps its outputs (the studies' `<run>.<label>.hyps.txt.gz`, a pipeline
+    record's `outputs`) gives its recorded BLEU back through sacreBLEU over the archived files."""
+    from sacrebleu.metrics import BLEU
+
+    checked = 0
+    for record_path in sorted((ROOT / "results").glob("*/*.json")):
+        record = json.loads(record_path.read_text())
+        if not isinstance(record, dict):
+            continue
+        archive = record_path.parent
+        if "outputs" in record.get("result", {}):  # a pipeline's decoding
+            files, metrics = record["result"]["outputs"], record["result"]["metrics"]
+            hyps, refs = archive / files["hypotheses"], [archive / r for r in files["references"]]
+        elif (archive / f"{record_path.stem}.hyps.txt.gz").is_file() and "bleu" in record.get("metrics", {}):
+            hyps, refs, metrics = archive / f"{record_path.stem}.hyps.txt.gz", [archive / "test.references.txt.gz"], \
+                record["metrics"]
+        else:
+            continue
+        score = BLEU().corpus_score(gunzip_lines(hyps), [gunzip_lines(r) for r in refs]).score
+        assert score == pytest.approx(metrics["bleu"], abs=1e-9), record_path
+        checked += 1
+    assert checked >= 80  # the two studies' decodings today; the pipelines' as they are decoded again
+
+
 def test_each_record_is_committed_as_it_lands(places, monkeypatch):
     import subprocess
 

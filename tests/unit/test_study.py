@@ -264,7 +264,8 @@ def test_report_marks_settings_that_differ_significantly_from_the_baseline(tmp_p
     for r in results:
         r["metrics"][K.ci(K.BLEU)] = [r["metrics"][K.BLEU] - 1, r["metrics"][K.BLEU] + 1]
     table = markdown_table(results, marks).splitlines()
-    assert "bleu [95% CI]" in table[0] and table[0].endswith("BLEU vs greedy |")
+    assert "bleu [95% CI]" in table[0]
+    assert table[0].endswith("BLEU vs greedy (p: bootstrap 1,000 / randomization 1,000) |")
     row = next(line for line in table if by_run["arch_tie_none"] in line)
     bleu = row.split(" | ")[1]
     assert bleu.count("[") == 1 and bleu.count(",") == 1  # "0.90 [lo, hi]"

@@ -19,6 +19,7 @@ from typing import Any
 from seqlab.analysis.compare import CompareError, System, check_comparable, compare, from_result_dir
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import (
+    N_AR_FAST,
     SACREBLEU_DEFAULT_SEED,
     paired_bootstrap_p,
     resample_indices,
@@ -33,7 +34,6 @@ log = logging.getLogger(__name__)
 
 ALL_PAIRS_LIMIT = 12  # runs of one test set up to which every pair is tested
 EXAMPLES_PER_PAIR = 5
-N_AR = 1000  # approximate randomization trials per pair (seqlab compare: 10,000)
 
 
 @dataclass
@@ -84,7 +84,7 @@ def pairs_to_test(names: Sequence[str], limit: int = ALL_PAIRS_LIMIT) -> tuple[s
     return "baseline", [(names[0], b) for b in names[1:]]
 
 
-def pair_tests(systems: Sequence[System], limit: int = ALL_PAIRS_LIMIT, n_ar: int = N_AR,
+def pair_tests(systems: Sequence[System], limit: int = ALL_PAIRS_LIMIT, n_ar: int = N_AR_FAST,
                    seed: int = SACREBLEU_DEFAULT_SEED) -> PairedRuns:
     """Paired tests and differing examples among `systems`, all outputs for one test set (the first: the
     baseline)."""
@@ -145,7 +145,7 @@ def significance_marks(results: list[dict[str, Any]], limit: int = 40) -> dict[s
             continue
         try:
             systems = [from_result_dir(Path(r["_path"])) for r in group]
-            report = compare(systems, n_ar=1000)
+            report = compare(systems, n_ar=N_AR_FAST)
         except CompareError as err:
             log.warning("no significance marks for one test set: %s", err)
             continue

@@ -37,7 +37,8 @@ from seqlab.metrics import keys as K
 
 SACREBLEU_DEFAULT_SEED = 12345
 N_BOOTSTRAP = 1000
-N_AR = 10000
+N_AR = 10000  # approximate randomization trials: the default of every paired test
+N_AR_FAST = 1000  # where a page tests many pairs at once (the dashboard, the report's marks), which says so
 SACREBLEU_METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER)  # every metric sacreBLEU computes here
 ROUGE_METRICS = (K.ROUGE1, K.ROUGE2, K.ROUGEL)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from seqlab.checkpoint import run_dir_of
 from seqlab.metrics import keys as K
+from seqlab.metrics.significance import N_AR_FAST, N_BOOTSTRAP
 from seqlab.tracking.dashboard import RunView, finite_metrics, page_data, render_page, run_id, thin, write_dashboard
 from seqlab.tracking.decoding_sections import beam_curse_section, mbr_section
 from seqlab.tracking.examples import example_section, test_set_of
@@ -106,7 +107,8 @@ def markdown_table(results: list[dict[str, Any]], marks: dict[str, str] | None =
                                                                              r["decoding"]["method"], r["label"]))
     shown = [m for m in MARKDOWN_METRICS if any(m in r["metrics"] for r in ok)]
     with_ci = (K.BLEU, K.CHRF, K.CHRFPP, K.TER)
-    head = [f"{m} [95% CI]" if m in with_ci else m for m in shown] + (["BLEU vs greedy"] if marks else [])
+    head = [f"{m} [95% CI]" if m in with_ci else m for m in shown] + (
+        [f"BLEU vs greedy (p: bootstrap {N_BOOTSTRAP:,} / randomization {N_AR_FAST:,})"] if marks else [])
     lines = ["| setting | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
     for r in ok:
         cells = [(format_metric(r["metrics"], m) if m in with_ci else f"{r['metrics'][m]:.2f}")

@@ -59,6 +59,7 @@ DRIVE = """<script>window.addEventListener('load', () => {
   out.tests = [...cmp.querySelectorAll('table.tests tr')].slice(1)
     .map((tr) => [...tr.children].map((td) => td.textContent));
   out.examples = cmp.querySelectorAll('table.examples tr').length - 1;
+  out.testsNote = [...cmp.querySelectorAll('p.note')].map((p) => p.textContent).join(' ');
   out.figures = [...cmp.querySelectorAll('table.figures td:first-child')].map((td) => td.textContent);
   pick('BASE'); pick('THIRD');  // now OTHER and THIRD: neither is the baseline, so they were not tested
   out.untested = document.getElementById('compare').textContent;
@@ -135,6 +136,7 @@ def test_report_dashboard_sorts_groups_filters_and_compares_in_headless_chromium
     metrics = {row[0]: row for row in seen["tests"]}
     assert set(metrics) == {"BLEU", "chrF", "ROUGE-L"} and metrics["BLEU"][4] != "" and metrics["ROUGE-L"][5] == "–"
     assert seen["examples"] == 5 and "log-prob/seq" in seen["figures"]
+    assert "1,000 bootstrap resamples, 1,000 randomization trials" in seen["testsNote"]  # what the p-values took
     assert "tested against the baseline" in seen["untested"]
     charts = dict((name, (dots, bands)) for name, dots, bands in seen["charts"])
     assert charts["setting-chart"][0] >= 3 and charts["run-chart"][0] == 24

@@ -20,6 +20,7 @@ from seqlab.analysis.compare import CompareError, System, check_comparable, comp
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import (
     N_AR_FAST,
+    N_BOOTSTRAP,
     SACREBLEU_DEFAULT_SEED,
     paired_bootstrap_p,
     resample_indices,
@@ -70,9 +71,12 @@ class PairedRuns:
     baseline: str
     tests: list[PairTest] = field(default_factory=list)
     examples: dict[str, list[PairExample]] = field(default_factory=dict)  # "a|b" -> examples
+    n_bootstrap: int = N_BOOTSTRAP  # the tests' resamples and trials, which the page states
+    n_ar: int = N_AR_FAST
 
     def to_dict(self) -> dict[str, Any]:
-        return {"runs": self.runs, "mode": self.mode, "baseline": self.baseline,
+        return {"runs": self.runs, "mode": self.mode, "baseline": self.baseline, "n_bootstrap": self.n_bootstrap,
+                "n_ar": self.n_ar,
                 "tests": [asdict(t) for t in self.tests],
                 "examples": {k: [asdict(e) for e in v] for k, v in self.examples.items()}}
 
@@ -94,7 +98,7 @@ def pair_tests(systems: Sequence[System], limit: int = ALL_PAIRS_LIMIT, n_ar: in
         check_comparable(systems[0], other)
     names = [s.name for s in systems]
     mode, pairs = pairs_to_test(names, limit)
-    out = PairedRuns(names, mode, names[0])
+    out = PairedRuns(names, mode, names[0], n_ar=n_ar)
     by_name = {s.name: s for s in systems}
     refs = systems[0].references
     idx = resample_indices(len(systems[0].hypotheses), seed)

@@ -189,8 +189,9 @@
         : `each run was tested against the baseline ${BY_ID[pair.set.baseline].name}`;
       box.append(el("table", {class: "tests"}, el("tr", {}, ["metric", a.name, b.name, "Δ (second − first)",
         "p (paired bootstrap)", "p (approximate randomization)", "p < 0.05"].map((h) => el("th", {}, h))), rows),
-      el("p", {class: "note"}, `Paired tests computed when the report was written (${mode}); ROUGE-L has no ` +
-        "approximate randomization test."));
+      el("p", {class: "note"}, `Paired tests computed when the report was written (${mode}; ` +
+        `${pair.set.n_bootstrap.toLocaleString("en")} bootstrap resamples, ` +
+        `${pair.set.n_ar.toLocaleString("en")} randomization trials); ROUGE-L has no approximate randomization test.`));
     }
     const figures = DATA.figure_metrics.filter((m) => m in a.metrics || m in b.metrics);
     if (figures.length) {

@@ -12,19 +12,16 @@ Prints three Markdown tables (milliseconds per forward + backward, best of `repe
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from seqlab.analysis.speed import BenchConfig  # noqa: E402
-from seqlab.hardware import best_ms, cpu_description  # noqa: E402
-from seqlab.memory import keep_freed_memory  # noqa: E402
-from seqlab.model import Seq2SeqTransformer  # noqa: E402
-from seqlab.model.dropout import dropout, keep_mask  # noqa: E402
-from seqlab.model.layers import math_attention  # noqa: E402
+from seqlab.analysis.speed import BenchConfig
+from seqlab.hardware import best_ms, cpu_description
+from seqlab.memory import keep_freed_memory
+from seqlab.model import Seq2SeqTransformer
+from seqlab.model.dropout import dropout, keep_mask
+from seqlab.model.layers import math_attention
 
 
 def bool_product_dropout(x: torch.Tensor, p: float) -> torch.Tensor:

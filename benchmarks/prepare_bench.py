@@ -17,9 +17,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-from seqlab.hardware import cpu_description  # noqa: E402
+from seqlab.hardware import cpu_description
+
+ROOT = Path(__file__).resolve().parents[1]  # its src/ is measured unless --src names another checkout's
 
 CHILD = """
 import json, sys, time, logging

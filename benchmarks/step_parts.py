@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import argparse
 import collections
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from seqlab.analysis.speed import BenchConfig, bench_optimizer, random_batch, run_train_step, seqlab_train_step  # noqa: E402
-from seqlab.hardware import best_ms, cpu_description  # noqa: E402
-from seqlab.memory import keep_freed_memory  # noqa: E402
-from seqlab.model import Seq2SeqTransformer  # noqa: E402
+from seqlab.analysis.speed import BenchConfig, bench_optimizer, random_batch, run_train_step, seqlab_train_step
+from seqlab.hardware import best_ms, cpu_description
+from seqlab.memory import keep_freed_memory
+from seqlab.model import Seq2SeqTransformer
 
 
 def linear_shapes(model: torch.nn.Module) -> collections.Counter:

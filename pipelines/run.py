@@ -6,7 +6,6 @@ second experiment that shares the stage copies the record instead of running it 
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import re
@@ -29,7 +28,7 @@ from seqlab.analysis.study_runs import commit_archive
 from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import checkpoint_file, read_checkpoint
 from seqlab.hardware import busy_warning, cpu_model
-from seqlab.io import atomic_write, atomic_write_text
+from seqlab.io import atomic_write_lines_gz, atomic_write_text, read_lines_gz
 from seqlab.provenance import capture
 from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, read_val_curve
 
@@ -298,15 +297,6 @@ def unreliable(planned: Planned) -> str | None:
     return f"{why} during the bench; rerun it when no training or evaluation runs beside it" if why else None
 
 
-def gzip_lines(path: Path, lines: list[str]) -> Path:
-    """One line per test sentence, gzip without a timestamp (a rerun with the same outputs changes no byte)."""
-    return atomic_write(path, lambda f: f.write(gzip.compress("".join(f"{x}\n" for x in lines).encode(), mtime=0)))
-
-
-def gunzip_lines(path: Path) -> list[str]:
-    return gzip.decompress(path.read_bytes()).decode().split("\n")[:-1]
-
-
 def archive_outputs(pipeline: Pipeline, planned: Planned) -> dict[str, Any]:
     """An evaluation's outputs beside its record: its first hypothesis per test sentence
     (`<stage>.hyps.txt.gz`) and the references they score against, one file per reference stream, shared by
@@ -316,15 +306,15 @@ def archive_outputs(pipeline: Pipeline, planned: Planned) -> dict[str, Any]:
     rows = [json.loads(line) for line in (result_folder(planned) / HYPOTHESES_FILE).read_text().splitlines()
             if line.strip()]
     name = planned.stage.name
-    hypotheses = gzip_lines(pipeline.archive / f"{name}.hyps.txt.gz", [r["hypothesis"] for r in rows]).name
+    hypotheses = atomic_write_lines_gz(pipeline.archive / f"{name}.hyps.txt.gz", [r["hypothesis"] for r in rows]).name
     references = []
     for k, stream in enumerate(zip(*(r.get("references") or [r["reference"]] for r in rows), strict=True)):
         suffix = "" if k == 0 else str(k + 1)
         shared = pipeline.archive / f"test.references{suffix}.txt.gz"
         if not shared.exists():
-            gzip_lines(shared, list(stream))
-        elif gunzip_lines(shared) != list(stream):
-            shared = gzip_lines(pipeline.archive / f"{name}.references{suffix}.txt.gz", list(stream))
+            atomic_write_lines_gz(shared, list(stream))
+        elif read_lines_gz(shared) != list(stream):
+            shared = atomic_write_lines_gz(pipeline.archive / f"{name}.references{suffix}.txt.gz", list(stream))
         references.append(shared.name)
     return {"hypotheses": hypotheses, "references": references}
 

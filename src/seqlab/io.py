@@ -6,9 +6,10 @@ A crash mid-write leaves the old file (or none), never a truncated one.
 from __future__ import annotations
 
 import errno
+import gzip
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -84,3 +85,14 @@ def publish_once(path: Path | str, data: bytes) -> bool:
         return True
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def atomic_write_lines_gz(path: Path | str, lines: Sequence[str]) -> Path:
+    """One line per item, gzip without a timestamp (the same lines always give the same bytes), atomically."""
+    data = gzip.compress("".join(f"{line}\n" for line in lines).encode(), mtime=0)
+    return atomic_write(path, lambda f: f.write(data))
+
+
+def read_lines_gz(path: Path | str) -> list[str]:
+    """What atomic_write_lines_gz wrote: every line, an empty last one included."""
+    return gzip.decompress(Path(path).read_bytes()).decode().split("\n")[:-1]

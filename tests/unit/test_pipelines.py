@@ -17,9 +17,10 @@ import pipelines.run
 from pipelines import PIPELINES
 from pipelines.core import Pipeline, Stage, Table, compared
 from pipelines.render import render
-from pipelines.run import PipelineError, execute, gunzip_lines, plan
+from pipelines.run import PipelineError, execute, plan
 from pipelines.tables import decodings_table
 from seqlab.analysis.study import TRAINING
+from seqlab.io import read_lines_gz
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ("experiment=smoke", "trainer.max_steps=2", "trainer.max_time=null", "trainer.precision=32")
@@ -121,8 +122,9 @@ def test_nothing_changed_reruns_nothing_and_a_changed_decoding_only_its_evaluati
     # every decoding keeps its outputs, one line per test sentence, and names them
     assert record["result"]["outputs"] == {"hypotheses": "beam.hyps.txt.gz", "references": ["test.references.txt.gz"]}
     archive = places / "results" / "toy"
-    assert gunzip_lines(archive / "beam.hyps.txt.gz") == ["beam"] and gunzip_lines(archive / "greedy.hyps.txt.gz") == \
-        ["greedy"] and gunzip_lines(archive / "test.references.txt.gz") == ["r"]
+    assert read_lines_gz(archive / "beam.hyps.txt.gz") == ["beam"]
+    assert read_lines_gz(archive / "greedy.hyps.txt.gz") == ["greedy"]
+    assert read_lines_gz(archive / "test.references.txt.gz") == ["r"]
     fake.calls.clear()
     assert execute(toy(), runner=fake) == [] and fake.calls == []
     assert execute(toy(("decoding.length_penalty=0.6",)), runner=fake) == [] and fake.stages() == ["beam"]
@@ -268,7 +270,7 @@ def test_a_reader_recomputes_every_archived_bleu_from_the_archive_alone():
                 record["metrics"]
         else:
             continue
-        score = BLEU().corpus_score(gunzip_lines(hyps), [gunzip_lines(r) for r in refs]).score
+        score = BLEU().corpus_score(read_lines_gz(hyps), [read_lines_gz(r) for r in refs]).score
         assert score == pytest.approx(metrics["bleu"], abs=1e-9), record_path
         checked += 1
     assert checked >= 80  # the two studies' decodings today; the pipelines' as they are decoded again

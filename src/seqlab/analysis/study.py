@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from seqlab.io import atomic_write, atomic_write_text
+from seqlab.io import atomic_write_lines_gz, atomic_write_text, read_lines_gz
 from seqlab.tracking.results import OK
 
 RUN = re.compile(r"^(?P<variant>.+)-seed(?P<seed>\d+)$")
@@ -210,8 +210,7 @@ def write_record(archive: Path, record: Record, references: list[str] | None,
     written = []
     if record.hypotheses:
         hyps = record_path(archive, record.name, record.label).with_suffix(".hyps.txt.gz")
-        data = gzip.compress("".join(h + "\n" for h in record.hypotheses).encode(), mtime=0)
-        written.append(atomic_write(hyps, lambda f: f.write(data)))
+        written.append(atomic_write_lines_gz(hyps, record.hypotheses))
     for name, lines in ((REFERENCES, references), (SOURCE_TOKENS, source_tokens)):
         if lines is not None and (path := write_test_side(archive / name, [str(x) for x in lines], record.name)):
             written.append(path)
@@ -223,12 +222,11 @@ def write_record(archive: Path, record: Record, references: list[str] | None,
 def write_test_side(path: Path, lines: list[str], who: str) -> Path | None:
     """One line per test example, shared by every record of the archive: written the first time, and
     afterwards only checked (a decoding of another test set fails, naming the file)."""
-    data = "".join(line + "\n" for line in lines).encode()
     if path.exists():
-        if gzip.decompress(path.read_bytes()) != data:
+        if read_lines_gz(path) != lines:
             raise ValueError(f"{who}: decoded on another test set than {path} holds")
         return None
-    return atomic_write(path, lambda f: f.write(gzip.compress(data, mtime=0)))
+    return atomic_write_lines_gz(path, lines)
 
 
 def load_records(archive: Path, label: str) -> dict[tuple[str, int], Record]:

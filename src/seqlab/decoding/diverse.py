@@ -112,7 +112,7 @@ def diverse_beam_search(
         if bool(stop.all()):
             break
         parents = (torch.arange(num_groups, device=device)[None, :, None] * g + origin).view(a, k)
-        stay = follow_parents(cache, prefix_all, parents, stop)
+        stay, _ = follow_parents(cache, prefix_all, parents, stop)
         if stay.shape[0] < a:
             active, seq, tok_lp, scores = active[stay], seq[stay], tok_lp[stay], scores[stay]
     return _ranked(fin, b, k, limit)

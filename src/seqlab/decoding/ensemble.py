@@ -26,7 +26,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from seqlab.config import ConfigError
+from seqlab.config import ConfigError, check_choice
 from seqlab.decoding.config import DecodingConfig
 from seqlab.model import DecoderCache, ModelConfig, Seq2SeqTransformer
 
@@ -54,14 +54,6 @@ class EnsembleCache:
     def __init__(self, caches: list[DecoderCache]) -> None:
         self.caches = caches
 
-    @property
-    def length(self) -> int:
-        return self.caches[0].length
-
-    @property
-    def group(self) -> int:
-        return self.caches[0].group
-
     def compact_(self, index: Tensor, kept: Tensor | None = None) -> None:
         for cache in self.caches:
             cache.compact_(index, kept)
@@ -77,9 +69,6 @@ class EnsembleCache:
     def ungroup(self) -> EnsembleCache:
         return EnsembleCache([cache.ungroup() for cache in self.caches])
 
-    def reorder(self, index: Tensor) -> EnsembleCache:
-        return EnsembleCache([cache.reorder(index) for cache in self.caches])
-
 
 class Ensemble(nn.Module):
     """Models decoded as one (see the module docstring). `cfg` is the first model's, with the shortest
@@ -89,8 +78,7 @@ class Ensemble(nn.Module):
         super().__init__()
         if not models:
             raise ConfigError("an ensemble needs at least one model")
-        if rule not in ("mean_prob", "mean_logprob"):
-            raise ConfigError(f"ensemble_rule={rule!r}: use mean_prob (fairseq) or mean_logprob (OpenNMT-py)")
+        check_choice("ensemble", "ensemble_rule", rule, Combination)
         self.members = nn.ModuleList(models)
         self.rule = rule
         self.cfg: ModelConfig = replace(models[0].cfg, max_positions=min(m.cfg.max_positions for m in models))

@@ -285,26 +285,22 @@ def is_done(fin: Finished, rows: Tensor, best: Tensor, t: int, max_new: Tensor, 
     return full & (fin.scores[rows].min(dim=1)[0] >= length_penalty(best, length))
 
 
-def follow_parents(cache: DecoderCache, prefix: Tensor, origin: Tensor, done: Tensor) -> Tensor:
+def follow_parents(cache: DecoderCache, prefix: Tensor, origin: Tensor, done: Tensor) -> tuple[Tensor, Tensor]:
     """Move the cache after a beam step: each beam takes its parent's keys/values, and examples that are
     done leave the batch, the last ones taking their slots (`in_place_order`). Returns the examples that
-    stay, in their new order. A beam that stays in its slot keeps the positions it shares with its parent.
+    stay, in their new order, and (A' * K,) the row of each staying beam's parent among the step's rows
+    (what other per-beam state follows). A beam that stays in its slot keeps the positions it shares with
+    its parent.
 
     prefix: (A * K, t + 1) the rows' tokens before the step; origin: (A, K) each beam's parent among its
     example's rows; done: (A,) bool.
     """
     k = origin.shape[1]
     stay = in_place_order(~done)
-    parents = parent_rows(origin, stay)
+    parents = (stay[:, None] * k + origin[stay]).view(-1)
     in_slot = (stay == torch.arange(stay.shape[0], device=stay.device)).repeat_interleave(k)
     cache.compact_(parents, shared_prefix(prefix, parents) * in_slot)
-    return stay
-
-
-def parent_rows(origin: Tensor, stay: Tensor) -> Tensor:
-    """(A' * K,) the row of each staying beam's parent among the step's A * K rows; origin (A, K), stay (A',)."""
-    k = origin.shape[1]
-    return (stay[:, None] * k + origin[stay]).view(-1)
+    return stay, parents
 
 
 def first_step_once(step: StepFn, prefix: Tensor, cache: DecoderCache, t: int, k: int) -> tuple[Tensor, DecoderCache]:
@@ -390,9 +386,9 @@ def beam_search(
         done = ~improvable[active] | (t + 1 >= max_new[active])
         if bool(done.all()):
             break
-        stay = follow_parents(cache, prefix, origin, done)
+        stay, parents = follow_parents(cache, prefix, origin, done)
         if coverage is not None:
-            coverage.follow(covered, parent_rows(origin, stay))
+            coverage.follow(covered, parents)
         if stay.shape[0] < a:
             active = active[stay]
             beams = Beams(beams.seq[stay], beams.tok_lp[stay], beams.scores[stay])

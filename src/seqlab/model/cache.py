@@ -186,10 +186,8 @@ class DecoderCache:
         if sources.shape[0] == self.cross_mask.shape[0] and bool((sources == torch.arange(
                 sources.shape[0], device=sources.device)).all()):
             return
-        self.cross_kv = tuple((k.index_select(0, sources), v.index_select(0, sources)) for k, v in self.cross_kv)
-        self.cross_mask = self.cross_mask.index_select(0, sources)
-        if self.copy is not None:
-            self.copy = CopySource(self.copy.keys.index_select(0, sources), self.copy.ids.index_select(0, sources))
+        kept = self._with_sources(self.layers, 1, lambda t: t.index_select(0, sources))
+        self.cross_kv, self.cross_mask, self.copy = kept.cross_kv, kept.cross_mask, kept.copy
 
     def ungroup(self) -> DecoderCache:
         """The same cache with its per-source tensors repeated per row (group 1)."""

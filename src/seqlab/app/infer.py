@@ -22,7 +22,7 @@ from seqlab.decoding import DecodingConfig
 from seqlab.decoding.ensemble import Combination, Ensemble, check_members, ensemble_label
 from seqlab.decoding.generate import DecodePrecision
 from seqlab.decoding.mbr import check_task
-from seqlab.inference.text import Format, TargetPrefix
+from seqlab.inference.text import Format
 from seqlab.interop.engines import Engine, check_engine, choose_engine, make_engine, run_label
 from seqlab.model import Seq2SeqTransformer
 
@@ -81,10 +81,6 @@ class TranslateSettings(InferenceSettings):
         if self.prefix_column and self.target_prefix is not None:
             raise ConfigError(f"{owner}.prefix_column=true and {owner}.target_prefix are two sources of prefixes; "
                               "set one")
-
-    @property
-    def prefix(self) -> TargetPrefix:
-        return TargetPrefix(self.prefix_column, self.target_prefix)
 
 
 log = logging.getLogger(__name__)
@@ -191,7 +187,7 @@ def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: 
     if request.ensemble:
         model = ensemble_of(model, tokenizer, path, request, device)
     decoding = checkpoint_decoding(info) if request.from_checkpoint else request.decoding
-    if request.ensemble:
+    if request.ensemble and request.from_checkpoint:  # the request's own decoding was checked in from_cfg
         check_members(decoding, request.engine, request.command)
     tokenizer, decoding = with_languages(tokenizer, decoding, request, path)
     if not task_checked and info.data_config:

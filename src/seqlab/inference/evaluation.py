@@ -200,8 +200,8 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     """Decode `examples`, score references, and return per-example records and corpus metrics.
     engine: None for seqlab's search, or a CTranslate2 engine (interop.engines)."""
     progress = Progress(len(examples), f"decoding {precision_label(cfg.label, settings.precision)}")
-    prefixes = reference_prefixes(tokenizer, [e.target for e in examples], cfg.prefix_size, model.cfg.eos_id) \
-        if cfg.prefix_size else None
+    # fairseq's --prefix-size: the first tokens of each reference are forced, the model goes on from there
+    prefixes = prefix_ids(tokenizer, [e.target for e in examples], cfg.prefix_size) if cfg.prefix_size else None
     try:
         decoded = decode_texts(model, tokenizer, [e.source for e in examples], cfg, settings.max_tokens, progress,
                                settings.precision, engine, prefixes)
@@ -253,10 +253,10 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     return records, metrics
 
 
-def reference_prefixes(tokenizer: Tokenizer, references: Sequence[str], size: int, eos_id: int) -> list[list[int]]:
-    """The first `size` target tokens of each reference (fewer where it is shorter; its EOS never): fairseq's
-    `--prefix-size`, which forces them and lets the model go on from there."""
-    return [[t for t in ids if t != eos_id][:size] for ids in tokenizer.encode_target(list(references))]
+def prefix_ids(tokenizer: Tokenizer, texts: Sequence[str], size: int | None = None) -> list[list[int]]:
+    """Each text's target token ids as a forced prefix: its EOS never, and at most the first `size` of them."""
+    eos = tokenizer.eos_id
+    return [[t for t in ids if t != eos][:size] for ids in tokenizer.encode_target(list(texts))]
 
 
 def short_outputs(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:

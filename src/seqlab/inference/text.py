@@ -17,7 +17,7 @@ from typing import Any, Literal, TextIO
 
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
-from seqlab.inference.evaluation import decode_texts
+from seqlab.inference.evaluation import decode_texts, prefix_ids
 from seqlab.model import Seq2SeqTransformer
 
 Format = Literal["plain", "fairseq"]
@@ -54,9 +54,8 @@ class TargetPrefix:
             sources, texts = [p[0] for p in pairs], [p[1] for p in pairs]
         else:
             sources, texts = list(lines), [self.text or ""] * len(lines)
-        eos = tokenizer.eos_id
-        return sources, [[t for t in ids if t != eos] if text.strip() else []
-                         for ids, text in zip(tokenizer.encode_target(texts), texts, strict=True)]
+        return sources, [ids if text.strip() else [] for ids, text in zip(prefix_ids(tokenizer, texts), texts,
+                                                                            strict=True)]
 
 
 NO_PREFIX = TargetPrefix()

@@ -48,6 +48,8 @@ def check_metrics(chosen: Sequence[str], key: str = "eval.metrics") -> tuple[str
         raise ConfigError(f"{key}={names}: {f'unknown {unknown}; ' if unknown else ''}choose one or more of "
                           f"{list(METRIC_CHOICES)} (rouge = ROUGE-1/2/L/Lsum)")
     return tuple(dict.fromkeys(names))
+
+
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n")
 
 
@@ -80,9 +82,7 @@ def sacrebleu_scores(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequenc
     signature (`<name>_signature`), and BLEU's length ratio (hypothesis / reference tokens) whatever is chosen."""
     ref_streams = streams(refs)
     out: dict[str, float | str] = {}
-    for name in (*[m for m in metrics if m in SACREBLEU_METRICS], K.BLEU):
-        if name in out:
-            continue
+    for name in dict.fromkeys([*(m for m in metrics if m in SACREBLEU_METRICS), K.BLEU]):  # BLEU: the ratio
         metric = sacrebleu_metric(name)
         result = metric.corpus_score(list(hyps), ref_streams)
         if name in metrics:

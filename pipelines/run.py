@@ -46,7 +46,7 @@ NEUTRAL: dict[str, dict[str, Any]] = {
     "decoding": {"bad_words_ids": None, "sequence_bias": None, "suppress_tokens": None, "forced_bos_token_id": None,
                  "suppress_special": True, "renormalize_logits": False, "length_rule": "power",
                  "coverage_penalty": None, "coverage_beta": 0.0, "penalty_alpha": None,
-                 "prefix_size": 0},
+                 "prefix_size": 0, "constraints": None, "constraint_words": 0},
     "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
          "ensemble_rule": "mean_prob"},
     "train": {"init_from": None},

@@ -133,3 +133,30 @@ def test_prefix_size_forces_each_references_first_tokens(smoke_checkpoint):
         first = [t for t in tokenizer.encode_target([ref])[0] if t != tokenizer.eos_id][:2]
         assert record.token_logprobs and tokenizer.encode_target([record.hypothesis])[0][: len(first)] == first
     assert decoding.label == "beam3_lp1_prefix2"
+
+
+def test_lexical_constraints_from_columns_and_from_reference_words(make_cfg, smoke_checkpoint):
+    """fairseq-interactive's SOURCE<TAB>CONSTRAINT... lines: the output contains each constraint; an evaluation
+    with constraint_words draws words of each reference, records them, and reports how many were met."""
+    lines = ["En el principio creó Dios los cielos y la tierra.\tearth\theaven", "Dios", "Y la tierra\tGod"]
+    out = run(make_cfg, smoke_checkpoint, lines, "decoding=beam", "decoding.num_beams=4", "decoding.max_length=20",
+              "decoding.constraints=unordered")
+    assert "earth" in out[0] and "heaven" in out[0] and "God" in out[2]
+    assert out[1] == run(make_cfg, smoke_checkpoint, ["Dios"], "decoding=beam", "decoding.num_beams=4",
+                         "decoding.max_length=20", "decoding.force_eos=fairseq")[0]  # no constraints: plain search
+    with pytest.raises(Exception, match="target prefix does not combine"):
+        run(make_cfg, smoke_checkpoint, lines[:1], "decoding=beam", "decoding.constraints=ordered",
+            "target_prefix=x")
+    model, tokenizer, _ = load_for_inference(smoke_checkpoint)
+    refs = ["In the beginning God created the heaven and the earth.", "God", "And the earth was without form"]
+    examples = [Example(str(i), s.split("\t")[0], r) for i, (s, r) in enumerate(zip(lines, refs, strict=True))]
+    decoding = DecodingConfig(method="beam", num_beams=4, max_length=20, constraints="ordered", constraint_words=2)
+    records, metrics = evaluate(model, tokenizer, examples, decoding, EvalSettings(score_references=False,
+                                                                                  n_bootstrap=0))
+    assert [len(r.constraints) for r in records] == [2, 1, 2]
+    for r, ref in zip(records, refs, strict=True):
+        assert all(w in ref for w in r.constraints)
+        assert all(w in r.hypothesis for w in r.constraints)
+        assert " ".join(r.constraints) in " ".join(w for w in ref.replace(".", "").split() if w in r.constraints)
+    assert metrics["constraints_met"] == 100.0 and metrics["constrained_all_met"] == 100.0
+    assert decoding.label == "beam4_lp1_ordered2"

@@ -8,6 +8,7 @@ from typing import Any, Literal, get_args
 
 from seqlab.config import ConfigError, check_choice
 from seqlab.constants import DEFAULT_IDS, ForceEOS
+from seqlab.decoding.constraints import ConstraintOrder
 from seqlab.decoding.coverage import CoverageRule
 from seqlab.decoding.mbr import MBRConfig
 from seqlab.decoding.registry import SAMPLING_ONLY, build_processors
@@ -79,6 +80,12 @@ class DecodingConfig:
     `method=contrastive`: Hugging Face's contrastive search (decoding.contrastive) over the `top_k` most
     probable tokens with `penalty_alpha`.
 
+    `constraints` (ordered | unordered): lexically constrained beam search, fairseq's `--constraints`
+    (decoding.constrained): every hypothesis contains its source's constraint token sequences, given per source
+    (translate's columns after the source; in an evaluation, `constraint_words` words of each reference, as
+    Post & Vilar 2018 do). It follows fairseq's SequenceGenerator throughout: EOS at the limit keeps its score,
+    an example stops at num_beams finished hypotheses (early_stopping=true).
+
     `None` turns a processor off. Sampling draws from the processed
     distribution with randomness keyed on (seed, source tokens, sample index,
     step), so a source's samples do not depend on the batch around it.
@@ -123,6 +130,8 @@ class DecodingConfig:
     length_rule: LengthRule = "power"  # beam: power (len ** length_penalty; HF, fairseq) | wu (GNMT, OpenNMT-py)
     coverage_penalty: CoverageRule | None = None  # beam: wu | summary (OpenNMT-py), times coverage_beta
     coverage_beta: float = 0.0
+    constraints: ConstraintOrder | None = None  # beam: lexical constraints, fairseq's --constraints ordered|unordered
+    constraint_words: int = 0  # evaluation: constrain each output to N words of its reference (with `constraints`)
     seed: int = 0
     name: str | None = None  # a label for reports, e.g. "beam5_lp0.6"
     mbr: MBRConfig | None = None  # minimum Bayes risk over this setting's candidates (decoding/mbr.py)
@@ -176,6 +185,8 @@ class DecodingConfig:
         if self.mbr is not None:
             self._check_mbr(self.mbr)
         self._check_gnmt()
+        if self.constraints is not None or self.constraint_words:
+            self._check_constraints()
         if self.prefix_size < 0:
             raise ConfigError(f"{own}.prefix_size={self.prefix_size} must be >= 0 (0: no forced prefix)")
         build_processors(self, DEFAULT_IDS)  # each processor checks its own value
@@ -228,6 +239,27 @@ class DecodingConfig:
         if not self.coverage_beta > 0:
             raise ConfigError(f"{own}.coverage_beta={self.coverage_beta} must be > 0 with {own}.coverage_penalty="
                               f"{self.coverage_penalty} (OpenNMT-py's -beta; 0.2-0.4 in Wu et al. 2016)")
+
+    def _check_constraints(self) -> None:
+        own = "decoding"
+        if self.constraints is None:
+            raise ConfigError(f"{own}.constraint_words={self.constraint_words} needs {own}.constraints=ordered or "
+                              "unordered (how the words must appear)")
+        check_choice(own, "constraints", self.constraints, ConstraintOrder)
+        if self.method != "beam" or self.num_beam_groups > 1 or self.coverage_penalty is not None:
+            raise ConfigError(f"{own}.constraints={self.constraints} is fairseq's constrained beam search: use "
+                              f"method=beam without num_beam_groups or coverage_penalty (got method={self.method}, "
+                              f"num_beam_groups={self.num_beam_groups}, coverage_penalty={self.coverage_penalty})")
+        if self.early_stopping is not True or self.force_eos == "hf":
+            raise ConfigError(f"{own}.constraints follows fairseq's generator, which stops at num_beams finished "
+                              "hypotheses and keeps EOS's own score at the length limit: use early_stopping=true and "
+                              f"force_eos=false or fairseq (got early_stopping={self.early_stopping}, "
+                              f"force_eos={self.force_eos})")
+        if self.prefix_size:
+            raise ConfigError(f"{own}.constraints and {own}.prefix_size={self.prefix_size} do not combine: a forced "
+                              "prefix would fill the beam with impossible constraint candidates; set one")
+        if self.constraint_words < 0:
+            raise ConfigError(f"{own}.constraint_words={self.constraint_words} must be >= 0")
 
     def _check_groups(self) -> None:
         own = "decoding"
@@ -325,6 +357,8 @@ class DecodingConfig:
             constraints += f"_first{self.forced_bos_token_id}"
         if self.prefix_size:
             constraints += f"_prefix{self.prefix_size}"
+        if self.constraints:
+            constraints += f"_{self.constraints}{self.constraint_words or ''}"
         if self.method == "greedy":
             return "greedy" + constraints
         if self.method == "beam":

@@ -13,6 +13,8 @@ from seqlab.config import ConfigError, check_choice
 from seqlab.constants import SpecialIds
 from seqlab.data.sequences import pad_right
 from seqlab.decoding.config import DecodingConfig
+from seqlab.decoding.constrained import constrained_beam_search
+from seqlab.decoding.constraints import check_constraints
 from seqlab.decoding.contrastive import contrastive_search
 from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.diverse import diverse_beam_search
@@ -88,18 +90,31 @@ def forced_prefix(prefixes: Sequence[Sequence[int]], limits: Tensor, rows: int, 
     return ForcedPrefix(tokens.to(limits.device).repeat_interleave(rows, 0), pad_id)
 
 
+def first_hypotheses(out: GenerateOutput, n: int) -> GenerateOutput:
+    """The first n hypotheses of each source."""
+    return GenerateOutput(out.sequences[:, :n], out.scores[:, :n], out.token_logprobs[:, :n], out.lengths[:, :n])
+
+
 @torch.no_grad()
 def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingConfig,
              sample_keys: Tensor | None = None,
-             target_prefix: Sequence[Sequence[int]] | None = None) -> GenerateOutput:
+             target_prefix: Sequence[Sequence[int]] | None = None,
+             constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> GenerateOutput:
     """Decode a batch. src_ids (B, S) long; src_pad_mask (B, S) bool, True at padding.
 
     sample_keys: optional (B,) ints identifying each source for sampling; by default
     a hash of the source tokens, so a source's samples are the same in any batch.
     target_prefix: optional token ids each source's outputs start with (EOS excluded; empty: none), generated
     first and scored like the rest (processors.ForcedPrefix).
+    constraints: with `cfg.constraints`, each source's lexical constraints (token id sequences, none: []);
+    None: no source has any.
     """
     model_cfg = model.cfg
+    if constraints is not None and cfg.constraints is None:
+        raise ConfigError("lexical constraints were given but decoding.constraints is null: set it to ordered "
+                          "(in the order given) or unordered")
+    if cfg.constraints is not None and target_prefix is not None:
+        raise ConfigError("decoding.constraints and a target prefix do not combine: give one")
     ids = SpecialIds(model_cfg.pad_id, model_cfg.bos_id, model_cfg.eos_id)
     limits = max_new_tokens(cfg, src_pad_mask, model_cfg.max_positions)
     beams = cfg.method == "beam"
@@ -115,7 +130,15 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
         plain_beam = cfg.method == "beam" and cfg.num_beam_groups == 1  # makes its beams after the first step
         cache = model.start_cache(memory, src_pad_mask, group=1 if plain_beam else rows,
                                   capacity=int(limits.max()) + 1, src_ids=src_ids)
-        if cfg.method == "beam":
+        if cfg.constraints is not None:
+            given = constraints if constraints is not None else [[] for _ in range(src_ids.shape[0])]
+            for i, c in enumerate(given):
+                check_constraints(c, f"source {i} of the batch")
+            result = constrained_beam_search(step, cache, ids=ids, max_new=limits, num_beams=cfg.num_beams,
+                                             length_penalty=length_penalty(cfg), processors=processors,
+                                             constraints=given, order=cfg.constraints)
+            result = first_hypotheses(result, cfg.hypotheses_per_source)
+        elif cfg.method == "beam":
             common = dict(ids=ids, max_new=limits, num_beams=cfg.num_beams, length_penalty=length_penalty(cfg),
                           early_stopping=cfg.early_stopping, processors=processors, force_eos=cfg.force_eos or None)
             if cfg.num_beam_groups > 1:
@@ -123,9 +146,7 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                                              diversity_penalty=cfg.diversity_penalty, **common)
             else:
                 result = plain_beam_search(model, cache, cfg, src_pad_mask, **common)
-            n = cfg.hypotheses_per_source
-            result.sequences, result.scores = result.sequences[:, :n], result.scores[:, :n]
-            result.token_logprobs, result.lengths = result.token_logprobs[:, :n], result.lengths[:, :n]
+            result = first_hypotheses(result, cfg.hypotheses_per_source)
         elif cfg.method == "contrastive":
             result = contrastive_search(model, cache, ids=ids, max_new=limits, processors=processors, top_k=cfg.top_k,
                                         alpha=cfg.penalty_alpha, force_eos=cfg.force_eos or None)

@@ -20,6 +20,7 @@ from seqlab.data.sequences import pad_right, truncate
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate, precision_context, precision_label, score
 from seqlab.decoding.mbr import MBRChoice, choose, ranked_distinct
+from seqlab.inference.constraints import constraint_ids, met, reference_words
 from seqlab.metrics import (
     by_source_length,
     corpus_distinct,
@@ -71,10 +72,13 @@ class Record:
     source_tokens: int | None = None  # the source's subword tokens as decoded (what the length buckets count)
     mbr: MBRChoice | None = None  # MBR: every candidate and its expected utility (candidates.jsonl, not here)
     pseudo_references: list[str] | None = None  # MBR with a separate sample of pseudo-references
+    constraints: list[str] | None = None  # the words the outputs had to contain (decoding.constraint_words)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         del out["mbr"], out["pseudo_references"]
+        if self.constraints is None:
+            del out["constraints"]
         return out
 
     def candidates_row(self) -> dict[str, Any] | None:
@@ -144,12 +148,14 @@ def source_lengths(src_ids: Sequence[Sequence[int]], eos_id: int) -> list[int]:
 
 def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Sequence[str], cfg: DecodingConfig,
                  max_tokens: int, on_batch: Any = None, precision: str = "fp32", engine: Any = None,
-                 prefixes: Sequence[Sequence[int]] | None = None) -> Decoded:
+                 prefixes: Sequence[Sequence[int]] | None = None,
+                 constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> Decoded:
     """Tokenize, truncate to what the model takes, decode in length-sorted token-budget batches, and
     return the hypotheses in input order. `on_batch(n_sources)` is called after each batch (progress).
     precision: fp32 | bf16 (the model under bf16 autocast; see `precision_context`).
     engine: None (seqlab's search) or an object with generate()'s signature (interop.engines).
-    prefixes: each source's forced target prefix (token ids, no EOS; generate's `target_prefix`)."""
+    prefixes: each source's forced target prefix (token ids, no EOS; generate's `target_prefix`).
+    constraints: each source's lexical constraints (token id sequences; generate's `constraints`)."""
     device = next(model.parameters()).device
     src_ids, truncated = encode_sources(tokenizer, sources, model.cfg.max_positions, model.cfg.eos_id)
     outputs: list[Any] = [None] * len(src_ids)
@@ -157,11 +163,12 @@ def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Seque
     for idx in length_batches([len(s) for s in src_ids], max_tokens, cfg.rows_per_source):
         ids, pad = pad_batch([src_ids[i] for i in idx], model.cfg.pad_id, device)
         forced = None if prefixes is None else [prefixes[i] for i in idx]
+        guided = None if constraints is None else [constraints[i] for i in idx]
         if engine is not None:
-            out = engine.generate(model, ids, pad, cfg, target_prefix=forced)
+            out = engine.generate(model, ids, pad, cfg, target_prefix=forced, constraints=guided)
         else:
             with precision_context(precision, device):
-                out = generate(model, ids, pad, cfg, target_prefix=forced)
+                out = generate(model, ids, pad, cfg, target_prefix=forced, constraints=guided)
         generated += int(out.lengths.sum())
         for row, i in enumerate(idx):
             outputs[i] = [(out.sequences[row, j, : out.lengths[row, j]].tolist(), float(out.scores[row, j]),
@@ -202,9 +209,13 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     progress = Progress(len(examples), f"decoding {precision_label(cfg.label, settings.precision)}")
     # fairseq's --prefix-size: the first tokens of each reference are forced, the model goes on from there
     prefixes = prefix_ids(tokenizer, [e.target for e in examples], cfg.prefix_size) if cfg.prefix_size else None
+    # Post & Vilar 2018's setting: words of each reference as the constraints of its source
+    words = ([reference_words(e.target, cfg.constraint_words, cfg.seed, e.id) for e in examples]
+             if cfg.constraint_words else None)
+    constraints = constraint_ids(tokenizer, words) if words is not None else None
     try:
         decoded = decode_texts(model, tokenizer, [e.source for e in examples], cfg, settings.max_tokens, progress,
-                               settings.precision, engine, prefixes)
+                               settings.precision, engine, prefixes, constraints)
     finally:
         progress.close()
     src_ids, truncated, generated = decoded.src_ids, decoded.n_truncated, decoded.generated_tokens
@@ -217,7 +228,8 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
                               references=list(ex.references) if ex.extra_references else None,
                               source_tokens=lengths[i],
                               mbr=decoded.mbr[i] if decoded.mbr else None,
-                              pseudo_references=decoded.pseudo_references[i] if decoded.pseudo_references else None))
+                              pseudo_references=decoded.pseudo_references[i] if decoded.pseudo_references else None,
+                              constraints=words[i] if words is not None else None))
 
     hyps_text = [r.hypothesis for r in records]
     refs_text = [r.reference for r in records]  # the first reference: lengths, teacher-forced scores
@@ -245,6 +257,8 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     metrics[K.DECODE_SECONDS] = decoded.total_seconds
     if decoded.mbr is not None:
         metrics.update(mbr_summary(decoded))
+    if constraints is not None:
+        metrics.update(constraint_summary([hyps[0][0] for hyps in decoded.hypotheses], constraints))
     if settings.score_references:
         ref_lps = score_references(model, tokenizer, refs_text, src_ids, settings.max_tokens)
         for record, lps in zip(records, ref_lps, strict=True):
@@ -257,6 +271,16 @@ def prefix_ids(tokenizer: Tokenizer, texts: Sequence[str], size: int | None = No
     """Each text's target token ids as a forced prefix: its EOS never, and at most the first `size` of them."""
     eos = tokenizer.eos_id
     return [[t for t in ids if t != eos][:size] for ids in tokenizer.encode_target(list(texts))]
+
+
+def constraint_summary(best: Sequence[Sequence[int]], constraints: Sequence[Sequence[Sequence[int]]]
+                       ) -> dict[str, float]:
+    """% of the constraints the best hypotheses contain, and of the sources that contain all of theirs."""
+    counts = [met(hyp, c) for hyp, c in zip(best, constraints, strict=True)]
+    total = sum(len(c) for c in constraints)
+    every = sum(n == len(c) for n, c in zip(counts, constraints, strict=True))
+    return {K.CONSTRAINTS_MET: 100.0 * sum(counts) / max(total, 1),
+            K.CONSTRAINED_ALL_MET: 100.0 * every / max(len(constraints), 1)}
 
 
 def short_outputs(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:

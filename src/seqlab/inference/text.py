@@ -17,6 +17,8 @@ from typing import Any, Literal, TextIO
 
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
+from seqlab.config import ConfigError
+from seqlab.inference.constraints import constraint_ids
 from seqlab.inference.evaluation import decode_texts, prefix_ids
 from seqlab.model import Seq2SeqTransformer
 
@@ -61,13 +63,29 @@ class TargetPrefix:
 NO_PREFIX = TargetPrefix()
 
 
+def split_constraints(tokenizer: Tokenizer, lines: Sequence[str]) -> tuple[list[str], list[list[list[int]]]]:
+    """fairseq-interactive's input with `--constraints`: SOURCE<TAB>CONSTRAINT<TAB>CONSTRAINT..., each constraint
+    a word or phrase (a line without a TAB has none). Returns the sources and their constraints' token ids."""
+    fields = [line.split("\t") for line in lines]
+    return [f[0] for f in fields], constraint_ids(tokenizer, [[c for c in f[1:] if c.strip()] for f in fields])
+
+
 def translate(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: Sequence[str], cfg: DecodingConfig,
               max_tokens: int = 8000, on_batch: Callable[[int], None] | None = None,
               engine: Any = None, prefix: TargetPrefix = NO_PREFIX, first_line: int = 1) -> list[list[Hypothesis]]:
     """The n-best hypotheses of every line (none for a blank line), in input order (engine: interop.engines)."""
     keep = [i for i, line in enumerate(lines) if line.strip()]
-    sources, prefixes = prefix.split(tokenizer, [lines[i] for i in keep], first_line)
-    decoded = decode_texts(model, tokenizer, sources, cfg, max_tokens, on_batch, engine=engine, prefixes=prefixes)
+    constraints = None
+    if cfg.constraints is not None:
+        if prefix != NO_PREFIX:
+            raise ConfigError("decoding.constraints reads each line's constraints after its TABs; a target prefix "
+                              "does not combine with it: set one")
+        sources, constraints = split_constraints(tokenizer, [lines[i] for i in keep])
+        prefixes = None
+    else:
+        sources, prefixes = prefix.split(tokenizer, [lines[i] for i in keep], first_line)
+    decoded = decode_texts(model, tokenizer, sources, cfg, max_tokens, on_batch, engine=engine, prefixes=prefixes,
+                           constraints=constraints)
     out: list[list[Hypothesis]] = [[] for _ in lines]
     for i, hyps in zip(keep, decoded.hypotheses, strict=True):
         # MBR ranks by expected utility; the printed score stays the model's log-prob (fairseq's H- lines)

@@ -230,7 +230,7 @@ def suppressed_ids(cfg: ModelConfig) -> list[int]:
 # DecodingConfig fields CTranslate2's search takes, and fields it has no equivalent for (refused by name).
 # (bad_words_ids and suppress_tokens go across as CTranslate2's suppress_sequences: `banned_sequences`)
 UNSUPPORTED = ("repetition_penalty", "frequency_penalty", "presence_penalty", "mbr", "force_eos", "sequence_bias",
-               "forced_bos_token_id", "renormalize_logits", "coverage_penalty")
+               "forced_bos_token_id", "renormalize_logits", "coverage_penalty", "constraints")
 
 
 def check_decodable(cfg: DecodingConfig) -> None:
@@ -308,11 +308,14 @@ class CT2Engine:
 
     @torch.no_grad()
     def generate(self, model: Seq2SeqTransformer, src_ids: torch.Tensor, src_pad_mask: torch.Tensor,
-                 cfg: DecodingConfig, target_prefix: Any = None) -> GenerateOutput:
+                 cfg: DecodingConfig, target_prefix: Any = None, constraints: Any = None) -> GenerateOutput:
         """`generate`'s output for a batch: (B, n, T) sequences, seqlab's scores and token log-probs."""
         if target_prefix is not None:
             raise ConfigError("engine=ctranslate2 scores a forced target prefix its own way (outside its length "
                               "normalization); use engine=seqlab for decoding.prefix_size or a target prefix")
+        if constraints is not None:
+            raise ConfigError("engine=ctranslate2 has no lexical constraints; use engine=seqlab for "
+                              "decoding.constraints")
         limits = max_new_tokens(cfg, src_pad_mask, model.cfg.max_positions).tolist()
         sources = [row[~pad].tolist() for row, pad in zip(src_ids, src_pad_mask, strict=True)]
         nbest = self.translate_ids(sources, cfg, int(max(limits)))

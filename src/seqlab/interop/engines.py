@@ -111,8 +111,9 @@ class VariantEngine:
         self.model = variant(model)
 
     def generate(self, model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor,
-                 cfg: DecodingConfig, target_prefix: Sequence[Sequence[int]] | None = None) -> GenerateOutput:
-        return generate(self.model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix)
+                 cfg: DecodingConfig, target_prefix: Sequence[Sequence[int]] | None = None,
+                 constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> GenerateOutput:
+        return generate(self.model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix, constraints=constraints)
 
 
 def make_engine(engine: str, checkpoint: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, cache_dir: Path,

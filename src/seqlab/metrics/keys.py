@@ -35,6 +35,8 @@ MBR_SECONDS: Final = "mbr_seconds"  # MBR: the utility matrices and the choice
 MBR_EXPECTED_UTILITY: Final = "mbr_expected_utility"  # mean over sources of the chosen candidate's estimate
 MBR_DISTINCT: Final = "mbr_distinct_candidates"  # mean distinct texts among a source's candidates
 SENTENCES_PER_S: Final = "decode_sentences_per_s"
+CONSTRAINTS_MET: Final = "constraints_met"  # % of lexical constraints the best hypotheses contain
+CONSTRAINED_ALL_MET: Final = "constrained_all_met"  # % of sources whose best hypothesis contains all of its own
 
 QUALITY: Final = (BLEU, CHRF, CHRFPP, TER, ROUGE1, ROUGE2, ROUGEL, ROUGELSUM)
 LOWER_IS_BETTER: Final = frozenset({TER})  # quality metrics where a smaller value is the better one

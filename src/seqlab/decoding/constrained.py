@@ -1,0 +1,189 @@
+"""Lexically constrained beam search with dynamic beam allocation: fairseq's `LexicallyConstrainedBeamSearch`
+inside its `SequenceGenerator` (Post & Vilar 2018; Hu et al. 2019), exactly.
+
+Every step, each example's candidates are the top 2K continuations over all its beams, the best
+continuation of each beam, and each beam's constraint tokens (`ConstraintState.next_tokens`). They are
+sorted by (bank, score) with fairseq's key `(distinct constraint tokens - bank) * -100 + score`,
+duplicates dropped, then dealt round-robin across the banks ("stripes": the best of the highest bank,
+the best of the next, ..., then the second best of each) and cut to 2K. A hypothesis may end (EOS) only
+once its constraints are all met; EOS candidates among the first K finish (fairseq appends them in
+candidate order until K are finished: the example is then done, fairseq's stop rule), and the first K
+other candidates, in candidate order, continue.
+
+Two departures, both where fairseq has no answer: a source that cannot meet its constraints within its
+length limit (fairseq stops there with an assertion) gets the beams it holds at the limit, ended without
+EOS, after any finished ones, in the slots left empty; and ties in the sort keys keep candidate order
+(fairseq's sort is not stable).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from seqlab.constants import HasSpecialIds
+from seqlab.decoding.constraints import ConstraintOrder, ConstraintState, start_state
+from seqlab.decoding.processors import NEG_INF, LogitsProcessor, for_examples, split_bans
+from seqlab.decoding.search import (
+    Beams,
+    GenerateOutput,
+    LengthPenalty,
+    StepBuffers,
+    StepFn,
+    beam_scores,
+    first_step_once,
+    follow_parents,
+    force_eos_,
+)
+from seqlab.model import DecoderCache
+
+BANK_WEIGHT = -100.0  # fairseq's MAX_SCORE: a bank counts as 100 nats in the first sort
+
+
+def f32(x: float) -> float:
+    """x rounded to fp32, where fairseq's sort key is computed."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def allocate(cands: list[tuple[float, int, int]], states: Sequence[ConstraintState], size: int,
+             distinct: int) -> list[tuple[float, int, int, ConstraintState]]:
+    """One example's candidates (score, beam, token), in the order they were gathered, -> the first `size`
+    after the (bank, score) sort, deduplication and round-robin over banks (fairseq's `step_sentence`),
+    each with its advanced constraint state. `distinct`: the number of distinct constraint tokens."""
+    advanced = [states[beam].advance(token) for _, beam, token in cands]
+    banks = [s.bank for s in advanced]
+    keys = [f32((distinct - bank) * BANK_WEIGHT + score) for bank, (score, _, _) in zip(banks, cands, strict=True)]
+    order = sorted(range(len(cands)), key=lambda i: -keys[i])
+    # a candidate equal to the one before it (same beam and token) goes; the first is compared with the last
+    pairs = [cands[i][1:] for i in order]
+    unique = [i for j, i in enumerate(order) if pairs[j] != pairs[j - 1]]
+    stripes, run, previous = [], -1, None
+    offset = len(unique) + 1
+    for i in unique:
+        run = run + 1 if banks[i] == previous else 0
+        previous = banks[i]
+        stripes.append(distinct - banks[i] + run * offset)
+    dealt = [unique[j] for j in sorted(range(len(unique)), key=stripes.__getitem__)][:size]
+    return [(*cands[i], advanced[i]) for i in dealt]
+
+
+def gather_candidates(scores: Tensor, states: list[list[ConstraintState]], t: int
+                      ) -> list[list[tuple[float, int, int]]]:
+    """Per example, the candidates before allocation: the top 2K (score, beam, token) over its beams, then
+    (after the first step) each beam's best token, then each beam's constraint tokens (only the first
+    beam's on the first step, when all beams are the same). scores: (A, K, V) cumulative scores."""
+    a, k, vocab = scores.shape
+    rows = scores[:, :1] if t == 0 else scores  # (A, rows, V)
+    top_scores, top_idx = torch.topk(rows.reshape(a, -1), 2 * k)  # (A, 2K)
+    top = [list(zip(s, (i // vocab for i in idx), (i % vocab for i in idx), strict=True))
+           for s, idx in zip(top_scores.tolist(), top_idx.tolist(), strict=True)]
+    if t > 0:
+        best_scores, best_tok = scores.max(dim=-1)  # (A, K)
+        for cands, s_row, t_row in zip(top, best_scores.tolist(), best_tok.tolist(), strict=True):
+            cands.extend(zip(s_row, range(k), t_row, strict=True))
+    wanted = [(e, beam, token) for e, example in enumerate(states)
+              for beam, state in enumerate(example[:1] if t == 0 else example)
+              for token in sorted(state.next_tokens())]
+    if wanted:
+        index = torch.tensor(wanted, device=scores.device)
+        values = scores[index[:, 0], index[:, 1], index[:, 2]].tolist()
+        for (e, beam, token), value in zip(wanted, values, strict=True):
+            top[e].append((value, beam, token))
+    return top
+
+
+@dataclass
+class Hypothesis:
+    """A hypothesis that left the beam: its normalized score, tokens (BOS first), token log-probs, length."""
+
+    score: float
+    seq: Tensor  # (L + 1,)
+    tok_lp: Tensor  # (L + 1,)
+    length: int
+    ended: bool = True  # False: held at the length limit without EOS, its constraints unmet
+
+
+def constrained_beam_search(
+    step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int,
+    length_penalty: LengthPenalty, processors: Sequence[LogitsProcessor], constraints: Sequence[Sequence[Sequence[int]]],
+    order: ConstraintOrder,
+) -> GenerateOutput:
+    """Beam search whose hypotheses contain each source's constraints (token id sequences): see the module
+    docstring. cache holds one row per example, as for search.beam_search; max_new: (B,) per-example limits
+    (EOS included); at an example's last step only EOS may follow, keeping its own score (fairseq's rule).
+    """
+    b, k = max_new.shape[0], num_beams
+    limit, device, eos = int(max_new.max()), max_new.device, ids.eos_id
+    seq = torch.full((b, k, limit + 1), ids.pad_id, dtype=torch.long, device=device)
+    seq[:, :, 0] = ids.bos_id
+    beams = Beams(seq, torch.zeros((b, k, limit + 1), device=device), torch.zeros((b, k), device=device))
+    states = [[start_state(c, order)] * k for c in constraints]  # per active example, per beam
+    finished: list[list[Hypothesis]] = [[] for _ in range(b)]
+    active = torch.arange(b, device=device)
+    work = StepBuffers()
+    for t in range(limit):
+        a = active.shape[0]
+        head, bans = split_bans(for_examples(processors, active))
+        prefix = beams.seq[:, :, : t + 1].reshape(a * k, t + 1)
+        logits, cache = first_step_once(step, prefix, cache, t, k)
+        raw_lp, scores = beam_scores(logits, prefix, beams.scores, head, bans, work)  # (A * rows, V), (A, K, V)
+        flat = scores.view(a * k, -1)
+        at_limit = (t + 1 >= max_new[active]).tolist()
+        if t > 0:  # a hypothesis ends only once its constraints are met (fairseq: from the second step)
+            unmet = [e * k + j for e, example in enumerate(states) for j, s in enumerate(example) if not s.finished]
+            if unmet:
+                flat[torch.tensor(unmet, device=device), eos] = NEG_INF
+        force_eos_(flat, torch.tensor(at_limit, device=device).repeat_interleave(k), eos, "fairseq")
+        chosen = [allocate(cands, states[e], 2 * k, len(states[e][0].tokens))
+                  for e, cands in enumerate(gather_candidates(scores, states, t))]
+        lp_row = (lambda e, beam: e) if t == 0 else (lambda e, beam: e * k + beam)  # noqa: E731
+        going, done = [], []
+        for e, cands in enumerate(chosen):
+            ends = {i for i, c in enumerate(cands) if c[2] == eos and c[0] != NEG_INF}  # EOS, a finite score
+            hyps = finished[int(active[e])]
+            for score, beam, _, _ in (c for i, c in enumerate(cands[:k]) if i in ends):
+                if len(hyps) < k:
+                    hyp_seq, hyp_lp = beams.seq[e, beam].clone(), beams.tok_lp[e, beam].clone()
+                    hyp_seq[t + 1], hyp_lp[t + 1] = eos, raw_lp[lp_row(e, beam), eos]
+                    hyps.append(Hypothesis(float(length_penalty(torch.tensor(score), float(t + 1))), hyp_seq,
+                                           hyp_lp, t + 1))
+            if at_limit[e] and len(hyps) < k:  # constraints unmet within the limit: the beams held, without EOS
+                hyps.extend(Hypothesis(float(length_penalty(beams.scores[e, j], float(t))), beams.seq[e, j].clone(),
+                                       beams.tok_lp[e, j].clone(), t, ended=False) for j in range(k - len(hyps)))
+            going.append([c for i, c in enumerate(cands) if i not in ends][:k])
+            done.append(len(hyps) >= k)
+        if all(done):
+            break
+        parent = torch.tensor([[c[1] for c in g] for g in going], device=device)  # (A, K)
+        token = torch.tensor([[c[2] for c in g] for g in going], device=device)
+        seq_next = beams.seq.gather(1, parent[:, :, None].expand_as(beams.seq)).clone()
+        seq_next[:, :, t + 1] = token
+        lp_next = beams.tok_lp.gather(1, parent[:, :, None].expand_as(beams.tok_lp)).clone()
+        rows = torch.arange(a, device=device)[:, None] if t == 0 else torch.arange(a, device=device)[:, None] * k + parent
+        lp_next[:, :, t + 1] = raw_lp[rows, token]
+        beams = Beams(seq_next, lp_next, torch.tensor([[c[0] for c in g] for g in going], device=device))
+        stay, _ = follow_parents(cache, prefix, parent, torch.tensor(done, device=device))
+        order_kept = stay.tolist()
+        states = [[c[3] for c in going[i]] for i in order_kept]
+        if len(order_kept) < a:
+            active = active[stay]
+            beams = Beams(beams.seq[stay], beams.tok_lp[stay], beams.scores[stay])
+    return collect(finished, k, ids.pad_id, seq.shape[-1], device)
+
+
+def collect(finished: list[list[Hypothesis]], k: int, pad: int, width: int, device: torch.device) -> GenerateOutput:
+    """Every example's K hypotheses, best first (finished ones before any held at the limit), as generate's
+    output: (B, K, width - 1) tokens after BOS."""
+    b = len(finished)
+    out_seq = torch.full((b, k, width), pad, dtype=torch.long, device=device)
+    out_lp = torch.zeros((b, k, width), device=device)
+    out_scores = torch.full((b, k), NEG_INF, device=device)
+    out_len = torch.zeros((b, k), dtype=torch.long, device=device)
+    for ex, hyps in enumerate(finished):
+        for j, h in enumerate(sorted(hyps, key=lambda h: (not h.ended, -h.score))[:k]):
+            out_seq[ex, j], out_lp[ex, j], out_scores[ex, j], out_len[ex, j] = h.seq, h.tok_lp, h.score, h.length
+    return GenerateOutput(out_seq[:, :, 1:], out_scores, out_lp[:, :, 1:], out_len)

@@ -42,6 +42,7 @@ from seqlab.decoding.search import (
 from seqlab.model import DecoderCache
 
 BANK_WEIGHT = -100.0  # fairseq's MAX_SCORE: a bank counts as 100 nats in the first sort
+Candidate = tuple[float, int, int, ConstraintState]  # (running score, parent beam, token, its constraint state)
 
 
 def f32(x: float) -> float:
@@ -50,7 +51,7 @@ def f32(x: float) -> float:
 
 
 def allocate(cands: list[tuple[float, int, int]], states: Sequence[ConstraintState], size: int,
-             distinct: int) -> list[tuple[float, int, int, ConstraintState]]:
+             distinct: int) -> list[Candidate]:
     """One example's candidates (score, beam, token), in the order they were gathered, -> the first `size`
     after the (bank, score) sort, deduplication and round-robin over banks (fairseq's `step_sentence`),
     each with its advanced constraint state. `distinct`: the number of distinct constraint tokens."""
@@ -109,8 +110,8 @@ class Hypothesis:
 
 def constrained_beam_search(
     step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int,
-    length_penalty: LengthPenalty, processors: Sequence[LogitsProcessor], constraints: Sequence[Sequence[Sequence[int]]],
-    order: ConstraintOrder,
+    length_penalty: LengthPenalty, processors: Sequence[LogitsProcessor],
+    constraints: Sequence[Sequence[Sequence[int]]], order: ConstraintOrder,
 ) -> GenerateOutput:
     """Beam search whose hypotheses contain each source's constraints (token id sequences): see the module
     docstring. cache holds one row per example, as for search.beam_search; max_new: (B,) per-example limits
@@ -138,41 +139,47 @@ def constrained_beam_search(
             if unmet:
                 flat[torch.tensor(unmet, device=device), eos] = NEG_INF
         force_eos_(flat, torch.tensor(at_limit, device=device).repeat_interleave(k), eos, "fairseq")
-        chosen = [allocate(cands, states[e], 2 * k, len(states[e][0].tokens))
-                  for e, cands in enumerate(gather_candidates(scores, states, t))]
-        lp_row = (lambda e, beam: e) if t == 0 else (lambda e, beam: e * k + beam)  # noqa: E731
         going, done = [], []
-        for e, cands in enumerate(chosen):
-            ends = {i for i, c in enumerate(cands) if c[2] == eos and c[0] != NEG_INF}  # EOS, a finite score
+        for e, gathered in enumerate(gather_candidates(scores, states, t)):
+            cands = allocate(gathered, states[e], 2 * k, len(states[e][0].tokens))
+            ending = [c[2] == eos and c[0] != NEG_INF for c in cands]  # EOS with a finite score
             hyps = finished[int(active[e])]
-            for score, beam, _, _ in (c for i, c in enumerate(cands[:k]) if i in ends):
-                if len(hyps) < k:
-                    hyp_seq, hyp_lp = beams.seq[e, beam].clone(), beams.tok_lp[e, beam].clone()
-                    hyp_seq[t + 1], hyp_lp[t + 1] = eos, raw_lp[lp_row(e, beam), eos]
-                    hyps.append(Hypothesis(float(length_penalty(torch.tensor(score), float(t + 1))), hyp_seq,
-                                           hyp_lp, t + 1))
+            for score, beam, _, _ in (c for c, ends in zip(cands[:k], ending, strict=False) if ends):
+                if len(hyps) < k:  # fairseq's finalize_hypos: in candidate order, K at most
+                    tok_lp = beams.tok_lp[e, beam].clone()
+                    tok_lp[t + 1] = raw_lp[e if t == 0 else e * k + beam, eos]
+                    hyp_seq = beams.seq[e, beam].clone()
+                    hyp_seq[t + 1] = eos
+                    hyps.append(Hypothesis(float(length_penalty(torch.tensor(score), t + 1.0)), hyp_seq, tok_lp, t + 1))
             if at_limit[e] and len(hyps) < k:  # constraints unmet within the limit: the beams held, without EOS
                 hyps.extend(Hypothesis(float(length_penalty(beams.scores[e, j], float(t))), beams.seq[e, j].clone(),
                                        beams.tok_lp[e, j].clone(), t, ended=False) for j in range(k - len(hyps)))
-            going.append([c for i, c in enumerate(cands) if i not in ends][:k])
+            going.append([c for c, ends in zip(cands, ending, strict=True) if not ends][:k])
             done.append(len(hyps) >= k)
         if all(done):
             break
-        parent = torch.tensor([[c[1] for c in g] for g in going], device=device)  # (A, K)
-        token = torch.tensor([[c[2] for c in g] for g in going], device=device)
-        seq_next = beams.seq.gather(1, parent[:, :, None].expand_as(beams.seq)).clone()
-        seq_next[:, :, t + 1] = token
-        lp_next = beams.tok_lp.gather(1, parent[:, :, None].expand_as(beams.tok_lp)).clone()
-        rows = torch.arange(a, device=device)[:, None] if t == 0 else torch.arange(a, device=device)[:, None] * k + parent
-        lp_next[:, :, t + 1] = raw_lp[rows, token]
-        beams = Beams(seq_next, lp_next, torch.tensor([[c[0] for c in g] for g in going], device=device))
+        beams, parent = continue_beams(beams, going, raw_lp, t)
         stay, _ = follow_parents(cache, prefix, parent, torch.tensor(done, device=device))
-        order_kept = stay.tolist()
-        states = [[c[3] for c in going[i]] for i in order_kept]
-        if len(order_kept) < a:
+        states = [[c[3] for c in going[i]] for i in stay.tolist()]
+        if stay.shape[0] < a:
             active = active[stay]
             beams = Beams(beams.seq[stay], beams.tok_lp[stay], beams.scores[stay])
     return collect(finished, k, ids.pad_id, seq.shape[-1], device)
+
+
+def continue_beams(beams: Beams, going: list[list[Candidate]], raw_lp: Tensor, t: int) -> tuple[Beams, Tensor]:
+    """The beams after step t: each example's continuing candidates (A lists of K) appended to their parents.
+    Returns them and (A, K) each one's parent beam. raw_lp: (A * rows, V), rows 1 on the first step."""
+    a, k = beams.scores.shape
+    device = beams.scores.device
+    parent = torch.tensor([[c[1] for c in g] for g in going], device=device)  # (A, K)
+    token = torch.tensor([[c[2] for c in g] for g in going], device=device)
+    seq = beams.seq.gather(1, parent[:, :, None].expand_as(beams.seq)).clone()
+    seq[:, :, t + 1] = token
+    tok_lp = beams.tok_lp.gather(1, parent[:, :, None].expand_as(beams.tok_lp)).clone()
+    rows = torch.arange(a, device=device)[:, None] * (k if t > 0 else 1) + (parent if t > 0 else 0)  # rows of raw_lp
+    tok_lp[:, :, t + 1] = raw_lp[rows, token]
+    return Beams(seq, tok_lp, torch.tensor([[c[0] for c in g] for g in going], device=device)), parent
 
 
 def collect(finished: list[list[Hypothesis]], k: int, pad: int, width: int, device: torch.device) -> GenerateOutput:

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
+from seqlab.config import ConfigError
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
-from seqlab.config import ConfigError
 from seqlab.inference.constraints import constraint_ids
 from seqlab.inference.evaluation import decode_texts, prefix_ids
 from seqlab.model import Seq2SeqTransformer

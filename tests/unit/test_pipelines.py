@@ -67,7 +67,7 @@ class FakeSeqlab:
         (where / "hypotheses.jsonl").write_text(f'{{"hypothesis": "{values["decoding"]}", "reference": "r"}}\n')
         bleu = 20.0 + float(values.get("decoding.length_penalty", 1.0))
         self.marks.append(mark := 100 + len(self.marks))
-        shown = {m: mark for m in ("hyp_logprob_per_seq", "self_bleu", "rouge1")}
+        shown = {m: mark for m in ("hyp_logprob_per_seq", "self_bleu", "rouge1", "constraints_met")}
         (where / "metrics.json").write_text(json.dumps({
             "status": "ok", "label": values["decoding"], "decoding": {"method": values["decoding"]},
             "metrics": {"bleu": bleu, "bleu_ci": [bleu - 1, bleu + 1], **shown}, "settings": {"precision": "fp32"},
@@ -207,7 +207,7 @@ def test_every_generated_table_in_the_docs_is_current():
     assert render(list(PIPELINES.values()), check=True) == []
 
 
-@pytest.mark.parametrize("name", ["decoding_sweep", "truncation", "mbr", "beam_curse", "no_repeat"])
+@pytest.mark.parametrize("name", ["decoding_sweep", "truncation", "mbr", "beam_curse", "no_repeat", "constraints"])
 def test_each_decoding_experiment_runs_its_stages_and_renders_every_row(places, name):
     pipeline = PIPELINES[name]
     fake = FakeSeqlab()

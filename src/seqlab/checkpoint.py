@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pickle
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -151,11 +151,22 @@ def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
         raise CheckpointError(f"{path}: the stored tokenizer has vocabulary sizes "
                               f"{(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)} but the model only "
                               f"{(cfg.src_vocab_size, cfg.target_vocab_size)} rows; the checkpoint is inconsistent")
-    info = CheckpointInfo(path=path, model_config=cfg, step=int(meta.get("step", 0)),
+    model = start_from(model, tokenizer)
+    info = CheckpointInfo(path=path, model_config=model.cfg, step=int(meta.get("step", 0)),
                           data_config=meta.get("data_config", {}), run_config=meta.get("run_config", {}),
                           git_revision=meta.get("git_revision"), tracking=meta.get("tracking") or {},
                           decoding=meta.get("decoding") or {})
     return model.to(device).eval(), tokenizer, info
+
+
+def start_from(model: Any, tokenizer: Any) -> Any:
+    """The model (or ensemble) with the tokenizer's decoder start as its own: where a family's target language
+    code starts the decoder (mBART-cc25: data.layout), the code of the language chosen, for decoding and
+    teacher forcing alike; other models are returned as they are."""
+    start = getattr(tokenizer, "bos_id", model.cfg.bos_id)
+    if start != model.cfg.bos_id:
+        model.cfg = replace(model.cfg, bos_id=start)
+    return model
 
 
 def remove_stale_temporaries(folder: Path) -> list[Path]:

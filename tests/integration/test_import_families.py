@@ -39,6 +39,8 @@ def test_imported_family_gives_transformers_text(family, tmp_path, make_cfg):
 
     batch = hf_tok(SOURCES, return_tensors="pt", padding=True)
     forced = {"forced_bos_token_id": hf_tok.convert_tokens_to_ids(_code(family, tgt))} if src else {}
+    if family == "mbart":  # cc25: the decoder starts from the target code (its model card passes it)
+        forced = {"decoder_start_token_id": hf_tok.convert_tokens_to_ids(hf_tok.tgt_lang)}
     with torch.no_grad():  # the model card's call: the target code forced first where the family has one
         ref = hf.generate(**batch, **forced)
     out = io.StringIO()
@@ -144,3 +146,42 @@ def test_ctranslate2_decodes_an_imported_family_as_seqlab(family, method, tmp_pa
     for b in range(len(SOURCES)):
         n, m = int(ours.lengths[b, 0]), int(theirs.lengths[b, 0])
         assert ours.sequences[b, 0, :n].tolist() == theirs.sequences[b, 0, :m].tolist(), (family, b)
+
+
+@pytest.mark.parametrize("family", ["mbart", "mbart50", "bart"])
+def test_fine_tuning_inputs_are_hugging_faces_shifted_labels(family, tmp_path):
+    """What seqlab trains on equals what the family's own training does: the decoder input is transformers'
+    shift of the labels (mBART-cc25: the target code moved to the front, the decoder start; mBART-50 and BART:
+    the decoder start, then the labels), and the teacher-forced log-probs of the labels equal HF's forward
+    with `labels`."""
+    from seqlab.data.datamodule import Collate
+
+    path, hf_tok, hf = folder(family, tmp_path)
+    ckpt = tmp_path / "imported.ckpt"
+    src, tgt = LANGS.get(family, (None, None))
+    assert main(["--hf", str(path), "--out", str(ckpt), *(["--src-lang", src, "--tgt-lang", tgt] if src else [])]) == 0
+    model, tokenizer, _ = load_for_inference(ckpt)
+    if src:
+        hf_tok.src_lang, hf_tok.tgt_lang = src, tgt
+    items = [(i, s, t) for i, (s, t) in enumerate(zip(tokenizer.encode_source(SOURCES),
+                                                      tokenizer.encode_target(SOURCES[::-1]), strict=True))]
+    batch = Collate(tokenizer.pad_id, tokenizer.bos_id)(items)
+    labels = hf_tok(text_target=SOURCES[::-1], return_tensors="pt", padding=True)["input_ids"]
+    assert torch.equal(batch.tgt_out, labels)
+    shift = transformers.models.mbart.modeling_mbart.shift_tokens_right if family == "mbart" else None
+    expected = (shift(labels, hf.config.pad_token_id) if shift is not None else
+                transformers.models.bart.modeling_bart.shift_tokens_right(labels, hf.config.pad_token_id,
+                                                                          hf.config.decoder_start_token_id))
+    keep = labels != hf.config.pad_token_id  # past a label's end the inputs differ and predict nothing
+    assert torch.equal(batch.tgt_in[keep], expected[keep])
+    hf = type(hf).from_pretrained(path).eval()
+    with torch.no_grad():
+        theirs = torch.log_softmax(hf(input_ids=batch.src_ids, attention_mask=~batch.src_pad_mask,
+                                      labels=labels).logits, -1)
+        ours = torch.log_softmax(model(batch.src_ids, batch.src_pad_mask, batch.tgt_in), -1)
+    assert (theirs - ours)[keep].abs().max() < 1e-4
+    if family == "mbart":  # another target language at decoding time: the decoder starts from its code
+        from seqlab.checkpoint import start_from
+
+        other = tokenizer.with_settings(tgt_lang="de_DE")
+        assert start_from(model, other).cfg.bos_id == hf_tok.convert_tokens_to_ids("de_DE") == other.bos_id

@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, open_dict
 
 from seqlab.app.configs import checkpoint_decoding, plain
-from seqlab.checkpoint import AnyTokenizer, CheckpointInfo, load_for_inference, resolve
+from seqlab.checkpoint import AnyTokenizer, CheckpointInfo, load_for_inference, resolve, start_from
 from seqlab.config import ConfigError, check_choice, check_types, resolve_device, typed
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.ensemble import Combination, Ensemble, check_members, ensemble_label
@@ -190,6 +190,7 @@ def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: 
     if request.ensemble and request.from_checkpoint:  # the request's own decoding was checked in from_cfg
         check_members(decoding, request.engine, request.command)
     tokenizer, decoding = with_languages(tokenizer, decoding, request, path)
+    model = start_from(model, tokenizer)
     if not task_checked and info.data_config:
         corpus = info.data_config["corpus"]
         check_task(decoding.mbr, corpus["task"], f"the checkpoint's corpus {corpus['name']}")

@@ -84,7 +84,7 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     datamodule.setup()
     tok = datamodule.tokenizer
     if init is not None:
-        model_cfg = init[2].model_config
+        model_cfg = init[0].cfg  # its decoder start the tokenizer's (checkpoint.start_from)
         log.info("fine-tuning %s (%s): its model and tokenizer; the model group is not used",
                  spec.loop.init_from, init[2].run_config.get("run_name", "?"))
     else:

@@ -21,7 +21,7 @@ KIND = "tokenizers"  # the checkpoint record's `kind`
 
 class JsonTokenizer:
     """Text <-> ids through a tokenizer.json, one vocabulary for both sides; `special` = (pad, unk, bos, eos),
-    bos being the decoder start."""
+    bos being the decoder start (`bos_id`: the layout's, where the target language's code is the start)."""
 
     joint = True
 
@@ -32,6 +32,8 @@ class JsonTokenizer:
         self.backend = Backend.from_str(tokenizer_json)
         self.special = tuple(int(i) for i in special)
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = self.special
+        if layout.decoder_start is not None:
+            self.bos_id = layout.decoder_start
         self.skipped = set(layout.skipped)
         self.hf_files: dict[str, str] = {}  # the family's tokenizer config files, for `seqlab export` (not used here)
 

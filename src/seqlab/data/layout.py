@@ -4,7 +4,10 @@ A template is a tuple of items: an id, TEXT (the text's own ids) or SRC / TGT (t
 language's code). Examples: T5 `(TEXT, </s>)`; BART `(<s>, TEXT, </s>)`; mBART-cc25 `(TEXT, </s>, SRC)`;
 mBART-50, NLLB and M2M100 `(SRC, TEXT, </s>)` and `(TGT, TEXT, </s>)`. Where the target code opens the
 target, the model must generate it first: decoding forces it (`forced_bos_token_id`, as their model cards
-tell `generate` to). Language names are Hugging Face's (`eng_Latn`, `en_XX`, `en`).
+tell `generate` to). Where it closes the target (mBART-cc25), the decoder starts from it (`decoder_start`):
+mBART's `shift_tokens_right` moves the target's last token to the front of the decoder input, as fairseq's
+mBART was pretrained, and the model card passes it to `generate` as `decoder_start_token_id`. Language
+names are Hugging Face's (`eng_Latn`, `en_XX`, `en`).
 """
 
 from __future__ import annotations
@@ -48,6 +51,13 @@ class TextLayout:
     def forced_first(self) -> int | None:
         """The target language's code where it opens the target: the token decoding must force first."""
         if self.target and self.target[0] == TGT and self.tgt_lang is not None:
+            return self.languages[self.tgt_lang]
+        return None
+
+    @property
+    def decoder_start(self) -> int | None:
+        """The target language's code where it closes the target: the token the decoder starts from."""
+        if self.target and self.target[-1] == TGT and self.tgt_lang is not None:
             return self.languages[self.tgt_lang]
         return None
 

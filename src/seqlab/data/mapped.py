@@ -43,6 +43,8 @@ class MappedTokenizer(Tokenizer):
         self.special = tuple(int(i) for i in special)
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = self.special
         self.layout = layout if layout is not None else appended_eos(self.special)
+        if self.layout.decoder_start is not None:  # the target language's code starts the decoder (mBART-cc25)
+            self.bos_id = self.layout.decoder_start
         self.src_ids = {p: i for i, p in enumerate(self.pieces)}
         self.tgt_ids = self.src_ids if self.tgt_pieces is None else {p: i for i, p in enumerate(self.tgt_pieces)}
         self.hf_files: dict[str, str] = {}  # the family's tokenizer config files, for `seqlab export`

@@ -60,13 +60,22 @@ def special_ids(cfg: ModelConfig, tokenizer: Any) -> dict[str, int]:
     decoder start is its EOS, T5's its pad)."""
     unk = getattr(tokenizer, "unk_id", UNK_ID) if tokenizer is not None else UNK_ID
     ids = {"pad": cfg.pad_id, "unk": unk, "eos": cfg.eos_id}
-    if cfg.bos_id not in ids.values():
+    if cfg.bos_id not in ids.values() and not language_start(cfg, tokenizer):
         ids["bos"] = cfg.bos_id
     return ids
 
 
+def language_start(cfg: ModelConfig, tokenizer: Any) -> bool:
+    """Whether the decoder starts from the target language's code (mBART-cc25), a piece like any other."""
+    layout = getattr(tokenizer, "layout", None)
+    return layout is not None and layout.decoder_start == cfg.bos_id
+
+
 def start_token(cfg: ModelConfig, tokenizer: Any) -> str:
-    """The name CTranslate2 starts decoding from: the special token at the model's decoder start id."""
+    """The name CTranslate2 starts decoding from: the special token at the model's decoder start id, or the
+    target language's code."""
+    if language_start(cfg, tokenizer):
+        return tokenizer.id_to_piece(cfg.bos_id)
     return SPECIALS[next(name for name, i in special_ids(cfg, tokenizer).items() if i == cfg.bos_id)]
 
 
@@ -189,7 +198,7 @@ def to_spec(model: Seq2SeqTransformer, tokenizer: Tokenizer | None) -> Any:
     spec.config.layer_norm_epsilon = cfg.layer_norm_eps
     spec.config.add_source_bos = spec.config.add_source_eos = False  # seqlab's source ids are passed as they are
     spec.config.decoder_start_token = start_token(cfg, tokenizer)
-    if "bos" not in special_ids(cfg, tokenizer):  # no "<s>" among the specials (BART starts from </s>, T5 <pad>)
+    if "bos" not in special_ids(cfg, tokenizer) and not language_start(cfg, tokenizer):  # BART starts from </s>
         spec.config.bos_token = spec.config.decoder_start_token
     spec.register_source_vocabulary(vocabulary(tokenizer, "src", cfg.src_vocab_size, cfg))
     spec.register_target_vocabulary(vocabulary(tokenizer, "tgt", cfg.target_vocab_size, cfg))

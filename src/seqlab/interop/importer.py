@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from seqlab.checkpoint import git_revision
+from seqlab.checkpoint import git_revision, start_from
 from seqlab.decoding import DecodingConfig
 from seqlab.interop.families import InteropError
 from seqlab.interop.hf import from_state
@@ -55,6 +55,7 @@ def import_hf(source: str | Path, task_prefix: str | None = None, src_lang: str 
         if pieces > rows:  # more rows than pieces is how T5 (32,128 for 32,100) and NLLB ship
             raise InteropError(f"{folder}: the tokenizer has {pieces} {side} pieces but the model only {rows} "
                                "embedding rows; the tokenizer belongs to another model")
+    cfg = start_from(model, tokenizer).cfg  # mBART-cc25 starts from its target language's code
     decoding = decoding_defaults(folder, config)
     forced = tokenizer.layout.forced_first
     if forced is not None and decoding.forced_bos_token_id is None:  # the target language's code comes first

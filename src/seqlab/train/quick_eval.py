@@ -29,7 +29,10 @@ class QuickEval(Callback):
     @classmethod
     def from_datamodule(cls, datamodule: Any, loop: LoopConfig) -> QuickEval:
         examples = load_split(datamodule.cfg.corpus, VALIDATION)[: loop.quick_eval_size]
-        return cls(examples, datamodule.tokenizer, DecodingConfig(max_length=loop.quick_eval_max_len))
+        layout = getattr(datamodule.tokenizer, "layout", None)  # a family that opens the target with its code
+        forced = layout.forced_first if layout is not None else None
+        return cls(examples, datamodule.tokenizer, DecodingConfig(max_length=loop.quick_eval_max_len,
+                                                                  forced_bos_token_id=forced))
 
     def metrics(self, module: Any) -> tuple[list[Any], dict[str, float]]:
         records, metrics = evaluate(module.model, self.tokenizer, self.examples, self.decoding,

@@ -83,7 +83,7 @@ study-trained: ## The study at a trained budget from a worktree at STUDY_REV, QU
 
 # The experiments the docs report, in turn, from their own worktree and virtualenv at a fixed commit (as the
 # study's), each record committed into results/ here as it lands; long: run with nohup, after the study.
-EXPERIMENTS ?= mt_bible_small sum_debian_small decoding_sweep truncation mbr beam_curse no_repeat bench
+EXPERIMENTS ?= mt_bible_small sum_debian_small decoding_sweep truncation mbr beam_curse no_repeat constraints bench
 EXPERIMENTS_WT ?= ../seqlab-experiments
 EXPERIMENTS_REV ?= $(shell cat results/REVISION 2>/dev/null || echo HEAD)
 experiments: ## Every experiment's pipeline in turn (EXPERIMENTS=..., ARGS="--rerun STAGE") from a worktree at EXPERIMENTS_REV, records committed as they land; long, run with nohup

@@ -38,6 +38,9 @@ from seqlab.metrics.seeds import summarize
 
 DOC = "docs/experiments/arch_study_trained.md"
 REPORTED = "beam5"
+# the questions the trained recipe alone asks and judges on the test set (relative positions and those queued
+# after them): each gets its table, its claims and its README row from its declaration in seqlab.analysis.study
+LATER = tuple(q for q, question in QUESTIONS.items() if question.recipes == ("trained",) and question.compared_on_test)
 
 
 def curve(archive: Path) -> str:
@@ -54,7 +57,7 @@ def headline(archive: Path) -> str:
     if not all(complete(trained, q) for q in STUDY):
         return baseline(archive)
     beam, greedy = load_records(archive, REPORTED), load_records(archive, "greedy")
-    shown = [*STUDY, *(["relative_positions"] if complete(trained, "relative_positions") else [])]
+    shown = [*STUDY, *(q for q in LATER if complete(trained, q))]
     variants = list(dict.fromkeys(v for q in shown for v in QUESTIONS[q].variants))
     lines = [f"The architecture study at its trained budget ({SEEDS} seeds per variant, "
              f"[the tests and verdicts](docs/experiments/arch_study_trained.md)):", "",
@@ -139,7 +142,7 @@ def claims(archive: Path) -> str:
     vs trained (greedy, the setting both budgets decode), by the rules fixed before the runs, once the design
     questions are all archived (the depth and relative questions' claims once theirs are)."""
     runs = load_records(archive, TRAINING)
-    asked = [*STUDY, "relative_positions"]
+    asked = [*STUDY, *LATER]
     reported = {q: data for q, (_, data) in decoded(archive, asked, REPORTED, runs).items()}
     if not all(q in reported for q in STUDY):
         return "_The verdicts join this page once every run of the design questions is archived._"
@@ -164,10 +167,11 @@ def depth(archive: Path) -> str:
             f"per learning rate](../../results/{archive.name}/{DEPTH_PNG})")
 
 
-def relative(archive: Path) -> str:
-    """Relative positions at beam 5, with BLEU by source length."""
-    tables = decoded(archive, ["relative_positions"], REPORTED, load_records(archive, TRAINING))
-    return tables["relative_positions"][0] if tables else pending("relative_positions")
+def later(question: str, archive: Path) -> str:
+    """One of the LATER questions at beam 5 (a length question with BLEU by source length), once all its runs
+    are archived."""
+    tables = decoded(archive, [question], REPORTED, load_records(archive, TRAINING))
+    return tables[question][0] if tables else pending(question)
 
 
 PIPELINE = Pipeline(
@@ -175,5 +179,6 @@ PIPELINE = Pipeline(
     tuple(Stage(q, "study", (q, "--recipe", "trained")) for q in ("curve", "all", "depth", "relative_positions")),
     (Table("arch_study_trained_curve", curve, DOC), Table("arch_study_trained_design", design, DOC),
      Table("arch_study_trained_claims", claims, DOC), Table("arch_study_trained_depth", depth, DOC),
-     Table("arch_study_trained_relative", relative, DOC), Table("readme_trained_study", headline, "README.md")),
+     *(Table(f"arch_study_trained_{q}", functools.partial(later, q), DOC) for q in LATER),
+     Table("readme_trained_study", headline, "README.md")),
 )

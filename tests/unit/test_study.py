@@ -495,3 +495,25 @@ def test_the_depth_question_renders_its_table_curves_and_claim(tmp_path: Path) -
 
     summary = json.loads((archive / "summary.beam5.json").read_text())
     assert claims_table(summary).endswith("| disagrees |")  # post-LN never fails without warm-up here
+
+
+def test_a_question_declared_as_data_runs_renders_and_joins_the_trained_page(tmp_path: Path, monkeypatch) -> None:
+    """What docs/ARCHITECTURE.md walks through: a new question (ReLU vs GELU) is a variant and a Question in
+    seqlab.analysis.study and nothing else; the runner trains and decodes its runs, the tables render from the
+    archive, and the trained study's page shows it pending, then its table, with no code naming it."""
+    import pipelines.arch_study_trained as page
+    from seqlab.analysis.study import QUESTIONS, Question
+
+    monkeypatch.setitem(VARIANTS, "gelu", ("model.activation=gelu",))
+    monkeypatch.setitem(QUESTIONS, "activation", Question("ReLU vs GELU", ["baseline", "gelu"],
+                                                          [("baseline", "gelu")], recipes=("trained",)))
+    archive, fake = tmp_path / "archive", FakeSeqlab()
+    runs = study_runs(["activation"], 3, RECIPES["short"], tmp_path / "study")
+    assert [r.name for r in runs] == [f"{v}-seed{s}" for s in range(3) for v in ("baseline", "gelu")]
+    assert "model.activation=gelu" in runs[1].train
+    assert page.later("activation", archive).startswith("_ReLU vs GELU: pending")  # nothing archived yet
+    assert execute(runs, archive, command=fake) == []
+    text = write_tables(archive, ["activation"], "greedy")
+    assert "**ReLU vs GELU**" in text and "| gelu − baseline |" in text
+    monkeypatch.setattr(page, "REPORTED", "greedy")  # the fake runner decodes the short recipe's setting
+    assert text.startswith(page.later("activation", archive))  # its table, then the machines that trained it

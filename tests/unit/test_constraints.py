@@ -304,3 +304,14 @@ def test_labels_name_the_constraint_order_and_words():
     assert DecodingConfig(method="beam", num_beams=5, constraints="ordered").label == "beam5_lp1_ordered"
     assert (DecodingConfig(method="beam", num_beams=5, constraints="unordered", constraint_words=2).label
             == "beam5_lp1_unordered2")
+
+
+def test_an_ensemble_of_one_constrains_as_the_model(model):
+    from seqlab.decoding.ensemble import Ensemble
+
+    ids, pad = sources(8, seed=3)
+    cfg = DecodingConfig(method="beam", num_beams=4, n_best=2, max_length=14, constraints="unordered")
+    alone = generate(model, ids, pad, cfg, constraints=CONSTRAINTS)
+    ensemble = generate(Ensemble([model]), ids, pad, cfg, constraints=CONSTRAINTS)
+    assert torch.equal(alone.sequences, ensemble.sequences)
+    torch.testing.assert_close(alone.scores, ensemble.scores, atol=1e-4, rtol=0)

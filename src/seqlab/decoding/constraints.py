@@ -73,19 +73,21 @@ class UnorderedState:
 
     __slots__ = ("node", "root", "generated", "completed", "tokens")
 
-    def __init__(self, node: Node, root: Node, generated: Counter, completed: Counter, tokens: frozenset) -> None:
+    def __init__(self, node: Node, root: Node, generated: dict[Node, int], completed: dict[Node, int],
+                 tokens: frozenset) -> None:
         self.node, self.root, self.generated, self.completed, self.tokens = node, root, generated, completed, tokens
 
     @classmethod
     def start(cls, constraints: Sequence[Sequence[int]]) -> UnorderedState:
         root = Node.trie(constraints)
-        return cls(root, root, Counter(), Counter(), frozenset(root.token_counts()))
+        return cls(root, root, {}, {}, frozenset(root.token_counts()))
 
     def _at(self, node: Node) -> UnorderedState:
-        """A copy of this state moved to `node` (which counts as generated once more, unless the root)."""
-        state = UnorderedState(node, self.root, Counter(self.generated), Counter(self.completed), self.tokens)
+        """A copy of this state moved to `node` (which counts as generated once more, unless the root).
+        Plain dicts, not Counters: a search copies two per candidate and step."""
+        state = UnorderedState(node, self.root, dict(self.generated), dict(self.completed), self.tokens)
         if node is not self.root:
-            state.generated[node] += 1
+            state.generated[node] = state.generated.get(node, 0) + 1
         return state
 
     @property
@@ -100,7 +102,7 @@ class UnorderedState:
     def num_completed(self) -> int:
         """Constraints met, the one ending at the current node included (it is met unless a later token
         continues a longer constraint through it, and then it still counts when the state falls back)."""
-        here = bool(self.node.terminal) and self.completed[self.node] < self.node.terminal
+        here = bool(self.node.terminal) and self.completed.get(self.node, 0) < self.node.terminal
         return sum(self.completed.values()) + here
 
     @property
@@ -119,19 +121,19 @@ class UnorderedState:
         the way up as completed (or un-generating the nodes passed), and try `token` from the root."""
         token = int(token)
         child = self.node.children.get(token)
-        if child is not None and self.generated[child] < child.num_constraints:
+        if child is not None and self.generated.get(child, 0) < child.num_constraints:
             return self._at(child)
         start = self.root.children.get(token)
-        if start is not None and self.generated[start] < start.num_constraints:
+        if start is not None and self.generated.get(start, 0) < start.num_constraints:
             state = self._at(start)
         else:
             state = self._at(self.root)
         node = self.node
         while node is not self.root:
-            if node.terminal and self.completed[node] < node.terminal:
-                state.completed[node] += 1
+            if node.terminal and self.completed.get(node, 0) < node.terminal:
+                state.completed[node] = state.completed.get(node, 0) + 1
                 break
-            state.generated[node] -= 1
+            state.generated[node] = state.generated.get(node, 0) - 1
             node = node.parent
         return state
 

@@ -39,7 +39,8 @@ DROPPED = ("paths", "root_dir", "data_dir", "cache_dir", "log_dir", "output_dir"
            "profile")  # the bench's profiler tables, taken after its timings
 # Keys added after archived runs, left out of a digest at the value that computes what those runs computed
 # (tests/unit/test_variants.py: every earlier model decodes bit-identically; the processors are those of
-# before): the pretrained families' variants, Hugging Face's token constraints, language pairs, fine-tuning.
+# before): the pretrained families' variants, Hugging Face's token constraints, language pairs, fine-tuning, the
+# toolkits' decoders (docs/reliability.md, "Compatibility").
 NEUTRAL: dict[str, dict[str, Any]] = {
     "model": {"gated_ffn": False, "norm": "layernorm", "bias": True, "scale_attention": True, "d_head": None,
               "position_offset": 0, "sinusoid_layout": "marian", "rescale_output": False, "position_init": "small"},

@@ -39,7 +39,8 @@ class ResultDir:
         """An evaluation's folder and the values that key it: the checkpoint (its path, size and time, so a
         retrained checkpoint at the same path gets another folder), split, limit, decoding (`"checkpoint"`:
         its own defaults), precision, engine, another test set and an ensemble's other checkpoints and rule.
-        Defaults stay out of the key, so results written before a field existed keep their folders."""
+        Defaults stay out of the key, so results written before a field existed keep their folders
+        (docs/reliability.md, "Compatibility")."""
         try:
             stat = resolve(checkpoint).stat()
             version: list[int] | None = [stat.st_size, int(stat.st_mtime)]

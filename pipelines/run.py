@@ -300,7 +300,8 @@ def unreliable(planned: Planned) -> str | None:
 
 def archive_outputs(pipeline: Pipeline, planned: Planned) -> dict[str, Any]:
     """An evaluation's outputs beside its record: its first hypothesis per test sentence
-    (`<stage>.hyps.txt.gz`) and the references they score against, one file per reference stream, shared by
+    (`<stage>.hyps.txt.gz`), the words each had to contain where it was constrained (`<stage>.constraints.txt.gz`)
+    and the references they score against, one file per reference stream, shared by
     the archive's evaluations of that test set (`test.references.txt.gz`, `test.references2.txt.gz`, ...; a
     stage's own where it decoded another): what a reader recomputes any reported score from. Returns the
     file names the record keeps."""
@@ -308,6 +309,10 @@ def archive_outputs(pipeline: Pipeline, planned: Planned) -> dict[str, Any]:
             if line.strip()]
     name = planned.stage.name
     hypotheses = atomic_write_lines_gz(pipeline.archive / f"{name}.hyps.txt.gz", [r["hypothesis"] for r in rows]).name
+    outputs: dict[str, Any] = {"hypotheses": hypotheses}
+    if any(r.get("constraints") for r in rows):  # the words each output had to contain, TAB-separated
+        outputs["constraints"] = atomic_write_lines_gz(pipeline.archive / f"{name}.constraints.txt.gz",
+                                                       ["\t".join(r.get("constraints") or []) for r in rows]).name
     references = []
     for k, stream in enumerate(zip(*(r.get("references") or [r["reference"]] for r in rows), strict=True)):
         suffix = "" if k == 0 else str(k + 1)
@@ -317,7 +322,7 @@ def archive_outputs(pipeline: Pipeline, planned: Planned) -> dict[str, Any]:
         elif read_lines_gz(shared) != list(stream):
             shared = atomic_write_lines_gz(pipeline.archive / f"{name}.references{suffix}.txt.gz", list(stream))
         references.append(shared.name)
-    return {"hypotheses": hypotheses, "references": references}
+    return {**outputs, "references": references}
 
 
 def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float) -> Path:

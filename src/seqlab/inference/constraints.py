@@ -16,9 +16,14 @@ from collections.abc import Sequence
 from seqlab.data.tokenizer import Tokenizer
 
 
+def words_of(text: str) -> list[str]:
+    """The text's words as constraints are drawn from it: split at spaces, punctuation stripped from the edges."""
+    return [w.strip(string.punctuation) for w in text.split()]
+
+
 def reference_words(reference: str, n: int, seed: int, key: str) -> list[str]:
     """Up to n words of `reference` (those with a letter or digit), drawn by (seed, key), in their order."""
-    words = [w.strip(string.punctuation) for w in reference.split()]
+    words = words_of(reference)
     usable = [i for i, w in enumerate(words) if any(ch.isalnum() for ch in w)]
     chosen = sorted(random.Random(f"{seed}:{key}").sample(usable, min(n, len(usable))))
     return [words[i] for i in chosen]

@@ -64,7 +64,10 @@ class FakeSeqlab:
             return True
         where = Path(values["results_dir"]) / "run" / "setting"
         where.mkdir(parents=True, exist_ok=True)
-        (where / "hypotheses.jsonl").write_text(f'{{"hypothesis": "{values["decoding"]}", "reference": "r"}}\n')
+        row = {"hypothesis": values["decoding"], "reference": "r"}
+        if values.get("decoding.constraint_words"):  # the words it had to contain: here, the plain output's
+            row["constraints"] = [values["decoding"]]
+        (where / "hypotheses.jsonl").write_text(json.dumps(row) + "\n")
         bleu = 20.0 + float(values.get("decoding.length_penalty", 1.0))
         self.marks.append(mark := 100 + len(self.marks))
         shown = {m: mark for m in ("hyp_logprob_per_seq", "self_bleu", "rouge1", "constraints_met")}
@@ -221,6 +224,9 @@ def test_each_decoding_experiment_runs_its_stages_and_renders_every_row(places, 
     assert [m for m in fake.marks if f"{m}.0" not in text] == []  # every decoding is in a table
     compared_stages = {c for s in pipeline.stages if s.command == "compare" for c in s.compares[1:]}
     assert text.count("+1.00 (p 0.001") >= min(len(compared_stages), 1)  # the paired tests are shown
+    if name == "constraints":  # the share of constraint words the unconstrained output has, from the archive
+        assert "| unordered1 | 100.0 | 1" in text and read_lines_gz(places / "results" / name /
+                                                                 "unordered2.constraints.txt.gz") == ["beam"]
 
 
 # The trained study keeps every run's hypotheses (greedy and beam 5, about 83 KiB a run): 3 seeds of about 20

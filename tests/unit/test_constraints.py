@@ -266,14 +266,24 @@ def test_a_padded_row_equals_its_source_alone(model):
         assert alone.sequences[0, :, :n].tolist() == out.sequences[i, :, :n].tolist()
 
 
-def test_constraints_that_cannot_fit_leave_the_beams_held_at_the_limit(model):
-    """fairseq asserts there; seqlab returns the beams it holds at the last step, without EOS."""
+def test_constraints_the_search_cannot_meet_leave_the_beams_held_at_the_limit(model):
+    """fairseq asserts there; seqlab returns the beams it holds at the last step, without EOS. Here a banned
+    token makes the first source's constraint impossible."""
     ids, pad = sources(2, seed=3)
-    cfg = DecodingConfig(method="beam", num_beams=3, n_best=3, max_length=4, constraints="ordered")
-    out = generate(model, ids, pad, cfg, constraints=[[[7, 8, 9, 10, 11]], [[5]]])
-    assert out.lengths[0].tolist() == [3, 3, 3]  # the limit's 4 tokens, less the EOS that could not come
-    assert all(EOS_ID not in out.sequences[0, j, :3].tolist() for j in range(3))
+    cfg = DecodingConfig(method="beam", num_beams=3, n_best=3, max_length=6, constraints="ordered",
+                         bad_words_ids=[[8]])
+    out = generate(model, ids, pad, cfg, constraints=[[[7, 8]], [[5]]])
+    assert out.lengths[0].tolist() == [5, 5, 5]  # the limit's 6 tokens, less the EOS that could not come
+    assert all(EOS_ID not in out.sequences[0, j, :5].tolist() for j in range(3))
     assert out.sequences[1, 0, out.lengths[1, 0] - 1] == EOS_ID  # the other source is not affected
+
+
+def test_constraints_longer_than_the_length_limit_are_refused_naming_the_source(model):
+    ids, pad = sources(2, seed=3)
+    cfg = DecodingConfig(method="beam", num_beams=3, max_length=4, constraints="unordered")
+    with pytest.raises(ConfigError, match="constraints of source 0 of the batch have 4 tokens, but its length "
+                                          "limit is 4"):
+        generate(model, ids, pad, cfg, constraints=[[[7, 8], [9, 10]], [[5]]])
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -10,9 +10,10 @@ once its constraints are all met; EOS candidates among the first K finish (fairs
 candidate order until K are finished: the example is then done, fairseq's stop rule), and the first K
 other candidates, in candidate order, continue.
 
-Two departures, both where fairseq has no answer: a source that cannot meet its constraints within its
-length limit (fairseq stops there with an assertion) gets the beams it holds at the limit, ended without
-EOS, after any finished ones, in the slots left empty; and ties in the sort keys keep candidate order
+Two departures, both where fairseq has no answer: a source whose constraints the search cannot meet within
+its length limit (fairseq stops there with an assertion; generate refuses constraints longer than the limit
+before decoding) gets the beams it holds at the limit, ended without EOS, after any finished ones, in the
+slots left empty; and ties in the sort keys keep candidate order
 (fairseq's sort is not stable).
 """
 

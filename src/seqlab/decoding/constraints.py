@@ -23,12 +23,17 @@ from seqlab.config import ConfigError
 ConstraintOrder = Literal["ordered", "unordered"]
 
 
-def check_constraints(constraints: Sequence[Sequence[int]], where: str) -> None:
-    """Fail, naming `where` (the source), on an empty constraint: a sequence must have at least one token."""
+def check_constraints(constraints: Sequence[Sequence[int]], where: str, limit: int) -> None:
+    """Fail, naming `where` (the source), on an empty constraint (a sequence needs a token at least) and on
+    constraints that cannot fit the source's length limit (`limit` tokens, EOS included)."""
     for i, c in enumerate(constraints):
         if len(c) == 0:
             raise ConfigError(f"constraint {i} of {where} is empty (it tokenized to nothing): drop it or give "
                               "a word the tokenizer keeps")
+    need = sum(len(c) for c in constraints)
+    if need >= limit:
+        raise ConfigError(f"the constraints of {where} have {need} tokens, but its length limit is {limit} (EOS "
+                          "included): drop constraints or raise decoding.max_length / max_len_b")
 
 
 class Node:

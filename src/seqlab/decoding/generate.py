@@ -132,8 +132,8 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                                   capacity=int(limits.max()) + 1, src_ids=src_ids)
         if cfg.constraints is not None:
             given = constraints if constraints is not None else [[] for _ in range(src_ids.shape[0])]
-            for i, c in enumerate(given):
-                check_constraints(c, f"source {i} of the batch")
+            for i, (c, limit) in enumerate(zip(given, limits.tolist(), strict=True)):
+                check_constraints(c, f"source {i} of the batch", limit)
             result = constrained_beam_search(step, cache, ids=ids, max_new=limits, num_beams=cfg.num_beams,
                                              length_penalty=length_penalty(cfg), processors=processors,
                                              constraints=given, order=cfg.constraints)

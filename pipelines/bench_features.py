@@ -1,7 +1,7 @@
 """What the toolkits' decoding features cost (`seqlab bench features=true`): ensembles of 2 and 3 models, the
-coverage penalty and contrastive search, each against the plain search it extends, timed in one run with random
-weights at the bench's default shape. One record per CPU model (results/bench_features/features-<cpu>.json),
-one table per record on the performance page."""
+coverage penalty, contrastive search and lexical constraints, each against the plain search it extends, timed in
+one run with random weights at the bench's default shape. One record per CPU model
+(results/bench_features/features-<cpu>.json), one table per record on the performance page."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def render(archive: Path) -> str:
 
 
 PIPELINE = Pipeline(
-    "bench_features", "what ensembles, the coverage penalty and contrastive search cost against the plain searches",
+    "bench_features",
+    "what ensembles, the coverage penalty, contrastive search and lexical constraints cost against the plain searches",
     (Stage("features", "bench", ("features=true",)),),
     (Table("bench_features", render, DOC),),
 )

@@ -3,8 +3,10 @@ extends, timed in the same run on the same sources, with random weights at the b
 
 An ensemble of N models should cost about N models (every step runs each model once, plus one combination);
 the coverage penalty one attention computation of the last layer per step; contrastive search with K
-candidates about K times greedy search's decoder rows. Random weights make the timings, not the texts,
-meaningful: hypotheses mostly run to the length limit, so every row decodes the same number of tokens.
+candidates about K times greedy search's decoder rows; lexical constraints (fairseq's constrained beam search,
+with and without constraints) their candidates' bookkeeping in Python, per source and step. Random weights
+make the timings, not the texts, meaningful: hypotheses mostly run to the length limit, so every row decodes
+the same number of tokens.
 """
 
 from __future__ import annotations
@@ -42,8 +44,25 @@ class FeatureTiming:
         return self.seconds / self.base_seconds
 
 
-def features(cfg: BenchConfig) -> dict[str, tuple[Any, DecodingConfig, str]]:
-    """name -> (the models, the decoding, the plain setting it is measured against)."""
+@dataclass(frozen=True)
+class Feature:
+    """A decoding to time, and the plain setting it is measured against."""
+
+    model: Any  # a model or an Ensemble
+    decoding: DecodingConfig
+    base: str
+    constraints: list[list[list[int]]] | None = None  # per source, with decoding.constraints
+
+
+def random_constraints(cfg: BenchConfig, n: int, per_source: int) -> list[list[list[int]]]:
+    """`per_source` one-token constraints for each of n sources, drawn from the vocabulary's ordinary ids."""
+    g = torch.Generator().manual_seed(cfg.seed + 1)
+    ids = torch.randint(4, cfg.vocab, (n, per_source), generator=g)
+    return [[[int(t)] for t in row] for row in ids]
+
+
+def features(cfg: BenchConfig) -> dict[str, Feature]:
+    """name -> the feature's decoding and what it is measured against."""
     torch.manual_seed(cfg.seed)
     models = [Seq2SeqTransformer(cfg.model_config(dropout=0.0)).eval() for _ in range(3)]
     greedy = DecodingConfig(max_length=cfg.max_new_tokens)
@@ -51,21 +70,26 @@ def features(cfg: BenchConfig) -> dict[str, tuple[Any, DecodingConfig, str]]:
     coverage = DecodingConfig(method="beam", num_beams=cfg.num_beams, max_length=cfg.max_new_tokens,
                               coverage_penalty="wu", coverage_beta=0.2)
     contrastive = DecodingConfig(method="contrastive", penalty_alpha=0.6, top_k=4, max_length=cfg.max_new_tokens)
+    constrained = DecodingConfig(method="beam", num_beams=cfg.num_beams, max_length=cfg.max_new_tokens,
+                                 constraints="unordered")
     beam_name = f"beam{cfg.num_beams}"
     return {
-        "greedy": (models[0], greedy, "greedy"),
-        "ensemble of 2, greedy": (Ensemble(models[:2]), greedy, "greedy"),
-        "ensemble of 3, greedy": (Ensemble(models), greedy, "greedy"),
-        "contrastive search, top 4": (models[0], contrastive, "greedy"),
-        beam_name: (models[0], beam, beam_name),
-        f"ensemble of 2, {beam_name}": (Ensemble(models[:2]), beam, beam_name),
-        f"coverage penalty wu, {beam_name}": (models[0], coverage, beam_name),
+        "greedy": Feature(models[0], greedy, "greedy"),
+        "ensemble of 2, greedy": Feature(Ensemble(models[:2]), greedy, "greedy"),
+        "ensemble of 3, greedy": Feature(Ensemble(models), greedy, "greedy"),
+        "contrastive search, top 4": Feature(models[0], contrastive, "greedy"),
+        beam_name: Feature(models[0], beam, beam_name),
+        f"ensemble of 2, {beam_name}": Feature(Ensemble(models[:2]), beam, beam_name),
+        f"coverage penalty wu, {beam_name}": Feature(models[0], coverage, beam_name),
+        f"constrained search, no constraints, {beam_name}": Feature(models[0], constrained, beam_name),
+        f"2 constraints (unordered), {beam_name}": Feature(models[0], constrained, beam_name,
+                                                            random_constraints(cfg, cfg.decode_sources, 2)),
     }
 
 
-def timed(model: Any, src: torch.Tensor, pad: torch.Tensor, cfg: DecodingConfig) -> tuple[int, float]:
+def timed(feature: Feature, src: torch.Tensor, pad: torch.Tensor) -> tuple[int, float]:
     start = time.perf_counter()
-    out = generate(model, src, pad, cfg)
+    out = generate(feature.model, src, pad, feature.decoding, constraints=feature.constraints)
     return int(out.lengths[:, 0].sum()), time.perf_counter() - start
 
 
@@ -73,12 +97,12 @@ def feature_bench(cfg: BenchConfig, repeats: int | None = None) -> list[FeatureT
     """Every feature and its plain search, alternating, each the best of `repeats` after a warm-up."""
     src, pad = decode_sources(cfg, torch.Generator().manual_seed(cfg.seed))
     settings = features(cfg)
-    runs = {name: (lambda m=m, d=d: timed(m, src, pad, d)) for name, (m, d, _) in settings.items()}
+    runs = {name: (lambda f=f: timed(f, src, pad)) for name, f in settings.items()}
     for run in runs.values():
         run()
     best = best_of(runs, repeats or cfg.decode_repeats)
-    rows = [FeatureTiming(name, base, src.shape[0], best[name][0], best[name][1], best[base][1])
-            for name, (_, _, base) in settings.items()]
+    rows = [FeatureTiming(name, f.base, src.shape[0], best[name][0], best[name][1], best[f.base][1])
+            for name, f in settings.items()]
     for r in rows:
         log.info("%s: %.2fs, %.2fx %s", r.name, r.seconds, r.cost, r.base)
     return rows

@@ -419,7 +419,7 @@ def test_the_machines_table_says_which_cpu_trained_which_run_and_how_fast() -> N
 
 
 def test_the_trained_studys_page_shows_a_question_once_all_its_runs_are_archived(tmp_path: Path) -> None:
-    from pipelines.arch_study_trained import claims, depth, design, headline, relative
+    from pipelines.arch_study_trained import claims, depth, design, headline, later
 
     results, fake = tmp_path / "results", FakeSeqlab()
     trained, short = results / "arch_study_trained", results / "arch_study"
@@ -442,7 +442,7 @@ def test_the_trained_studys_page_shows_a_question_once_all_its_runs_are_archived
     verdicts = claims(trained)
     assert "**Against the papers** (beam 5)" in verdicts and "| Tying all embeddings costs no quality |" in verdicts
     assert "**Early vs trained**" in verdicts and "| tie_none − baseline |" in verdicts
-    assert depth(trained).startswith("_6+6 layers") and "pending" in relative(trained)
+    assert depth(trained).startswith("_6+6 layers") and "pending" in later("relative_positions", trained)
     readme = headline(trained)  # every variant, mean ± sd over 3 seeds
     assert "| variant (30 updates) | val loss | beam-5 BLEU | greedy BLEU |" in readme
     assert "| tie_none (no tying) | 3.510 ± 0.010 |" in readme and readme.count("\n| ") == 8

@@ -13,8 +13,6 @@ import random
 import string
 from collections.abc import Sequence
 
-from seqlab.data.tokenizer import Tokenizer
-
 
 def words_of(text: str) -> list[str]:
     """The text's words as constraints are drawn from it: split at spaces, punctuation stripped from the edges."""
@@ -27,18 +25,6 @@ def reference_words(reference: str, n: int, seed: int, key: str) -> list[str]:
     usable = [i for i, w in enumerate(words) if any(ch.isalnum() for ch in w)]
     chosen = sorted(random.Random(f"{seed}:{key}").sample(usable, min(n, len(usable))))
     return [words[i] for i in chosen]
-
-
-def constraint_ids(tokenizer: Tokenizer, phrases: Sequence[Sequence[str]]) -> list[list[list[int]]]:
-    """Each source's phrases as target token ids (no EOS); a phrase that tokenizes to nothing is dropped."""
-    flat = [p for source in phrases for p in source]
-    encoded = iter(tokenizer.encode_target(flat)) if flat else iter(())
-    eos = tokenizer.eos_id
-    out = []
-    for source in phrases:
-        ids = [[t for t in next(encoded) if t != eos] for _ in source]
-        out.append([c for c in ids if c])
-    return out
 
 
 def met(hypothesis: Sequence[int], constraints: Sequence[Sequence[int]]) -> int:

@@ -20,7 +20,7 @@ from seqlab.data.sequences import pad_right, truncate
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate, precision_context, precision_label, score
 from seqlab.decoding.mbr import MBRChoice, choose, ranked_distinct
-from seqlab.inference.constraints import constraint_ids, met, reference_words
+from seqlab.inference.constraints import met, reference_words
 from seqlab.metrics import (
     by_source_length,
     corpus_distinct,
@@ -271,6 +271,13 @@ def prefix_ids(tokenizer: Tokenizer, texts: Sequence[str], size: int | None = No
     """Each text's target token ids as a forced prefix: its EOS never, and at most the first `size` of them."""
     eos = tokenizer.eos_id
     return [[t for t in ids if t != eos][:size] for ids in tokenizer.encode_target(list(texts))]
+
+
+def constraint_ids(tokenizer: Tokenizer, phrases: Sequence[Sequence[str]]) -> list[list[list[int]]]:
+    """Each source's phrases as target token ids, EOS never (`prefix_ids`, every phrase encoded in one call); a
+    phrase that tokenizes to nothing is dropped."""
+    flat = iter(prefix_ids(tokenizer, [p for source in phrases for p in source]))
+    return [[ids for ids in (next(flat) for _ in source) if ids] for source in phrases]
 
 
 def constraint_summary(best: Sequence[Sequence[int]], constraints: Sequence[Sequence[Sequence[int]]]

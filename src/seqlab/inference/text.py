@@ -18,8 +18,7 @@ from typing import Any, Literal, TextIO
 from seqlab.config import ConfigError
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
-from seqlab.inference.constraints import constraint_ids
-from seqlab.inference.evaluation import decode_texts, prefix_ids
+from seqlab.inference.evaluation import constraint_ids, decode_texts, prefix_ids
 from seqlab.model import Seq2SeqTransformer
 
 Format = Literal["plain", "fairseq"]

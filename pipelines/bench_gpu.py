@@ -3,7 +3,8 @@ bench's default shape and at `bench=base` (the Transformer-base shape, whose tra
 read), each with torch.profiler's tables of a bf16 training step and a beam search, which say where the
 time goes when a goal is missed; and each position scheme against sinusoidal positions at the default shape
 (ALiBi's and T5's biases are a float mask, which rules out the flash kernel). One record per GPU model
-(results/bench_gpu/<stage>-<gpu>.json)."""
+(results/bench_gpu/<stage>-<gpu>.json); and the training levers at Transformer-base (`levers`: the fused loss and
+the compiled layers against the plain step and HF)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 from pathlib import Path
 
 from pipelines.bench import bench_records, measures, positions_table
+from pipelines.bench_levers import heading, levers_table
 from pipelines.core import Pipeline, Stage, Table
 from pipelines.tables import commit_of, table
 from seqlab.analysis.bench_result import BenchResult
@@ -49,7 +51,7 @@ def kernel_name(name: str) -> str:
 
 
 def performance(archive: Path) -> str:
-    found = bench_records(archive, "*.json")
+    found = [r for r in bench_records(archive, "*.json") if "levers" not in r["result"]]
     if not found:
         return f"_No archived GPU bench yet: `make pipeline NAME={archive.name}` on a CUDA machine._"
     parts = []
@@ -71,6 +73,9 @@ def performance(archive: Path) -> str:
             parts.append("Where the time goes (torch.profiler over 5 training steps or 2 searches; host: the Python "
                          "and launch time of every operator, GPU: its kernels' time):\n\n"
                          + table(["what", "host ms", "GPU ms", "largest GPU operators (share of GPU time)"], rows))
+    for record in bench_records(archive, "levers-*.json"):
+        parts.append("Each training lever alone and together (`seqlab bench levers=true`, bf16-mixed), "
+                     + heading(record) + "\n\n" + levers_table(record))
     return "\n\n".join(parts)
 
 
@@ -78,6 +83,7 @@ PIPELINE = Pipeline(
     "bench_gpu", "speed against Hugging Face on a GPU, at the default shape and Transformer-base, profiled",
     (Stage("default", "bench", ("bench.device=cuda", "profile=true")),
      Stage("base", "bench", ("bench=base", "bench.device=cuda", "profile=true")),
-     Stage("positions", "bench", ("bench.device=cuda", "positions=true"))),
+     Stage("positions", "bench", ("bench.device=cuda", "positions=true")),
+     Stage("levers", "bench", ("bench=base", "bench.device=cuda", "levers=true"))),
     (Table("bench_gpu", performance, DOC),),
 )

@@ -49,8 +49,8 @@ NEUTRAL: dict[str, dict[str, Any]] = {
                  "coverage_penalty": None, "coverage_beta": 0.0, "penalty_alpha": None,
                  "prefix_size": 0, "constraints": None, "constraint_words": 0},
     "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
-         "ensemble_rule": "mean_prob"},
-    "train": {"init_from": None},
+         "ensemble_rule": "mean_prob", "levers": False},
+    "train": {"init_from": None, "fused_loss": False, "compile": "none"},
 }
 Runner = Callable[..., bool]  # seqlab(*args) -> whether it succeeded
 

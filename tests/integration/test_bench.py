@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -214,3 +215,19 @@ def test_trained_checkpoints_decode_their_test_sentences_against_the_first(smoke
     torch.save(state, tmp_path / "other.ckpt")
     with pytest.raises(ConfigError, match=r"other\.ckpt was trained on another corpus"):
         checkpoint_bench(cfg, [str(smoke_checkpoint), str(tmp_path / "other.ckpt")])
+
+
+@pytest.mark.slow
+def test_levers_bench_times_each_lever_keeps_the_loss_and_renders(tmp_path):
+    """`seqlab bench levers=true` on this CPU: every lever, both together and HF timed; each lever's first-batch
+    loss the plain step's up to rounding; the pipeline's table reads the record."""
+    from pipelines.bench_levers import levers_table
+    from seqlab.analysis.bench_levers import LEVERS, lever_bench, to_dict
+
+    rows = lever_bench(replace(TINY, train_steps=2, warmup_steps=1, train_repeats=1))
+    assert [r.name for r in rows] == [*LEVERS, "Hugging Face"]
+    assert all(r.tokens_per_s > 0 and r.peak_mb > 0 and r.mfu > 0 for r in rows)
+    assert rows[0].loss_delta == 0.0 and all(abs(r.loss_delta) < 1e-2 for r in rows[1:-1])
+    assert rows[-1].loss_delta is None
+    text = levers_table({"result": {"levers": to_dict(rows)}})
+    assert "| fused loss + compiled layers |" in text and "| Hugging Face |" in text

@@ -177,3 +177,45 @@ def test_relative_schemes_beam_search_on_the_gpu_equals_the_cpus(positions):
         gpu = generate(model.cuda(), src.cuda(), pad.cuda(), decoding)
     assert torch.equal(gpu.sequences.cpu(), cpu.sequences)
     torch.testing.assert_close(gpu.scores.cpu(), cpu.scores, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_fused_loss_on_the_gpu_equals_the_unfused_path(dtype):
+    """train.fused_loss on CUDA: the loss and every gradient as the unfused step's (fp32 up to summation order,
+    bf16 autocast within bf16 rounding), in the GPU's large row blocks."""
+    from tests.unit.test_output_loss import fused, grads, model_and_batch, unfused
+
+    model, *batch = model_and_batch("untied_with_bias")
+    model, batch = model.cuda(), [t.cuda() for t in batch]
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+        ref_loss, _, n = unfused(model, *batch, 0.1)
+    ref = grads(model, ref_loss / n)
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == "bf16"):
+        loss, _, _ = fused(model, *batch, 0.1)
+    ours = grads(model, loss / n)
+    tol = 1e-5 if dtype == "fp32" else 2e-2
+    assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-5 if dtype == "fp32" else 1e-3)
+    for name, g in ref.items():
+        assert (ours[name] - g).abs().max() <= tol * g.abs().max().clamp(min=1e-6), name
+
+
+def test_compiled_layers_on_the_gpu_give_the_eager_loss_and_gradients():
+    """train.compile=layers on CUDA (Triton kernels), dropout off: the eager step's loss and gradients."""
+    import copy
+
+    from seqlab.train.levers import compile_layers, step_loss
+    from tests.unit.test_output_loss import grads, model_and_batch
+
+    model, *batch = model_and_batch("tied")
+    model, batch = model.cuda(), [t.cuda() for t in batch]
+    compiled = copy.deepcopy(model)
+    compile_layers(compiled)
+    losses, found = [], []
+    for m in (model, compiled):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss, _, n = step_loss(m, *batch, 0.1, fused=True)
+        losses.append(loss.item())
+        found.append(grads(m, loss / n))
+    assert losses[1] == pytest.approx(losses[0], rel=1e-3)
+    for name, g in found[0].items():
+        assert (found[1][name] - g).abs().max() <= 3e-2 * g.abs().max().clamp(min=1e-6), name

@@ -97,3 +97,31 @@ def test_callbacks_config_group_adds_lightning_callbacks(make_cfg, tmp_path):
                                       "callbacks=[early_stopping,lr_monitor]"],
                             out=tmp_path / "run"))
     assert result["step"] == 6
+
+
+def test_fused_loss_trains_the_same_weights_as_the_plain_step(make_cfg, tmp_path):
+    """train.fused_loss=true: 4 updates (dropout on, validation, quick eval) end at the plain run's weights up to
+    rounding, and the logged losses agree."""
+    common = [*SMOKE, "model.dropout=0.1", "train.quick_eval_size=2", "trainer.max_steps=4",
+              "train.val_every_n_steps=2"]
+    plain = train(make_cfg("train", common, out=tmp_path / "plain"))
+    fused = train(make_cfg("train", [*common, "train.fused_loss=true"], out=tmp_path / "fused"))
+    a, b = weights(plain["last"]), weights(fused["last"])
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-4
+    assert fused["metrics"]["val/loss"] == pytest.approx(plain["metrics"]["val/loss"], rel=1e-5)
+
+
+@pytest.mark.slow
+def test_compiled_layers_train_the_same_weights_and_keep_the_checkpoint_layout(make_cfg, tmp_path):
+    """train.compile=layers (torch.compile on this CPU, dropout off: inductor draws its own dropout masks) with the
+    fused loss: the plain run's weights up to rounding, the same parameter names, a checkpoint that loads."""
+    common = [*SMOKE, "model.dropout=0.0", "train.quick_eval_size=2", "trainer.max_steps=3",
+              "train.val_every_n_steps=2"]
+    plain = train(make_cfg("train", common, out=tmp_path / "plain"))
+    compiled = train(make_cfg("train", [*common, "train.compile=layers", "train.fused_loss=true"],
+                              out=tmp_path / "compiled"))
+    a, b = weights(plain["last"]), weights(compiled["last"])
+    assert a.keys() == b.keys()
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-4
+    model, _, _ = load_for_inference(compiled["last"])
+    assert model.cfg.d_model == 64

@@ -26,7 +26,7 @@ from seqlab.decoding import DecodingConfig, generate, precision_context
 from seqlab.hardware import gemm_rate, sync
 from seqlab.memory import release_freed_memory
 from seqlab.model import ModelConfig, Seq2SeqTransformer
-from seqlab.train.losses import label_smoothed_nll
+from seqlab.train.levers import step_loss
 from seqlab.train.optim import adamw
 
 log = logging.getLogger(__name__)
@@ -138,9 +138,10 @@ def random_batch(cfg: BenchConfig, g: torch.Generator, seq_len: int | None = Non
 
 
 # -- training -------------------------------------------------------------------------------
-def seqlab_train_step(model: Seq2SeqTransformer, eps: float) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
+def seqlab_train_step(model: Seq2SeqTransformer, eps: float, fused_loss: bool = False
+                      ) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
     def step(b: dict[str, torch.Tensor]) -> torch.Tensor:
-        loss, _, n = label_smoothed_nll(model(b["src"], b["pad"], b["tgt_in"]), b["tgt"], eps)
+        loss, _, n = step_loss(model, b["src"], b["pad"], b["tgt_in"], b["tgt"], eps, fused_loss)
         return loss / n
     return step
 

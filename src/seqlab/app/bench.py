@@ -5,6 +5,8 @@ seqlab bench [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [positions=t
 seqlab bench families=true: decoding at t5-small's, bart-base's and opus-mt's shapes (analysis.bench_families)
 seqlab bench features=true: ensembles, the coverage penalty and contrastive search against the plain searches
 (analysis.bench_features)
+seqlab bench levers=true: each training lever (fused loss, compiled layers) against the plain step and HF
+(analysis.bench_levers)
 seqlab bench checkpoints=[A,B,...]: trained checkpoints decoding their test sentences (analysis.bench_checkpoints)
 """
 
@@ -24,10 +26,13 @@ from seqlab.analysis.bench_checkpoints import to_dict as checkpoints_dict
 from seqlab.analysis.bench_families import family_bench, to_dict
 from seqlab.analysis.bench_features import feature_bench
 from seqlab.analysis.bench_features import to_dict as features_dict
+from seqlab.analysis.bench_levers import lever_bench
+from seqlab.analysis.bench_levers import to_dict as levers_dict
 from seqlab.analysis.speed import BenchConfig
 from seqlab.app.cli import reraise
 from seqlab.app.configs import plain, typed
 from seqlab.app.store import CONF_DIR
+from seqlab.config import resolve_device
 from seqlab.hardware import CpuClock, cpu_description
 from seqlab.io import atomic_write_text
 
@@ -40,6 +45,8 @@ def main(cfg: DictConfig) -> None:
             record, text = families(bench)
         elif cfg.get("features"):
             record, text = feature_costs(bench)
+        elif cfg.get("levers"):
+            record, text = lever_speeds(bench)
         elif cfg.get("checkpoints"):
             record, text = checkpoint_speeds(bench, [str(c) for c in cfg.checkpoints])
         else:
@@ -76,6 +83,21 @@ def feature_costs(bench: BenchConfig) -> tuple[dict, str]:
     rows = feature_bench(bench)
     lines = [f"{r.name:<36}{r.tokens / r.seconds:>8,.0f} tok/s  {r.cost:.2f}x {r.base}" for r in rows]
     return measured("features", features_dict(rows), bench, clock), "\n".join(lines)
+
+
+def lever_speeds(bench: BenchConfig) -> tuple[dict, str]:
+    """The training levers' bench: its record (with the device) and a text table."""
+    clock = CpuClock.now()
+    rows = lever_bench(bench)
+    device = resolve_device("bench", bench.device)
+    plain = next(r for r in rows if r.name == "plain")
+    hf = next(r for r in rows if r.name == "Hugging Face")
+    lines = [f"{r.name:<30}{r.tokens_per_s:>10,.0f} tok/s  {r.tokens_per_s / plain.tokens_per_s:.2f}x plain  "
+             f"{r.tokens_per_s / hf.tokens_per_s:.2f}x HF  MFU {100 * r.mfu:.1f}%  {r.peak_mb:,.0f} MiB  "
+             f"warm-up {r.warmup_s:.1f} s" for r in rows]
+    record = measured("levers", levers_dict(rows), bench, clock)
+    record["device"] = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
+    return record, "\n".join(lines)
 
 
 def checkpoint_speeds(bench: BenchConfig, checkpoints: list[str]) -> tuple[dict, str]:

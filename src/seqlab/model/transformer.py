@@ -183,6 +183,23 @@ class Seq2SeqTransformer(nn.Module):
         With a cache, extends it by T steps (in place) and returns it. `states` receives the last hidden
         states, after the final norm and before any output rescaling (what Hugging Face returns as the
         last of `decoder_hidden_states`; contrastive search compares them).
+        """
+        h, cache, (copy, cross_mask, group) = self._decoder(tgt_ids, memory, src_pad_mask, cache, src_ids)
+        if states is not None:
+            states.append(h)
+        logits = self.output(self.output_input(h))  # (B, T, V)
+        if self.pointer is not None:
+            logits = self.pointer(h, logits, copy, cross_mask, group)
+        return logits, cache
+
+    def output_input(self, h: Tensor) -> Tensor:
+        """What the output layer reads of the decoder's states h (B, T, d): h, or h * d^-1/2 (T5 v1.0)."""
+        return h if self.output_scale is None else h * self.output_scale
+
+    def _decoder(self, tgt_ids: Tensor, memory: Tensor | None, src_pad_mask: Tensor | None,
+                 cache: DecoderCache | None, src_ids: Tensor | None
+                 ) -> tuple[Tensor, DecoderCache | None, tuple[CopySource | None, Tensor | None, int]]:
+        """The decoder stack's final states (B, T, d), the cache, and what copy attention reads.
 
         Target padding needs no mask: it is on the right, and the causal mask
         already hides it from every real position.
@@ -208,16 +225,20 @@ class Seq2SeqTransformer(nn.Module):
         x = self.tgt_embed(tgt_ids, start)
         for layer, buffer, kv in zip(self.decoder_layers, buffers, cross_kv, strict=True):
             x = layer(x, self_mask, is_causal, buffer, kv, cross_mask, group, positions.rotary)
-        h = self.decoder_norm(x)
-        if states is not None:
-            states.append(h)
-        logits = self.output(h if self.output_scale is None else h * self.output_scale)  # (B, T, V)
-        if self.pointer is not None:
-            logits = self.pointer(h, logits, copy, cross_mask, group)
-        return logits, cache
+        return self.decoder_norm(x), cache, (copy, cross_mask, group)
 
     def forward(self, src_ids: Tensor, src_pad_mask: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V) for decoder inputs `tgt_in_ids` (B, T)."""
         memory = self.encode(src_ids, src_pad_mask)
         logits, _ = self.decode(tgt_in_ids, memory, src_pad_mask, src_ids=src_ids)
         return logits
+
+    def output_states(self, src_ids: Tensor, src_pad_mask: Tensor, tgt_in_ids: Tensor) -> Tensor:
+        """Teacher-forced inputs of the output layer (B, T, d): what `forward` projects to logits, for a loss
+        that fuses the projection (`seqlab.train.output_loss`). Not for copy attention, whose output is
+        not a projection."""
+        if self.pointer is not None:
+            raise ValueError("a model with copy attention has no plain output projection to fuse with the loss")
+        memory = self.encode(src_ids, src_pad_mask)
+        h, _, _ = self._decoder(tgt_in_ids, memory, src_pad_mask, None, src_ids)
+        return self.output_input(h)

@@ -10,6 +10,7 @@ from seqlab.train.schedule import Schedule
 
 NanPolicy = Literal["stop", "skip"]
 MonitorMode = Literal["min", "max"]
+Compile = Literal["none", "layers"]
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,18 @@ class LoopConfig:
     nan_policy: NanPolicy = "stop"
     quick_eval_size: int = 200  # validation examples decoded greedily for BLEU/ROUGE; 0 = off
     quick_eval_max_len: int = 128
+    # Speed levers (docs/performance.md, "Training levers"); each keeps the loss and gradients of the plain
+    # step up to rounding. fused_loss: the output projection and the label-smoothed loss a block of rows at a
+    # time, the (tokens, vocabulary) logits never whole (`seqlab.train.output_loss`); compile: "layers"
+    # compiles each encoder and decoder layer with torch.compile (regional: one compile per layer type,
+    # cached between runs), "none" runs them eagerly.
+    fused_loss: bool = False
+    compile: Compile = "none"
 
     def __post_init__(self) -> None:
         check_types(self, "train")
         check_choice("train", "nan_policy", self.nan_policy, NanPolicy)
+        check_choice("train", "compile", self.compile, Compile)
         check_choice("train", "monitor_mode", self.monitor_mode, MonitorMode)
         if self.monitor.startswith("val/greedy_") and self.quick_eval_size == 0:
             raise ConfigError(f"train.monitor={self.monitor} is logged by the quick validation decode, which "

@@ -16,7 +16,7 @@ from torch import Tensor
 from seqlab.data.datamodule import Batch
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 from seqlab.train.config import LoopConfig, OptimConfig
-from seqlab.train.losses import label_smoothed_nll
+from seqlab.train.levers import compile_layers, step_loss
 from seqlab.train.optim import adamw
 from seqlab.train.schedule import lr_multiplier
 
@@ -40,15 +40,27 @@ class Seq2SeqModule(L.LightningModule):
         self._last_time: float | None = None
 
     # -- training ---------------------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        if self.loop.compile == "layers":
+            n = compile_layers(self.model)
+            self._compile_start = time.perf_counter()
+            log.info("train.compile=layers: %d layers compiled on first use (the first steps include the compile "
+                     "time, which is logged apart)", n)
+
+    def on_train_batch_end(self, outputs: Any, batch: Batch, batch_idx: int) -> None:
+        if (started := getattr(self, "_compile_start", None)) is not None:
+            self._compile_start = None
+            seconds = time.perf_counter() - started
+            log.info("first training step, compile included: %.1f s", seconds)
+            self.log("train/first_step_s", seconds)
+
     def on_train_batch_start(self, batch: Batch, batch_idx: int) -> None:
         # Dropout randomness is a function of (seed, epoch, batch, rank), so a resumed run
         # draws exactly the masks an uninterrupted run would have drawn.
         torch.manual_seed(hash((self.seed, self.current_epoch, batch_idx, self.global_rank)) % (2**63))
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:
-        logits = self.model(batch.src_ids, batch.src_pad_mask, batch.tgt_in)
-        loss_sum, nll_sum, n_tgt = label_smoothed_nll(logits, batch.tgt_out, self.optim.label_smoothing,
-                                                      self.model_cfg.pad_id)
+        loss_sum, nll_sum, n_tgt = self._loss(batch)
         loss = loss_sum / n_tgt
         if not torch.isfinite(loss):
             if self.loop.nan_policy == "skip":
@@ -66,6 +78,10 @@ class Seq2SeqModule(L.LightningModule):
         self.log("train/nll", nll_sum / n_tgt)
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
         return loss
+
+    def _loss(self, batch: Batch) -> tuple[Tensor, Tensor, Tensor]:
+        return step_loss(self.model, batch.src_ids, batch.src_pad_mask, batch.tgt_in, batch.tgt_out,
+                         self.optim.label_smoothing, self.loop.fused_loss)
 
     def _nan_message(self) -> str:
         found = {Path(p) for cb in self.trainer.checkpoint_callbacks for p in (cb.best_model_path, cb.last_model_path)
@@ -121,9 +137,7 @@ class Seq2SeqModule(L.LightningModule):
         self._val_sums = torch.zeros(3, dtype=torch.float64)
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        logits = self.model(batch.src_ids, batch.src_pad_mask, batch.tgt_in)
-        loss_sum, nll_sum, n_tgt = label_smoothed_nll(logits, batch.tgt_out, self.optim.label_smoothing,
-                                                      self.model_cfg.pad_id)
+        loss_sum, nll_sum, n_tgt = self._loss(batch)
         self._val_sums += torch.stack([loss_sum.double(), nll_sum.double(), n_tgt.double()]).cpu()
 
     def on_validation_epoch_end(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from lightning.pytorch.callbacks import Callback
 
 from seqlab.constants import VALIDATION
@@ -35,8 +36,9 @@ class QuickEval(Callback):
                                                                   forced_bos_token_id=forced))
 
     def metrics(self, module: Any) -> tuple[list[Any], dict[str, float]]:
-        records, metrics = evaluate(module.model, self.tokenizer, self.examples, self.decoding,
-                                    EvalSettings(split=VALIDATION, score_references=False, n_bootstrap=0))
+        with torch.compiler.set_stance("force_eager"):  # train.compile=layers: compiled for training, not decoding
+            records, metrics = evaluate(module.model, self.tokenizer, self.examples, self.decoding,
+                                        EvalSettings(split=VALIDATION, score_references=False, n_bootstrap=0))
         return records, {f"val/greedy_{k}": float(metrics[k]) for k in (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL)}
 
     def on_validation_epoch_end(self, trainer: Any, module: Any) -> None:

@@ -1,0 +1,112 @@
+"""What each training lever gives (`seqlab bench levers=true`): the plain bf16-mixed step, the output projection
+fused with the loss (`train.fused_loss`), the layers compiled (`train.compile=layers`) and both, against
+Hugging Face's step with the same weights and batches, timed in one run.
+
+Each lever keeps the plain step's loss up to rounding; the bench checks it on the run's first batch without
+dropout (`loss_delta`). A compiled model's first steps include the compile (`warmup_s`, reported apart from
+the steady rate; a second run with the same shapes reads the compile cache and is faster).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from seqlab.analysis.speed import (
+    BenchConfig,
+    hf_train_step,
+    matmul_peak,
+    random_batch,
+    run_train_step,
+    seqlab_train_step,
+    train_flops,
+    train_throughput,
+)
+from seqlab.config import resolve_device
+from seqlab.hardware import best_of, sync
+from seqlab.interop import to_hf
+from seqlab.model import Seq2SeqTransformer
+from seqlab.train.levers import compile_layers, step_loss
+
+log = logging.getLogger("seqlab.bench")
+LEVERS = {"plain": (False, False), "fused loss": (True, False), "compiled layers": (False, True),
+          "fused loss + compiled layers": (True, True)}
+PRECISION = "bf16-mixed"
+
+
+@dataclass(frozen=True)
+class LeverTiming:
+    """One training step's variant: steady tokens/s, peak memory, MFU against the run's measured bf16 peak,
+    the warm-up steps' seconds (compile included) and its loss on the first batch minus the plain step's."""
+
+    name: str
+    tokens_per_s: float
+    step_s: float
+    peak_mb: float
+    mfu: float
+    warmup_s: float
+    loss_delta: float | None  # None for Hugging Face, whose loss is another function's
+
+
+def lever_bench(cfg: BenchConfig) -> list[LeverTiming]:
+    device = torch.device(resolve_device("bench", cfg.device))
+    torch.manual_seed(cfg.seed)
+    g = torch.Generator().manual_seed(cfg.seed)
+    model = Seq2SeqTransformer(cfg.model_config()).to(device)
+    batches = [random_batch(cfg, g, device=device) for _ in range(cfg.warmup_steps + cfg.train_steps)]
+    reference = first_loss(model, batches[0], cfg, fused=False)
+    models, steps, warmup, delta = {}, {}, {}, {}
+    for name, (fused, compiled) in LEVERS.items():
+        m = copy.deepcopy(model)
+        if compiled:
+            compile_layers(m)
+        delta[name] = first_loss(m, batches[0], cfg, fused) - reference
+        models[name], steps[name] = m, seqlab_train_step(m, cfg.label_smoothing, fused)
+    models["Hugging Face"] = to_hf(model).to(device)
+    steps["Hugging Face"] = hf_train_step(models["Hugging Face"], cfg.label_smoothing)
+    delta["Hugging Face"] = None
+    for name, m in models.items():
+        warmup[name] = warm_up(m, steps[name], batches[: cfg.warmup_steps])
+
+    def run(name: str):
+        r = train_throughput(models[name], steps[name], batches, PRECISION, cfg.warmup_steps)
+        return r, r.step_s
+
+    best = {name: r for name, (r, _) in best_of({n: lambda n=n: run(n) for n in models}, cfg.train_repeats).items()}
+    peak = matmul_peak(torch.bfloat16, device)
+    flops = train_flops(models["plain"].cfg, cfg.batch, cfg.seq_len, cfg.seq_len)
+    rows = [LeverTiming(name, r.tokens_per_s, r.step_s, r.peak_mem_mb, flops / r.step_s / peak, warmup[name],
+                        delta[name]) for name, r in best.items()]
+    for r in rows:
+        log.info("%-30s %10.0f tok/s  MFU %.1f%%  peak %.0f MiB  warm-up %.1f s", r.name, r.tokens_per_s,
+                 100 * r.mfu, r.peak_mb, r.warmup_s)
+    return rows
+
+
+def first_loss(model: Seq2SeqTransformer, batch: dict[str, torch.Tensor], cfg: BenchConfig, fused: bool) -> float:
+    """The mean loss of one batch under bf16 autocast, dropout off: what each lever must keep."""
+    model.eval()
+    with torch.no_grad(), torch.autocast(batch["src"].device.type, dtype=torch.bfloat16):
+        loss, _, n = step_loss(model, batch["src"], batch["pad"], batch["tgt_in"], batch["tgt"], cfg.label_smoothing,
+                               fused)
+    model.train()
+    return float(loss / n)
+
+
+def warm_up(model: torch.nn.Module, step, batches: list[dict[str, torch.Tensor]]) -> float:
+    """Seconds of the first steps on a fresh optimizer: a compiled model compiles here."""
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    start = time.perf_counter()
+    for b in batches:
+        run_train_step(step, opt, b, PRECISION)
+    sync(batches[0]["src"].device)
+    return time.perf_counter() - start
+
+
+def to_dict(rows: list[LeverTiming]) -> list[dict]:
+    return [asdict(r) for r in rows]

@@ -1,0 +1,111 @@
+"""The output projection fused with the label-smoothed loss (`train.fused_loss`) against the unfused path:
+the same loss, NLL and gradients of every parameter, in fp32 and under bf16 autocast."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.train.losses import label_smoothed_nll
+from seqlab.train.output_loss import blocks, fused_label_smoothed_nll
+
+VARIANTS = {
+    "tied": {},
+    "untied_with_bias": {"tie_embeddings": "none", "output_bias": True},
+    "t5_rescaled": {"tie_embeddings": "all", "rescale_output": True, "norm": "rmsnorm", "bias": False,
+                    "activation": "gelu_tanh", "gated_ffn": True},
+}
+
+
+def model_and_batch(variant: str, seed: int = 0):
+    cfg = ModelConfig(src_vocab_size=53, d_model=16, n_heads=2, d_ff=32, encoder_layers=1, decoder_layers=2,
+                      dropout=0.0, **VARIANTS[variant])
+    torch.manual_seed(seed)
+    model = Seq2SeqTransformer(cfg)
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, 53, (3, 6), generator=g)
+    tgt_in = torch.randint(4, 53, (3, 5), generator=g)
+    tgt = torch.randint(4, 53, (3, 5), generator=g)
+    tgt[1, 3:] = cfg.pad_id
+    return model, src, torch.zeros_like(src, dtype=torch.bool), tgt_in, tgt
+
+
+def grads(model, loss):
+    model.zero_grad(set_to_none=True)
+    loss.backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def unfused(model, src, pad, tgt_in, tgt, eps):
+    return label_smoothed_nll(model(src, pad, tgt_in), tgt, eps, model.cfg.pad_id)
+
+
+def fused(model, src, pad, tgt_in, tgt, eps):
+    h = model.output_states(src, pad, tgt_in)
+    return fused_label_smoothed_nll(h, model.output.weight, model.output.bias, tgt, eps, model.cfg.pad_id)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_fused_loss_and_every_gradient_equal_the_unfused_path_in_fp32(monkeypatch, variant, eps):
+    import seqlab.train.losses as losses
+
+    monkeypatch.setattr(losses, "BLOCK_ELEMENTS", 4 * 53)  # blocks of 4 rows: several blocks, one partial
+    model, src, pad, tgt_in, tgt = model_and_batch(variant)
+    ref_loss, ref_nll, ref_n = unfused(model, src, pad, tgt_in, tgt, eps)
+    ref = grads(model, ref_loss / ref_n)
+    loss, nll, n = fused(model, src, pad, tgt_in, tgt, eps)
+    ours = grads(model, loss / n)
+    assert n == ref_n == 13
+    assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-6)
+    assert nll.item() == pytest.approx(ref_nll.item(), rel=1e-6)
+    assert ours.keys() == ref.keys()
+    for name, g in ref.items():
+        torch.testing.assert_close(ours[name], g, rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_fused_loss_under_bf16_autocast_is_within_bf16_rounding_of_the_unfused_path():
+    model, src, pad, tgt_in, tgt = model_and_batch("untied_with_bias", seed=1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref_loss, ref_nll, ref_n = unfused(model, src, pad, tgt_in, tgt, 0.1)
+    ref = grads(model, ref_loss / ref_n)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, nll, n = fused(model, src, pad, tgt_in, tgt, 0.1)
+    ours = grads(model, loss / n)
+    assert loss.dtype == torch.float32 and loss.item() == pytest.approx(ref_loss.item(), rel=1e-3)
+    assert nll.item() == pytest.approx(ref_nll.item(), rel=1e-3)
+    for name, g in ref.items():
+        assert ours[name].dtype == torch.float32
+        scale = g.abs().max().clamp(min=1e-6)
+        assert (ours[name] - g).abs().max() / scale < 2e-2, name
+
+
+def test_fused_loss_scales_with_the_upstream_gradient_and_the_nll_is_not_differentiable():
+    model, src, pad, tgt_in, tgt = model_and_batch("tied", seed=2)
+    loss, nll, n = fused(model, src, pad, tgt_in, tgt, 0.1)
+    once = torch.autograd.grad(loss, model.output.weight, retain_graph=True)[0]
+    thrice = torch.autograd.grad(3.0 * loss, model.output.weight)[0]
+    torch.testing.assert_close(thrice, 3.0 * once)
+    assert not nll.requires_grad
+    with torch.no_grad():  # validation-style: no gradients computed, the same values
+        again, again_nll, _ = fused(model, src, pad, tgt_in, tgt, 0.1)
+    assert again.item() == pytest.approx(loss.item(), rel=1e-6) and again_nll.item() == nll.item()
+
+
+def test_gpu_blocks_are_at_least_four_and_cover_every_row_once():
+    """Transformer-base's batch: a handful of blocks on a GPU, each under the unfused logits' size."""
+    n, vocab = 12_288, 37_000
+    found = blocks(n, vocab, torch.device("cuda"))
+    assert 4 <= len(found) <= 8
+    assert [i for b in found for i in range(b.start, b.stop)] == list(range(n))
+    assert blocks(10, vocab, torch.device("cuda"))[0] == slice(0, 3)
+
+
+def test_a_copy_attention_model_refuses_the_fused_loss_by_name():
+    cfg = ModelConfig(src_vocab_size=53, d_model=16, n_heads=2, d_ff=32, encoder_layers=1, decoder_layers=1,
+                      copy_attention=True)
+    model = Seq2SeqTransformer(cfg)
+    src = torch.randint(4, 53, (2, 4))
+    with pytest.raises(ValueError, match="copy attention"):
+        model.output_states(src, torch.zeros_like(src, dtype=torch.bool), src)

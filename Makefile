@@ -140,7 +140,7 @@ bench: $(STAMP) ## Speed against Hugging Face transformers (same shapes, same ba
 # of the tree without .git names its commit in SEQLAB_COMMIT, which the records then carry).
 gpu-check: ## On a GPU: the GPU tests, then the bench_gpu pipeline (both shapes, profiled) -> results/bench_gpu/
 	$(PY) -m pytest -q -m gpu tests/integration/test_gpu.py
-	$(PY) -m pipelines bench_gpu
+	$(PY) -m pipelines bench_gpu $(ARGS)
 
 params: $(STAMP) ## Parameter table (analytic vs counted) for a model shape; ARGS="--d_model 512 ..."
 	$(BIN)/seqlab params $(ARGS)

@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commit", action="store_true", help="git-commit each record as it lands")
     parser.add_argument("--rerun", action="append", default=[], metavar="STAGE",
                         help="run this stage again although archived (repeatable; e.g. a measurement after a fix)")
+    parser.add_argument("--only", action="append", default=[], metavar="STAGE",
+                        help="run only this stage (repeatable) and the stages it reads, if the archive lacks them")
     args = parser.parse_args(argv)
     if args.list or not args.name:
         for p in PIPELINES.values():
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown experiment {args.name!r}; use one of {', '.join(PIPELINES)} (or --list)")
     try:
         failed = execute(PIPELINES[args.name], dry_run=args.dry_run, commit=args.commit,
-                         rerun=frozenset(args.rerun))
+                         rerun=frozenset(args.rerun), only=frozenset(args.only))
     except PipelineError as err:
         print(f"pipelines {args.name}: {err}", file=sys.stderr)
         return 2

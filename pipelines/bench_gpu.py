@@ -76,6 +76,10 @@ def performance(archive: Path) -> str:
     for record in bench_records(archive, "levers-*.json"):
         parts.append("Each training lever alone and together (`seqlab bench levers=true`, bf16-mixed), "
                      + heading(record) + "\n\n" + levers_table(record))
+        for name, text in record["result"].get("profiles", {}).items():
+            host, device, ops = profile_summary(text)
+            parts.append(f"Where the time goes with {name} (torch.profiler over 5 steps): host {host:,.0f} ms, GPU "
+                         f"{device:,.0f} ms; " + "; ".join(f"{op} {pct:.0f}%" for op, pct in ops) + ".")
     return "\n\n".join(parts)
 
 
@@ -84,6 +88,6 @@ PIPELINE = Pipeline(
     (Stage("default", "bench", ("bench.device=cuda", "profile=true")),
      Stage("base", "bench", ("bench=base", "bench.device=cuda", "profile=true")),
      Stage("positions", "bench", ("bench.device=cuda", "positions=true")),
-     Stage("levers", "bench", ("bench=base", "bench.device=cuda", "levers=true"))),
+     Stage("levers", "bench", ("bench=base", "bench.device=cuda", "levers=true", "profile=true"))),
     (Table("bench_gpu", performance, DOC),),
 )

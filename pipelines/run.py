@@ -234,22 +234,39 @@ def needed_stages(planned: list[Planned]) -> set[str]:
     return needed
 
 
+def upstream_closure(by_name: dict[str, Planned], names: frozenset[str]) -> set[str]:
+    """`names` and every stage they read from, transitively."""
+    found, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo.extend(by_name[name].stage.upstream())
+    return found
+
+
 def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False, commit: bool = False,
-            rerun: frozenset[str] = frozenset()) -> list[str]:
+            rerun: frozenset[str] = frozenset(), only: frozenset[str] = frozenset()) -> list[str]:
     """Run the stages the archive lacks (and those whose outputs they read); returns what failed. `commit`:
     git-commit the archive after each record lands (only the archive's folder), so a queue cut off keeps
     every finished stage. `rerun`: stages run again although archived (a digest covers the config, not the
-    code: a changed measurement is rerun by name)."""
-    unknown = rerun - {s.name for s in pipeline.stages}
-    if unknown:
-        raise PipelineError(f"--rerun {sorted(unknown)}: no such stage of {pipeline.name}; its stages: "
-                            f"{[s.name for s in pipeline.stages]}")
+    code: a changed measurement is rerun by name). `only`: these stages and what they read, no others (a
+    machine lent for minutes runs the one measurement it is lent for)."""
+    for flag, names in (("--rerun", rerun), ("--only", only)):
+        if unknown := names - {s.name for s in pipeline.stages}:
+            raise PipelineError(f"{flag} {sorted(unknown)}: no such stage of {pipeline.name}; its stages: "
+                                f"{[s.name for s in pipeline.stages]}")
     planned = [replace(p, archived=False) if p.stage.name in rerun else p for p in plan(pipeline)]
     by_name = {p.stage.name: p for p in planned}
     needed = needed_stages(planned)
+    if only:
+        needed &= upstream_closure(by_name, only)
     failed: list[str] = []
     for p in planned:
         line = "seqlab " + " ".join(command_line(by_name, p))
+        if only and p.stage.name not in needed and p.stage.name not in upstream_closure(by_name, only):
+            print(f"== {p.stage.name}: left as it is (--only)", file=sys.stderr)
+            continue
         if p.stage.name not in needed:
             print(f"== {p.stage.name}: archived ({p.digest})", file=sys.stderr)
             continue

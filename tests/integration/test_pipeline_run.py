@@ -48,3 +48,26 @@ def test_a_pipeline_trains_decodes_compares_and_archives(tmp_path, monkeypatch):
     json.loads((tmp_path / "results" / "smoke" / "beam.json").read_text())
     calls.clear()
     assert execute(pipeline, runner=seqlab) == [] and calls == []  # nothing changed: nothing reruns
+
+
+def test_only_runs_the_named_stage_and_what_it_reads(tmp_path, monkeypatch, capsys):
+    """--only greedy: the training it reads and itself; the other decoding and the comparison are left."""
+    import pytest
+
+    from pipelines.run import PipelineError
+
+    monkeypatch.setattr(pipelines.core, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(pipelines.run, "OUTPUTS", tmp_path / "outputs")
+    train = ("experiment=smoke", "trainer.max_steps=3", "trainer.max_time=null", "trainer.precision=32")
+    decode = ("split=test", "precision=fp32", "engine=seqlab")
+    pipeline = Pipeline("smoke", "a smoke experiment", (
+        Stage("train", "train", train), Stage("greedy", "evaluate", ("decoding=greedy", *decode), after="train"),
+        Stage("beam", "evaluate", ("decoding=beam", *decode), after="train"),
+        compared("vs_greedy", "greedy", ("beam",))), ())
+    assert execute(pipeline, dry_run=True, only=frozenset({"greedy"})) == []
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["== train", "== greedy", "== beam", "== vs_greedy"]
+    assert "would run" in lines[0] and "would run" in lines[1]
+    assert lines[2].endswith("left as it is (--only)") and lines[3].endswith("left as it is (--only)")
+    with pytest.raises(PipelineError, match=r"--only \['bleu'\]: no such stage"):
+        execute(pipeline, dry_run=True, only=frozenset({"bleu"}))

@@ -10,6 +10,7 @@ the steady rate; a second run with the same shapes reads the compile cache and i
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 import time
 from dataclasses import asdict, dataclass
@@ -18,8 +19,10 @@ import torch
 
 from seqlab.analysis.speed import (
     BenchConfig,
+    bench_optimizer,
     hf_train_step,
     matmul_peak,
+    profile_table,
     random_batch,
     run_train_step,
     seqlab_train_step,
@@ -52,7 +55,8 @@ class LeverTiming:
     loss_delta: float | None  # None for Hugging Face, whose loss is another function's
 
 
-def lever_bench(cfg: BenchConfig) -> list[LeverTiming]:
+def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[list[LeverTiming], dict[str, str]]:
+    """The rows, and with `profile` torch.profiler's table of the step with every lever (what is left)."""
     device = torch.device(resolve_device("bench", cfg.device))
     torch.manual_seed(cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed)
@@ -84,7 +88,12 @@ def lever_bench(cfg: BenchConfig) -> list[LeverTiming]:
     for r in rows:
         log.info("%-30s %10.0f tok/s  MFU %.1f%%  peak %.0f MiB  warm-up %.1f s", r.name, r.tokens_per_s,
                  100 * r.mfu, r.peak_mb, r.warmup_s)
-    return rows
+    profiles = {}
+    if profile:
+        name = list(LEVERS)[-1]
+        opt, batch = bench_optimizer(models[name]), itertools.cycle(batches)
+        profiles[name] = profile_table(lambda: run_train_step(steps[name], opt, next(batch), PRECISION), device)
+    return rows, profiles
 
 
 def first_loss(model: Seq2SeqTransformer, batch: dict[str, torch.Tensor], cfg: BenchConfig, fused: bool) -> float:

@@ -46,7 +46,7 @@ def main(cfg: DictConfig) -> None:
         elif cfg.get("features"):
             record, text = feature_costs(bench)
         elif cfg.get("levers"):
-            record, text = lever_speeds(bench)
+            record, text = lever_speeds(bench, bool(cfg.profile))
         elif cfg.get("checkpoints"):
             record, text = checkpoint_speeds(bench, [str(c) for c in cfg.checkpoints])
         else:
@@ -85,10 +85,10 @@ def feature_costs(bench: BenchConfig) -> tuple[dict, str]:
     return measured("features", features_dict(rows), bench, clock), "\n".join(lines)
 
 
-def lever_speeds(bench: BenchConfig) -> tuple[dict, str]:
-    """The training levers' bench: its record (with the device) and a text table."""
+def lever_speeds(bench: BenchConfig, profile: bool) -> tuple[dict, str]:
+    """The training levers' bench: its record (with the device and any profile) and a text table."""
     clock = CpuClock.now()
-    rows = lever_bench(bench)
+    rows, profiles = lever_bench(bench, profile)
     device = resolve_device("bench", bench.device)
     plain = next(r for r in rows if r.name == "plain")
     hf = next(r for r in rows if r.name == "Hugging Face")
@@ -97,6 +97,7 @@ def lever_speeds(bench: BenchConfig) -> tuple[dict, str]:
              f"warm-up {r.warmup_s:.1f} s" for r in rows]
     record = measured("levers", levers_dict(rows), bench, clock)
     record["device"] = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
+    record["profiles"] = profiles
     return record, "\n".join(lines)
 
 

@@ -27,7 +27,7 @@ from pipelines.core import OUTPUTS, Pipeline, Stage
 from seqlab.analysis.study_runs import commit_archive
 from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import checkpoint_file, read_checkpoint
-from seqlab.hardware import busy_warning, cpu_model
+from seqlab.hardware import QUIET_CORES, busy_warning, cpu_model, gpu_host_tolerance
 from seqlab.io import atomic_write_lines_gz, atomic_write_text, read_lines_gz
 from seqlab.provenance import capture
 from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, read_val_curve
@@ -311,7 +311,8 @@ def unreliable(planned: Planned) -> str | None:
     """Why a stage that ran may not be archived: a bench on a machine that other work kept busy."""
     if planned.stage.command != "bench":
         return None
-    why = busy_warning(json.loads((planned.folder / "bench.json").read_text()).get("others_busy_cores"))
+    tolerance = gpu_host_tolerance() if on_gpu(planned.stage) else QUIET_CORES
+    why = busy_warning(json.loads((planned.folder / "bench.json").read_text()).get("others_busy_cores"), tolerance)
     return f"{why} during the bench; rerun it when no training or evaluation runs beside it" if why else None
 
 

@@ -63,12 +63,22 @@ def cpu_description() -> str:
 QUIET_CORES = 0.25  # other processes' load a timing tolerates: more, and two busy processes slow each other
 
 
-def busy_warning(others_busy_cores: float | None) -> str | None:
-    """Why a timing cannot be trusted: other processes kept more than QUIET_CORES cores busy while it ran
+def busy_warning(others_busy_cores: float | None, tolerance: float = QUIET_CORES) -> str | None:
+    """Why a timing cannot be trusted: other processes kept more than `tolerance` cores busy while it ran
     (None: quiet enough, or not measured)."""
-    if others_busy_cores is None or others_busy_cores <= QUIET_CORES:
+    if others_busy_cores is None or others_busy_cores <= tolerance:
         return None
-    return f"other processes kept {others_busy_cores:.2f} cores busy (more than {QUIET_CORES})"
+    return f"other processes kept {others_busy_cores:.2f} cores busy (more than {tolerance:g})"
+
+
+def gpu_host_tolerance(cores: int | None = None) -> float:
+    """Other processes' load a GPU timing tolerates on its host: QUIET_CORES per two of the host's cores.
+
+    Why more than a CPU timing: a GPU bench keeps one host core busy (Python and kernel launches), and a
+    data-centre host's driver and system threads alone use a quarter of a core across its 16 or more;
+    what would disturb the bench is load on the core it runs on, which a few cores' worth spread over
+    the others does not reach."""
+    return QUIET_CORES * max(1.0, (cores or os.cpu_count() or 2) / 2)
 
 
 @dataclass(frozen=True)

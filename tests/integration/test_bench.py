@@ -232,3 +232,13 @@ def test_levers_bench_times_each_lever_keeps_the_loss_and_renders(tmp_path):
     assert "Self CPU time total" in profiles["fused loss + compiled layers"]
     text = levers_table({"result": {"levers": to_dict(rows)}})
     assert "| fused loss + compiled layers |" in text and "| Hugging Face |" in text
+
+
+def test_a_gpu_bench_tolerates_a_quarter_core_per_two_host_cores():
+    """A 2-core CPU bench tolerates QUIET_CORES of other load; a GPU bench on a 16-core host 2 cores (its driver's
+    threads alone use a quarter core there), and says so when more."""
+    from seqlab.hardware import gpu_host_tolerance
+
+    assert gpu_host_tolerance(2) == QUIET_CORES and gpu_host_tolerance(16) == 8 * QUIET_CORES
+    assert busy_warning(0.3) is not None and busy_warning(0.3, gpu_host_tolerance(16)) is None
+    assert "more than 2" in busy_warning(2.5, gpu_host_tolerance(16))

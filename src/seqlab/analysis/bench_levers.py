@@ -56,7 +56,7 @@ class LeverTiming:
 
 
 def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[list[LeverTiming], dict[str, str]]:
-    """The rows, and with `profile` torch.profiler's table of the step with every lever (what is left)."""
+    """The rows, and with `profile` torch.profiler's table of each variant's step."""
     device = torch.device(resolve_device("bench", cfg.device))
     torch.manual_seed(cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed)
@@ -89,10 +89,10 @@ def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[list[LeverTimi
         log.info("%-30s %10.0f tok/s  MFU %.1f%%  peak %.0f MiB  warm-up %.1f s", r.name, r.tokens_per_s,
                  100 * r.mfu, r.peak_mb, r.warmup_s)
     profiles = {}
-    if profile:
-        name = list(LEVERS)[-1]
+    for name in models if profile else ():  # where each variant's time goes: what a lever removed, what is left
         opt, batch = bench_optimizer(models[name]), itertools.cycle(batches)
-        profiles[name] = profile_table(lambda: run_train_step(steps[name], opt, next(batch), PRECISION), device)
+        profiles[name] = profile_table(lambda name=name, opt=opt, batch=batch: run_train_step(
+            steps[name], opt, next(batch), PRECISION), device)
     return rows, profiles
 
 

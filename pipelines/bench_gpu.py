@@ -65,22 +65,24 @@ def performance(archive: Path) -> str:
         if r.positions:
             parts.append(positions_table(r))
         if r.profiles:
-            rows = []
-            for name, text in r.profiles.items():
-                host, device, ops = profile_summary(text)
-                rows.append([PROFILED.get(name, name.replace("_", " ")), f"{host:,.0f}", f"{device:,.0f}",
-                             "; ".join(f"{op} {pct:.0f}%" for op, pct in ops)])
             parts.append("Where the time goes (torch.profiler over 5 training steps or 2 searches; host: the Python "
-                         "and launch time of every operator, GPU: its kernels' time):\n\n"
-                         + table(["what", "host ms", "GPU ms", "largest GPU operators (share of GPU time)"], rows))
+                         "and launch time of every operator, GPU: its kernels' time):\n\n" + profiles_table(r.profiles))
     for record in bench_records(archive, "levers-*.json"):
         parts.append("Each training lever alone and together (`seqlab bench levers=true`, bf16-mixed), "
                      + heading(record) + "\n\n" + levers_table(record))
-        for name, text in record["result"].get("profiles", {}).items():
-            host, device, ops = profile_summary(text)
-            parts.append(f"Where the time goes with {name} (torch.profiler over 5 steps): host {host:,.0f} ms, GPU "
-                         f"{device:,.0f} ms; " + "; ".join(f"{op} {pct:.0f}%" for op, pct in ops) + ".")
+        if profiled := record["result"].get("profiles"):
+            parts.append("Where each variant's time goes (torch.profiler over 5 steps):\n\n" + profiles_table(profiled))
     return "\n\n".join(parts)
+
+
+def profiles_table(profiles: dict[str, str]) -> str:
+    """what | host ms | GPU ms | the largest GPU operators, one row per profiled step."""
+    rows = []
+    for name, text in profiles.items():
+        host, device, ops = profile_summary(text)
+        rows.append([PROFILED.get(name, name.replace("_", " ")), f"{host:,.0f}", f"{device:,.0f}",
+                     "; ".join(f"{op} {pct:.0f}%" for op, pct in ops)])
+    return table(["what", "host ms", "GPU ms", "largest GPU operators (share of GPU time)"], rows)
 
 
 PIPELINE = Pipeline(

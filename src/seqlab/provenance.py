@@ -19,10 +19,11 @@ SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the checkout holding src/se
 
 
 def git_state(root: Path = SOURCE_ROOT) -> tuple[str | None, bool]:
-    """(commit, clean) of the checkout at `root`: clean means no change to a tracked file. Outside git,
-    $SEQLAB_COMMIT names the commit a copy of the tree was made at, unchanged (a GPU machine that gets the
-    files without .git); else (None, False)."""
-    if not (root / ".git").exists() and os.environ.get("SEQLAB_COMMIT"):
+    """(commit, clean) of the checkout at `root`: clean means no change to a tracked file. $SEQLAB_COMMIT,
+    where set, names the commit a copy of the tree was made at, unchanged, and wins over any .git the copy
+    carries (a GPU machine that gets the files without their history, or with a stale one); outside git
+    without it, (None, False)."""
+    if os.environ.get("SEQLAB_COMMIT"):
         return os.environ["SEQLAB_COMMIT"], True
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,

@@ -332,11 +332,13 @@ def test_a_gpu_profile_is_summarized_from_torch_profilers_table():
 
 
 def test_a_copy_of_the_tree_without_git_names_its_commit_from_the_environment(tmp_path, monkeypatch):
-    """A GPU machine gets the files without .git: SEQLAB_COMMIT says which commit they are."""
+    """A GPU machine gets the files without .git, or with a stale one: SEQLAB_COMMIT says which commit they are."""
     from seqlab.provenance import git_state
 
     monkeypatch.delenv("SEQLAB_COMMIT", raising=False)
     assert git_state(tmp_path) == (None, False)
     monkeypatch.setenv("SEQLAB_COMMIT", "747d13bd7a")
     assert git_state(tmp_path) == ("747d13bd7a", True)
-    assert git_state()[0] != "747d13bd7a"  # a checkout's own git wins
+    assert git_state() == ("747d13bd7a", True)  # over a .git the copy carries, which may be older than its files
+    monkeypatch.delenv("SEQLAB_COMMIT")
+    assert git_state()[0] != "747d13bd7a"

@@ -185,3 +185,30 @@ def test_fine_tuning_inputs_are_hugging_faces_shifted_labels(family, tmp_path):
 
         other = tokenizer.with_settings(tgt_lang="de_DE")
         assert start_from(model, other).cfg.bos_id == hf_tok.convert_tokens_to_ids("de_DE") == other.bos_id
+
+
+@pytest.mark.parametrize("family", ["mbart", "mbart50", "nllb", "t5_v1.1", "bart"])
+def test_constraints_are_the_texts_own_ids_and_a_prefix_opens_as_the_output_does(family, tmp_path):
+    """A constraint is the phrase's ids alone (transformers' ids without special tokens: never a language code,
+    BOS or EOS), whatever the family's target template; a forced prefix is what an output opens with: the
+    template's ids before the text (mBART-50's and NLLB's code, BART's <s>), then the text (mBART-cc25: the
+    text alone, its code closing the target)."""
+    from seqlab.inference.evaluation import constraint_ids, prefix_ids
+
+    path, hf_tok, _ = folder(family, tmp_path)
+    ckpt = tmp_path / "imported.ckpt"
+    src, tgt = LANGS.get(family, (None, None))
+    assert main(["--hf", str(path), "--out", str(ckpt), *(["--src-lang", src, "--tgt-lang", tgt] if src else [])]) == 0
+    _, tokenizer, _ = load_for_inference(ckpt)
+    if src:
+        hf_tok.src_lang, hf_tok.tgt_lang = src, tgt
+    phrases = ["quick brown fox", "nine"]
+    own = [hf_tok(text_target=p, add_special_tokens=False)["input_ids"] for p in phrases]
+    assert constraint_ids(tokenizer, [phrases, []]) == [own, []]
+    full = hf_tok(text_target=phrases[0])["input_ids"]
+    opening = full[: full.index(own[0][0])]  # what the family's template puts before the text
+    assert prefix_ids(tokenizer, phrases[:1]) == [opening + own[0]]
+    assert prefix_ids(tokenizer, phrases[:1], size=2) == [(opening + own[0])[:2]]
+    expected_opening = {"mbart": [], "mbart50": [hf_tok.convert_tokens_to_ids(tgt or "")], "t5_v1.1": [],
+                        "nllb": [hf_tok.convert_tokens_to_ids(tgt or "")], "bart": [hf_tok.bos_token_id]}
+    assert opening == expected_opening[family]

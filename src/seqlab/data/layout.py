@@ -85,6 +85,20 @@ class TextLayout:
                 out.append(item)
         return out
 
+    def split(self, ids: Sequence[int], side: str) -> tuple[list[int], list[int], list[int]]:
+        """`wrap`'s inverse: a side's ids as (the template's ids before the text, the text's own ids, those after).
+
+        Why by the template and not by dropping EOS: the template may put a language code or BOS on either
+        side of the text (mBART-cc25's target is `TEXT </s> CODE`, mBART-50's and NLLB's `CODE TEXT </s>`);
+        a constraint is the text's ids alone, a forced prefix what the output opens with."""
+        template = self.source if side == "source" else self.target
+        at = template.index(TEXT)
+        before, after = at, len(template) - at - 1
+        if len(ids) < before + after:
+            raise ValueError(f"{side} ids {list(ids)} are shorter than the {side} template {template!r}")
+        ids = list(ids)
+        return ids[:before], ids[before:len(ids) - after], ids[len(ids) - after:]
+
     def to_dict(self) -> dict[str, Any]:
         """Plain containers (a checkpoint is read with weights_only=True)."""
         return {"source": list(self.source), "target": list(self.target), "languages": dict(self.languages),

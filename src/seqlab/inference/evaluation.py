@@ -267,16 +267,28 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     return records, metrics
 
 
+def target_parts(tokenizer: Tokenizer, texts: Sequence[str]) -> list[tuple[list[int], list[int]]]:
+    """Each text's target ids as (what the target template puts before the text, the text's own ids): an
+    imported family's opening language code or BOS (`TextLayout.split`), then the text; EOS and whatever
+    follows the text (mBART-cc25's code) never. seqlab's own targets are the text and EOS."""
+    encoded = tokenizer.encode_target(list(texts))
+    layout = getattr(tokenizer, "layout", None)
+    if layout is None:
+        eos = tokenizer.eos_id
+        return [([], [t for t in ids if t != eos]) for ids in encoded]
+    return [layout.split(ids, "target")[:2] for ids in encoded]
+
+
 def prefix_ids(tokenizer: Tokenizer, texts: Sequence[str], size: int | None = None) -> list[list[int]]:
-    """Each text's target token ids as a forced prefix: its EOS never, and at most the first `size` of them."""
-    eos = tokenizer.eos_id
-    return [[t for t in ids if t != eos][:size] for ids in tokenizer.encode_target(list(texts))]
+    """Each text's target token ids as a forced prefix: what every output of the model opens with (the
+    template's opening ids, e.g. mBART-50's target code), then the text, at most `size` ids in all."""
+    return [(opening + text)[:size] for opening, text in target_parts(tokenizer, texts)]
 
 
 def constraint_ids(tokenizer: Tokenizer, phrases: Sequence[Sequence[str]]) -> list[list[list[int]]]:
-    """Each source's phrases as target token ids, EOS never (`prefix_ids`, every phrase encoded in one call); a
-    phrase that tokenizes to nothing is dropped."""
-    flat = iter(prefix_ids(tokenizer, [p for source in phrases for p in source]))
+    """Each source's phrases as target token ids, the phrase's own ids alone (`target_parts`: no language
+    code, BOS or EOS; every phrase encoded in one call); a phrase that tokenizes to nothing is dropped."""
+    flat = iter(text for _, text in target_parts(tokenizer, [p for source in phrases for p in source]))
     return [[ids for ids in (next(flat) for _ in source) if ids] for source in phrases]
 
 

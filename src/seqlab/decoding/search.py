@@ -111,26 +111,35 @@ def sample_or_greedy(
     active = torch.arange(n, device=device)  # their example index
     running = torch.ones(n, dtype=torch.bool, device=device)  # not finished yet
     lengths = torch.zeros(n, dtype=torch.long, device=device)
+    # Work that is not arithmetic, skipped where it cannot change anything (a step of a small model is
+    # mostly per-operator overhead on a CPU): no row reaches its limit before `first_limit`, and while
+    # every row runs, the rows need no selecting (each selection copies the (A, V) logits).
+    first_limit, all_running = int(max_new.min()), True
     for t in range(limit):
         logits, cache = step(prefix[:, -1], cache)  # (A, V)
         scores = apply(for_examples(processors, active), prefix, logits)
-        at_limit = t + 1 >= max_new[active]
-        if force_eos is not None:
+        at_limit = t + 1 >= max_new[active] if t + 1 >= first_limit else None  # None: no row at its limit
+        if force_eos is not None and at_limit is not None:
             scores = force_eos_(scores.clone() if scores is logits else scores, at_limit, eos, force_eos)
         if keys is not None:
             scores = scores.double() + gumbel_noise(seed, keys[active], t, scores.shape[-1])
         next_tok = scores.argmax(dim=-1)  # (A,)
-        if force_eos is not None:  # EOS even where fairseq's rule left no finite score (its log-prob is kept)
+        if force_eos is not None and at_limit is not None:  # EOS even where fairseq's rule left no finite score
             next_tok = torch.where(at_limit, eos, next_tok)
+        if all_running:
+            live, live_logits, live_scores, chosen = active, logits, scores, next_tok
+        else:
+            live, live_logits = active[running], logits[running]
+            live_scores, chosen = scores[running], next_tok[running]
         if on_step is not None:
-            on_step(t, active[running], logits[running], scores[running], next_tok[running])
-        live = active[running]
-        tokens[live, t] = next_tok[running]
-        logprobs[live, t] = F.log_softmax(logits[running], dim=-1).gather(1, next_tok[running, None]).squeeze(1)
+            on_step(t, live, live_logits, live_scores, chosen)
+        tokens[live, t] = chosen
+        logprobs[live, t] = F.log_softmax(live_logits, dim=-1).gather(1, chosen[:, None]).squeeze(1)
         lengths[live] = t + 1
         prefix = torch.cat([prefix, next_tok[:, None]], dim=1)
-        running &= (next_tok != eos) & (t + 1 < max_new[active])
+        running &= next_tok != eos if at_limit is None else (next_tok != eos) & ~at_limit
         finished = int((~running).sum())
+        all_running = finished == 0
         if finished == running.numel():
             break
         if finished * COMPACT_EVERY >= running.numel():  # drop finished rows once they are 1/8 of the batch

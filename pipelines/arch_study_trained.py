@@ -11,7 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipelines.bench import bench_records
 from pipelines.core import Pipeline, Stage, Table
+from pipelines.tables import commit_of, table
 from seqlab.analysis.study import (
     QUESTIONS,
     RECIPES,
@@ -174,11 +176,52 @@ def later(question: str, archive: Path) -> str:
     return tables[question][0] if tables else pending(question)
 
 
+# The layer split's decoding speed: trained checkpoints timed on the test set in one run on a quiet machine
+# (`seqlab bench checkpoints=[...]`), label -> checkpoint, the 3+3 reference first. The study's own 3+3 runs
+# were trained on other machines, so the 3+3 timed is the reference model (mt_bible_small's pipeline: the
+# study baseline's architecture, data and bf16 training, 3,155 updates where the study's take 3,300); the split
+# models are the study's seed-0 runs, as `make study-trained` leaves them in its worktree.
+LAYER_SPLIT_SPEED = {
+    "3+3 (the reference model)": "../seqlab-experiments/outputs/pipelines/train-6e63f63bd501ad77/checkpoints/last.ckpt",
+    "5+1 (enc5_dec1, seed 0)": "../seqlab-study/outputs/arch_study_trained/runs/enc5_dec1-seed0/checkpoints/best.ckpt",
+    "1+5 (enc1_dec5, seed 0)": "../seqlab-study/outputs/arch_study_trained/runs/enc1_dec5-seed0/checkpoints/best.ckpt",
+}
+SPEED_STAGE = Stage("layer_split_speed", "bench", (f"checkpoints=[{','.join(LAYER_SPLIT_SPEED.values())}]",
+                                                   "bench.decode_sources=0"))
+
+
+def speed(row: dict[str, Any]) -> str:
+    """A checkpoint timing's tokens/s and, in brackets, its speed against the first checkpoint's."""
+    return f"{row['tokens'] / row['seconds']:,.0f} ({row['first_seconds'] / row['seconds']:.2f}x)"
+
+
+def layer_split(archive: Path) -> str:
+    """The layer split's quality table (`later`) and, once timed, its decoding speed on the test set."""
+    parts = [later("layer_split", archive)]
+    labels = {path: label for label, path in LAYER_SPLIT_SPEED.items()}
+    for record in bench_records(archive, f"{SPEED_STAGE.name}-*.json"):
+        result, man = record["result"], record["manifest"]
+        rows: dict[str, dict[str, Any]] = {}
+        for r in result["checkpoints"]:
+            rows.setdefault(labels.get(r["checkpoint"], r["checkpoint"]), {})[r["decoding"]] = r
+        body = [[label, *(speed(by[d]) for d in ("greedy", "beam5"))] for label, by in rows.items()]
+        first = next(iter(rows.values()))["greedy"]
+        parts.append(f"Decoding speed on the test set ({first['sources']:,} sentences, fp32, seqlab's engine, "
+                     f"batched as an evaluation batches them, best of {result['config']['decode_repeats']}; "
+                     f"**{man['cpu']}**, {result['threads']} threads, other processes' load "
+                     f"{result['others_busy_cores']:.2f} cores; commit {commit_of(man)}; {man['date'][:10]}). "
+                     "Tokens/s, and in brackets the speed against 3+3 on the same sentences:\n\n"
+                     + table(["model", "greedy tokens/s", "beam-5 tokens/s"], body))
+    return "\n\n".join(parts)
+
+
 PIPELINE = Pipeline(
     "arch_study_trained", "the architecture study at a trained budget (beam 5 and greedy)",
-    tuple(Stage(q, "study", (q, "--recipe", "trained")) for q in ("curve", "all", "depth", "relative_positions")),
+    (*(Stage(q, "study", (q, "--recipe", "trained")) for q in ("curve", "all", "depth", "relative_positions")),
+     SPEED_STAGE),
     (Table("arch_study_trained_curve", curve, DOC), Table("arch_study_trained_design", design, DOC),
      Table("arch_study_trained_claims", claims, DOC), Table("arch_study_trained_depth", depth, DOC),
-     *(Table(f"arch_study_trained_{q}", functools.partial(later, q), DOC) for q in LATER),
+     *(Table(f"arch_study_trained_{q}", layer_split if q == "layer_split" else functools.partial(later, q), DOC)
+       for q in LATER),
      Table("readme_trained_study", headline, "README.md")),
 )

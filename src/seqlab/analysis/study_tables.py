@@ -32,6 +32,7 @@ from seqlab.io import atomic_write_text
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import compare as compare_seeds
 from seqlab.metrics.seeds import pooled_sd, summarize
+from seqlab.metrics.significance import N_AR_FAST
 
 Runs = dict[tuple[str, int], Record]
 DEPTH_PNG = "val_loss.depth.png"  # the depth question's curves, beside its table
@@ -44,7 +45,7 @@ SHOWN_TESTS: dict[str, Any] = {"metrics": (K.BLEU,), "n_ar": 0}
 
 
 def question_table(question: str, runs: Runs, refs: list[str], lengths: list[int] | None = None,
-                   metrics: tuple[str, ...] = DEFAULT_METRICS, n_ar: int = 1000) -> tuple[str, dict[str, Any]]:
+                   metrics: tuple[str, ...] = DEFAULT_METRICS, n_ar: int = N_AR_FAST) -> tuple[str, dict[str, Any]]:
     """The markdown table of one decoded question and its numbers. The table shows the BLEU tests only;
     `metrics` and `n_ar` choose what else the numbers hold (the study's summary: every metric's bootstrap
     and randomization tests; the docs, rendered in a test: SHOWN_TESTS). `lengths` (the archive's source
@@ -90,7 +91,7 @@ LENGTH_QUESTIONS = ("positions", "relative_positions")  # where schemes are said
 
 
 def comparison_row(ref: str, other: str, common: list[int], runs: Runs, refs: list[str],
-                   metrics: tuple[str, ...] = DEFAULT_METRICS, n_ar: int = 1000) -> tuple[str, dict]:
+                   metrics: tuple[str, ...] = DEFAULT_METRICS, n_ar: int = N_AR_FAST) -> tuple[str, dict]:
     """One comparison: seed-level tests of BLEU and validation loss, and each seed's paired test set tests."""
     systems = [System(f"{v}-seed{s}", runs[(v, s)].hypotheses, [refs], origin=f"{v}-seed{s}", variant=v,
                       seed=s, group_label=v) for v in (ref, other) for s in common]

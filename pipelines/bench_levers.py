@@ -21,7 +21,8 @@ def levers_table(record: dict) -> str:
     body = [[r["name"], f"{r['tokens_per_s']:,.0f}", f"{r['tokens_per_s'] / plain['tokens_per_s']:.2f}x",
              f"{r['tokens_per_s'] / hf['tokens_per_s']:.2f}x", f"{r['mfu']:.1%}", f"{r['peak_mb']:,.0f}",
              f"{r['warmup_s']:.1f}", "" if r["loss_delta"] is None else f"{r['loss_delta']:+.1e}"] for r in rows]
-    return table(["bf16-mixed training step", "tokens/s", "vs plain", "vs HF", "MFU", "peak MiB",
+    precision = record["result"].get("precision", "bf16-mixed")
+    return table([f"{precision} training step", "tokens/s", "vs plain", "vs HF", "MFU", "peak MiB",
                   "warm-up s (compile)", "loss - plain's"], body)
 
 

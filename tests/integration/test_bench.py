@@ -224,11 +224,11 @@ def test_levers_bench_times_each_lever_keeps_the_loss_and_renders(tmp_path):
     from pipelines.bench_levers import levers_table
     from seqlab.analysis.bench_levers import LEVERS, lever_bench, to_dict
 
-    rows, profiles = lever_bench(replace(TINY, train_steps=2, warmup_steps=1, train_repeats=1), profile=True)
+    precision, rows, profiles = lever_bench(replace(TINY, train_steps=2, warmup_steps=1, train_repeats=1), profile=True)
     assert [r.name for r in rows] == [*LEVERS, "Hugging Face"]
     assert all(r.tokens_per_s > 0 and r.peak_mb > 0 and r.mfu > 0 for r in rows)
     assert rows[0].loss_delta == 0.0 and all(abs(r.loss_delta) < 1e-2 for r in rows[1:-1])
-    assert rows[-1].loss_delta is None
+    assert rows[-1].loss_delta is None and precision in ("bf16-mixed", "32-true")
     assert "Self CPU time total" in profiles["fused loss + compiled layers"]
     text = levers_table({"result": {"levers": to_dict(rows)}})
     assert "| fused loss + compiled layers |" in text and "| Hugging Face |" in text

@@ -1,6 +1,8 @@
-"""What each training lever gives (`seqlab bench levers=true`): the plain bf16-mixed step, the output projection
+"""What each training lever gives (`seqlab bench levers=true`): the plain training step, the output projection
 fused with the loss (`train.fused_loss`), the layers compiled (`train.compile=layers`) and both, against
-Hugging Face's step with the same weights and batches, timed in one run.
+Hugging Face's step with the same weights and batches, timed in one run, in the precision that training picks
+on this device by default (`trainer.precision=auto`: bf16-mixed on a GPU or an AMX CPU, else whichever of
+bf16 and fp32 multiplies faster here).
 
 Each lever keeps the plain step's loss up to rounding; the bench checks it on the run's first batch without
 dropout (`loss_delta`). A compiled model's first steps include the compile (`warmup_s`, reported apart from
@@ -30,7 +32,7 @@ from seqlab.analysis.speed import (
     train_throughput,
 )
 from seqlab.config import resolve_device
-from seqlab.hardware import best_of, sync
+from seqlab.hardware import auto_precision, best_of, sync
 from seqlab.interop import to_hf
 from seqlab.model import Seq2SeqTransformer
 from seqlab.train.levers import compile_layers, step_loss
@@ -38,7 +40,6 @@ from seqlab.train.levers import compile_layers, step_loss
 log = logging.getLogger("seqlab.bench")
 LEVERS = {"plain": (False, False), "fused loss": (True, False), "compiled layers": (False, True),
           "fused loss + compiled layers": (True, True)}
-PRECISION = "bf16-mixed"
 
 
 @dataclass(frozen=True)
@@ -55,33 +56,35 @@ class LeverTiming:
     loss_delta: float | None  # None for Hugging Face, whose loss is another function's
 
 
-def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[list[LeverTiming], dict[str, str]]:
-    """The rows, and with `profile` torch.profiler's table of each variant's step."""
+def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[str, list[LeverTiming], dict[str, str]]:
+    """The precision timed, the rows, and with `profile` torch.profiler's table of each variant's step."""
     device = torch.device(resolve_device("bench", cfg.device))
+    precision, why = auto_precision("gpu" if device.type == "cuda" else "cpu")
+    log.info("levers in %s (%s)", precision, why)
     torch.manual_seed(cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed)
     model = Seq2SeqTransformer(cfg.model_config()).to(device)
     batches = [random_batch(cfg, g, device=device) for _ in range(cfg.warmup_steps + cfg.train_steps)]
-    reference = first_loss(model, batches[0], cfg, fused=False)
+    reference = first_loss(model, batches[0], cfg, False, precision)
     models, steps, warmup, delta = {}, {}, {}, {}
     for name, (fused, compiled) in LEVERS.items():
         m = copy.deepcopy(model)
         if compiled:
             compile_layers(m)
-        delta[name] = first_loss(m, batches[0], cfg, fused) - reference
+        delta[name] = first_loss(m, batches[0], cfg, fused, precision) - reference
         models[name], steps[name] = m, seqlab_train_step(m, cfg.label_smoothing, fused)
     models["Hugging Face"] = to_hf(model).to(device)
     steps["Hugging Face"] = hf_train_step(models["Hugging Face"], cfg.label_smoothing)
     delta["Hugging Face"] = None
     for name, m in models.items():
-        warmup[name] = warm_up(m, steps[name], batches[: cfg.warmup_steps])
+        warmup[name] = warm_up(m, steps[name], batches[: cfg.warmup_steps], precision)
 
     def run(name: str):
-        r = train_throughput(models[name], steps[name], batches, PRECISION, cfg.warmup_steps)
+        r = train_throughput(models[name], steps[name], batches, precision, cfg.warmup_steps)
         return r, r.step_s
 
     best = {name: r for name, (r, _) in best_of({n: lambda n=n: run(n) for n in models}, cfg.train_repeats).items()}
-    peak = matmul_peak(torch.bfloat16, device)
+    peak = matmul_peak(torch.bfloat16 if precision == "bf16-mixed" else torch.float32, device)
     flops = train_flops(models["plain"].cfg, cfg.batch, cfg.seq_len, cfg.seq_len)
     rows = [LeverTiming(name, r.tokens_per_s, r.step_s, r.peak_mem_mb, flops / r.step_s / peak, warmup[name],
                         delta[name]) for name, r in best.items()]
@@ -92,27 +95,29 @@ def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[list[LeverTimi
     for name in models if profile else ():  # where each variant's time goes: what a lever removed, what is left
         opt, batch = bench_optimizer(models[name]), itertools.cycle(batches)
         profiles[name] = profile_table(lambda name=name, opt=opt, batch=batch: run_train_step(
-            steps[name], opt, next(batch), PRECISION), device)
-    return rows, profiles
+            steps[name], opt, next(batch), precision), device)
+    return precision, rows, profiles
 
 
-def first_loss(model: Seq2SeqTransformer, batch: dict[str, torch.Tensor], cfg: BenchConfig, fused: bool) -> float:
-    """The mean loss of one batch under bf16 autocast, dropout off: what each lever must keep."""
+def first_loss(model: Seq2SeqTransformer, batch: dict[str, torch.Tensor], cfg: BenchConfig, fused: bool,
+               precision: str) -> float:
+    """The mean loss of one batch in `precision`, dropout off: what each lever must keep."""
     model.eval()
-    with torch.no_grad(), torch.autocast(batch["src"].device.type, dtype=torch.bfloat16):
+    with torch.no_grad(), torch.autocast(batch["src"].device.type, dtype=torch.bfloat16,
+                                         enabled=precision == "bf16-mixed"):
         loss, _, n = step_loss(model, batch["src"], batch["pad"], batch["tgt_in"], batch["tgt"], cfg.label_smoothing,
                                fused)
     model.train()
     return float(loss / n)
 
 
-def warm_up(model: torch.nn.Module, step, batches: list[dict[str, torch.Tensor]]) -> float:
+def warm_up(model: torch.nn.Module, step, batches: list[dict[str, torch.Tensor]], precision: str) -> float:
     """Seconds of the first steps on a fresh optimizer: a compiled model compiles here."""
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     start = time.perf_counter()
     for b in batches:
-        run_train_step(step, opt, b, PRECISION)
+        run_train_step(step, opt, b, precision)
     sync(batches[0]["src"].device)
     return time.perf_counter() - start
 

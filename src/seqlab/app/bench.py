@@ -88,7 +88,7 @@ def feature_costs(bench: BenchConfig) -> tuple[dict, str]:
 def lever_speeds(bench: BenchConfig, profile: bool) -> tuple[dict, str]:
     """The training levers' bench: its record (with the device and any profile) and a text table."""
     clock = CpuClock.now()
-    rows, profiles = lever_bench(bench, profile)
+    precision, rows, profiles = lever_bench(bench, profile)
     device = resolve_device("bench", bench.device)
     plain = next(r for r in rows if r.name == "plain")
     hf = next(r for r in rows if r.name == "Hugging Face")
@@ -97,7 +97,7 @@ def lever_speeds(bench: BenchConfig, profile: bool) -> tuple[dict, str]:
              f"warm-up {r.warmup_s:.1f} s" for r in rows]
     record = measured("levers", levers_dict(rows), bench, clock)
     record["device"] = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
-    record["profiles"] = profiles
+    record["profiles"], record["precision"] = profiles, precision
     return record, "\n".join(lines)
 
 

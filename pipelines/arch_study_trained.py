@@ -33,6 +33,7 @@ from seqlab.analysis.study_tables import (
     curve_table,
     depth_table,
     machines_table,
+    question_png,
     question_table,
 )
 from seqlab.metrics import keys as K
@@ -171,9 +172,15 @@ def depth(archive: Path) -> str:
 
 def later(question: str, archive: Path) -> str:
     """One of the LATER questions at beam 5 (a length question with BLEU by source length), once all its runs
-    are archived."""
+    are archived, with its validation curves once drawn (`seqlab study QUESTION --recipe trained
+    --from-archive`)."""
     tables = decoded(archive, [question], REPORTED, load_records(archive, TRAINING))
-    return tables[question][0] if tables else pending(question)
+    if not tables:
+        return pending(question)
+    png = question_png(question)
+    curves = (f"\n\n![Validation loss of the question's runs, mean and range over seeds](../../results/"
+              f"{archive.name}/{png})") if (archive / png).is_file() else ""
+    return tables[question][0] + curves
 
 
 # The layer split's decoding speed: trained checkpoints timed on the test set in one run on a quiet machine

@@ -239,6 +239,11 @@ def val_curves_png(runs: Runs, out: Path, panels: dict[str, list[str]] | None = 
     return out
 
 
+def question_png(question: str) -> str:
+    """The file name of a question's own validation curves in its archive."""
+    return f"val_loss.{question}.png"
+
+
 def depth_curves_png(runs: Runs, out: Path) -> Path:
     """The depth question's validation curves, a panel per learning rate: post- and pre-LN, with and
     without warm-up, side by side at the same rate."""
@@ -282,6 +287,10 @@ def write_tables(archive: Path, questions: list[str], label: str) -> str:
         val_curves_png(curves, archive / f"val_loss.{label}.png" if label != "greedy" else archive / "val_loss.png")
     if "depth" in summary:
         depth_curves_png(trained, archive / DEPTH_PNG)
+    for q in questions:  # a question asked of the trained recipe alone: its own curves, beside its own table
+        own = {k: r for k, r in trained.items() if k[0] in QUESTIONS[q].variants}
+        if QUESTIONS[q].recipes == ("trained",) and QUESTIONS[q].compared_on_test and q in summary and own:
+            val_curves_png(own, archive / question_png(q))
     suffix = "" if label == "greedy" else f".{label}"
     atomic_write_text(archive / f"summary{suffix}.md", text + "\n")
     atomic_write_text(archive / f"summary{suffix}.json", json.dumps(summary, indent=1))

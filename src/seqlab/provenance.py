@@ -16,10 +16,13 @@ from typing import Any
 from seqlab.hardware import SPEED_FLAGS, cpu_flags, cpu_model
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the checkout holding src/seqlab
+OUTPUTS = ("docs", "README.md", "results")  # what the pipelines write: not the code a record ran
 
 
 def git_state(root: Path = SOURCE_ROOT) -> tuple[str | None, bool]:
-    """(commit, clean) of the checkout at `root`: clean means no change to a tracked file. $SEQLAB_COMMIT,
+    """(commit, clean) of the checkout at `root`: clean means no change to a tracked file other than what the
+    pipelines write (OUTPUTS: the rendered docs and the archives, which a run of one experiment changes
+    before the next one's record is made). $SEQLAB_COMMIT,
     where set, names the commit a copy of the tree was made at, unchanged, and wins over any .git the copy
     carries (a GPU machine that gets the files without their history, or with a stale one); outside git
     without it, (None, False)."""
@@ -28,7 +31,8 @@ def git_state(root: Path = SOURCE_ROOT) -> tuple[str | None, bool]:
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                              timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                *(f":!{path}" for path in OUTPUTS)], cwd=root,
                                capture_output=True, text=True, timeout=5, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None, False

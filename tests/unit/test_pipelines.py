@@ -362,3 +362,26 @@ def test_the_layer_split_speed_table_reads_a_checkpoints_bench_record(tmp_path):
     assert "| 3+3 (the reference model) | 1,200 (1.00x) | 300 (1.00x) |" in text
     assert "| 1+5 (enc1_dec5, seed 0) | 3,600 (3.00x) | 900 (3.00x) |" in text
     assert "500 sentences" in text and "**AMD EPYC**" in text
+
+
+def test_a_checkout_is_clean_whatever_the_pipelines_wrote(tmp_path, monkeypatch):
+    """A rendered doc or an archive changed by one experiment's run leaves the code clean for the next record; a
+    changed source file does not."""
+    import subprocess
+
+    from seqlab.provenance import git_state
+
+    monkeypatch.delenv("SEQLAB_COMMIT", raising=False)
+    for folder in ("docs", "results", "src"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "a.txt").write_text("one\n")
+    (tmp_path / "README.md").write_text("one\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], cwd=tmp_path, check=True)
+    for changed in ("docs/a.txt", "results/a.txt", "README.md"):
+        (tmp_path / changed).write_text("two\n")
+    assert git_state(tmp_path)[1] is True
+    (tmp_path / "src" / "a.txt").write_text("two\n")
+    assert git_state(tmp_path)[1] is False

@@ -18,13 +18,19 @@ DOC = "docs/performance.md"
 def render(archive: Path) -> str:
     parts = []
     for record in bench_records(archive, "families-*.json"):
+        found = from_dict(record["result"]["families"])
         rows = [[r.shape, r.decoding, f"{r.tokens / r.seqlab_s:,.0f}", f"{r.x_hf:.2f}x",
                  "–" if r.x_ct2 is None else f"{r.x_ct2:.2f}x",
                  f"{r.equal_hf} of {r.sources}", "–" if r.equal_ct2 is None else f"{r.equal_ct2} of {r.sources}"]
-                for r in from_dict(record["result"]["families"])]
-        parts.append(side_heading(record) + "\n\n"
-                     + table(["shape (random weights)", "decoding", "seqlab tokens/s", "vs generate",
-                              "vs CTranslate2 fp32", "outputs equal generate's", "equal CTranslate2's"], rows))
+                for r in found]
+        header = ["shape (random weights)", "decoding", "seqlab tokens/s", "vs generate", "vs CTranslate2 fp32",
+                  "outputs equal generate's", "equal CTranslate2's"]
+        if any(r.onednn_s is not None for r in found):  # the oneDNN engine, where the record timed it
+            for row, r in zip(rows, found, strict=True):
+                row += ["–" if r.onednn_x_ct2 is None else f"{r.onednn_x_ct2:.2f}x",
+                        "–" if r.equal_onednn is None else f"{r.equal_onednn} of {r.sources}"]
+            header += ["oneDNN engine vs CTranslate2 fp32", "its outputs equal generate's"]
+        parts.append(side_heading(record) + "\n\n" + table(header, rows))
     return "\n\n".join(parts) or f"_No archived bench yet: `make pipeline NAME={archive.name}`._"
 
 

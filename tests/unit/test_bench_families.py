@@ -1,5 +1,5 @@
 """The families' decoding bench at shrunken shapes: every engine decodes the same sources, and seqlab's
-outputs equal generate's and CTranslate2's (the speeds are the bench's business, not a test's)."""
+outputs (its oneDNN engine's too) equal generate's and CTranslate2's (the speeds are the bench's business, not a test's)."""
 
 from __future__ import annotations
 
@@ -27,4 +27,7 @@ def test_every_family_shape_decodes_alike_in_every_engine(monkeypatch):
     for r in rows:
         assert r.equal_hf == r.sources == 6, r
         assert r.equal_ct2 in (None, r.sources), r
+        assert r.equal_onednn in (None, r.sources) and (r.onednn_s is None) == (r.equal_onednn is None), r
     assert bench_families.from_dict(bench_families.to_dict(rows)) == rows
+    old = {k: v for k, v in bench_families.to_dict(rows)[0].items() if not k.endswith("onednn") and k != "onednn_s"}
+    assert bench_families.from_dict([old])[0].onednn_x_ct2 is None  # a record from before the oneDNN column

@@ -55,6 +55,8 @@ class FamilyTiming:
     ct2_s: float | None  # None: CTranslate2 not installed
     equal_hf: int  # sources whose seqlab output equals generate's
     equal_ct2: int | None
+    onednn_s: float | None = None  # seqlab's oneDNN engine (packed fp32 weights); None: not on this build
+    equal_onednn: int | None = None  # sources whose oneDNN output equals generate's
 
     @property
     def x_hf(self) -> float:
@@ -63,6 +65,11 @@ class FamilyTiming:
     @property
     def x_ct2(self) -> float | None:
         return None if self.ct2_s is None else self.ct2_s / self.seqlab_s
+
+    @property
+    def onednn_x_ct2(self) -> float | None:
+        """seqlab's oneDNN engine against CTranslate2 fp32: > 1 is faster."""
+        return None if self.ct2_s is None or self.onednn_s is None else self.ct2_s / self.onednn_s
 
 
 def random_sources(n: int, length: int, vocab: int, pad: int, eos: int, g: torch.Generator
@@ -84,7 +91,8 @@ def until_eos(row: list[int], eos: int) -> list[int]:
 
 
 def family_bench(cfg: BenchConfig, repeats: int | None = None) -> list[FamilyTiming]:
-    """Every shape in SHAPES, greedy and beam 5, seqlab against generate and CTranslate2 (CPU, fp32)."""
+    """Every shape in SHAPES, greedy and beam 5, seqlab (its default engine and its oneDNN engine) against
+    generate and CTranslate2 (CPU, fp32)."""
     return [row for shape, (kind, values) in SHAPES.items()
             for row in time_shape(shape, kind, values, cfg, repeats or cfg.decode_repeats)]
 
@@ -94,6 +102,7 @@ def time_shape(shape: str, kind: str, values: dict[str, Any], cfg: BenchConfig, 
     from transformers import AutoConfig, AutoModelForSeq2SeqLM, GenerationConfig
 
     from seqlab.interop.hf import from_hf
+    from seqlab.model.onednn import onednn_available, onednn_linears
 
     torch.manual_seed(cfg.seed)
     hf = AutoModelForSeq2SeqLM.from_config(AutoConfig.for_model(kind, **values, dropout=0.0)).eval()
@@ -102,6 +111,7 @@ def time_shape(shape: str, kind: str, values: dict[str, Any], cfg: BenchConfig, 
     src, mask = random_sources(cfg.decode_sources, cfg.seq_len, values["vocab_size"], pad, eos,
                                torch.Generator().manual_seed(cfg.seed))
     engine = ct2_engine(model)
+    packed = onednn_linears(model) if onednn_available() else None  # the engine=auto choice on many CPUs
     rows = []
     for name, beams in DECODINGS:
         decoding = DecodingConfig(method="beam" if beams > 1 else "greedy", num_beams=beams,
@@ -114,6 +124,8 @@ def time_shape(shape: str, kind: str, values: dict[str, Any], cfg: BenchConfig, 
                 "hf": partial(timed_hf, hf, src, mask, eos)}
         if engine is not None:
             runs["ct2"] = partial(timed_ct2, engine, src, mask, decoding)
+        if packed is not None:
+            runs["onednn"] = partial(timed_seqlab, packed, src, mask, decoding)
         for run in runs.values():  # warm-up
             run()
         best = best_of(runs, repeats)
@@ -122,8 +134,11 @@ def time_shape(shape: str, kind: str, values: dict[str, Any], cfg: BenchConfig, 
         def equal(other: str, ours: list[list[int]] = ours, best: dict = best) -> int:
             return sum(a == b for a, b in zip(ours, best[other][0], strict=True))
 
+        oned = best.get("onednn")
         rows.append(FamilyTiming(shape, name, len(ours), sum(map(len, ours)), best["seqlab"][1], best["hf"][1],
-                                 best["ct2"][1] if engine else None, equal("hf"), equal("ct2") if engine else None))
+                                 best["ct2"][1] if engine else None, equal("hf"), equal("ct2") if engine else None,
+                                 oned[1] if oned else None,
+                                 sum(a == b for a, b in zip(oned[0], best["hf"][0], strict=True)) if oned else None))
         log.info("%s %s: seqlab %.2fs, HF %.2fs, CTranslate2 %s", shape, name, rows[-1].seqlab_s, rows[-1].hf_s,
                  f"{rows[-1].ct2_s:.2f}s" if engine else "-")
     return rows

@@ -1,5 +1,6 @@
 """The families' decoding bench at shrunken shapes: every engine decodes the same sources, and seqlab's
-outputs (its oneDNN engine's too) equal generate's and CTranslate2's (the speeds are the bench's business, not a test's)."""
+outputs (its oneDNN engine's too) equal generate's and CTranslate2's (the speeds are the bench's business,
+not a test's)."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from seqlab.config import ConfigError
 from seqlab.model import Seq2SeqTransformer
 from seqlab.train.losses import label_smoothed_nll
 from seqlab.train.output_loss import fused_label_smoothed_nll
@@ -45,20 +46,11 @@ def compile_layers(model: Seq2SeqTransformer) -> int:
     outside (embeddings, the loss) is a handful of kernels per step. The compiled graphs go to
     `compile_cache_dir()`, so the next run with the same shapes loads them instead of compiling.
     """
+    if not hasattr(torch.compiler, "set_stance"):  # the quick validation decode runs the layers eagerly with it
+        raise ConfigError(f"train.compile=layers needs torch >= 2.6 (this is {torch.__version__}); upgrade torch "
+                          "or set train.compile=none")
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(compile_cache_dir()))
     layers = [*model.encoder_layers, *model.decoder_layers]
     for layer in layers:
         layer.compile()
     return len(layers)
-
-
-def compiled_is_available() -> tuple[bool, str]:
-    """Whether torch.compile can run here (a C++ compiler on a CPU, Triton on a GPU), and why not."""
-    try:
-        import torch._inductor  # noqa: F401
-    except Exception as err:  # pragma: no cover - a torch build without inductor
-        return False, f"torch.compile's inductor is not importable: {err}"
-    return True, ""
-
-
-__all__ = ["compile_cache_dir", "compile_layers", "compiled_is_available", "step_loss", "torch"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -16,6 +17,13 @@ from seqlab.metrics import keys as K
 from seqlab.train.config import LoopConfig
 
 TABLE_ROWS = 20  # quick-eval sentences shown in the W&B table at each validation
+
+
+def eager() -> contextlib.AbstractContextManager:
+    """Compiled modules run eagerly inside (torch >= 2.6's `set_stance`; with an older torch nothing is compiled
+    to bypass: `train.compile=layers` refuses it)."""
+    stance = getattr(torch.compiler, "set_stance", None)
+    return stance("force_eager") if stance is not None else contextlib.nullcontext()
 
 
 class QuickEval(Callback):
@@ -36,7 +44,7 @@ class QuickEval(Callback):
                                                                   forced_bos_token_id=forced))
 
     def metrics(self, module: Any) -> tuple[list[Any], dict[str, float]]:
-        with torch.compiler.set_stance("force_eager"):  # train.compile=layers: compiled for training, not decoding
+        with eager():  # train.compile=layers: the layers are compiled for training, not for decoding
             records, metrics = evaluate(module.model, self.tokenizer, self.examples, self.decoding,
                                         EvalSettings(split=VALIDATION, score_references=False, n_bootstrap=0))
         return records, {f"val/greedy_{k}": float(metrics[k]) for k in (K.BLEU, K.CHRF, K.ROUGE1, K.ROUGEL)}

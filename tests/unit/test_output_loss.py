@@ -81,16 +81,22 @@ def test_fused_loss_under_bf16_autocast_is_within_bf16_rounding_of_the_unfused_p
         assert (ours[name] - g).abs().max() / scale < 2e-2, name
 
 
-def test_fused_loss_scales_with_the_upstream_gradient_and_the_nll_is_not_differentiable():
+def test_fused_loss_scales_with_the_upstream_gradient_and_the_nll_is_not_differentiable(monkeypatch):
     model, src, pad, tgt_in, tgt = model_and_batch("tied", seed=2)
     loss, nll, n = fused(model, src, pad, tgt_in, tgt, 0.1)
     once = torch.autograd.grad(loss, model.output.weight, retain_graph=True)[0]
     thrice = torch.autograd.grad(3.0 * loss, model.output.weight)[0]
     torch.testing.assert_close(thrice, 3.0 * once)
     assert not nll.requires_grad
-    with torch.no_grad():  # validation-style: no gradients computed, the same values
+    gradients = []  # the logits' gradient is made with scatter_add_ (its target term), and nothing else is
+    scatter = torch.Tensor.scatter_add_
+    monkeypatch.setattr(torch.Tensor, "scatter_add_", lambda t, *a: gradients.append(t.shape) or scatter(t, *a))
+    with torch.no_grad():  # validation: the same values, and no gradient computed
         again, again_nll, _ = fused(model, src, pad, tgt_in, tgt, 0.1)
     assert again.item() == pytest.approx(loss.item(), rel=1e-6) and again_nll.item() == nll.item()
+    assert gradients == []
+    fused(model, src, pad, tgt_in, tgt, 0.1)
+    assert gradients, "with grad mode on, the gradient is computed in the forward pass"
 
 
 def test_gpu_blocks_are_at_least_four_and_cover_every_row_once():

@@ -29,7 +29,7 @@ class _LinearLabelSmoothedCE(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, keep: Tensor,
-                epsilon: float) -> tuple[Tensor, Tensor]:
+                epsilon: float, grad_enabled: bool) -> tuple[Tensor, Tensor]:
         device = h.device
         autocast = torch.is_autocast_enabled(device.type)
         dtype = torch.get_autocast_dtype(device.type) if autocast else h.dtype
@@ -39,7 +39,8 @@ class _LinearLabelSmoothedCE(torch.autograd.Function):
             n, vocab = h.shape[0], weight.shape[0]
             eps_i = epsilon / (vocab - 1)
             on_target = 1.0 - epsilon - eps_i
-            want_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1] or ctx.needs_input_grad[2]
+            # inside forward grad mode is off, and needs_input_grad ignores it: the caller says (validation: no)
+            want_grad = grad_enabled and any(ctx.needs_input_grad[:3])
             weight_f = keep.float()  # (N,): 1 for a counted token
             loss_sum = h.new_zeros((), dtype=torch.float32)
             nll_sum = h.new_zeros((), dtype=torch.float32)
@@ -79,11 +80,11 @@ class _LinearLabelSmoothedCE(torch.autograd.Function):
     def backward(ctx, grad_loss: Tensor, grad_nll: Tensor | None) -> tuple[Tensor | None, ...]:
         has_grad, has_bias, w_dtype, b_dtype = ctx.layout
         if not has_grad:
-            return None, None, None, None, None, None
+            return None, None, None, None, None, None, None
         saved = list(ctx.saved_tensors)
         grad_h, grad_w = saved[0] * grad_loss, (saved[1] * grad_loss).to(w_dtype)
         grad_b = (saved[2] * grad_loss).to(b_dtype) if has_bias else None
-        return grad_h, grad_w, grad_b, None, None, None
+        return grad_h, grad_w, grad_b, None, None, None, None
 
 
 def blocks(n: int, vocab: int, device: torch.device) -> list[slice]:
@@ -103,5 +104,5 @@ def fused_label_smoothed_nll(h: Tensor, weight: Tensor, bias: Tensor | None, tar
     h = h.reshape(-1, h.shape[-1])  # (N, d)
     target = target.reshape(-1)  # (N,)
     keep = target != pad_id
-    loss, nll = _LinearLabelSmoothedCE.apply(h, weight, bias, target, keep, epsilon)
+    loss, nll = _LinearLabelSmoothedCE.apply(h, weight, bias, target, keep, epsilon, torch.is_grad_enabled())
     return loss, nll, keep.sum()

@@ -15,6 +15,7 @@ import copy
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import torch
@@ -111,10 +112,11 @@ def first_loss(model: Seq2SeqTransformer, batch: dict[str, torch.Tensor], cfg: B
     return float(loss / n)
 
 
-def warm_up(model: torch.nn.Module, step, batches: list[dict[str, torch.Tensor]], precision: str) -> float:
+def warm_up(model: torch.nn.Module, step: Callable[[dict[str, torch.Tensor]], torch.Tensor],
+            batches: list[dict[str, torch.Tensor]], precision: str) -> float:
     """Seconds of the first steps on a fresh optimizer: a compiled model compiles here."""
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt = bench_optimizer(model)
     start = time.perf_counter()
     for b in batches:
         run_train_step(step, opt, b, precision)

@@ -517,4 +517,7 @@ def test_a_question_declared_as_data_runs_renders_and_joins_the_trained_page(tmp
     text = write_tables(archive, ["activation"], "greedy")
     assert "**ReLU vs GELU**" in text and "| gelu − baseline |" in text
     monkeypatch.setattr(page, "REPORTED", "greedy")  # the fake runner decodes the short recipe's setting
-    assert text.startswith(page.later("activation", archive))  # its table, then the machines that trained it
+    shown = page.later("activation", archive)  # its table, then its own validation curves
+    table, curves = shown.split("\n\n![")
+    assert text.startswith(table) and "(../../results/archive/val_loss.activation.png)" in curves  # then the machines
+    assert (archive / "val_loss.activation.png").is_file()

@@ -328,7 +328,7 @@ def test_the_archive_keeps_the_source_lengths_and_tests_each_bucket_on_its_own_s
     assert execute(runs, archive, command=fake) == []
     assert load_source_tokens(archive) == SOURCE_LENGTHS
     text = write_tables(archive, ["relative_positions"], "beam5")
-    assert (archive / "val_loss.relative_positions.png").stat().st_size > 1000  # a trained-only question's curves
+    assert not (archive / "val_loss.relative_positions.png").exists()  # its other variants' runs are still to land
     by_length = json.loads((archive / "summary.beam5.json").read_text())["relative_positions"]["by_length"]
     assert set(by_length) == {"bleu", "chrf", "comparisons"} and "chrF by source length" in text
     (cmp,) = by_length["comparisons"]

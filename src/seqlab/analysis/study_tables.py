@@ -18,6 +18,7 @@ from seqlab.analysis.study import (
     CURVE_TOLERANCE,
     DIVERGED,
     QUESTIONS,
+    SEEDS,
     TRAINING,
     VARIANT_DESCRIPTIONS,
     Record,
@@ -287,9 +288,10 @@ def write_tables(archive: Path, questions: list[str], label: str) -> str:
         val_curves_png(curves, archive / f"val_loss.{label}.png" if label != "greedy" else archive / "val_loss.png")
     if "depth" in summary:
         depth_curves_png(trained, archive / DEPTH_PNG)
-    for q in questions:  # a question asked of the trained recipe alone: its own curves, beside its own table
+    for q in questions:  # a question asked of the trained recipe alone: its own curves, once all its runs landed
         own = {k: r for k, r in trained.items() if k[0] in QUESTIONS[q].variants}
-        if QUESTIONS[q].recipes == ("trained",) and QUESTIONS[q].compared_on_test and q in summary and own:
+        complete = len(own) == len(QUESTIONS[q].variants) * SEEDS
+        if QUESTIONS[q].recipes == ("trained",) and QUESTIONS[q].compared_on_test and complete:
             val_curves_png(own, archive / question_png(q))
     suffix = "" if label == "greedy" else f".{label}"
     atomic_write_text(archive / f"summary{suffix}.md", text + "\n")

@@ -26,15 +26,22 @@ def bench_records(archive: Path, pattern: str = "bench-*.json") -> list[dict]:
     return [r for p in sorted(archive.glob(pattern)) if (r := json.loads(p.read_text())).get("status") == "ok"]
 
 
-def side_heading(record: dict, shape: str = "") -> str:
-    """The line above a side bench's table (families, features): the machine, the commit, other processes'
-    load and the decoding shape (`shape`: the model's, where the bench's own)."""
-    result, man, cfg = record["result"], record["manifest"], record["result"]["config"]
+def machine_heading(record: dict, what: str) -> str:
+    """The line above a side bench's table: the CPU, its flags, threads, torch, the commit, the date, other
+    processes' load, then `what` was timed."""
+    result, man = record["result"], record["manifest"]
     return (f"**{man['cpu']}** ({', '.join(man['cpu_flags']) or 'no bf16/AMX flags'}; {result['threads']} threads; "
             f"torch {man['torch']}; commit {commit_of(man)}; {man['date'][:10]}; other processes' load "
-            f"{result['others_busy_cores']:.2f} cores; {cfg['decode_sources']} random sources of "
-            f"{cfg['seq_len'] // 2}-{cfg['seq_len']} tokens, {cfg['max_new_tokens']} new tokens at most, fp32, best of "
-            f"{cfg['decode_repeats']}{shape})")
+            f"{result['others_busy_cores']:.2f} cores; {what})")
+
+
+def side_heading(record: dict, shape: str = "") -> str:
+    """The line above a decoding side bench's table (families, features): `machine_heading` with the decoding
+    shape (`shape`: the model's, where the bench's own)."""
+    cfg = record["result"]["config"]
+    return machine_heading(record, f"{cfg['decode_sources']} random sources of {cfg['seq_len'] // 2}-{cfg['seq_len']} "
+                                   f"tokens, {cfg['max_new_tokens']} new tokens at most, fp32, best of "
+                                   f"{cfg['decode_repeats']}{shape}")
 
 
 def rows_of(r: BenchResult) -> list[list[str]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.bench import bench_records, side_heading
+from pipelines.bench import bench_records, machine_heading
 from pipelines.core import Pipeline, Stage, Table
 from pipelines.tables import commit_of, table
 
@@ -27,7 +27,7 @@ def levers_table(record: dict) -> str:
 
 
 def heading(record: dict) -> str:
-    """The line above a levers table: the device (a GPU's record) or side_heading's CPU line, and the shape."""
+    """The line above a levers table: the device (a GPU's record) or the CPU (`machine_heading`), and the shape."""
     result, man, cfg = record["result"], record["manifest"], record["result"]["config"]
     shape = (f"d_model {cfg['d_model']}, {cfg['layers']}+{cfg['layers']} layers, vocabulary {cfg['vocab']:,}, batches "
              f"of {cfg['batch']} x {cfg['seq_len']} tokens, {cfg['train_steps']} steps after {cfg['warmup_steps']}, "
@@ -35,8 +35,7 @@ def heading(record: dict) -> str:
     if result.get("device", "cpu") != "cpu":
         return (f"**{result['device']}** (host {man['cpu']}; torch {man['torch']}; commit {commit_of(man)}; "
                 f"{man['date'][:10]}; {shape})")
-    return side_heading(record, "").removesuffix(")").split("; other processes")[0] + \
-        f"; other processes' load {result['others_busy_cores']:.2f} cores; {shape})"
+    return machine_heading(record, shape)
 
 
 def render(archive: Path, pattern: str = "levers-*.json") -> str:

@@ -259,12 +259,12 @@ def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False, 
     planned = [replace(p, archived=False) if p.stage.name in rerun else p for p in plan(pipeline)]
     by_name = {p.stage.name: p for p in planned}
     needed = needed_stages(planned)
-    if only:
-        needed &= upstream_closure(by_name, only)
+    asked = upstream_closure(by_name, only) if only else {p.stage.name for p in planned}
+    needed &= asked
     failed: list[str] = []
     for p in planned:
         line = "seqlab " + " ".join(command_line(by_name, p))
-        if only and p.stage.name not in needed and p.stage.name not in upstream_closure(by_name, only):
+        if p.stage.name not in asked:
             print(f"== {p.stage.name}: left as it is (--only)", file=sys.stderr)
             continue
         if p.stage.name not in needed:

@@ -131,14 +131,14 @@ def time_shape(shape: str, kind: str, values: dict[str, Any], cfg: BenchConfig, 
         best = best_of(runs, repeats)
         ours = best["seqlab"][0]
 
-        def equal(other: str, ours: list[list[int]] = ours, best: dict = best) -> int:
-            return sum(a == b for a, b in zip(ours, best[other][0], strict=True))
+        def equal(other: str, mine: str = "seqlab", best: dict = best) -> int:
+            """Sources on which engine `mine` and `other` decoded the same tokens."""
+            return sum(a == b for a, b in zip(best[mine][0], best[other][0], strict=True))
 
         oned = best.get("onednn")
         rows.append(FamilyTiming(shape, name, len(ours), sum(map(len, ours)), best["seqlab"][1], best["hf"][1],
                                  best["ct2"][1] if engine else None, equal("hf"), equal("ct2") if engine else None,
-                                 oned[1] if oned else None,
-                                 sum(a == b for a, b in zip(oned[0], best["hf"][0], strict=True)) if oned else None))
+                                 oned[1] if oned else None, equal("hf", "onednn") if oned else None))
         log.info("%s %s: seqlab %.2fs, HF %.2fs, CTranslate2 %s", shape, name, rows[-1].seqlab_s, rows[-1].hf_s,
                  f"{rows[-1].ct2_s:.2f}s" if engine else "-")
     return rows

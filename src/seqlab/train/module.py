@@ -38,6 +38,7 @@ class Seq2SeqModule(L.LightningModule):
         self.meta = meta or {}  # tokenizer, data config, resolved run config
         self.skipped_batches = 0
         self._last_time: float | None = None
+        self._compile_start: float | None = None  # train.compile: when compiling began, until the first step ends
 
     # -- training ---------------------------------------------------------------------------
     def on_fit_start(self) -> None:
@@ -48,7 +49,7 @@ class Seq2SeqModule(L.LightningModule):
                      "time, which is logged apart)", n)
 
     def on_train_batch_end(self, outputs: Any, batch: Batch, batch_idx: int) -> None:
-        if (started := getattr(self, "_compile_start", None)) is not None:
+        if (started := self._compile_start) is not None:
             self._compile_start = None
             seconds = time.perf_counter() - started
             log.info("first training step, compile included: %.1f s", seconds)

@@ -7,8 +7,7 @@ casts. Here each block of rows goes from hidden states to logits to loss to the 
 the block is hot, and that gradient goes at once into the hidden states' and the weight's gradients; no
 (N, V) array is ever whole. The gradients are computed in the forward pass (the loss is a sum, so the
 upstream gradient is one scalar, applied in backward), as Liger-Kernel's fused linear cross-entropy does;
-the price is that the gradients are computed even when no backward follows (validation uses the unfused
-path).
+under no_grad (validation) none are computed.
 
 The values are the unfused path's (`seqlab.train.losses`, fairseq's formula) up to rounding: the weight's
 gradient is summed over blocks in fp32, where the unfused projection sums it in one product.

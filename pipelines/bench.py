@@ -18,7 +18,8 @@ from seqlab.hardware import bf16_flags
 DOC = "docs/performance.md"
 LABELS = {"greedy": "greedy", "beam": "beam 5", "beam8": "beam 8"}
 ENGINE_NAMES = {"bf16": "seqlab bf16 autocast", "int8": "seqlab int8", "onednn": "`engine=seqlab_onednn`",
-                "ct2_fp32": "CTranslate2 fp32", "ct2_int8": "CTranslate2 int8"}
+                "ct2_fp32": "CTranslate2 fp32", "ct2_int8": "CTranslate2 int8",
+                "graphs": "`engine=seqlab_graphs` (CUDA graphs)", "graphs_bf16": "`engine=seqlab_graphs` bf16"}
 
 
 def bench_records(archive: Path, pattern: str = "bench-*.json") -> list[dict]:

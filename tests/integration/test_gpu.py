@@ -1,7 +1,8 @@
 """The CUDA paths, run where torch sees a GPU (`pytest -m gpu`): the bench on the device, training in
 bf16-mixed with `trainer=gpu` (pinned batches, loader workers, fused AdamW), PyTorch's fused attention
-kernels, checkpoints moving between a GPU and a CPU, and the relative position schemes (RoPE, ALiBi, T5's
-bias) exact on the device. Deselected by default and skipped without CUDA."""
+kernels, checkpoints moving between a GPU and a CPU, the relative position schemes (RoPE, ALiBi, T5's
+bias) exact on the device, and the decoder step replayed as a CUDA graph (decoding.graphs). Deselected by
+default and skipped without CUDA."""
 
 from __future__ import annotations
 
@@ -33,8 +34,10 @@ def test_bench_runs_both_toolkits_on_the_gpu():
     for t in r.train.values():
         assert t.seqlab.peak_mem_mb > 0  # CUDA's counter, not the host's RSS
         assert t.seqlab_sdpa is None  # attention_kernel=auto is SDPA on a GPU: nothing to compare
-    assert set(r.decode["greedy"].engines) == {"bf16"}  # int8, oneDNN and CTranslate2 are CPU engines
-    assert set(r.profiles) == {"train_bf16_seqlab", "train_bf16_hf", f"beam{TINY.num_beams}_bf16_seqlab"}
+    # int8, oneDNN and CTranslate2 are CPU engines; CUDA graphs a GPU's
+    assert set(r.decode["greedy"].engines) == {"bf16", "graphs", "graphs_bf16"}
+    assert set(r.profiles) == {"train_bf16_seqlab", "train_bf16_hf", f"beam{TINY.num_beams}_bf16_seqlab",
+                               f"beam{TINY.num_beams}_bf16_graphs"}
     assert all("Self CUDA" in table for table in r.profiles.values())  # the device's times, not only the host's
 
 
@@ -219,3 +222,79 @@ def test_compiled_layers_on_the_gpu_give_the_eager_loss_and_gradients():
     assert losses[1] == pytest.approx(losses[0], rel=1e-3)
     for name, g in found[0].items():
         assert (found[1][name] - g).abs().max() <= 3e-2 * g.abs().max().clamp(min=1e-6), name
+
+
+GRAPH_SETTINGS = {"greedy": dict(max_length=12), "beam4": dict(method="beam", num_beams=4, max_length=12),
+                  "beam4_nbest": dict(method="beam", num_beams=4, n_best=4, max_length=12),
+                  "diverse": dict(method="beam", num_beams=4, num_beam_groups=2, diversity_penalty=0.5, max_length=12),
+                  "sample": dict(method="sample", n_best=3, max_length=12, seed=3)}
+
+
+@pytest.mark.parametrize("name", list(GRAPH_SETTINGS))
+def test_step_graphs_decode_what_the_eager_step_decodes(monkeypatch, name):
+    """Every search with its step captured once and replayed: the eager step's sequences and scores (fp32, TF32
+    off), rows finishing and beams moving within the captured buffers."""
+    import sys
+
+    from seqlab.decoding import DecodingConfig, generate
+    from seqlab.decoding.graphs import GraphedStep
+
+    from ..helpers import toy_batch, trained_toy_model
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model = trained_toy_model().cuda()
+    src, pad, *_ = (t.cuda() for t in toy_batch(torch.Generator().manual_seed(1), 16, 40))
+    cfg = DecodingConfig(**GRAPH_SETTINGS[name])
+    made = []
+    module = sys.modules["seqlab.decoding.generate"]
+    real = module.step_fn
+    monkeypatch.setattr(module, "step_fn", lambda m, graphs: made.append(real(m, graphs)) or made[-1])
+    with torch.no_grad():
+        eager = generate(model, src, pad, cfg)
+        graphed = generate(model, src, pad, cfg, graphs=True)
+    assert isinstance(made[-1], GraphedStep) and made[-1].captures == 1
+    assert torch.equal(eager.sequences, graphed.sequences)
+    torch.testing.assert_close(eager.scores, graphed.scores, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(eager.token_logprobs, graphed.token_logprobs, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_a_replayed_step_computes_what_the_step_it_captured_computes(bf16):
+    """The graph against the same static step run without one, step by step: bitwise (the same kernels), in fp32
+    and under bf16 autocast (the capture's autocast keeps no cache of cast weights)."""
+    from seqlab.decoding.graphs import GraphedStep
+
+    from ..helpers import toy_batch, trained_toy_model
+
+    model = trained_toy_model().cuda()
+    src, pad, *_ = (t.cuda() for t in toy_batch(torch.Generator().manual_seed(2), 8, 40))
+    tokens = torch.randint(4, 40, (8, 6), generator=torch.Generator().manual_seed(3)).cuda()
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+        memory = model.encode(src, pad)
+        caches = [model.start_cache(memory, pad, capacity=8) for _ in range(2)]
+        steps = [GraphedStep(model), GraphedStep(model, capture=False)]
+        for t in range(tokens.shape[1]):
+            logits = [step(tokens[:, t], cache)[0].clone() for step, cache in zip(steps, caches, strict=True)]
+            assert torch.equal(logits[0], logits[1])
+    assert steps[0].captures == 1
+    for a, b in zip(caches[0].layers, caches[1].layers, strict=True):
+        assert torch.equal(a.k, b.k) and torch.equal(a.v, b.v)
+
+
+def test_the_graphs_engine_decodes_like_generate_and_refuses_a_cpu_model():
+    from seqlab.config import ConfigError
+    from seqlab.decoding import DecodingConfig, generate
+    from seqlab.interop.engines import GraphEngine
+
+    from ..helpers import toy_batch, trained_toy_model
+
+    model = trained_toy_model()
+    with pytest.raises(ConfigError, match="engine=seqlab_graphs replays CUDA graphs: use device=cuda"):
+        GraphEngine(model, "fp32")
+    model = model.cuda()
+    src, pad, *_ = (t.cuda() for t in toy_batch(torch.Generator().manual_seed(1), 8, 40))
+    cfg = DecodingConfig(method="beam", num_beams=3, max_length=10)
+    with torch.no_grad():
+        ours = GraphEngine(model, "fp32").generate(model, src, pad, cfg)
+        expected = generate(model, src, pad, cfg, graphs=True)
+    assert torch.equal(ours.sequences, expected.sequences)

@@ -125,7 +125,7 @@ def profiles(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[dict[str
              src: torch.Tensor, pad: torch.Tensor) -> dict[str, str]:
     """Where the time goes when a goal is missed (`seqlab bench profile=true`): torch.profiler's operator
     tables of a bf16 training step, seqlab's and HF's (fresh copies, a few steps each), and of seqlab's
-    beam search in bf16."""
+    beam search in bf16 (on a GPU also with its step as a CUDA graph)."""
     tables = {}
     for name, m in (("train_bf16_seqlab", copy.deepcopy(model)), ("train_bf16_hf", to_hf(model).to(src.device))):
         m.train()
@@ -137,6 +137,10 @@ def profiles(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[dict[str
     tables[f"beam{cfg.num_beams}_bf16_seqlab"] = profile_table(
         lambda: seqlab_decode(model, src, pad, cfg.num_beams, cfg.max_new_tokens, bf16=True, memory=False),
         src.device, repeats=2)
+    if on_cuda(src.device) and model.step_at_blocker() is None:
+        tables[f"beam{cfg.num_beams}_bf16_graphs"] = profile_table(
+            lambda: seqlab_decode(model, src, pad, cfg.num_beams, cfg.max_new_tokens, bf16=True, memory=False,
+                                  graphs=True), src.device, repeats=2)
     return tables
 
 
@@ -151,8 +155,9 @@ def same(a: Seqs, b: Seqs) -> int:
 
 def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor
                       ) -> dict[str, DecodeComparison]:
-    """Each setting: seqlab fp32 and HF (outputs compared), then seqlab in bf16, and on a CPU seqlab's int8
-    and oneDNN engines and CTranslate2 in fp32 and int8 (their outputs compared with seqlab's or HF's)."""
+    """Each setting: seqlab fp32 and HF (outputs compared), then seqlab in bf16, on a CPU seqlab's int8 and
+    oneDNN engines and CTranslate2 in fp32 and int8, on a GPU seqlab with CUDA graphs in fp32 and bf16 (their
+    outputs compared with seqlab's or HF's: `ENGINES`)."""
     model.eval()
     hf = to_hf(model).to(src.device).eval()
     variants: dict[str, Seq2SeqTransformer] = {}
@@ -176,10 +181,16 @@ def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Te
                                                       memory=False)[:2]}
         runs.update({tag: (lambda v=v, b=beams: seqlab_decode(v, src, pad, b, cfg.max_new_tokens, memory=False)[:2])
                      for tag, v in variants.items()})
+        if on_cuda(src.device) and model.step_at_blocker() is None:
+            runs.update({tag: (lambda b=beams, bf16=bf16: seqlab_decode(
+                model, src, pad, b, cfg.max_new_tokens, bf16=bf16, memory=False, graphs=True)[:2])
+                for tag, bf16 in (("graphs", False), ("graphs_bf16", True))})
+        timed = best_of(runs, cfg.decode_repeats)
+        compared = {"onednn": theirs, "graphs": theirs, "graphs_bf16": timed["bf16"][0]}
         engines = {}
-        for tag, (seqs, seconds) in best_of(runs, cfg.decode_repeats).items():
-            engines[tag] = EngineRun(sum(map(len, seqs)) / seconds, seconds,
-                                     same(seqs, theirs if tag == "onednn" else ours), len(seqs))
+        for tag, (seqs, seconds) in timed.items():
+            engines[tag] = EngineRun(sum(map(len, seqs)) / seconds, seconds, same(seqs, compared.get(tag, ours)),
+                                     len(seqs))
         result[name] = DecodeComparison(beams, ours_s, hf_s, ours_mem, hf_mem, sum(map(len, ours)), len(ours),
                                         len(ours) - same(ours, theirs), engines)
         log.info("%s: seqlab %.2fs, HF %.2fs, %d differ", name, ours_s, hf_s, len(ours) - same(ours, theirs))

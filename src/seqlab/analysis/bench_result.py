@@ -10,7 +10,8 @@ from typing import Any
 
 DECODINGS = ("greedy", "beam", "beam8")  # the settings timed against Hugging Face
 ENGINES = {  # a decoding variant beside seqlab's fp32 search -> what its outputs are compared with
-    "bf16": "seqlab fp32", "int8": "seqlab fp32", "onednn": "HF", "ct2_fp32": "seqlab fp32", "ct2_int8": "seqlab fp32"}
+    "bf16": "seqlab fp32", "int8": "seqlab fp32", "onednn": "HF", "ct2_fp32": "seqlab fp32", "ct2_int8": "seqlab fp32",
+    "graphs": "HF", "graphs_bf16": "seqlab bf16"}
 
 
 @dataclass(frozen=True)

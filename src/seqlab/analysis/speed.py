@@ -223,8 +223,10 @@ def decode_sources(cfg: BenchConfig, g: torch.Generator, tokenizer: Any = None, 
 
 
 def seqlab_decode(model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor, beams: int,
-                  max_new: int, bf16: bool = False, memory: bool = True) -> tuple[list[list[int]], float, float]:
-    """Decode (greedy or beam), optionally in bf16 (`precision_context`): sequences, seconds, peak MiB.
+                  max_new: int, bf16: bool = False, memory: bool = True, graphs: bool = False
+                  ) -> tuple[list[list[int]], float, float]:
+    """Decode (greedy or beam), optionally in bf16 (`precision_context`) and with the decoder step replayed as a
+    CUDA graph (`graphs`): sequences, seconds, peak MiB.
 
     memory=True measures the peak from a trimmed heap (`reset_peak_memory`), so this run pays its page
     faults; time later runs with memory=False, on the heap the earlier ones left (peak MiB: nan)."""
@@ -234,7 +236,7 @@ def seqlab_decode(model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tenso
         reset_peak_memory(src.device)
     start = time.perf_counter()
     with precision_context("bf16" if bf16 else "fp32", src.device):
-        out = generate(model, src, pad, cfg)
+        out = generate(model, src, pad, cfg, graphs=graphs)
     sync(src.device)
     elapsed = time.perf_counter() - start
     seqs = [out.sequences[i, 0, : out.lengths[i, 0]].tolist() for i in range(src.shape[0])]

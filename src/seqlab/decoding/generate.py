@@ -18,10 +18,11 @@ from seqlab.decoding.constraints import check_constraints
 from seqlab.decoding.contrastive import contrastive_search
 from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.diverse import diverse_beam_search
+from seqlab.decoding.graphs import step_fn
 from seqlab.decoding.processors import ForcedPrefix
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
-from seqlab.decoding.search import GenerateOutput, LengthPenalty, beam_search, model_step, sample_or_greedy
+from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, beam_search, sample_or_greedy
 from seqlab.model import DecoderCache, Seq2SeqTransformer
 
 DecodePrecision = Literal["fp32", "bf16", "int8"]  # int8: an int8 engine (interop.engines), not autocast
@@ -65,15 +66,15 @@ def length_penalty(cfg: DecodingConfig) -> LengthPenalty:
     return LengthPenalty(cfg.length_penalty, cfg.length_rule)
 
 
-def plain_beam_search(model: Seq2SeqTransformer, cache: DecoderCache, cfg: DecodingConfig, src_pad_mask: Tensor,
-                      **search: Any) -> GenerateOutput:
-    """search.beam_search over the model, with cfg's coverage penalty where set (which records the last
-    decoder layer's cross-attention while it runs)."""
+def plain_beam_search(model: Seq2SeqTransformer, step: StepFn, cache: DecoderCache, cfg: DecodingConfig,
+                      src_pad_mask: Tensor, **search: Any) -> GenerateOutput:
+    """search.beam_search over the model's `step`, with cfg's coverage penalty where set (which records the
+    last decoder layer's cross-attention while it runs)."""
     if cfg.coverage_penalty is None:
-        return beam_search(model_step(model), cache, **search)
+        return beam_search(step, cache, **search)
     coverage = Coverage(src_pad_mask, cfg.num_beams, cfg.coverage_penalty, cfg.coverage_beta)
     with coverage.recording(model):
-        return beam_search(model_step(model), cache, coverage=coverage, **search)
+        return beam_search(step, cache, coverage=coverage, **search)
 
 
 def forced_prefix(prefixes: Sequence[Sequence[int]], limits: Tensor, rows: int, pad_id: int) -> ForcedPrefix:
@@ -99,7 +100,7 @@ def first_hypotheses(out: GenerateOutput, n: int) -> GenerateOutput:
 def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingConfig,
              sample_keys: Tensor | None = None,
              target_prefix: Sequence[Sequence[int]] | None = None,
-             constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> GenerateOutput:
+             constraints: Sequence[Sequence[Sequence[int]]] | None = None, graphs: bool = False) -> GenerateOutput:
     """Decode a batch. src_ids (B, S) long; src_pad_mask (B, S) bool, True at padding.
 
     sample_keys: optional (B,) ints identifying each source for sampling; by default
@@ -108,11 +109,16 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
     first and scored like the rest (processors.ForcedPrefix).
     constraints: with `cfg.constraints`, each source's lexical constraints (token id sequences, none: []);
     None: no source has any.
+    graphs: replay the decoder step as a CUDA graph (decoding.graphs; a GPU and absolute positions). Contrastive
+    search, which reads the model's hidden states, decodes eagerly.
     """
     model_cfg = model.cfg
     if constraints is not None and cfg.constraints is None:
         raise ConfigError("lexical constraints were given but decoding.constraints is null: set it to ordered "
                           "(in the order given) or unordered")
+    if graphs and cfg.coverage_penalty is not None:
+        raise ConfigError("a coverage penalty records the attention at every step, which a captured step does not: "
+                          "decode it without step graphs (engine=seqlab)")
     if cfg.constraints is not None and target_prefix is not None:
         raise ConfigError("decoding.constraints and a target prefix do not combine: give one")
     ids = SpecialIds(model_cfg.pad_id, model_cfg.bos_id, model_cfg.eos_id)
@@ -125,7 +131,7 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
     model.eval()
     try:
         memory = model.encode(src_ids, src_pad_mask)
-        step = model_step(model)
+        step = step_fn(model, graphs)
         rows = cfg.rows_per_source
         plain_beam = cfg.method == "beam" and cfg.num_beam_groups == 1  # makes its beams after the first step
         cache = model.start_cache(memory, src_pad_mask, group=1 if plain_beam else rows,
@@ -145,7 +151,7 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                 result = diverse_beam_search(step, cache, num_groups=cfg.num_beam_groups,
                                              diversity_penalty=cfg.diversity_penalty, **common)
             else:
-                result = plain_beam_search(model, cache, cfg, src_pad_mask, **common)
+                result = plain_beam_search(model, step, cache, cfg, src_pad_mask, **common)
             result = first_hypotheses(result, cfg.hypotheses_per_source)
         elif cfg.method == "contrastive":
             result = contrastive_search(model, cache, ids=ids, max_new=limits, processors=processors, top_k=cfg.top_k,

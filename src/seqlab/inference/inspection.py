@@ -203,7 +203,7 @@ def beam_trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg
     memory = model.encode(src, pad)
     limits = max_new_tokens(cfg, pad, model.cfg.max_positions)
     cache = model.start_cache(memory, pad, capacity=int(limits.max()) + 1, src_ids=src)
-    plain_beam_search(model, cache, cfg, pad, ids=model.cfg, max_new=limits, num_beams=k,
+    plain_beam_search(model, model_step(model), cache, cfg, pad, ids=model.cfg, max_new=limits, num_beams=k,
                       length_penalty=length_penalty(cfg), early_stopping=cfg.early_stopping,
                       processors=build_processors(cfg, model.cfg), force_eos=cfg.force_eos or None, on_step=record)
     return nodes

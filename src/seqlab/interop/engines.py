@@ -1,6 +1,7 @@
 """Which engine decodes: seqlab's own search, the same search with its fp32 linear layers on oneDNN's packed
-weights (`seqlab_onednn`, model.onednn: faster on CPUs where PyTorch's MKL matmul is slow), or
-CTranslate2's (interop.ct2) on an export of the checkpoint.
+weights (`seqlab_onednn`, model.onednn: faster on CPUs where PyTorch's MKL matmul is slow), the same search
+with its decoder step replayed as a CUDA graph (`seqlab_graphs`, decoding.graphs: a GPU, where the step's
+launches outweigh its arithmetic), or CTranslate2's (interop.ct2) on an export of the checkpoint.
 
 Chosen with `engine=` in eval and translate, checked before the checkpoint loads, so a sweep, its
 metrics, intervals and paired tests can compare the engines on one test set. `engine=auto` (the default)
@@ -24,7 +25,8 @@ from torch import Tensor
 
 from seqlab.config import ConfigError, check_choice
 from seqlab.data.tokenizer import Tokenizer
-from seqlab.decoding import DecodingConfig, GenerateOutput, generate, precision_label
+from seqlab.decoding import DecodingConfig, GenerateOutput, generate, precision_context, precision_label
+from seqlab.decoding.graphs import check_graphable
 from seqlab.hardware import cpu_model
 from seqlab.interop.ct2 import CT2Engine, check_decodable
 from seqlab.io import atomic_write_text
@@ -34,8 +36,9 @@ from seqlab.model.quantize import dynamic_int8
 
 # seqlab_onednn: seqlab's search with its fp32 linear layers on oneDNN's packed weights (model.onednn)
 # auto: the fastest of seqlab and seqlab_onednn on this machine (choose_engine)
-Engine = Literal["auto", "seqlab", "seqlab_onednn", "ctranslate2"]
-LABEL_SUFFIX = {"seqlab": "", "seqlab_onednn": "_onednn", "ctranslate2": "_ct2"}
+# seqlab_graphs: seqlab's search with the decoder step as a CUDA graph (decoding.graphs)
+Engine = Literal["auto", "seqlab", "seqlab_onednn", "seqlab_graphs", "ctranslate2"]
+LABEL_SUFFIX = {"seqlab": "", "seqlab_onednn": "_onednn", "seqlab_graphs": "_graphs", "ctranslate2": "_ct2"}
 # precision -> (CTranslate2 weight quantization at export, compute_type)
 CT2_PRECISION = {"fp32": (None, "float32"), "bf16": (None, "bfloat16"), "int8": ("int8", "int8")}
 
@@ -46,6 +49,13 @@ def check_engine(owner: str, engine: str, precision: str, decoding: DecodingConf
     if engine == "seqlab_onednn" and precision != "fp32":
         raise ConfigError(f"{owner}.engine=seqlab_onednn packs fp32 weights; use {owner}.precision=fp32 with it, or "
                           f"engine=seqlab for precision={precision}")
+    if engine == "seqlab_graphs":
+        if precision not in ("fp32", "bf16"):
+            raise ConfigError(f"{owner}.engine=seqlab_graphs captures the fp32 or bf16 step; use "
+                              f"{owner}.precision=fp32 or bf16 with it")
+        if decoding is not None and decoding.coverage_penalty is not None:
+            raise ConfigError(f"{owner}.engine=seqlab_graphs does not record attention, which a coverage penalty "
+                              f"reads: use {owner}.engine=seqlab with decoding.coverage_penalty")
     if engine == "ctranslate2":
         if precision not in CT2_PRECISION:
             raise ConfigError(f"{owner}.precision={precision!r} is not one of {list(CT2_PRECISION)}")
@@ -116,8 +126,26 @@ class VariantEngine:
         return generate(self.model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix, constraints=constraints)
 
 
+class GraphEngine:
+    """seqlab's own search with its decoder step replayed as a CUDA graph (decoding.graphs), used like
+    `generate`; checked before decoding (a GPU, a model whose step has fixed shapes)."""
+
+    def __init__(self, model: Seq2SeqTransformer, precision: str) -> None:
+        if next(model.parameters()).device.type != "cuda":
+            raise ConfigError("engine=seqlab_graphs replays CUDA graphs: use device=cuda, or engine=seqlab on a CPU")
+        check_graphable(model, "engine=seqlab_graphs")
+        self.precision = precision
+
+    def generate(self, model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor,
+                 cfg: DecodingConfig, target_prefix: Sequence[Sequence[int]] | None = None,
+                 constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> GenerateOutput:
+        with precision_context(self.precision, src_ids.device):
+            return generate(model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix, constraints=constraints,
+                            graphs=True)
+
+
 def make_engine(engine: str, checkpoint: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, cache_dir: Path,
-                precision: str) -> CT2Engine | VariantEngine | None:
+                precision: str) -> CT2Engine | VariantEngine | GraphEngine | None:
     """None for seqlab's own search (fp32 or bf16 autocast), seqlab on int8 or oneDNN-packed linear layers,
     or CTranslate2 on an export of `checkpoint` (made once, cached)."""
     if engine == "seqlab" and precision == "int8":
@@ -131,5 +159,7 @@ def make_engine(engine: str, checkpoint: Path, model: Seq2SeqTransformer, tokeni
                               "machine; use engine=seqlab")
         return VariantEngine(model, onednn_linears, "engine=seqlab_onednn", "oneDNN's packed fp32 linear layers",
                              "engine=seqlab")
+    if engine == "seqlab_graphs":
+        return GraphEngine(model, precision)
     quantization, compute_type = CT2_PRECISION[precision]
     return CT2Engine.for_checkpoint(checkpoint, model.cpu(), tokenizer, cache_dir, quantization, compute_type)

@@ -106,6 +106,30 @@ class KVBuffer:
         self.rows = rows
 
 
+class StaticKV:
+    """One layer's KVBuffer as a captured decoder step sees it: every position of its first `rows` slots, the
+    step's keys/values written at a position held in a (1,) device tensor, so that one CUDA graph serves every
+    step of a search (decoding.graphs). Attention then reads all `capacity` positions, those after the step's
+    masked; the buffer must hold finite numbers there (zeros: `zero_tail_`), since a masked weight of 0 times
+    a NaN left by the allocator is NaN."""
+
+    def __init__(self, buffer: KVBuffer, position: Tensor, rows: int) -> None:
+        self.k, self.v = buffer.k[:, :rows], buffer.v[:, :rows]  # (capacity, rows, H, Dh) views
+        self.position = position
+
+    def append(self, k: Tensor, v: Tensor) -> KV:
+        """Store (N, H, 1, Dh) new keys/values at the position; return every position's, (N, H, capacity, Dh)."""
+        self.k.index_copy_(0, self.position, k.permute(2, 0, 1, 3))
+        self.v.index_copy_(0, self.position, v.permute(2, 0, 1, 3))
+        return self.k.permute(1, 2, 0, 3), self.v.permute(1, 2, 0, 3)
+
+    @staticmethod
+    def zero_tail_(buffer: KVBuffer) -> None:
+        """Zeros at every position the buffer does not hold yet."""
+        buffer.k[buffer.length :].zero_()
+        buffer.v[buffer.length :].zero_()
+
+
 class DecoderCache:
     """Everything incremental decoding keeps between steps; rows along dim 0."""
 
@@ -188,6 +212,12 @@ class DecoderCache:
             return
         kept = self._with_sources(self.layers, 1, lambda t: t.index_select(0, sources))
         self.cross_kv, self.cross_mask, self.copy = kept.cross_kv, kept.cross_mask, kept.copy
+
+    def pinned(self) -> DecoderCache:
+        """A cache sharing this one's buffers and per-source tensors as they are now: where compaction later
+        slices this one's per-source tensors to the sources left, the pinned one keeps them whole (a captured
+        step reads fixed shapes)."""
+        return self._with_sources(self.layers, self.group, lambda t: t)
 
     def ungroup(self) -> DecoderCache:
         """The same cache with its per-source tensors repeated per row (group 1)."""

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqlab.model.cache import KVBuffer
+from seqlab.model.cache import KVBuffer, StaticKV
 from seqlab.model.config import AttentionKernel, DropoutKernel, ModelConfig
 from seqlab.model.dropout import Dropout, dropout
 from seqlab.model.positions import Rotary, make_absolute, rotate
@@ -69,7 +69,7 @@ class MultiHeadAttention(nn.Module):
         attn_mask: Tensor | None = None,  # broadcastable to (B, H, T, S); True = attend
         is_causal: bool = False,
         kv: tuple[Tensor, Tensor] | None = None,  # cross: the memory's keys/values, (B / group, H, S, Dh)
-        cache: KVBuffer | None = None,  # self: the keys/values of earlier steps, extended in place
+        cache: KVBuffer | StaticKV | None = None,  # self: the keys/values of earlier steps, extended in place
         group: int = 1,  # cross: consecutive rows sharing one source (beams)
         rotary: Rotary | None = None,  # self, RoPE: the angles of these T positions
     ) -> Tensor:
@@ -282,16 +282,18 @@ class Embedder(nn.Module):
         self.dropout = Dropout(cfg.dropout, cfg.dropout_kernel)
         self.max_positions = cfg.max_positions
 
-    def forward(self, ids: Tensor, start: int = 0) -> Tensor:
+    def forward(self, ids: Tensor, start: int | Tensor = 0) -> Tensor:
+        """ids (B, T) at positions start..start+T-1; a (1,) tensor `start` is one step's position held on the
+        device (T = 1, its bound checked by the caller: a captured step cannot raise)."""
         length = ids.shape[1]
-        if start + length > self.max_positions:
+        if isinstance(start, int) and start + length > self.max_positions:
             raise ValueError(
                 f"sequence of {start + length} tokens exceeds model.max_positions={self.max_positions}; "
                 "truncate inputs or build the model with a larger max_positions"
             )
         x = self.tokens(ids) * self.scale  # (B, T, d)
         if self.positions is not None:
-            x = x + self.positions(start, length)
+            x = x + (self.positions(start, length) if isinstance(start, int) else self.positions.at(start))
         if self.norm is not None:
             x = self.norm(x)
         return self.dropout(x)

@@ -90,6 +90,10 @@ class SinusoidalPositions(nn.Module):
     def forward(self, start: int, length: int) -> Tensor:
         return self.table[self.offset + start : self.offset + start + length]  # (T, d)
 
+    def at(self, position: Tensor) -> Tensor:
+        """(1, d): the row of `position`, a (1,) long tensor (a step whose position lives on the device)."""
+        return self.table.index_select(0, position + self.offset)
+
 
 class LearnedPositions(nn.Module):
     """One learned vector per position (Gehring et al. 2017); position p reads row p + offset (BART keeps two
@@ -112,6 +116,10 @@ class LearnedPositions(nn.Module):
 
     def forward(self, start: int, length: int) -> Tensor:
         return self.weight[self.offset + start : self.offset + start + length]  # (T, d)
+
+    def at(self, position: Tensor) -> Tensor:
+        """(1, d): the row of `position`, a (1,) long tensor (a step whose position lives on the device)."""
+        return self.weight.index_select(0, position + self.offset)
 
 
 def make_absolute(cfg: ModelConfig) -> nn.Module | None:

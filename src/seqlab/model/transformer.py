@@ -7,7 +7,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from seqlab.model.cache import KV, DecoderCache, KVBuffer
+from seqlab.model.cache import KV, DecoderCache, KVBuffer, StaticKV
 from seqlab.model.config import ModelConfig
 from seqlab.model.copy import CopySource, PointerGenerator
 from seqlab.model.layers import (
@@ -226,6 +226,29 @@ class Seq2SeqTransformer(nn.Module):
         for layer, buffer, kv in zip(self.decoder_layers, buffers, cross_kv, strict=True):
             x = layer(x, self_mask, is_causal, buffer, kv, cross_mask, group, positions.rotary)
         return self.decoder_norm(x), cache, (copy, cross_mask, group)
+
+    def step_at(self, tgt_ids: Tensor, position: Tensor, cache: DecoderCache, rows: int) -> Tensor:
+        """One decoding step at a position held in a (1,) long device tensor: logits (rows, 1, V) for the last
+        tokens tgt_ids (rows, 1) of the cache's first `rows` rows, their keys/values written into the cache's
+        buffers at that position (`StaticKV`). No shape or address depends on the position (attention reads
+        the buffers' whole capacity, the positions after this one masked), so one CUDA graph of this call
+        serves a whole search (decoding.graphs). Absolute positions and no copy attention (`step_at_blocker`);
+        the cache's lengths are the caller's to advance."""
+        capacity = cache.layers[0].k.shape[0]
+        self_mask = (torch.arange(capacity, device=position.device) <= position)[None, None, None, :]  # (1, 1, 1, C)
+        x = self.tgt_embed(tgt_ids, position)
+        for layer, buffer, kv in zip(self.decoder_layers, cache.layers, cache.cross_kv, strict=True):
+            x = layer(x, self_mask, False, StaticKV(buffer, position, rows), kv, cache.cross_mask, cache.group)
+        return self.output(self.output_input(self.decoder_norm(x)))  # (rows, 1, V)
+
+    def step_at_blocker(self) -> str | None:
+        """Why this model cannot decode with `step_at`, or None: relative positions compute their angles or
+        bias on the host for each step's position, and copy attention mixes in a distribution over the source."""
+        if self.cfg.positions in ("rope", "alibi", "t5"):
+            return f"model.positions={self.cfg.positions} computes each step's positions on the host"
+        if self.pointer is not None:
+            return "copy attention is not a plain output projection"
+        return None
 
     def forward(self, src_ids: Tensor, src_pad_mask: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V) for decoder inputs `tgt_in_ids` (B, T)."""

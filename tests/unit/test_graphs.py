@@ -1,0 +1,117 @@
+"""Step graphs (decoding.graphs): the static decoder step a CUDA graph replays, run without a graph here. The
+searches decode the same sequences with it as with the eager step, rows finishing and beams moving in place
+within one set of buffers; models it cannot take are refused by name. The captured graphs themselves run in
+tests/integration/test_gpu.py."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+import pytest
+import torch
+
+from seqlab.config import ConfigError
+from seqlab.decoding import DecodingConfig, generate
+from seqlab.decoding.graphs import GraphedStep, check_graphable
+from seqlab.decoding.search import model_step
+from seqlab.model import ModelConfig, Seq2SeqTransformer
+
+from ..helpers import toy_batch, trained_toy_model
+
+SETTINGS = {
+    "greedy": DecodingConfig(max_length=12),
+    "beam4": DecodingConfig(method="beam", num_beams=4, max_length=12),
+    "beam4_nbest": DecodingConfig(method="beam", num_beams=4, max_length=12, n_best=4),
+    "diverse": DecodingConfig(method="beam", num_beams=4, num_beam_groups=2, diversity_penalty=0.5, max_length=12),
+    "sample": DecodingConfig(method="sample", n_best=3, max_length=12, seed=3),
+}
+
+
+def static_generate(monkeypatch, model, src, pad, cfg):
+    """generate() with the static step in place of the eager one, counting the steps it took."""
+    steps = []
+
+    def counted(m, graphs):
+        step = GraphedStep(m, capture=False)
+        steps.append(step)
+        return step
+
+    monkeypatch.setattr(sys.modules["seqlab.decoding.generate"], "step_fn", counted)  # the module, not the function
+    out = generate(model, src, pad, cfg)
+    monkeypatch.undo()
+    return out, steps[0]
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_the_static_step_decodes_what_the_eager_step_decodes(monkeypatch, name):
+    model = trained_toy_model()
+    src, pad, *_ = toy_batch(torch.Generator().manual_seed(1), 16, 40)
+    cfg = SETTINGS[name]
+    with torch.no_grad():
+        eager = generate(model, src, pad, cfg)
+        static, step = static_generate(monkeypatch, model, src, pad, cfg)
+    assert step.rows > 0  # the static step ran (after the first step, which allocates the buffers)
+    lengths = eager.lengths.flatten()
+    assert lengths.min() < lengths.max()  # rows finished at different steps: compaction ran under the static step
+    assert torch.equal(eager.sequences, static.sequences)
+    torch.testing.assert_close(eager.scores, static.scores, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(eager.token_logprobs, static.token_logprobs, rtol=1e-5, atol=1e-5)
+
+
+def test_one_step_writes_the_eager_keys_and_values_and_logits():
+    """One step after a prefix of 3 tokens: the same logits and the same cached keys/values at position 3;
+    the positions after it stay zeros (attention reads them, masked)."""
+    model = trained_toy_model().eval()
+    src, pad, *_ = toy_batch(torch.Generator().manual_seed(2), 5, 40)
+    prefix = torch.randint(4, 40, (5, 4), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        memory = model.encode(src, pad)
+        caches = [model.start_cache(memory, pad, capacity=10) for _ in range(2)]
+        for cache in caches:
+            model.decode(prefix[:, :3], None, None, cache)
+        eager, _ = model_step(model)(prefix[:, 3], caches[0])
+        static, _ = GraphedStep(model, capture=False)(prefix[:, 3], caches[1])
+    torch.testing.assert_close(static, eager, rtol=1e-5, atol=1e-5)
+    for a, b in zip(caches[0].layers, caches[1].layers, strict=True):
+        assert a.length == b.length == 4
+        torch.testing.assert_close(b.k[:4], a.k[:4], rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(b.v[:4], a.v[:4], rtol=1e-6, atol=1e-6)
+        assert not b.k[4:].any() and not b.v[4:].any()
+
+
+@pytest.mark.parametrize("variant", [
+    dict(positions="learned", position_offset=2, layernorm_embedding=True, scale_embedding=False),  # BART's
+    dict(positions="none"),
+    dict(norm="rmsnorm", gated_ffn=True, activation="silu", bias=False, norm_position="pre"),
+])
+def test_the_static_step_under_other_variants(monkeypatch, variant):
+    cfg = replace(ModelConfig(src_vocab_size=40, d_model=32, n_heads=4, d_ff=64, encoder_layers=2,
+                              decoder_layers=2, dropout=0.0, max_positions=64), **variant)
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(cfg).eval()
+    src, pad, *_ = toy_batch(torch.Generator().manual_seed(1), 6, 40)
+    for setting in ("greedy", "beam4"):
+        with torch.no_grad():
+            eager = generate(model, src, pad, SETTINGS[setting])
+            static, _ = static_generate(monkeypatch, model, src, pad, SETTINGS[setting])
+        assert torch.equal(eager.sequences, static.sequences)
+        torch.testing.assert_close(eager.scores, static.scores, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("positions", ["rope", "alibi", "t5"])
+def test_relative_positions_are_refused_by_name(positions):
+    model = Seq2SeqTransformer(ModelConfig(src_vocab_size=40, d_model=32, n_heads=4, d_ff=64,
+                                           encoder_layers=1, decoder_layers=1, positions=positions))
+    with pytest.raises(ConfigError, match=f"model.positions={positions} computes each step's positions on the host"):
+        check_graphable(model)
+
+
+def test_graphs_need_a_gpu_and_no_coverage_penalty():
+    model = trained_toy_model()
+    with pytest.raises(ConfigError, match="step graphs are CUDA graphs: decode on a GPU"):
+        GraphedStep(model)
+    src, pad, *_ = toy_batch(torch.Generator().manual_seed(1), 2, 40)
+    cfg = DecodingConfig(method="beam", num_beams=2, coverage_penalty="wu", coverage_beta=0.2, max_length=5)
+    with pytest.raises(ConfigError, match="a coverage penalty records the attention at every step"):
+        generate(model, src, pad, cfg, graphs=True)

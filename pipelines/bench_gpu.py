@@ -22,8 +22,7 @@ SHAPES = {"default": "the bench's default shape (d = 256, 3+3 layers, batches of
           "positions": "the bench's default shape, each position scheme against sinusoidal positions",
           "base": "`bench=base`: Transformer-base (d = 512, 6+6 layers, 37k vocabulary, batches of 192 x 64 tokens)"}
 PROFILED = {"train_bf16_seqlab": "seqlab's bf16 training step", "train_bf16_hf": "HF's bf16 training step",
-            "beam5_bf16_seqlab": "seqlab's bf16 beam search (beam 5)",
-            "beam5_bf16_graphs": "seqlab's bf16 beam search (beam 5), its step a CUDA graph"}
+            "beam5_bf16_seqlab": "seqlab's bf16 beam search (beam 5)"}
 TOP = 5
 
 

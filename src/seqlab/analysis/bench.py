@@ -125,7 +125,7 @@ def profiles(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[dict[str
              src: torch.Tensor, pad: torch.Tensor) -> dict[str, str]:
     """Where the time goes when a goal is missed (`seqlab bench profile=true`): torch.profiler's operator
     tables of a bf16 training step, seqlab's and HF's (fresh copies, a few steps each), and of seqlab's
-    beam search in bf16 (on a GPU also with its step as a CUDA graph)."""
+    beam search in bf16."""
     tables = {}
     for name, m in (("train_bf16_seqlab", copy.deepcopy(model)), ("train_bf16_hf", to_hf(model).to(src.device))):
         m.train()
@@ -137,10 +137,6 @@ def profiles(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[dict[str
     tables[f"beam{cfg.num_beams}_bf16_seqlab"] = profile_table(
         lambda: seqlab_decode(model, src, pad, cfg.num_beams, cfg.max_new_tokens, bf16=True, memory=False),
         src.device, repeats=2)
-    if on_cuda(src.device) and model.step_at_blocker() is None:
-        tables[f"beam{cfg.num_beams}_bf16_graphs"] = profile_table(
-            lambda: seqlab_decode(model, src, pad, cfg.num_beams, cfg.max_new_tokens, bf16=True, memory=False,
-                                  graphs=True), src.device, repeats=2)
     return tables
 
 
@@ -191,6 +187,7 @@ def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Te
         for tag, (seqs, seconds) in timed.items():
             engines[tag] = EngineRun(sum(map(len, seqs)) / seconds, seconds, same(seqs, compared.get(tag, ours)),
                                      len(seqs))
+            log.info("%s %s: %.3fs, %d of %d equal", name, tag, seconds, engines[tag].same, len(seqs))
         result[name] = DecodeComparison(beams, ours_s, hf_s, ours_mem, hf_mem, sum(map(len, ours)), len(ours),
                                         len(ours) - same(ours, theirs), engines)
         log.info("%s: seqlab %.2fs, HF %.2fs, %d differ", name, ours_s, hf_s, len(ours) - same(ours, theirs))

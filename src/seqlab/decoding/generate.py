@@ -161,7 +161,8 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
             keys = None
             if cfg.method == "sample":
                 base = source_keys(src_ids, src_pad_mask) if sample_keys is None else sample_keys.long()
-                keys = mix32(base.repeat_interleave(rows) * 0x01000193 + torch.arange(rows).repeat(len(base)))
+                keys = mix32(base.repeat_interleave(rows) * 0x01000193
+                             + torch.arange(rows, device=base.device).repeat(len(base)))
             result = sample_or_greedy(step, cache, ids=ids, max_new=limits.repeat_interleave(rows),
                                       processors=processors, keys=keys, seed=cfg.seed, force_eos=cfg.force_eos or None)
             b = src_ids.shape[0]

@@ -30,9 +30,8 @@ def profile_summary(text: str) -> tuple[float, float, list[tuple[str, float]]]:
     """(host ms, device ms, the TOP operators by device self time with their share in %) from a
     torch.profiler table (`seqlab.analysis.speed.profile_table`); a CPU's table has no device: nan, and the
     operators by host time."""
-    host = float(re.search(r"Self CPU time total: ([\d.]+)ms", text)[1])
-    found = re.search(r"Self CUDA time total: ([\d.]+)ms", text)
-    device = float(found[1]) if found else float("nan")
+    host = total_ms(text, "CPU")
+    device = total_ms(text, "CUDA") if "Self CUDA time total" in text else float("nan")
     header = next(line for line in text.splitlines() if line.strip().startswith("Name"))
     columns = re.split(r"\s{2,}", header.strip())
     share = columns.index("Self CUDA %" if "Self CUDA %" in columns else "Self CPU %")  # a CPU's profile
@@ -42,6 +41,15 @@ def profile_summary(text: str) -> tuple[float, float, list[tuple[str, float]]]:
         if len(cells) == len(columns) and cells[share].endswith("%") and not line.strip().startswith("Name"):
             ops.append((kernel_name(cells[0]), float(cells[share].rstrip("%"))))
     return host, device, ops[:TOP]
+
+
+UNIT_MS = {"s": 1e3, "ms": 1.0, "us": 1e-3}
+
+
+def total_ms(text: str, what: str) -> float:
+    """A profiler table's `Self <what> time total` in ms (the profiler writes it in s, ms or us)."""
+    value, unit = re.search(rf"Self {what} time total: ([\d.]+)(s|ms|us)\b", text).groups()
+    return float(value) * UNIT_MS[unit]
 
 
 def kernel_name(name: str) -> str:

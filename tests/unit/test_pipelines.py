@@ -329,6 +329,8 @@ def test_a_gpu_profile_is_summarized_from_torch_profilers_table():
     cpu_only = "  Name  Self CPU %  Self CPU\n  aten::mm  50.00%  1.000ms\nSelf CPU time total: 2.000ms\n"
     host, device, ops = profile_summary(cpu_only)
     assert host == 2.0 and device != device and ops == [("aten::mm", 50.0)]  # nan: no GPU
+    seconds = cpu_only.replace("2.000ms", "1.070s")  # the profiler writes a total of a second or more in s
+    assert profile_summary(seconds)[0] == 1070.0
 
 
 def test_a_copy_of_the_tree_without_git_names_its_commit_from_the_environment(tmp_path, monkeypatch):

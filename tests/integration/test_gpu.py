@@ -297,3 +297,43 @@ def test_the_graphs_engine_decodes_like_generate_and_refuses_a_cpu_model():
         ours = GraphEngine(model, "fp32").generate(model, src, pad, cfg)
         expected = generate(model, src, pad, cfg, graphs=True)
     assert torch.equal(ours.sequences, expected.sequences)
+
+
+METHODS = {
+    "greedy_no_repeat": dict(max_length=12, no_repeat_ngram_size=2, repetition_penalty=1.2),
+    "beam_wu_coverage": dict(method="beam", num_beams=4, max_length=12, length_rule="wu", coverage_penalty="wu",
+                             coverage_beta=0.2),
+    "diverse": dict(method="beam", num_beams=4, num_beam_groups=2, diversity_penalty=0.5, max_length=12),
+    "sample_top_p": dict(method="sample", n_best=3, top_p=0.9, temperature=0.8, max_length=12, seed=3),
+    "sample_min_p": dict(method="sample", n_best=2, min_p=0.1, max_length=12, seed=4),
+    "contrastive": dict(method="contrastive", penalty_alpha=0.5, top_k=3, max_length=12),
+    "constrained": dict(method="beam", num_beams=4, max_length=12, constraints="ordered"),
+    "banned": dict(method="beam", num_beams=3, max_length=12, bad_words_ids=[[7], [8, 9]],
+                   sequence_bias=[[[5], 1.5]]),
+}
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_method_decodes_on_the_gpu_and_reports_what_the_model_assigns(name):
+    """Each search and sampler on CUDA (a tensor left on the CPU fails here): its reported token log-probs are
+    what the same model, teacher-forced on the CPU, gives the tokens it chose (the unwarped scores)."""
+    from seqlab.decoding import DecodingConfig, generate, score
+
+    from ..helpers import toy_batch, trained_toy_model
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model = trained_toy_model()
+    src, pad, *_ = toy_batch(torch.Generator().manual_seed(5), 6, 40)
+    cfg = DecodingConfig(**METHODS[name])
+    constraints = [[[7 + i % 5]] for i in range(6)] if cfg.constraints else None
+    with torch.no_grad():
+        out = generate(model.cuda(), src.cuda(), pad.cuda(), cfg, constraints=constraints)
+    model.cpu()
+    b, n, t = out.sequences.shape
+    rows = torch.arange(b).repeat_interleave(n)
+    seqs = out.sequences.cpu().reshape(b * n, t)
+    expected = score(model, src[rows], pad[rows], seqs)
+    torch.testing.assert_close(out.token_logprobs.cpu().reshape(b * n, t), expected, rtol=1e-4, atol=1e-4)
+    if constraints is not None:
+        for i in range(b):
+            assert constraints[i][0][0] in out.sequences[i, 0, : out.lengths[i, 0]].tolist()

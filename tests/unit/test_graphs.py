@@ -84,6 +84,9 @@ def test_one_step_writes_the_eager_keys_and_values_and_logits():
     dict(positions="learned", position_offset=2, layernorm_embedding=True, scale_embedding=False),  # BART's
     dict(positions="none"),
     dict(norm="rmsnorm", gated_ffn=True, activation="silu", bias=False, norm_position="pre"),
+    dict(positions="rope", norm_position="pre"),
+    dict(positions="alibi"),
+    dict(positions="t5", scale_attention=False, t5_buckets=8, t5_max_distance=16),  # T5's, buckets reached
 ])
 def test_the_static_step_under_other_variants(monkeypatch, variant):
     cfg = replace(ModelConfig(src_vocab_size=40, d_model=32, n_heads=4, d_ff=64, encoder_layers=2,
@@ -99,12 +102,13 @@ def test_the_static_step_under_other_variants(monkeypatch, variant):
         torch.testing.assert_close(eager.scores, static.scores, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("positions", ["rope", "alibi", "t5"])
-def test_relative_positions_are_refused_by_name(positions):
+def test_copy_attention_and_ensembles_are_refused_by_name():
     model = Seq2SeqTransformer(ModelConfig(src_vocab_size=40, d_model=32, n_heads=4, d_ff=64,
-                                           encoder_layers=1, decoder_layers=1, positions=positions))
-    with pytest.raises(ConfigError, match=f"model.positions={positions} computes each step's positions on the host"):
+                                           encoder_layers=1, decoder_layers=1, copy_attention=True))
+    with pytest.raises(ConfigError, match="copy attention is not a plain output projection; use engine=seqlab"):
         check_graphable(model)
+    with pytest.raises(ConfigError, match="an ensemble decodes with each model's own step"):
+        check_graphable([model, model])
 
 
 def test_graphs_need_a_gpu_and_no_coverage_penalty():
@@ -115,3 +119,22 @@ def test_graphs_need_a_gpu_and_no_coverage_penalty():
     cfg = DecodingConfig(method="beam", num_beams=2, coverage_penalty="wu", coverage_beta=0.2, max_length=5)
     with pytest.raises(ConfigError, match="a coverage penalty records the attention at every step"):
         generate(model, src, pad, cfg, graphs=True)
+
+
+@pytest.mark.parametrize("name", ["bart", "mbart", "pegasus", "m2m_100", "t5_v1.0", "t5_v1.1", "marian"])
+def test_every_imported_family_decodes_with_the_static_step_as_transformers_does(monkeypatch, name, tmp_path):
+    """The families' own generation settings (their position offsets, scaled embeddings, T5's relative bias,
+    forced tokens, bans): beam search over the static step gives transformers' outputs."""
+    pytest.importorskip("transformers")
+    from tests.hf_families import batch, ids_of
+    from tests.unit.test_family_generate import SETTINGS, hf_and_ours, tokens
+
+    hf, ours, decoding = hf_and_ours(name, tmp_path, SETTINGS[name])
+    pad, eos, _ = ids_of(name)
+    ids, mask = batch(name, seed=2, b=3, s=7)
+    with torch.no_grad():
+        expected = hf.generate(input_ids=ids, attention_mask=(~mask).long())
+        got, step = static_generate(monkeypatch, ours, ids, mask, decoding)
+    assert step.rows > 0
+    for b in range(ids.shape[0]):
+        assert tokens(got.sequences[b, 0], pad, eos) == tokens(expected[b, 1:], pad, eos), (name, b)

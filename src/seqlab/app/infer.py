@@ -39,8 +39,8 @@ class InferenceSettings:
     precision: DecodePrecision = "fp32"
     # auto: the fastest of seqlab and seqlab_onednn here (interop.engines.choose_engine; logged) | seqlab |
     # seqlab_onednn: the same search, its fp32 linear layers on oneDNN's packed weights (a CPU; labels get
-    # _onednn) | seqlab_graphs: the same search, its decoder step replayed as a CUDA graph (a GPU; absolute
-    # positions; labels get _graphs) | ctranslate2: CTranslate2 on an export of the checkpoint (cached in
+    # _onednn) | seqlab_graphs: the same search, its decoder step replayed as a CUDA graph (a GPU; labels get
+    # _graphs) | ctranslate2: CTranslate2 on an export of the checkpoint (cached in
     # paths.cache_dir; greedy and beam; precision fp32 | bf16 | int8; labels get _ct2).
     engine: Engine = "auto"
     decoding_from_checkpoint: bool = False  # the checkpoint's own defaults (an imported model's generation config)

@@ -147,8 +147,8 @@ class RotaryPositions(nn.Module):
         inv_freq = torch.pow(cfg.rotary_base, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)
         self.register_buffer("inv_freq", inv_freq, persistent=False)  # (R/2,), fp64: angles exact to fp32
 
-    def forward(self, start: int, queries: int, keys: int) -> AttentionPositions:
-        pos = torch.arange(start, start + queries, dtype=torch.float64, device=self.inv_freq.device)
+    def forward(self, start: int | Tensor, queries: int, keys: int) -> AttentionPositions:
+        pos = query_positions(start, queries, self.inv_freq.device).double()
         angles = pos[:, None] * self.inv_freq  # (T, R/2)
         return AttentionPositions(rotary=(angles.cos().float(), angles.sin().float()))
 
@@ -166,9 +166,17 @@ def alibi_slopes(n_heads: int) -> list[float]:
     return geometric(lower) + alibi_slopes(2 * lower)[0::2][: n_heads - lower]
 
 
-def distances(start: int, queries: int, keys: int, device: torch.device) -> Tensor:
-    """(T, S) key position minus query position, queries at start..start+T-1, keys at 0..S-1."""
-    q = torch.arange(start, start + queries, device=device)[:, None]
+def query_positions(start: int | Tensor, queries: int, device: torch.device) -> Tensor:
+    """(T,) long: the queries' positions start..start+T-1; a (1,) tensor `start` is one step's position held on
+    the device (T = 1), which a captured decoder step reads without a host value (decoding.graphs)."""
+    if isinstance(start, Tensor):
+        return start
+    return torch.arange(start, start + queries, device=device)
+
+
+def distances(start: int | Tensor, queries: int, keys: int, device: torch.device) -> Tensor:
+    """(T, S) key position minus query position, queries at start..start+T-1 (`query_positions`), keys at 0..S-1."""
+    q = query_positions(start, queries, device)[:, None]
     return torch.arange(keys, device=device)[None, :] - q
 
 
@@ -179,7 +187,7 @@ class ALiBiPositions(nn.Module):
         super().__init__()
         self.register_buffer("slopes", torch.tensor(alibi_slopes(cfg.n_heads)), persistent=False)  # (H,)
 
-    def forward(self, start: int, queries: int, keys: int) -> AttentionPositions:
+    def forward(self, start: int | Tensor, queries: int, keys: int) -> AttentionPositions:
         rel = distances(start, queries, keys, self.slopes.device).abs().float()  # (T, S)
         return AttentionPositions(bias=(-self.slopes[:, None, None] * rel)[None])  # (1, H, T, S)
 
@@ -211,7 +219,7 @@ class T5Positions(nn.Module):
         self.buckets, self.max_distance = cfg.relative_buckets, cfg.relative_max_distance
         self.bias = nn.Embedding(self.buckets, cfg.n_heads)
 
-    def forward(self, start: int, queries: int, keys: int) -> AttentionPositions:
+    def forward(self, start: int | Tensor, queries: int, keys: int) -> AttentionPositions:
         rel = distances(start, queries, keys, self.bias.weight.device)
         bucket = t5_bucket(rel, self.bidirectional, self.buckets, self.max_distance)  # (T, S)
         return AttentionPositions(bias=self.bias(bucket).permute(2, 0, 1)[None].float())  # (1, H, T, S)
@@ -220,7 +228,7 @@ class T5Positions(nn.Module):
 class NoPositions(nn.Module):
     """No position information at all."""
 
-    def forward(self, start: int, queries: int, keys: int) -> AttentionPositions:
+    def forward(self, start: int | Tensor, queries: int, keys: int) -> AttentionPositions:
         return AttentionPositions()
 
 

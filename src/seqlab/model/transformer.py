@@ -231,21 +231,24 @@ class Seq2SeqTransformer(nn.Module):
         """One decoding step at a position held in a (1,) long device tensor: logits (rows, 1, V) for the last
         tokens tgt_ids (rows, 1) of the cache's first `rows` rows, their keys/values written into the cache's
         buffers at that position (`StaticKV`). No shape or address depends on the position (attention reads
-        the buffers' whole capacity, the positions after this one masked), so one CUDA graph of this call
-        serves a whole search (decoding.graphs). Absolute positions and no copy attention (`step_at_blocker`);
-        the cache's lengths are the caller's to advance."""
+        the buffers' whole capacity, the positions after this one masked; relative positions compute their
+        angles or bias from the position tensor), so one CUDA graph of this call serves a whole search
+        (decoding.graphs). No copy attention (`step_at_blocker`); the cache's lengths are the caller's to
+        advance."""
         capacity = cache.layers[0].k.shape[0]
         self_mask = (torch.arange(capacity, device=position.device) <= position)[None, None, None, :]  # (1, 1, 1, C)
+        positions = AttentionPositions() if self.decoder_positions is None else self.decoder_positions(
+            position, 1, capacity)
+        self_mask, _ = with_bias(self_mask, False, positions)  # a float (1, H, 1, C) mask with a position bias
         x = self.tgt_embed(tgt_ids, position)
         for layer, buffer, kv in zip(self.decoder_layers, cache.layers, cache.cross_kv, strict=True):
-            x = layer(x, self_mask, False, StaticKV(buffer, position, rows), kv, cache.cross_mask, cache.group)
+            x = layer(x, self_mask, False, StaticKV(buffer, position, rows), kv, cache.cross_mask, cache.group,
+                      positions.rotary)
         return self.output(self.output_input(self.decoder_norm(x)))  # (rows, 1, V)
 
     def step_at_blocker(self) -> str | None:
-        """Why this model cannot decode with `step_at`, or None: relative positions compute their angles or
-        bias on the host for each step's position, and copy attention mixes in a distribution over the source."""
-        if self.cfg.positions in ("rope", "alibi", "t5"):
-            return f"model.positions={self.cfg.positions} computes each step's positions on the host"
+        """Why this model cannot decode with `step_at`, or None: copy attention mixes in a distribution over the
+        source, outside the captured projection."""
         if self.pointer is not None:
             return "copy attention is not a plain output projection"
         return None

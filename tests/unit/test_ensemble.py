@@ -61,7 +61,7 @@ class StepCache:
         self.src, self.pad = self.src.repeat_interleave(group, 0), self.pad.repeat_interleave(group, 0)
         self.prefix = self.prefix.repeat_interleave(group, 0)
 
-    def compact_(self, index: torch.Tensor, kept: torch.Tensor | None = None) -> None:
+    def compact_(self, index: torch.Tensor, kept: torch.Tensor | None = None, same_sources: bool = False) -> None:
         self.src, self.pad, self.prefix = self.src[index], self.pad[index], self.prefix[index]
 
 

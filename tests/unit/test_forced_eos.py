@@ -42,7 +42,7 @@ class SlotCache:
     def expand_(self, group: int) -> None:
         self.sentence = self.sentence.repeat_interleave(group)
 
-    def compact_(self, rows: torch.Tensor, kept: torch.Tensor | None = None) -> None:
+    def compact_(self, rows: torch.Tensor, kept: torch.Tensor | None = None, same_sources: bool = False) -> None:
         self.sentence = self.sentence[rows]
 
 

@@ -54,9 +54,9 @@ class EnsembleCache:
     def __init__(self, caches: list[DecoderCache]) -> None:
         self.caches = caches
 
-    def compact_(self, index: Tensor, kept: Tensor | None = None) -> None:
+    def compact_(self, index: Tensor, kept: Tensor | None = None, same_sources: bool = False) -> None:
         for cache in self.caches:
-            cache.compact_(index, kept)
+            cache.compact_(index, kept, same_sources)
 
     def expand_(self, group: int) -> None:
         for cache in self.caches:

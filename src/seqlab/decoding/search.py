@@ -212,6 +212,21 @@ class Finished:
                    torch.zeros((r, k), dtype=torch.long, device=seq.device),
                    torch.zeros((r, k), dtype=torch.bool, device=seq.device))
 
+    def rows(self, index: Tensor | None) -> Finished:
+        """The sets at rows `index` (copies), or these very sets where index is None."""
+        if index is None:
+            return self
+        return Finished(self.seq[index], self.tok_lp[index], self.scores[index], self.lengths[index],
+                        self.is_fin[index])
+
+    def put_(self, index: Tensor | None, sets: Finished) -> None:
+        """In place: rows `index` become `sets`, or all of them where index is None."""
+        for name in ("seq", "tok_lp", "scores", "lengths", "is_fin"):
+            if index is None:
+                setattr(self, name, getattr(sets, name))
+            else:
+                getattr(self, name)[index] = getattr(sets, name)
+
 
 @dataclass
 class Candidates:
@@ -246,23 +261,27 @@ def select_running(cand: Candidates, k: int) -> tuple[Beams, Tensor]:
     return beams, cand.source_beam.gather(1, keep)
 
 
-def finalize(fin: Finished, active: Tensor, cand: Candidates, t: int, length_penalty: LengthPenalty,
+def finalize(fin: Finished, rows: Tensor | None, cand: Candidates, t: int, length_penalty: LengthPenalty,
              accepting: Tensor, penalty: Tensor | None = None) -> None:
     """Stopped candidates among the top K join the finished set if they beat it (fairseq's `finalize_hypos`).
 
-    accepting: (A,) whether each example still takes new hypotheses; penalty: (A, C) subtracted from the
-    candidates' normalized scores (a coverage penalty) or None.
+    rows: the candidates' finished sets (`merge_finished`); accepting: (A,) whether each example still takes
+    new hypotheses; penalty: (A, C) subtracted from the candidates' normalized scores (a coverage penalty) or
+    None.
     """
     k = fin.scores.shape[1]
-    just_fin = cand.stops & (torch.arange(2 * k, device=cand.stops.device) < k)[None, :]
-    merge_finished(fin, active, cand.seq, cand.tok_lp, cand.scores, t, length_penalty, just_fin & accepting[:, None],
+    just_fin = cand.stops.clone()
+    just_fin[:, k:] = False
+    merge_finished(fin, rows, cand.seq, cand.tok_lp, cand.scores, t, length_penalty, just_fin & accepting[:, None],
                    penalty)
 
 
-def merge_finished(fin: Finished, active: Tensor, seq: Tensor, tok_lp: Tensor, scores: Tensor, t: int,
+def merge_finished(fin: Finished, rows: Tensor | None, seq: Tensor, tok_lp: Tensor, scores: Tensor, t: int,
                    length_penalty: LengthPenalty, new: Tensor, penalty: Tensor | None = None) -> None:
-    """Hypotheses of length t + 1 where `new` (A, C) join the finished set of examples `active` if they
-    beat it; each example keeps its best K by length-normalized score, less `penalty` (A, C) where given.
+    """Hypotheses of length t + 1 where `new` (A, C) join the finished sets `rows` (A,) if they beat them;
+    each keeps its best K by length-normalized score, less `penalty` (A, C) where given. rows=None: `fin` holds
+    these A examples' sets and no others, in order (beam search keeps its own so: no gather and scatter of
+    every set at every step).
 
     seq, tok_lp: (A, C, L + 1); scores: (A, C) running scores (sums of processed log-probs).
     """
@@ -271,27 +290,28 @@ def merge_finished(fin: Finished, active: Tensor, seq: Tensor, tok_lp: Tensor, s
     if penalty is not None:
         final = final - penalty
     new_scores = final + (~new).float() * NEG
-    merged = torch.cat([fin.scores[active], new_scores], dim=1)
+    old = fin.rows(rows)
+    merged = torch.cat([old.scores, new_scores], dim=1)
     best = torch.topk(merged, k)[1]  # (A, K)
-    fin.seq[active] = _pick(fin.seq[active], seq, best)
-    fin.tok_lp[active] = _pick(fin.tok_lp[active], tok_lp, best)
-    fin.lengths[active] = _pick(fin.lengths[active], torch.full_like(new, t + 1, dtype=torch.long), best)
-    fin.is_fin[active] = _pick(fin.is_fin[active], new, best)
-    fin.scores[active] = merged.gather(1, best)
+    fin.put_(rows, Finished(_pick(old.seq, seq, best), _pick(old.tok_lp, tok_lp, best), merged.gather(1, best),
+                            _pick(old.lengths, torch.full_like(new, t + 1, dtype=torch.long), best),
+                            _pick(old.is_fin, new, best)))
 
 
-def is_done(fin: Finished, rows: Tensor, best: Tensor, t: int, max_new: Tensor, length_penalty: LengthPenalty,
+def is_done(fin: Finished, rows: Tensor | None, best: Tensor, t: int, max_new: Tensor, length_penalty: LengthPenalty,
             early_stopping: bool | str) -> Tensor:
-    """(A,) HF's `BeamHypotheses.is_done` for the finished sets `rows`, shared by beam and diverse beam search:
-    the set is full and, unless early_stopping=True, the `best` (A,) running score cannot beat its worst
-    hypothesis. `best` is scored at the current length, or with early_stopping="never" (and
-    length_penalty > 0) at the maximum length `max_new` (A,), the most it could still gain.
+    """(A,) HF's `BeamHypotheses.is_done` for the finished sets `rows` (None: all of fin's, `merge_finished`),
+    shared by beam and diverse beam search: the set is full and, unless early_stopping=True, the `best` (A,)
+    running score cannot beat its worst hypothesis. `best` is scored at the current length, or with
+    early_stopping="never" (and length_penalty > 0) at the maximum length `max_new` (A,), the most it could
+    still gain.
     """
-    full = fin.is_fin[rows].all(dim=1)
+    sets = fin.rows(rows)
+    full = sets.is_fin.all(dim=1)
     if early_stopping is True:
         return full
     length = max_new.float() if early_stopping == "never" and length_penalty.alpha > 0 else float(t + 1)
-    return full & (fin.scores[rows].min(dim=1)[0] >= length_penalty(best, length))
+    return full & (sets.scores.min(dim=1)[0] >= length_penalty(best, length))
 
 
 def follow_parents(cache: DecoderCache, prefix: Tensor, origin: Tensor, done: Tensor) -> tuple[Tensor, Tensor]:
@@ -306,6 +326,10 @@ def follow_parents(cache: DecoderCache, prefix: Tensor, origin: Tensor, done: Te
     """
     k = origin.shape[1]
     stay = in_place_order(~done)
+    if stay.shape[0] == done.shape[0]:  # every example stays in its slot (most steps): only beams move
+        parents = (origin + torch.arange(0, origin.numel(), k, device=origin.device)[:, None]).view(-1)
+        cache.compact_(parents, shared_prefix(prefix, parents), same_sources=True)
+        return stay, parents
     parents = (stay[:, None] * k + origin[stay]).view(-1)
     in_slot = (stay == torch.arange(stay.shape[0], device=stay.device)).repeat_interleave(k)
     cache.compact_(parents, shared_prefix(prefix, parents) * in_slot)
@@ -367,9 +391,11 @@ def beam_search(
     start_scores = torch.zeros((b, k), device=device)
     start_scores[:, 1:] = NEG  # all beams start identical: expand only the first
     beams = Beams(seq, torch.zeros((b, k, limit + 1), device=device), start_scores)
-    fin = Finished.empty(seq, beams.tok_lp)
-    improvable = torch.ones(b, dtype=torch.bool, device=device)
-    active = torch.arange(b, device=device)  # examples still searching; `beams` holds their rows only
+    # The examples still searching, and what the search keeps for them, row for row with `beams` (their
+    # finished sets too): an example's state moves when an example leaves, not at every step.
+    active, limits = torch.arange(b, device=device), max_new
+    fin, improvable = Finished.empty(seq, beams.tok_lp), torch.ones(b, dtype=torch.bool, device=device)
+    out: Finished | None = None  # every example's finished set, once one has left: written as they leave
     work = StepBuffers()
     for t in range(limit):
         a = active.shape[0]
@@ -378,28 +404,34 @@ def beam_search(
         logits, cache = first_step_once(step, prefix, cache, t, k)
         covered = coverage.after_step() if coverage is not None else None  # (A * K, S)
         raw_lp, scores = beam_scores(logits, prefix, beams.scores, head, bans, work)  # (A * rows, V), (A, K, V)
-        flat = scores.view(a * k, -1)
+        at_limit = t + 1 >= limits  # (A,)
         if force_eos is not None:
-            force_eos_(flat, (t + 1 >= max_new[active]).repeat_interleave(k), ids.eos_id, force_eos,
+            force_eos_(scores.view(a * k, -1), at_limit.repeat_interleave(k), ids.eos_id, force_eos,
                        running=beams.scores.view(-1))
-        cand = expand(beams, scores, raw_lp, t, ids.eos_id, t + 1 >= max_new[active])
+        cand = expand(beams, scores, raw_lp, t, ids.eos_id, at_limit)
         if on_step is not None:
             on_step(t, active, cand)
         beams, origin = select_running(cand, k)
-        all_fin = fin.is_fin[active].all(dim=1)
+        accepting = improvable & ~fin.is_fin.all(dim=1) if early_stopping is True else improvable
         penalty = coverage.penalty(covered, cand.source_beam) if coverage is not None else None
-        finalize(fin, active, cand, t, length_penalty, improvable[active] & ~(all_fin & (early_stopping is True)),
-                 penalty)
-        improvable[active] &= ~is_done(fin, active, beams.scores[:, 0], t, max_new[active], length_penalty,
-                                       early_stopping)
-        done = ~improvable[active] | (t + 1 >= max_new[active])
+        finalize(fin, None, cand, t, length_penalty, accepting, penalty)
+        improvable = improvable & ~is_done(fin, None, beams.scores[:, 0], t, limits, length_penalty, early_stopping)
+        done = ~improvable | at_limit
         if bool(done.all()):
             break
         stay, parents = follow_parents(cache, prefix, origin, done)
         if coverage is not None:
             coverage.follow(covered, parents)
         if stay.shape[0] < a:
-            active = active[stay]
+            leaving = done.nonzero().squeeze(1)
+            if out is None:
+                out = Finished.empty(seq, torch.zeros(seq.shape, device=device))  # seq: still BOS and padding
+            out.put_(active[leaving], fin.rows(leaving))
+            active, fin, improvable, limits = active[stay], fin.rows(stay), improvable[stay], limits[stay]
             beams = Beams(beams.seq[stay], beams.tok_lp[stay], beams.scores[stay])
-    within = torch.arange(limit, device=device)[None, None, :] < fin.lengths[:, :, None]
-    return GenerateOutput(fin.seq[:, :, 1:], fin.scores, fin.tok_lp[:, :, 1:] * within, fin.lengths)
+    if out is None:  # no example left before the end: `active` is still every example, in order
+        out = fin
+    else:
+        out.put_(active, fin)
+    within = torch.arange(limit, device=device)[None, None, :] < out.lengths[:, :, None]
+    return GenerateOutput(out.seq[:, :, 1:], out.scores, out.tok_lp[:, :, 1:] * within, out.lengths)

@@ -38,7 +38,8 @@ def in_place_order(keep: Tensor) -> Tensor:
     item below m stays in its slot, and the kept items from m on fill the other slots below m."""
     m = int(keep.sum())
     order = torch.arange(m, device=keep.device)
-    order[~keep[:m]] = keep[m:].nonzero().squeeze(1) + m
+    if m < keep.shape[0]:
+        order[~keep[:m]] = keep[m:].nonzero().squeeze(1) + m
     return order
 
 
@@ -161,11 +162,13 @@ class DecoderCache:
         return self._with_sources([layer.select(index) for layer in self.layers], self.group,
                                   lambda t: t.index_select(0, sources))
 
-    def compact_(self, index: Tensor, kept: Tensor | None = None) -> None:
+    def compact_(self, index: Tensor, kept: Tensor | None = None, same_sources: bool = False) -> None:
         """In place, what `reorder(index)` returns, with at most as many rows: beams moved, finished rows dropped.
 
         kept: (R,) how many leading positions row i already holds as row index[i] does (`shared_prefix`);
         by default all of them where index[i] == i, else none. Only the other positions are copied.
+        same_sources: the caller knows that every group of rows stays with its own source (a beam step where
+        no example left): the per-source tensors are neither checked nor moved.
         """
         length = self.length
         slots = self.layers[0].k.shape[1] if length else 0
@@ -175,6 +178,8 @@ class DecoderCache:
         source, target = position * slots + index[row], position * slots + row
         for layer in self.layers:
             layer.move_(source, target, index.shape[0])
+        if same_sources:
+            return
         sources = self._sources(index)
         g = sources.shape[0]
         moved = (sources != torch.arange(g, device=index.device)).nonzero().squeeze(1)

@@ -125,6 +125,8 @@ def test_refusals_and_labels():
     check_members(beam, "seqlab", "eval")
     with pytest.raises(ConfigError, match="engine=ctranslate2 decodes one model"):
         check_members(beam, "ctranslate2", "eval")
+    with pytest.raises(ConfigError, match="eval.ensemble: engine=seqlab_graphs decodes one model"):
+        check_members(beam, "seqlab_graphs", "eval")
     with pytest.raises(ConfigError, match="coverage_penalty=wu reads one model's attention"):
         check_members(DecodingConfig(method="beam", num_beams=4, coverage_penalty="wu", coverage_beta=0.2),
                       "seqlab", "eval")

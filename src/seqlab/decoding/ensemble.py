@@ -120,8 +120,8 @@ def ensemble_label(extra: int, rule: Combination) -> str:
 
 def check_members(decoding: DecodingConfig, engine: str, owner: str) -> None:
     """Fail, naming the key, on what an ensemble cannot decode with."""
-    if engine == "ctranslate2":
-        raise ConfigError(f"{owner}.ensemble: engine=ctranslate2 decodes one model; use engine=seqlab (or auto)")
+    if engine in ("ctranslate2", "seqlab_graphs"):  # CTranslate2's model, or one model's captured step
+        raise ConfigError(f"{owner}.ensemble: engine={engine} decodes one model; use engine=seqlab (or auto)")
     if decoding.coverage_penalty is not None:
         raise ConfigError(f"decoding.coverage_penalty={decoding.coverage_penalty} reads one model's attention; an "
                           f"ensemble has one per model: set it to null or decode without {owner}.ensemble")

@@ -138,3 +138,16 @@ def test_every_imported_family_decodes_with_the_static_step_as_transformers_does
     assert step.rows > 0
     for b in range(ids.shape[0]):
         assert tokens(got.sequences[b, 0], pad, eos) == tokens(expected[b, 1:], pad, eos), (name, b)
+
+
+def test_the_graphs_engine_is_checked_before_loading_and_labelled():
+    from seqlab.interop.engines import check_engine, run_label
+
+    for precision in ("fp32", "bf16"):
+        check_engine("eval", "seqlab_graphs", precision, DecodingConfig())
+    with pytest.raises(ConfigError, match="eval.engine=seqlab_graphs captures the fp32 or bf16 step"):
+        check_engine("eval", "seqlab_graphs", "int8", DecodingConfig())
+    coverage = DecodingConfig(method="beam", num_beams=2, coverage_penalty="summary", coverage_beta=0.2)
+    with pytest.raises(ConfigError, match="translate.engine=seqlab_graphs does not record attention"):
+        check_engine("translate", "seqlab_graphs", "fp32", coverage)
+    assert run_label("beam5_lp1", "bf16", "seqlab_graphs") == "beam5_lp1_bf16_graphs"

@@ -9,10 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 from pipelines.core import OUTPUTS, Pipeline, Stage
-from seqlab.analysis.study_runs import commit_archive
+from seqlab.analysis.commands import Command, commit_archive, seqlab
 from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import checkpoint_file, read_checkpoint
 from seqlab.hardware import QUIET_CORES, busy_warning, cpu_model, gpu_host_tolerance
@@ -52,7 +50,6 @@ NEUTRAL: dict[str, dict[str, Any]] = {
          "ensemble_rule": "mean_prob", "levers": False},
     "train": {"init_from": None, "fused_loss": False, "compile": "none"},
 }
-Runner = Callable[..., bool]  # seqlab(*args) -> whether it succeeded
 
 
 class PipelineError(ValueError):
@@ -187,10 +184,6 @@ def plan(pipeline: Pipeline) -> list[Planned]:
     return out
 
 
-def seqlab(*args: str) -> bool:
-    return subprocess.run([sys.executable, "-m", "seqlab", *args]).returncode == 0
-
-
 def result_folder(planned: Planned) -> Path:
     """An evaluation's result folder (the one holding metrics.json) under its stage folder."""
     found = sorted(planned.folder.glob(f"**/{METRICS_FILE}"))
@@ -245,7 +238,7 @@ def upstream_closure(by_name: dict[str, Planned], names: frozenset[str]) -> set[
     return found
 
 
-def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False, commit: bool = False,
+def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False, commit: bool = False,
             rerun: frozenset[str] = frozenset(), only: frozenset[str] = frozenset()) -> list[str]:
     """Run the stages the archive lacks (and those whose outputs they read); returns what failed. `commit`:
     git-commit the archive after each record lands (only the archive's folder), so a queue cut off keeps
@@ -292,7 +285,7 @@ def execute(pipeline: Pipeline, runner: Runner = seqlab, dry_run: bool = False, 
             continue
         p.folder.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        if not runner(*command_line(by_name, p)):
+        if not command(*command_line(by_name, p)):
             failed.append(p.stage.name)
             continue
         refusal = unreliable(p)

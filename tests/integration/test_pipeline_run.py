@@ -36,7 +36,7 @@ def test_a_pipeline_trains_decodes_compares_and_archives(tmp_path, monkeypatch):
         extra = ["--n-ar", "100"] if args[0] == "compare" else []
         return subprocess.run([sys.executable, "-m", "seqlab", *args, *extra], cwd=ROOT, timeout=600).returncode == 0
 
-    assert execute(pipeline, runner=seqlab) == [] and calls == ["train", "evaluate", "evaluate", "compare"]
+    assert execute(pipeline, command=seqlab) == [] and calls == ["train", "evaluate", "evaluate", "compare"]
     found = records(tmp_path / "results" / "smoke")
     assert set(found) == {"train", "greedy", "beam", "vs_greedy"}
     assert found["train"]["manifest"]["updates"] == 3 and found["greedy"]["result"]["metrics"]["n_examples"] == 12
@@ -47,7 +47,7 @@ def test_a_pipeline_trains_decodes_compares_and_archives(tmp_path, monkeypatch):
     assert table.count("\n| ") == 2 and "| 3 |" in table  # one row per decoding, each of the 3-update model
     json.loads((tmp_path / "results" / "smoke" / "beam.json").read_text())
     calls.clear()
-    assert execute(pipeline, runner=seqlab) == [] and calls == []  # nothing changed: nothing reruns
+    assert execute(pipeline, command=seqlab) == [] and calls == []  # nothing changed: nothing reruns
 
 
 def test_only_runs_the_named_stage_and_what_it_reads(tmp_path, monkeypatch, capsys):

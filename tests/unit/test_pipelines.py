@@ -115,7 +115,7 @@ def test_the_archived_reference_model_is_still_current():
 
 def test_nothing_changed_reruns_nothing_and_a_changed_decoding_only_its_evaluation(places):
     fake = FakeSeqlab()
-    assert execute(toy(), runner=fake) == [] and fake.stages() == ["train", "greedy", "beam"]
+    assert execute(toy(), command=fake) == [] and fake.stages() == ["train", "greedy", "beam"]
     record = json.loads((places / "results" / "toy" / "beam.json").read_text())
     assert record["result"]["metrics"]["bleu"] == 21.0 and record["manifest"]["commit"]
     assert {"cpu", "cpu_flags", "torch", "precision", "engine", "wall_s", "clean", "date", "command"} <= set(
@@ -129,35 +129,35 @@ def test_nothing_changed_reruns_nothing_and_a_changed_decoding_only_its_evaluati
     assert read_lines_gz(archive / "greedy.hyps.txt.gz") == ["greedy"]
     assert read_lines_gz(archive / "test.references.txt.gz") == ["r"]
     fake.calls.clear()
-    assert execute(toy(), runner=fake) == [] and fake.calls == []
-    assert execute(toy(("decoding.length_penalty=0.6",)), runner=fake) == [] and fake.stages() == ["beam"]
+    assert execute(toy(), command=fake) == [] and fake.calls == []
+    assert execute(toy(("decoding.length_penalty=0.6",)), command=fake) == [] and fake.stages() == ["beam"]
     fake.calls.clear()
     import shutil
     shutil.rmtree(places / "outputs")  # a fresh machine: the checkpoint is gone, so the training runs again
-    assert execute(toy(("decoding.length_penalty=0.8",)), runner=fake) == [] and fake.stages() == ["train", "beam"]
+    assert execute(toy(("decoding.length_penalty=0.8",)), command=fake) == [] and fake.stages() == ["train", "beam"]
 
 
 def test_experiments_that_share_a_stage_run_it_once_and_a_comparison_reads_its_evaluations(places):
     fake = FakeSeqlab()
-    assert execute(toy(), runner=fake) == [] and fake.stages() == ["train", "greedy", "beam"]
+    assert execute(toy(), command=fake) == [] and fake.stages() == ["train", "greedy", "beam"]
     fake.calls.clear()
     # another experiment on the same training and decodings: records copied, only the comparison runs
-    assert execute(toy(name="other", compare=True), runner=fake) == [] and fake.stages() == ["compare"]
+    assert execute(toy(name="other", compare=True), command=fake) == [] and fake.stages() == ["compare"]
     other = places / "results" / "other"
     assert sorted(p.name for p in other.glob("*.json")) == ["beam.json", "greedy.json", "train.json", "vs_greedy.json"]
     assert json.loads((other / "vs_greedy.json").read_text())["result"]["comparisons"][0]["system"] == "beam"
     fake.calls.clear()  # a third names the same beam search otherwise: its record carries its own name
     renamed = Pipeline("third", "", (*toy().stages[:2], replace(toy().stages[2], name="beam5")))
-    assert execute(renamed, runner=fake) == [] and fake.calls == []
+    assert execute(renamed, command=fake) == [] and fake.calls == []
     third = json.loads((places / "results" / "third" / "beam5.json").read_text())
     assert third["stage"] == "beam5" and third["result"]["outputs"]["hypotheses"] == "beam5.hyps.txt.gz"
     assert (places / "results" / "third" / "beam5.hyps.txt.gz").is_file()
     fake.calls.clear()
     import shutil
     shutil.rmtree(places / "outputs")  # a fresh machine: nothing to rerun while the archive is current ...
-    assert execute(toy(name="other", compare=True), runner=fake) == [] and fake.calls == []
+    assert execute(toy(name="other", compare=True), command=fake) == [] and fake.calls == []
     # ... but a changed decoding reruns its evaluation, the comparison, and the training they read
-    assert execute(toy(("decoding.length_penalty=0.6",), name="other", compare=True), runner=fake) == []
+    assert execute(toy(("decoding.length_penalty=0.6",), name="other", compare=True), command=fake) == []
     assert fake.stages() == ["train", "greedy", "beam", "compare"]
 
 
@@ -172,15 +172,15 @@ def test_a_comparison_needs_evaluations():
 
 def test_a_failed_stage_is_never_marked_done_and_its_followers_wait(places):
     fake = FakeSeqlab(fail="experiment=smoke")
-    assert execute(toy(), runner=fake) == ["train", "greedy", "beam"]
+    assert execute(toy(), command=fake) == ["train", "greedy", "beam"]
     assert not (places / "results" / "toy").exists()
 
 
 def test_a_bench_that_shared_its_machine_is_not_archived(places):
     bench = Pipeline("b", "", (Stage("train", "train", TRAIN), Stage("bench", "bench", (), after="train")))
-    assert execute(bench, runner=FakeSeqlab(busy=1.9)) == ["bench"]
+    assert execute(bench, command=FakeSeqlab(busy=1.9)) == ["bench"]
     assert not list((places / "results" / "b").glob("bench*.json"))  # the training's record alone
-    assert execute(bench, runner=FakeSeqlab(busy=0.05)) == []
+    assert execute(bench, command=FakeSeqlab(busy=0.05)) == []
     assert len(list((places / "results" / "b").glob("bench*.json"))) == 1
 
 
@@ -195,7 +195,7 @@ def test_stages_that_would_differ_between_machines_are_refused():
 
 def test_tables_render_between_markers_and_a_hand_edit_is_caught(places):
     pipeline = toy()
-    execute(pipeline, runner=FakeSeqlab())
+    execute(pipeline, command=FakeSeqlab())
     doc = places / "doc.md"
     doc.write_text("# Toy\n\n<!-- table:toy -->\nold\n<!-- /table:toy -->\n\nprose\n")
     assert render([pipeline], root=places) == ["doc.md: table toy"]
@@ -214,7 +214,7 @@ def test_every_generated_table_in_the_docs_is_current():
 def test_each_decoding_experiment_runs_its_stages_and_renders_every_row(places, name):
     pipeline = PIPELINES[name]
     fake = FakeSeqlab()
-    assert execute(pipeline, runner=fake) == []
+    assert execute(pipeline, command=fake) == []
     evaluations = [s for s in pipeline.stages if s.command == "evaluate"]
     assert fake.stages().count("train") == len({s.after for s in evaluations})  # one training per model
     assert fake.stages().count("compare") == sum(s.command == "compare" for s in pipeline.stages)
@@ -290,7 +290,7 @@ def test_each_record_is_committed_as_it_lands(places, monkeypatch):
     subprocess.run(["git", "init", "-q", str(places)], check=True)
     subprocess.run(["git", "-C", str(places), "commit", "-q", "--allow-empty", "-m", "start"], check=True)
     (places / "unrelated.txt").write_text("work in progress")  # never swept into a record's commit
-    assert execute(toy(), runner=FakeSeqlab(), commit=True) == []
+    assert execute(toy(), command=FakeSeqlab(), commit=True) == []
     log = subprocess.run(["git", "-C", str(places), "log", "--format=%s"], capture_output=True, text=True).stdout
     assert log.split("\n")[:3] == ["toy: beam", "toy: greedy", "toy: train"]
     tracked = subprocess.run(["git", "-C", str(places), "ls-files"], capture_output=True, text=True).stdout.split()
@@ -300,11 +300,11 @@ def test_each_record_is_committed_as_it_lands(places, monkeypatch):
 
 def test_a_stage_named_for_rerun_runs_again_and_an_unknown_name_is_refused(places):
     fake = FakeSeqlab()
-    execute(toy(), runner=fake)
+    execute(toy(), command=fake)
     fake.calls.clear()
-    assert execute(toy(), runner=fake, rerun=frozenset({"beam"})) == [] and fake.stages() == ["beam"]
+    assert execute(toy(), command=fake, rerun=frozenset({"beam"})) == [] and fake.stages() == ["beam"]
     with pytest.raises(PipelineError, match=r"--rerun \['bem'\]: no such stage of toy"):
-        execute(toy(), runner=fake, rerun=frozenset({"bem"}))
+        execute(toy(), command=fake, rerun=frozenset({"bem"}))
 
 
 def test_a_digest_names_no_place_on_this_machine():

@@ -13,15 +13,14 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
+from seqlab.analysis.commands import Command, commit_archive, seqlab
 from seqlab.analysis.study import (
     DIVERGED,
     GRID,
@@ -44,7 +43,6 @@ EVAL_COMMON = ("split=test", "logger=csv", "precision=fp32", "engine=seqlab")  #
 PROGRESS = re.compile(r"^\[(?P<time>[\d\- :,]+)\].* - step (?P<step>\d+) .* (?P<elapsed>\d+)s\s+ETA")
 DIVERGENCE = re.compile(r"non-finite loss at step (\d+)")
 
-Command = Callable[..., bool]  # seqlab(*args) -> whether it succeeded
 
 
 @dataclass(frozen=True)
@@ -123,11 +121,6 @@ def grid_runs(seeds: int, folder: Path, experiment: str, budget: str, limit: int
     return runs
 
 
-def seqlab(*args: str) -> bool:
-    """Run a seqlab command in its own process (a crash or OOM ends that run only); whether it succeeded."""
-    return subprocess.run([sys.executable, "-m", "seqlab", *args]).returncode == 0
-
-
 def training_wall(log_text: str) -> tuple[float, int, str | None]:
     """(seconds, sittings, when the last progress line was written) from a run folder's train.log: each
     sitting's progress lines count elapsed time from its start, so a drop starts a new sitting."""
@@ -187,24 +180,6 @@ def record_from_training(run: Run, train_args: tuple[str, ...]) -> Record:
                   analytic_counts(ModelConfig.from_dict(model)).total if model else 0, steps, model,
                   status=DIVERGED if diverged else OK,
                   training=training_provenance(run, train_args, meta.get("git_revision"), steps).to_dict())
-
-
-def commit_archive(archive: Path, message: str) -> None:
-    """Commit the archive folder alone (other staged work stays staged); a busy index is retried, then left
-    for the next record's commit."""
-    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=archive, capture_output=True, text=True)
-    if top.returncode != 0:
-        print(f"study: {archive} is not in a git checkout; records are not committed", file=sys.stderr)
-        return
-    for attempt in range(5):
-        add = subprocess.run(["git", "add", "--", str(archive)], cwd=archive, capture_output=True, text=True)
-        done = add.returncode == 0 and subprocess.run(
-            ["git", "commit", "--quiet", "-m", message, "--", str(archive)], cwd=archive, capture_output=True,
-            text=True).returncode == 0
-        if done:
-            return
-        time.sleep(2 * (attempt + 1))
-    print(f"study: could not commit {archive} ({message}); the next record's commit takes it along", file=sys.stderr)
 
 
 def execute(runs: list[Run], archive: Path | None, train_args: tuple[str, ...] = (), eval_args: tuple[str, ...] = (),

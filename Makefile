@@ -65,6 +65,14 @@ sweep-arch: $(STAMP) ## Train norm x positions x tying (12 short runs x SEEDS se
 study: $(STAMP) ## The architecture study: every question, SEEDS seeds per variant (default 3), tables -> results/arch_study
 	$(BIN)/seqlab study all --seeds $(or $(SEEDS),3) $(ARGS)
 
+# A worktree $(1) at commit $(2) with its own virtualenv, for a campaign of runs that outlives any one sitting:
+# editing this checkout cannot change the runs that follow. Refuses a worktree left at another commit.
+define pinned_worktree
+	test -d $(1) || git worktree add --detach $(1) $(2)
+	@test "$$(git -C $(1) rev-parse HEAD)" = "$$(git rev-parse $(2))" || { echo "$(1) is at $$(git -C $(1) rev-parse --short HEAD), not $(2): git -C $(1) checkout --detach $(2)"; exit 2; }
+	$(MAKE) -C $(1) install PY=$(PY)
+endef
+
 # The trained study outlives any one sitting: it runs from its own worktree and virtualenv at a fixed commit
 # (STUDY_REV: the one in results/arch_study_trained/REVISION, so that every sitting runs the same code), so
 # that editing this checkout cannot change the runs that follow; it writes and commits its records into this
@@ -73,9 +81,7 @@ STUDY_WT ?= ../seqlab-study
 STUDY_REV ?= $(shell cat results/arch_study_trained/REVISION 2>/dev/null || echo HEAD)
 QUESTIONS ?= all depth relative_positions layer_split learned_positions_why modern_recipe
 study-trained: ## The study at a trained budget from a worktree at STUDY_REV, QUESTIONS in turn (default: the whole queue); long, run with nohup
-	test -d $(STUDY_WT) || git worktree add --detach $(STUDY_WT) $(STUDY_REV)
-	@test "$$(git -C $(STUDY_WT) rev-parse HEAD)" = "$$(git rev-parse $(STUDY_REV))" || { echo "$(STUDY_WT) is at $$(git -C $(STUDY_WT) rev-parse --short HEAD), not $(STUDY_REV): git -C $(STUDY_WT) checkout --detach $(STUDY_REV)"; exit 2; }
-	$(MAKE) -C $(STUDY_WT) install PY=$(PY)
+	$(call pinned_worktree,$(STUDY_WT),$(STUDY_REV))
 	status=0; for q in $(QUESTIONS); do \
 	  (cd $(STUDY_WT) && .venv/bin/seqlab study $$q --recipe trained --archive $(CURDIR)/results/arch_study_trained \
 	    --commit $(ARGS)) || status=1; \
@@ -87,9 +93,7 @@ EXPERIMENTS ?= mt_bible_small sum_debian_small decoding_sweep truncation mbr bea
 EXPERIMENTS_WT ?= ../seqlab-experiments
 EXPERIMENTS_REV ?= $(shell cat results/REVISION 2>/dev/null || echo HEAD)
 experiments: ## Every experiment's pipeline in turn (EXPERIMENTS=..., ARGS="--rerun STAGE") from a worktree at EXPERIMENTS_REV, records committed as they land; long, run with nohup
-	test -d $(EXPERIMENTS_WT) || git worktree add --detach $(EXPERIMENTS_WT) $(EXPERIMENTS_REV)
-	@test "$$(git -C $(EXPERIMENTS_WT) rev-parse HEAD)" = "$$(git rev-parse $(EXPERIMENTS_REV))" || { echo "$(EXPERIMENTS_WT) is at $$(git -C $(EXPERIMENTS_WT) rev-parse --short HEAD), not $(EXPERIMENTS_REV): git -C $(EXPERIMENTS_WT) checkout --detach $(EXPERIMENTS_REV)"; exit 2; }
-	$(MAKE) -C $(EXPERIMENTS_WT) install PY=$(PY)
+	$(call pinned_worktree,$(EXPERIMENTS_WT),$(EXPERIMENTS_REV))
 	status=0; for n in $(EXPERIMENTS); do \
 	  (cd $(EXPERIMENTS_WT) && .venv/bin/python -m pipelines $$n --results $(CURDIR)/results --commit $(ARGS)) || status=1; \
 	done; exit $$status

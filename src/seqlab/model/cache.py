@@ -2,6 +2,7 @@
 
 Self-attention keys/values of each layer live time-major, in (capacity, slots, H, Dh) buffers, of
 which the first `rows` slots are live: a step writes its new keys/values in place (no concatenation).
+The layers' buffers are slices of one tensor (`Slab`), so that moving rows is one operation for all of them.
 
 Searches move rows in place (`compact_`): each beam takes its parent's keys/values, and examples that
 are done leave the batch. A move copies only the positions a row does not already hold. Beams share
@@ -51,60 +52,95 @@ def shared_prefix(prefix: Tensor, index: Tensor) -> Tensor:
     return (prefix[: index.shape[0]] == prefix[index]).int().cumprod(1).sum(1)
 
 
-class KVBuffer:
-    """One layer's self-attention keys and values so far: the first `rows` slots of (capacity, slots, H, Dh)."""
+class Slab:
+    """Every layer's self-attention keys and values in one tensor, (2 * layers, capacity, slots, H, Dh), of
+    which the first `rows` slots are live: the rows a search moves at every step move for all layers in one
+    operation, not two per layer."""
 
-    def __init__(self, capacity: int) -> None:
-        self.capacity, self.length, self.rows = capacity, 0, 0
-        self.k: Tensor | None = None
-        self.v: Tensor | None = None
+    def __init__(self, layers: int, capacity: int) -> None:
+        self.layers, self.capacity, self.rows = layers, capacity, 0
+        self.data: Tensor | None = None
+
+    def allocate(self, like: Tensor, capacity: int) -> None:
+        """Room for `capacity` positions of every layer, for keys/values shaped like `like` (N, H, T, Dh)."""
+        n, h, _, dh = like.shape
+        self.data = like.new_empty(2 * self.layers, capacity, n, h, dh)
+        self.rows = n
+
+    def take_(self, index: Tensor, length: int, capacity: int | None = None) -> None:
+        """A new tensor (of `capacity` positions, default the same) holding rows `index` (any number) of the
+        first `length` positions."""
+        d = self.data
+        new = d.new_empty(d.shape[0], capacity or d.shape[1], index.shape[0], *d.shape[3:])
+        torch.index_select(d[:, :length], 2, index, out=new[:, :length])
+        self.data, self.rows = new, index.shape[0]
+
+    def move_(self, source: Tensor, target: Tensor, rows: int) -> None:
+        """In place: flat (position, slot) entries `target` of every layer take entries `source`; `rows` slots
+        stay live."""
+        if self.data is not None:
+            d = self.data
+            flat = d.view(d.shape[0], -1, d.shape[3] * d.shape[4])  # (2L, capacity * slots, H * Dh)
+            flat.index_copy_(1, target, flat.index_select(1, source))  # every source read before writing
+        self.rows = rows
+
+
+class KVBuffer:
+    """One layer's self-attention keys and values so far: the first `rows` slots of (capacity, slots, H, Dh),
+    its share of the cache's `Slab`."""
+
+    def __init__(self, capacity: int, slab: Slab | None = None, layer: int = 0) -> None:
+        self.slab = slab if slab is not None else Slab(1, capacity)
+        self.layer, self.length = layer, 0
+        self._data: Tensor | None = None  # the slab tensor that `_kv` views (views made once, not per use)
+        self._kv: tuple[Tensor | None, Tensor | None] = (None, None)
+
+    def _views(self) -> tuple[Tensor | None, Tensor | None]:
+        if self.slab.data is not self._data:
+            self._data = self.slab.data
+            self._kv = (None, None) if self._data is None else (self._data[2 * self.layer],
+                                                                  self._data[2 * self.layer + 1])
+        return self._kv
+
+    @property
+    def k(self) -> Tensor | None:
+        return self._views()[0]
+
+    @property
+    def v(self) -> Tensor | None:
+        return self._views()[1]
+
+    @property
+    def rows(self) -> int:
+        return self.slab.rows
 
     def live(self) -> KV:
         """The keys and values of the live rows so far, (rows, H, length, Dh) views."""
-        return (self.k[: self.length, : self.rows].permute(1, 2, 0, 3),
-                self.v[: self.length, : self.rows].permute(1, 2, 0, 3))
+        keys, values = self._views()
+        return (keys[: self.length, : self.rows].permute(1, 2, 0, 3),
+                values[: self.length, : self.rows].permute(1, 2, 0, 3))
 
     def append(self, k: Tensor, v: Tensor) -> KV:
-        """Store (N, H, T, Dh) new keys/values; return all of them so far as views."""
-        n, h, t, dh = k.shape
-        if self.k is None:
-            self.k, self.v = (x.new_empty(max(self.capacity, t), n, h, dh) for x in (k, v))
-            self.rows = n
-        elif self.length + t > self.k.shape[0]:
-            self.take_(torch.arange(self.rows, device=k.device), max(2 * self.k.shape[0], self.length + t))
+        """Store (N, H, T, Dh) new keys/values; return all of them so far as views. The first layer to outgrow
+        the slab grows it for all (every layer holds the same positions before a step)."""
+        n, t = k.shape[0], k.shape[2]
+        if self.slab.data is None:
+            self.slab.allocate(k, max(self.slab.capacity, t))
+        elif self.length + t > self.slab.data.shape[1]:
+            self.slab.take_(torch.arange(self.rows, device=k.device), self.length,
+                            max(2 * self.slab.data.shape[1], self.length + t))
         if n != self.rows:
             raise ValueError(f"the cache holds {self.rows} rows but the decoder step has {n}")
-        self.k[self.length : self.length + t, :n] = k.permute(2, 0, 1, 3)
-        self.v[self.length : self.length + t, :n] = v.permute(2, 0, 1, 3)
+        keys, values = self._views()
+        keys[self.length : self.length + t, :n] = k.permute(2, 0, 1, 3)
+        values[self.length : self.length + t, :n] = v.permute(2, 0, 1, 3)
         self.length += t
         return self.live()  # (N, H, T_all, Dh)
 
-    def take_(self, index: Tensor, capacity: int | None = None) -> None:
-        """New buffers (of `capacity` positions, default the same) holding rows `index` (any number) of these."""
-        capacity = capacity or self.k.shape[0]
-        moved = []
-        for x in (self.k, self.v):
-            new = x.new_empty(capacity, index.shape[0], *x.shape[2:])
-            torch.index_select(x[: self.length], 1, index, out=new[: self.length])
-            moved.append(new)
-        self.k, self.v = moved
-        self.rows = index.shape[0]
 
-    def select(self, index: Tensor) -> KVBuffer:
-        """A new buffer holding rows `index` (any subset, order or repeats); this one is unchanged."""
-        out = KVBuffer(self.capacity)
-        if self.k is not None:
-            out.k, out.v, out.length, out.rows = self.k, self.v, self.length, self.rows
-            out.take_(index)
-        return out
-
-    def move_(self, source: Tensor, target: Tensor, rows: int) -> None:
-        """In place: flat (position, slot) entries `target` take entries `source`; `rows` slots stay live."""
-        if self.k is not None:
-            for x in (self.k, self.v):
-                flat = x.view(-1, x.shape[2] * x.shape[3])  # (capacity * slots, H * Dh)
-                flat.index_copy_(0, target, flat.index_select(0, source))  # every source read before writing
-        self.rows = rows
+def slabs(layers: list[KVBuffer]) -> list[Slab]:
+    """The distinct slabs of these buffers (one for a cache's layers)."""
+    return list({id(layer.slab): layer.slab for layer in layers}.values())
 
 
 class StaticKV:
@@ -136,7 +172,8 @@ class DecoderCache:
 
     def __init__(self, cross_kv: tuple[KV, ...], cross_mask: Tensor, group: int = 1, capacity: int = 64,
                  copy: CopySource | None = None) -> None:
-        self.layers = [KVBuffer(capacity) for _ in cross_kv]
+        slab = Slab(len(cross_kv), capacity)
+        self.layers = [KVBuffer(capacity, slab, i) for i in range(len(cross_kv))]
         self.cross_kv, self.cross_mask, self.group = cross_kv, cross_mask, group  # cross: (G, H, S, Dh)
         self.copy = copy  # per source, like cross_kv
 
@@ -159,8 +196,18 @@ class DecoderCache:
         that no longer needs the old cache uses `compact_` (in place) instead.
         """
         sources = self._sources(index)
-        return self._with_sources([layer.select(index) for layer in self.layers], self.group,
-                                  lambda t: t.index_select(0, sources))
+        return self._with_sources(self._selected(index), self.group, lambda t: t.index_select(0, sources))
+
+    def _selected(self, index: Tensor) -> list[KVBuffer]:
+        """New buffers (one new slab) holding rows `index` of these; these are unchanged."""
+        slab = Slab(len(self.layers), self.layers[0].slab.capacity if self.layers else 0)
+        if self.layers and self.layers[0].slab.data is not None:
+            slab.data, slab.rows = self.layers[0].slab.data, self.layers[0].rows
+            slab.take_(index, self.length)
+        out = [KVBuffer(slab.capacity, slab, i) for i in range(len(self.layers))]
+        for buffer in out:
+            buffer.length = self.length
+        return out
 
     def compact_(self, index: Tensor, kept: Tensor | None = None, same_sources: bool = False) -> None:
         """In place, what `reorder(index)` returns, with at most as many rows: beams moved, finished rows dropped.
@@ -176,8 +223,8 @@ class DecoderCache:
             kept = torch.where(index == torch.arange(index.shape[0], device=index.device), length, 0)
         row, position = (torch.arange(length, device=index.device)[None, :] >= kept[:, None]).nonzero(as_tuple=True)
         source, target = position * slots + index[row], position * slots + row
-        for layer in self.layers:
-            layer.move_(source, target, index.shape[0])
+        for slab in slabs(self.layers):
+            slab.move_(source, target, index.shape[0])
         if same_sources:
             return
         sources = self._sources(index)
@@ -198,18 +245,20 @@ class DecoderCache:
         if self.group != 1:
             raise ValueError(f"expand_: the cache already has {self.group} rows per source")
         index = torch.arange(self.cross_mask.shape[0], device=self.cross_mask.device).repeat_interleave(group)
-        for layer in self.layers:
-            if layer.k is not None:
-                layer.take_(index)
+        self._take_(index)
         self.group = group
+
+    def _take_(self, index: Tensor) -> None:
+        """In place: the self-attention buffers hold rows `index` of theirs."""
+        for slab in slabs(self.layers):
+            if slab.data is not None:
+                slab.take_(index, self.length)
 
     def collapse_(self, index: Tensor) -> None:
         """In place: one row per source again, row `index[i]` of the grouped rows for the i-th one kept (each from
         its own source, in order; sources without a row leave). Contrastive search grows a cache to its K
         candidates per source (`expand_`) and keeps the chosen one."""
-        for layer in self.layers:
-            if layer.k is not None:
-                layer.take_(index)
+        self._take_(index)
         sources = index // self.group
         self.group = 1
         if sources.shape[0] == self.cross_mask.shape[0] and bool((sources == torch.arange(

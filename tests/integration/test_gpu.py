@@ -34,8 +34,11 @@ def test_bench_runs_both_toolkits_on_the_gpu():
     for t in r.train.values():
         assert t.seqlab.peak_mem_mb > 0  # CUDA's counter, not the host's RSS
         assert t.seqlab_sdpa is None  # attention_kernel=auto is SDPA on a GPU: nothing to compare
-    # int8, oneDNN and CTranslate2 are CPU engines; CUDA graphs a GPU's
-    assert set(r.decode["greedy"].engines) == {"bf16", "graphs", "graphs_bf16"}
+    # int8 and oneDNN are CPU engines, CUDA graphs a GPU's; CTranslate2 runs on the GPU where its build sees one
+    engines = set(r.decode["greedy"].engines)
+    assert engines - {"ct2_fp32", "ct2_int8"} == {"bf16", "graphs", "graphs_bf16"}
+    if "ct2_fp32" in engines:  # its outputs are counted against seqlab's, not required equal (its GPU kernels)
+        assert r.decode["greedy"].engines["ct2_fp32"].sources == r.decode["greedy"].sources
     assert set(r.profiles) == {"train_bf16_seqlab", "train_bf16_hf", f"beam{TINY.num_beams}_bf16_seqlab"}
     assert all("Self CUDA" in table for table in r.profiles.values())  # the device's times, not only the host's
 

@@ -191,24 +191,36 @@ def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Te
         result[name] = DecodeComparison(beams, ours_s, hf_s, ours_mem, hf_mem, sum(map(len, ours)), len(ours),
                                         len(ours) - same(ours, theirs), engines)
         log.info("%s: seqlab %.2fs, HF %.2fs, %d differ", name, ours_s, hf_s, len(ours) - same(ours, theirs))
-    if src.device.type == "cpu":
-        ct2_comparison(cfg, model, src, pad, result, outputs)
+    ct2_comparison(cfg, model, src, pad, result, outputs)
     return result
 
 
 def ct2_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor,
                    result: dict[str, DecodeComparison], reference: dict[str, Seqs]) -> None:
-    """CTranslate2 fp32 and int8 on the same sources, threads and settings, added to each setting's engines
-    and compared with seqlab's fp32 outputs (`reference`); left out, saying so, without CTranslate2."""
+    """CTranslate2 fp32 and int8 on the same sources, threads and settings, on the same device (the deployment
+    peer on a GPU too), added to each setting's engines and compared with seqlab's fp32 outputs (`reference`);
+    left out, saying so, without CTranslate2 or, on a GPU, where its build sees no CUDA device or cannot load
+    its CUDA libraries."""
     try:
-        import ctranslate2  # noqa: F401
+        import ctranslate2
     except ImportError:
         log.warning("ctranslate2 is not installed: its rows are left out (pip install 'seqlab[ct2]')")
+        return
+    device = torch.device(src.device)
+    if device.type == "cuda" and ctranslate2.get_cuda_device_count() == 0:
+        log.warning("this ctranslate2 build sees no CUDA device: its rows are left out on the GPU")
         return
     with tempfile.TemporaryDirectory() as tmp:
         for precision, quantization in (("fp32", None), ("int8", "int8")):
             path = export_ctranslate2(model, None, Path(tmp) / precision, quantization)
-            engine = CT2Engine(path, model, None, "float32" if quantization is None else "int8")
+            try:
+                engine = CT2Engine(path, model, None, "float32" if quantization is None else "int8",
+                                   device=device.type, device_index=device.index or 0)
+            except RuntimeError as err:  # a wheel built for another CUDA than the machine's
+                if device.type == "cpu":
+                    raise
+                log.warning("CTranslate2 does not run on this GPU (%s): its rows are left out", err)
+                return
             for name, beams in decode_settings(cfg):
                 ct2_decode(engine, src, pad, beams, cfg.max_new_tokens)  # warms CTranslate2 up
                 run = {"ct2": lambda e=engine, b=beams: ct2_decode(e, src, pad, b, cfg.max_new_tokens)}

@@ -272,11 +272,12 @@ class CT2Engine:
 
     def __init__(self, path: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer | None,
                  compute_type: str = "float32",
-                 threads: int | None = None) -> None:
+                 threads: int | None = None, device: str = "cpu", device_index: int = 0) -> None:
         import ctranslate2
 
         self.path, self.model = Path(path), model
-        self.translator = ctranslate2.Translator(str(path), device="cpu", compute_type=compute_type,
+        self.translator = ctranslate2.Translator(str(path), device=device, device_index=device_index,
+                                                 compute_type=compute_type,
                                                  intra_threads=threads or torch.get_num_threads())
         self.src_tokens = vocabulary(tokenizer, "src", model.cfg.src_vocab_size, model.cfg)
         tgt = vocabulary(tokenizer, "tgt", model.cfg.target_vocab_size, model.cfg)

@@ -28,7 +28,7 @@ from torch import Tensor
 from seqlab.config import ConfigError
 from seqlab.decoding.search import StepFn, model_step
 from seqlab.model import DecoderCache, Seq2SeqTransformer
-from seqlab.model.cache import StaticKV
+from seqlab.model.cache import slabs
 
 
 def check_graphable(model: object, setting: str = "step graphs") -> None:
@@ -99,8 +99,8 @@ class GraphedStep:
         device = cache.cross_mask.device
         self.tokens = torch.zeros(rows, dtype=torch.long, device=device)
         self.position = torch.zeros(1, dtype=torch.long, device=device)
-        for buffer in cache.layers:
-            StaticKV.zero_tail_(buffer)
+        for slab in slabs(cache.layers):
+            slab.zero_from_(cache.length)
 
     def _run(self) -> Tensor:
         with autocast_uncached():

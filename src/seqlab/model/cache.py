@@ -75,6 +75,11 @@ class Slab:
         torch.index_select(d[:, :length], 2, index, out=new[:, :length])
         self.data, self.rows = new, index.shape[0]
 
+    def zero_from_(self, length: int) -> None:
+        """Zeros at every layer's positions from `length` on (what a captured step's masked reads see)."""
+        if self.data is not None:
+            self.data[:, length:].zero_()
+
     def move_(self, source: Tensor, target: Tensor, rows: int) -> None:
         """In place: flat (position, slot) entries `target` of every layer take entries `source`; `rows` slots
         stay live."""
@@ -147,7 +152,7 @@ class StaticKV:
     """One layer's KVBuffer as a captured decoder step sees it: every position of its first `rows` slots, the
     step's keys/values written at a position held in a (1,) device tensor, so that one CUDA graph serves every
     step of a search (decoding.graphs). Attention then reads all `capacity` positions, those after the step's
-    masked; the buffer must hold finite numbers there (zeros: `zero_tail_`), since a masked weight of 0 times
+    masked; the buffer must hold finite numbers there (zeros: `Slab.zero_from_`), since a masked weight of 0 times
     a NaN left by the allocator is NaN."""
 
     def __init__(self, buffer: KVBuffer, position: Tensor, rows: int) -> None:
@@ -159,12 +164,6 @@ class StaticKV:
         self.k.index_copy_(0, self.position, k.permute(2, 0, 1, 3))
         self.v.index_copy_(0, self.position, v.permute(2, 0, 1, 3))
         return self.k.permute(1, 2, 0, 3), self.v.permute(1, 2, 0, 3)
-
-    @staticmethod
-    def zero_tail_(buffer: KVBuffer) -> None:
-        """Zeros at every position the buffer does not hold yet."""
-        buffer.k[buffer.length :].zero_()
-        buffer.v[buffer.length :].zero_()
 
 
 class DecoderCache:

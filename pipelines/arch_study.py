@@ -5,18 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.core import Pipeline, Stage, Table
-from seqlab.analysis.study import VARIANT_DESCRIPTIONS, load_records, load_references, load_source_tokens
-from seqlab.analysis.study_tables import SHOWN_TESTS, question_table
+from seqlab.analysis.study import VARIANT_DESCRIPTIONS, Archived, load_records
+from seqlab.analysis.study_questions import QUESTIONS, STUDY
 from seqlab.metrics.seeds import summarize
 
 
-def study_tables(archive: Path, questions: tuple[str, ...], label: str) -> str:
-    """The study's own tables, from its archive alone (seqlab.analysis.study_tables)."""
-    runs = load_records(archive, label)
-    if not runs:
+def study_tables(archive: Path, label: str) -> str:
+    """The design questions' tables, each by its own function, from the archive alone."""
+    archived = Archived.load(archive, label)
+    if not archived.decoded:
         return "_No archived run yet._"
-    refs, lengths = load_references(archive), load_source_tokens(archive)
-    return "\n\n".join(question_table(q, runs, refs, lengths, **SHOWN_TESTS)[0] for q in questions)
+    return "\n\n".join(QUESTIONS[q].numbers(archived)[0] for q in STUDY)
 
 
 def headline(archive: Path) -> str:
@@ -37,7 +36,7 @@ def headline(archive: Path) -> str:
 PIPELINE = Pipeline(
     "arch_study", "the architecture study at 300 updates (7 variants x 3 seeds, greedy)",
     (Stage("runs", "study", ("all", "--recipe", "short")),),
-    (Table("arch_study", lambda archive: study_tables(archive, ("norm_warmup", "tying", "positions"), "greedy"),
+    (Table("arch_study", lambda archive: study_tables(archive, "greedy"),
            "docs/experiments/arch_study.md"),
      Table("readme_arch_study", headline, "README.md")),
 )

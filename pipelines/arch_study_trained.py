@@ -1,8 +1,8 @@
-"""The architecture study at a trained budget: the curve that fixes the budget, the design questions, the
-stability question on a deeper model, and relative positions. Its runs go through `make study-trained`
-(a worktree at a fixed commit, records committed as they land). The curve's table is final; the questions'
-tables join the docs once every run is archived (a table rendered while records still land would go stale
-with each commit)."""
+"""The architecture study at a trained budget: every question of the trained recipe
+(seqlab.analysis.study_questions), each rendered by its own table function once all its runs are archived,
+the claims its numbers test, early vs trained, and the layer split's decoding speed. Its runs go through
+`make study-trained` (a worktree at a fixed commit, records committed as they land); a table rendered while
+records still land would go stale with each commit, so a question shows one "pending" line until then."""
 
 from __future__ import annotations
 
@@ -14,41 +14,17 @@ from typing import Any
 from pipelines.bench import bench_records
 from pipelines.core import Pipeline, Stage, Table
 from pipelines.tables import commit_of, table
-from seqlab.analysis.study import (
-    QUESTIONS,
-    RECIPES,
-    SEEDS,
-    STUDY,
-    TRAINING,
-    VARIANT_DESCRIPTIONS,
-    load_records,
-    load_references,
-    load_source_tokens,
-)
-from seqlab.analysis.study_claims import claims_table, early_vs_trained
-from seqlab.analysis.study_tables import (
-    DEPTH_PNG,
-    SHOWN_TESTS,
-    Runs,
-    curve_table,
-    depth_table,
-    machines_table,
-    question_png,
-    question_table,
-)
+from seqlab.analysis.study import RECIPES, SEEDS, TRAINING, VARIANT_DESCRIPTIONS, Archived, Runs, load_records
+from seqlab.analysis.study_claims import early_vs_trained
+from seqlab.analysis.study_questions import QUESTIONS, STUDY, claims_table
+from seqlab.analysis.study_tables import machines_table, question_png
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import summarize
 
 DOC = "docs/experiments/arch_study_trained.md"
 REPORTED = "beam5"
-# the questions the trained recipe alone asks and judges on the test set (relative positions and those queued
-# after them): each gets its table, its claims and its README row from its declaration in seqlab.analysis.study
-LATER = tuple(q for q, question in QUESTIONS.items() if question.recipes == ("trained",) and question.compared_on_test)
-
-
-def curve(archive: Path) -> str:
-    """The curve run's validation losses and the budget they chose (seqlab.analysis.study_tables)."""
-    return curve_table(load_records(archive, TRAINING))[0] or "_No archived curve yet._"
+# the questions of the trained recipe beyond the design ones, in their order: each its own section
+LATER = tuple(q for q, question in QUESTIONS.items() if question.recipes == ("trained",))
 
 
 def headline(archive: Path) -> str:
@@ -60,7 +36,7 @@ def headline(archive: Path) -> str:
     if not all(complete(trained, q) for q in STUDY):
         return baseline(archive)
     beam, greedy = load_records(archive, REPORTED), load_records(archive, "greedy")
-    shown = [*STUDY, *(q for q in LATER if complete(trained, q))]
+    shown = [*STUDY, *(q for q in LATER if QUESTIONS[q].compared_on_test and complete(trained, q))]
     variants = list(dict.fromkeys(v for q in shown for v in QUESTIONS[q].variants))
     lines = [f"The architecture study at its trained budget ({SEEDS} seeds per variant, "
              f"[the tests and verdicts](docs/experiments/arch_study_trained.md)):", "",
@@ -94,20 +70,19 @@ def baseline(archive: Path) -> str:
 
 def complete(trained: Runs, question: str) -> bool:
     """Whether every run of the question is archived (each variant, SEEDS seeds)."""
-    return all((v, s) in trained for v in QUESTIONS[question].variants for s in range(SEEDS))
+    return all(k in trained for k in QUESTIONS[question].runs())
 
 
 def pending(question: str) -> str:
     """What stands in for a question's table until all its runs are archived: one line that does not change
     as they land (a partial table would go stale with each record the runner commits)."""
     q = QUESTIONS[question]
-    runs = len(q.variants) * SEEDS
-    return f"_{q.title}: pending; its table joins this page once all {runs} of its runs are archived._"
+    return f"_{q.title}: pending; its table joins this page once all {len(q.runs())} of its runs are archived._"
 
 
 def decoded(archive: Path, questions: list[str], label: str, trained: Runs) -> dict[str, tuple[str, dict[str, Any]]]:
-    """question -> (table, numbers) from the archive's `label` decodings, for the questions complete in
-    `trained` (the archive's training records)."""
+    """question -> (table, numbers) from the archive (`label`: the decodings a question compared on the test
+    set reads), for the questions complete in `trained` (the archive's training records)."""
     done = [q for q in questions if complete(trained, q)]
     return {q: _question(archive, q, label, contents(archive)) for q in done}
 
@@ -121,10 +96,9 @@ def contents(archive: Path) -> tuple[tuple[str, int, int], ...]:
 
 @functools.lru_cache(maxsize=32)
 def _question(archive: Path, question: str, label: str, _contents: tuple) -> tuple[str, dict[str, Any]]:
-    """One question's table, computed once per archive contents: the design and claims tables both need the
-    beam-5 tests (a paired bootstrap per seed and comparison, the bulk of rendering this page)."""
-    return question_table(question, load_records(archive, label), load_references(archive),
-                          load_source_tokens(archive), **SHOWN_TESTS)
+    """One question's table, computed once per archive contents: its section and the claims both need it
+    (the beam-5 tests, a paired bootstrap per seed and comparison, are the bulk of rendering this page)."""
+    return QUESTIONS[question].numbers(Archived.load(archive, label))
 
 
 def design(archive: Path) -> str:
@@ -141,16 +115,13 @@ def design(archive: Path) -> str:
 
 
 def claims(archive: Path) -> str:
-    """The claims against the papers (beam 5; the depth question's by its failure rule on training) and early
-    vs trained (greedy, the setting both budgets decode), by the rules fixed before the runs, once the design
-    questions are all archived (the depth and relative questions' claims once theirs are)."""
+    """The claims against the papers (beam 5; a question judged on training by its own rule) and early vs
+    trained (greedy, the setting both budgets decode), by the rules fixed before the runs, once the design
+    questions are all archived (each later question's claims once its runs are)."""
     runs = load_records(archive, TRAINING)
-    asked = [*STUDY, *LATER]
-    reported = {q: data for q, (_, data) in decoded(archive, asked, REPORTED, runs).items()}
+    reported = {q: data for q, (_, data) in decoded(archive, [*STUDY, *LATER], REPORTED, runs).items()}
     if not all(q in reported for q in STUDY):
         return "_The verdicts join this page once every run of the design questions is archived._"
-    if complete(runs, "depth"):  # judged on training: its own rule, no decoding
-        reported["depth"] = depth_table(runs)[1]
     trained = {q: data for q, (_, data) in decoded(archive, list(STUDY), "greedy", runs).items()}
     short_archive = archive.parent / RECIPES["short"].archive.name
     short = {q: data for q, (_, data) in decoded(short_archive, list(STUDY), "greedy",
@@ -160,26 +131,16 @@ def claims(archive: Path) -> str:
             + early_vs_trained(short, trained))
 
 
-def depth(archive: Path) -> str:
-    """The stability question on the 6+6 model, judged on validation loss by the rule fixed before it, with
-    its validation curves (drawn by `seqlab study depth --recipe trained --from-archive`)."""
-    trained = load_records(archive, TRAINING)
-    if not complete(trained, "depth"):
-        return pending("depth")
-    return (depth_table(trained)[0] + f"\n\n![Validation loss of the depth runs, mean and range over seeds, a panel "
-            f"per learning rate](../../results/{archive.name}/{DEPTH_PNG})")
-
-
-def later(question: str, archive: Path) -> str:
-    """One of the LATER questions at beam 5 (a length question with BLEU by source length), once all its runs
-    are archived, with its validation curves once drawn (`seqlab study QUESTION --recipe trained
-    --from-archive`)."""
+def section(question: str, archive: Path) -> str:
+    """A question of the trained recipe alone (its table, by its own function; the reported decoding's where
+    it is compared on the test set), once all its runs are archived, with its own validation curves once drawn
+    (`seqlab study QUESTION --recipe trained --from-archive`)."""
     tables = decoded(archive, [question], REPORTED, load_records(archive, TRAINING))
     if not tables:
         return pending(question)
-    png = question_png(question)
-    curves = (f"\n\n![Validation loss of the question's runs, mean and range over seeds](../../results/"
-              f"{archive.name}/{png})") if (archive / png).is_file() else ""
+    q, png = QUESTIONS[question], question_png(question)
+    curves = (f"\n\n![{q.curves.caption}](../../results/{archive.name}/{png})"
+              if q.curves is not None and (archive / png).is_file() else "")
     return tables[question][0] + curves
 
 
@@ -202,9 +163,9 @@ def speed(row: dict[str, Any]) -> str:
     return f"{row['tokens'] / row['seconds']:,.0f} ({row['first_seconds'] / row['seconds']:.2f}x)"
 
 
-def layer_split(archive: Path) -> str:
-    """The layer split's quality table (`later`) and, once timed, its decoding speed on the test set."""
-    parts = [later("layer_split", archive)]
+def layer_split_speed(archive: Path) -> str:
+    """The layer split's decoding speed on the test set, once timed (its quality is the question's table)."""
+    parts = []
     labels = {path: label for label, path in LAYER_SPLIT_SPEED.items()}
     for record in bench_records(archive, f"{SPEED_STAGE.name}-*.json"):
         result, man = record["result"], record["manifest"]
@@ -219,16 +180,21 @@ def layer_split(archive: Path) -> str:
                      f"{result['others_busy_cores']:.2f} cores; commit {commit_of(man)}; {man['date'][:10]}). "
                      "Tokens/s, and in brackets the speed against 3+3 on the same sentences:\n\n"
                      + table(["model", "greedy tokens/s", "beam-5 tokens/s"], body))
-    return "\n\n".join(parts)
+    return "\n\n".join(parts) or (f"_Not yet timed: `python -m pipelines arch_study_trained --only "
+                                   f"{SPEED_STAGE.name}` on a quiet machine._")
+
+
+def stage_questions() -> list[str]:
+    """The trained recipe's questions in their order, the design questions as one stage (`all`)."""
+    return list(dict.fromkeys("all" if q in STUDY else q for q, question in QUESTIONS.items()
+                              if "trained" in question.recipes))
 
 
 PIPELINE = Pipeline(
     "arch_study_trained", "the architecture study at a trained budget (beam 5 and greedy)",
-    (*(Stage(q, "study", (q, "--recipe", "trained")) for q in ("curve", "all", "depth", "relative_positions")),
-     SPEED_STAGE),
-    (Table("arch_study_trained_curve", curve, DOC), Table("arch_study_trained_design", design, DOC),
-     Table("arch_study_trained_claims", claims, DOC), Table("arch_study_trained_depth", depth, DOC),
-     *(Table(f"arch_study_trained_{q}", layer_split if q == "layer_split" else functools.partial(later, q), DOC)
-       for q in LATER),
+    (*(Stage(q, "study", (q, "--recipe", "trained")) for q in stage_questions()), SPEED_STAGE),
+    (Table("arch_study_trained_design", design, DOC), Table("arch_study_trained_claims", claims, DOC),
+     *(Table(f"arch_study_trained_{q}", functools.partial(section, q), DOC) for q in LATER),
+     Table("arch_study_trained_layer_split_speed", layer_split_speed, DOC),
      Table("readme_trained_study", headline, "README.md")),
 )

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from sacrebleu.metrics import BLEU
 
-from seqlab.analysis.study import GRID, RECIPES, STUDY, VARIANTS, Record, curve_budget, load_records
+from seqlab.analysis.study import GRID, RECIPES, VARIANTS, Archived, Record, curve_budget, load_records
+from seqlab.analysis.study_questions import QUESTIONS, STUDY
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs, training_wall
-from seqlab.analysis.study_tables import common_steps, depth_fails, machines_table, write_tables
+from seqlab.analysis.study_tables import common_steps, depth_fails, draw_curves, machines_table
 from seqlab.metrics import by_source_length, sacrebleu_scores
 from seqlab.model import ModelConfig
 from seqlab.model.params import analytic_counts
@@ -112,15 +113,21 @@ class FakeSeqlab:
                 for c in self.calls if c[0] == "train"]
 
 
+def table(archive: Path, question: str, label: str) -> tuple[str, dict]:
+    """A question's table and numbers from the archive, by its own table function."""
+    return QUESTIONS[question].numbers(Archived.load(archive, label))
+
+
 def test_study_tables_from_the_runs_and_from_the_archive_alone(tmp_path: Path) -> None:
     archive, fake = tmp_path / "archive", FakeSeqlab()
     runs = study_runs(["tying"], 3, RECIPES["short"], tmp_path / "study")
     runs = [r for r in runs if r.variant in ("baseline", "tie_none")]
     assert execute(runs, archive, command=fake) == []
-    text = write_tables(archive, ["tying"], "greedy")
-    summary = json.loads((archive / "summary.json").read_text())["tying"]
+    text, summary = table(archive, "tying", "greedy")
     base, none = summary["variants"]["baseline"], summary["variants"]["tie_none"]
-    assert (archive / "baseline-seed1.greedy.hyps.txt.gz").exists() and (archive / "val_loss.png").stat().st_size > 1000
+    (png,) = draw_curves(archive, {"tying": QUESTIONS["tying"]}, "greedy", load_records(archive, "training"))
+    assert (archive / "baseline-seed1.greedy.hyps.txt.gz").exists() and png == archive / "val_loss.png"
+    assert png.stat().st_size > 1000
     assert base["val_loss"]["values"] == {"0": pytest.approx(3.0), "1": pytest.approx(3.01), "2": pytest.approx(3.02)}
     assert none["val_loss"]["mean"] == pytest.approx(3.51)
     tied = ModelConfig(src_vocab_size=100, d_model=16, n_heads=2, d_ff=32, encoder_layers=1, decoder_layers=1,
@@ -139,12 +146,10 @@ def test_study_tables_from_the_runs_and_from_the_archive_alone(tmp_path: Path) -
     assert cmp["bleu"]["delta"] == pytest.approx(sum(bleu["tie_none"]) / 3 - sum(bleu["baseline"]) / 3)
     assert cmp["bleu"]["exceeds_spread"] and cmp["val_loss"]["delta"] == pytest.approx(0.5)
     assert set(cmp["p_test_bleu"]) == {f"tie_none-seed{s}" for s in range(3)}
-    first = (archive / "summary.md").read_text()
-    assert first == text + "\n"
     alone = tmp_path / "copied"  # the records alone, on a machine without the runs' folders
-    shutil.copytree(archive, alone, ignore=shutil.ignore_patterns("summary*", "*.png"))
+    shutil.copytree(archive, alone, ignore=shutil.ignore_patterns("*.png"))
     shutil.rmtree(tmp_path / "study")
-    assert write_tables(alone, ["tying"], "greedy") == text  # the archive alone regenerates the tables
+    assert table(alone, "tying", "greedy")[0] == text  # the archive alone regenerates the tables
 
 
 def test_each_record_names_its_provenance(tmp_path: Path) -> None:
@@ -208,9 +213,6 @@ def test_depth_failure_rule() -> None:
 
 
 def test_the_depth_table_gives_each_variants_mean_curve_at_the_steps_all_runs_validated() -> None:
-    from seqlab.analysis.study import QUESTIONS
-    from seqlab.analysis.study_tables import depth_table
-
     post, pre = "deep_post_nowarmup_lr1e-3", "deep_pre_nowarmup_lr1e-3"
     runs = {(post, 0): Record(post, 0, "training", {}, [(300, 6.0), (600, 7.0), (900, 8.0)], 0, 1000, {}),
             # cut off at 450 and resumed: it validated there too, a step the other run lacks
@@ -218,10 +220,10 @@ def test_the_depth_table_gives_each_variants_mean_curve_at_the_steps_all_runs_va
             (pre, 0): Record(pre, 0, "training", {}, [(300, 5.0), (600, 4.0), (900, 3.5)], 0, 1000, {}),
             (pre, 1): Record(pre, 1, "training", {}, [(300, 5.0), (600, 4.0), (900, float("nan"))], 0, 1000, {},
                              status="diverged")}
-    table, data = depth_table(runs)
-    assert "| mean val loss at 300 / 600 / 900 |" in table.splitlines()[2]
-    assert f"| {post} | 2 | 8.250 (8.000, 8.500) | 6.250 / 7.250 / 8.250 | 0 |" in table
-    assert f"| {pre} | 2 | 3.500 (3.500, diverged) | 5.000 / 4.000 / 3.500 | 1 |" in table  # diverged: left out
+    text, data = QUESTIONS["depth"].numbers(Archived({}, runs, [], None))
+    assert "| mean val loss at 300 / 600 / 900 |" in text.splitlines()[2]
+    assert f"| {post} | 2 | 8.250 (8.000, 8.500) | 6.250 / 7.250 / 8.250 | 0 |" in text
+    assert f"| {pre} | 2 | 3.500 (3.500, diverged) | 5.000 / 4.000 / 3.500 | 1 |" in text  # diverged: left out
     assert data["variants"][post]["mean_val_curve"] == [(300, 6.25), (600, 7.25), (900, 8.25)]
     assert set(data["variants"]) == {post, pre} and len(QUESTIONS["depth"].variants) == 8
 
@@ -327,9 +329,11 @@ def test_the_archive_keeps_the_source_lengths_and_tests_each_bucket_on_its_own_s
             if r.variant in ("baseline", "rope_positions")]
     assert execute(runs, archive, command=fake) == []
     assert load_source_tokens(archive) == SOURCE_LENGTHS
-    text = write_tables(archive, ["relative_positions"], "beam5")
+    text, numbers = table(archive, "relative_positions", "beam5")
+    draw_curves(archive, {"relative_positions": QUESTIONS["relative_positions"]}, "beam5",
+                load_records(archive, "training"))
     assert not (archive / "val_loss.relative_positions.png").exists()  # its other variants' runs are still to land
-    by_length = json.loads((archive / "summary.beam5.json").read_text())["relative_positions"]["by_length"]
+    by_length = numbers["by_length"]
     assert set(by_length) == {"bleu", "chrf", "comparisons"} and "chrF by source length" in text
     (cmp,) = by_length["comparisons"]
     longest, short = cmp["buckets"]["src_gt64"], cmp["buckets"]["src_le16"]
@@ -420,7 +424,7 @@ def test_the_machines_table_says_which_cpu_trained_which_run_and_how_fast() -> N
 
 
 def test_the_trained_studys_page_shows_a_question_once_all_its_runs_are_archived(tmp_path: Path) -> None:
-    from pipelines.arch_study_trained import claims, depth, design, headline, later
+    from pipelines.arch_study_trained import claims, design, headline, section
 
     results, fake = tmp_path / "results", FakeSeqlab()
     trained, short = results / "arch_study_trained", results / "arch_study"
@@ -436,40 +440,40 @@ def test_the_trained_studys_page_shows_a_question_once_all_its_runs_are_archived
     assert execute(study_runs(list(STUDY), 3, RECIPES["short"], tmp_path / "short"), short, command=fake) == []
     page = design(trained)
     assert "pending" not in page and "(../../results/arch_study_trained/val_loss.beam5.png)" in page
-    full = write_tables(trained, list(STUDY), "beam5")  # the study's own summary: every metric's tests
-    for table in page.split("\n\n")[:3]:  # each question's table, BLEU's tests alone: the same figures
-        assert table in full
+    for q in STUDY:  # each question's table, by its own function
+        assert table(trained, q, "beam5")[0] in page
     assert "**The machines that trained the runs**" in page
     verdicts = claims(trained)
     assert "**Against the papers** (beam 5)" in verdicts and "| Tying all embeddings costs no quality |" in verdicts
     assert "**Early vs trained**" in verdicts and "| tie_none − baseline |" in verdicts
-    assert depth(trained).startswith("_6+6 layers") and "pending" in later("relative_positions", trained)
+    assert section("depth", trained).startswith("_6+6 layers") and "pending" in section("relative_positions", trained)
     readme = headline(trained)  # every variant, mean ± sd over 3 seeds
     assert "| variant (30 updates) | val loss | beam-5 BLEU | greedy BLEU |" in readme
     assert "| tie_none (no tying) | 3.510 ± 0.010 |" in readme and readme.count("\n| ") == 8
 
 
-def test_one_questions_summary_keeps_the_others(tmp_path: Path) -> None:
-    """`seqlab study depth --from-archive` rewrites the archive's summary files whole: the design questions'
-    tables and the verdicts stay in them, whichever question was asked."""
+def test_seqlab_study_prints_the_tables_the_docs_render_and_draws_the_curves(tmp_path: Path, capsys) -> None:
+    """`seqlab study QUESTION --from-archive` prints the asked questions' tables and claims by the functions and
+    tests the docs are rendered with, draws the figures into the archive and writes no other file there."""
     from seqlab.app.study import main
 
     archive, fake = tmp_path / "archive", FakeSeqlab()
     runs = [r for r in study_runs(["tying"], 3, RECIPES["trained"], tmp_path / "study") if r.variant != "tie_decoder"]
     assert execute(runs, archive, command=fake) == []
+    before = {p.name for p in archive.iterdir()}
     args = ["--recipe", "trained", "--from-archive", "--archive", str(archive), "--dir", str(tmp_path / "study")]
     assert main(["tying", *args]) == 0
-    whole = (archive / "summary.beam5.md").read_text()
-    assert main(["depth", *args]) == 0
-    assert (archive / "summary.beam5.md").read_text() == whole
-    assert "tying" in json.loads((archive / "summary.json").read_text())
-    assert "| Tying all embeddings costs no quality |" in (archive / "claims.md").read_text()
+    out = capsys.readouterr().out
+    assert table(archive, "tying", "beam5")[0] in out and "| Tying all embeddings costs no quality |" in out
+    assert {p.name for p in archive.iterdir()} - before == {"val_loss.beam5.png"}
+    assert main(["depth", *args]) == 0 and capsys.readouterr().out.strip() == ""  # no depth run archived
 
 
 def test_the_depth_question_renders_its_table_curves_and_claim(tmp_path: Path) -> None:
     import torch
 
-    from pipelines.arch_study_trained import depth
+    from pipelines.arch_study_trained import section
+    from seqlab.analysis.study_questions import claims_table
 
     class Trainer(FakeSeqlab):
         """Its trainings leave a checkpoint that describes the model: an undecoded run's record reads it."""
@@ -485,25 +489,24 @@ def test_the_depth_question_renders_its_table_curves_and_claim(tmp_path: Path) -
     archive, fake = tmp_path / "arch_study_trained", Trainer()
     runs = study_runs(["depth"], 3, RECIPES["trained"], tmp_path / "study")
     assert len(runs) == 24 and execute(runs[:-1], archive, command=fake) == []
-    assert depth(archive).startswith("_6+6 layers") and fake.calls[-1][0] == "train"  # judged on training alone
+    assert section("depth", archive).startswith("_6+6 layers") and fake.calls[-1][0] == "train"  # training alone
     assert execute(runs, archive, command=fake) == []
-    text = write_tables(archive, ["depth"], "beam5")
+    text, numbers = table(archive, "depth", "beam5")
+    draw_curves(archive, {"depth": QUESTIONS["depth"]}, "beam5", load_records(archive, "training"))
     assert (archive / "val_loss.depth.png").stat().st_size > 1000
-    page = depth(archive)
-    assert page.startswith(text.split("\n\n**The machines")[0]) and page.endswith("/val_loss.depth.png)")
+    page = section("depth", archive)
+    assert page.startswith(text) and page.endswith("a panel per learning rate](../../results/arch_study_trained/"
+                                                   "val_loss.depth.png)")
     assert "| deep_post_nowarmup_lr2e-3 vs deep_pre_nowarmup_lr2e-3 | no |" in page  # the fake runs are level
-    from seqlab.analysis.study_claims import claims_table
-
-    summary = json.loads((archive / "summary.beam5.json").read_text())
-    assert claims_table(summary).endswith("| disagrees |")  # post-LN never fails without warm-up here
+    assert claims_table({"depth": numbers}).endswith("| disagrees |")  # post-LN never fails without warm-up here
 
 
 def test_a_question_declared_as_data_runs_renders_and_joins_the_trained_page(tmp_path: Path, monkeypatch) -> None:
     """What docs/ARCHITECTURE.md walks through: a new question (ReLU vs GELU) is a variant and a Question in
-    seqlab.analysis.study and nothing else; the runner trains and decodes its runs, the tables render from the
-    archive, and the trained study's page shows it pending, then its table, with no code naming it."""
+    seqlab.analysis.study_questions and nothing else; the runner trains and decodes its runs, the tables render
+    from the archive, and the trained study's page shows it pending, then its table, with no code naming it."""
     import pipelines.arch_study_trained as page
-    from seqlab.analysis.study import QUESTIONS, Question
+    from seqlab.analysis.study_questions import Question
 
     monkeypatch.setitem(VARIANTS, "gelu", ("model.activation=gelu",))
     monkeypatch.setitem(QUESTIONS, "activation", Question("ReLU vs GELU", ["baseline", "gelu"],
@@ -512,12 +515,13 @@ def test_a_question_declared_as_data_runs_renders_and_joins_the_trained_page(tmp
     runs = study_runs(["activation"], 3, RECIPES["short"], tmp_path / "study")
     assert [r.name for r in runs] == [f"{v}-seed{s}" for s in range(3) for v in ("baseline", "gelu")]
     assert "model.activation=gelu" in runs[1].train
-    assert page.later("activation", archive).startswith("_ReLU vs GELU: pending")  # nothing archived yet
+    assert page.section("activation", archive).startswith("_ReLU vs GELU: pending")  # nothing archived yet
     assert execute(runs, archive, command=fake) == []
-    text = write_tables(archive, ["activation"], "greedy")
+    text = table(archive, "activation", "greedy")[0]
     assert "**ReLU vs GELU**" in text and "| gelu − baseline |" in text
+    draw_curves(archive, {"activation": QUESTIONS["activation"]}, "greedy", load_records(archive, "training"))
     monkeypatch.setattr(page, "REPORTED", "greedy")  # the fake runner decodes the short recipe's setting
-    shown = page.later("activation", archive)  # its table, then its own validation curves
-    table, curves = shown.split("\n\n![")
-    assert text.startswith(table) and "(../../results/archive/val_loss.activation.png)" in curves  # then the machines
+    shown = page.section("activation", archive)  # its table, then its own validation curves
+    assert shown == text + "\n\n![Validation loss of the question's runs, mean and range over seeds]" \
+                           "(../../results/archive/val_loss.activation.png)"
     assert (archive / "val_loss.activation.png").is_file()

@@ -4,7 +4,11 @@ than the rules are fixed for, every verdict is pending."""
 
 from __future__ import annotations
 
-from seqlab.analysis.study_claims import CLAIMS, agreement, claims_table, early_vs_trained, verdict
+from seqlab.analysis.study import Archived, Record
+from seqlab.analysis.study_claims import early_vs_trained, verdict
+from seqlab.analysis.study_questions import QUESTIONS, claims_table
+
+CLAIMS = [c for q in QUESTIONS.values() for c in q.claims if hasattr(c, "pair")]  # those judged on a comparison
 
 
 def entry(ref: str, variant: str, delta: float, exceeds: bool, seeds: list[tuple[float, float]]) -> dict:
@@ -31,7 +35,7 @@ def test_claims_agree_by_direction_and_pre_ln_by_half_the_drop():
         "positions": {"comparisons": [entry("baseline", "learned_positions", 0.2, False, [(0.2, 0.3)] * 3)]},
         "tying": {"comparisons": [entry("baseline", "tie_none", 1.5, True, [(1.5, 0.001)] * 3)]}}
     found = {(c["reference"], c["variant"]): c for q in summary.values() for c in q["comparisons"]}
-    by_pair = {c.pair: agreement(c, found) for c in CLAIMS}
+    by_pair = {c.pair: c.agreement(found) for c in CLAIMS if not c.bucket}
     assert by_pair[("baseline", "post_nowarmup")] == ("worse", "agrees")
     assert by_pair[("pre", "pre_nowarmup")] == ("worse", "agrees")  # 1.5 < 4.0 / 2
     assert by_pair[("baseline", "learned_positions")] == ("equivalent", "agrees")
@@ -60,19 +64,21 @@ def test_fewer_seeds_than_the_rules_assume_give_no_verdict():
 
 
 def test_the_depth_claim_by_the_failure_rule_per_setting():
-    from seqlab.analysis.study import QUESTIONS, Record
-    from seqlab.analysis.study_claims import depth_agreement
-    from seqlab.analysis.study_tables import depth_table
+    question = QUESTIONS["depth"]
+    (claim,) = question.claims
+
+    def depth_agreement(numbers: dict) -> tuple[str, str]:
+        return claim.agreement(numbers, question.variants)
 
     def depth(post_loss: dict[str, float], seeds: int = 3) -> dict:
         """The depth question's numbers: pre-LN at 4.0 everywhere, post-LN at `post_loss[setting]` (4.0 unless
         given), seeds 0.01 apart."""
         runs = {}
-        for v in QUESTIONS["depth"].variants:
+        for v in question.variants:
             base = post_loss.get(v.removeprefix("deep_post_"), 4.0) if v.startswith("deep_post_") else 4.0
             for s in range(seeds):
                 runs[(v, s)] = Record(v, s, "training", {}, [(900, base + s / 100)], 0, 1000, {})
-        return depth_table(runs)[1]
+        return question.numbers(Archived({}, runs, [], None))[1]
 
     seen, agrees = depth_agreement(depth({"nowarmup_lr2e-3": 6.5}))
     assert agrees == "agrees"

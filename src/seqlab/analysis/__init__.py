@@ -1,2 +1,3 @@
-"""Measuring and comparing: paired significance (compare), the architecture study's tables (study), speed
-against peers (speed), reference baselines (baselines)."""
+"""Measuring and comparing: paired significance (compare, pairs), the architecture study (study: variants,
+recipes, archive; study_questions: the questions; study_tables, study_claims, study_lengths: their tables and
+verdicts; study_runs: the runner), speed against peers (speed, bench*)."""

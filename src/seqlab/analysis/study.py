@@ -1,4 +1,5 @@
-"""The architecture study's variants, its archive and its tables.
+"""The architecture study's variants, recipes and archive (its questions: seqlab.analysis.study_questions;
+its tables: seqlab.analysis.study_tables).
 
 `seqlab study` (runs: seqlab.analysis.study_runs) trains every variant of a question with several seeds
 and decodes the test split with each of its recipe's settings. Every (run, decoding) pair becomes one
@@ -87,62 +88,7 @@ for _norm in ("post", "pre"):
                                                         f"optim.lr={float(_lr)}")
 
 
-@dataclass(frozen=True)
-class Question:
-    title: str
-    variants: list[str]  # in table order; the first is the reference of the depth question's failure rule
-    pairs: list[tuple[str, str]]  # (reference, variant) pairs to test
-    decoded: bool = True  # False: judged on validation loss alone, no test decoding
-    recipes: tuple[str, ...] = ("short", "trained")
-    seeds: int | None = None  # at most this many seeds (the curve: one run)
-
-    @property
-    def compared_on_test(self) -> bool:
-        """Whether its table compares variants on test-set decodings: the curve run is decoded but compared
-        with nothing, the depth question is judged on validation loss alone."""
-        return self.decoded and bool(self.pairs)
-
-
 SEEDS = 3  # training seeds per variant: the verdicts' rules (seqlab.analysis.study_claims) are fixed for 3 against 3
-QUESTIONS: dict[str, Question] = {
-    "norm_warmup": Question("Post-LN vs pre-LN, with and without warm-up",
-                            ["baseline", "post_nowarmup", "pre", "pre_nowarmup"],
-                            [("baseline", "post_nowarmup"), ("pre", "pre_nowarmup"), ("baseline", "pre"),
-                             ("post_nowarmup", "pre_nowarmup")]),
-    "tying": Question("Tied embeddings: none / decoder / all", ["baseline", "tie_decoder", "tie_none"],
-                      [("baseline", "tie_decoder"), ("baseline", "tie_none")]),
-    "positions": Question("Sinusoidal vs learned positions", ["baseline", "learned_positions"],
-                          [("baseline", "learned_positions")]),
-    "curve": Question("The baseline's validation curve to 6,300 updates (chooses the trained budget)", ["curve"],
-                      [], recipes=("trained",), seeds=1),
-    # relative positions queue after the design questions: `seqlab study relative_positions --recipe trained`
-    "relative_positions": Question("Sinusoidal vs relative positions (RoPE, ALiBi, T5's bias)",
-                                   ["baseline", "learned_positions", "rope_positions", "alibi_positions",
-                                    "t5_positions"],
-                                   [("baseline", v) for v in ("rope_positions", "alibi_positions", "t5_positions")],
-                                   recipes=("trained",)),
-    # queued after relative positions: `seqlab study layer_split --recipe trained`; judged on quality here, its
-    # decoding speed measured apart on a quiet machine
-    "layer_split": Question("3+3 layers vs a deep encoder with a shallow decoder (5+1) and the reverse (1+5)",
-                            ["baseline", "enc5_dec1", "enc1_dec5"],
-                            [("baseline", "enc5_dec1"), ("baseline", "enc1_dec5")], recipes=("trained",)),
-    "learned_positions_why": Question("Why learned positions lose: starting scale, starting structure, embedding "
-                                      "scale", ["baseline", "learned_positions", "learned_unit_init",
-                                                "learned_sinusoid_init", "sinusoidal_noscale", "learned_noscale"],
-                                      [("baseline", "learned_unit_init"), ("baseline", "learned_sinusoid_init"),
-                                       ("learned_positions", "learned_unit_init"),
-                                       ("learned_positions", "learned_sinusoid_init"),
-                                       ("sinusoidal_noscale", "learned_noscale")], recipes=("trained",)),
-    "modern_recipe": Question("RMSNorm, SwiGLU, no biases, and all of them with pre-LN and RoPE",
-                              ["baseline", "rmsnorm", "swiglu", "no_bias", "modern"],
-                              [("baseline", v) for v in ("rmsnorm", "swiglu", "no_bias", "modern")],
-                              recipes=("trained",)),
-    "depth": Question("6+6 layers, 1,000 updates: does post-LN need warm-up where pre-LN does not?",
-                      [v for v in VARIANTS if v.startswith("deep_")],
-                      [(f"deep_pre_{w}_lr{lr}", f"deep_post_{w}_lr{lr}") for w in ("warmup", "nowarmup")
-                       for lr in ("1e-3", "2e-3")], decoded=False, recipes=("trained",)),
-}
-STUDY = ("norm_warmup", "tying", "positions")  # `seqlab study all`: the design questions
 VARIANT_DESCRIPTIONS = {
     "baseline": "post-LN, warm-up, sinusoidal, tie all", "post_nowarmup": "post-LN, no warm-up",
     "pre": "pre-LN, warm-up", "pre_nowarmup": "pre-LN, no warm-up", "tie_decoder": "tie decoder in/out only",
@@ -257,6 +203,27 @@ def load_source_tokens(archive: Path) -> list[int] | None:
     if not path.is_file():
         return None
     return [int(x) for x in gzip.decompress(path.read_bytes()).decode().split()]
+
+
+Runs = dict[tuple[str, int], Record]  # (variant, seed) -> its record
+
+
+@dataclass(frozen=True)
+class Archived:
+    """What a question's table reads from an archive: one decoding's records (`decoded`), every run's
+    training record (`trained`: decoded runs too), the test references and each source's length in
+    subword tokens (None where the archive lacks them)."""
+
+    decoded: Runs
+    trained: Runs
+    references: list[str]
+    source_tokens: list[int] | None
+
+    @classmethod
+    def load(cls, archive: Path, label: str) -> Archived:
+        decoded = load_records(archive, label)
+        references = load_references(archive) if (archive / REFERENCES).is_file() else []
+        return cls(decoded, load_records(archive, TRAINING), references, load_source_tokens(archive))
 
 
 def curve_budget(curve: list[tuple[int, float]], tolerance: float = CURVE_TOLERANCE) -> int:

@@ -10,21 +10,20 @@ seed's test gives p < 0.05 in the direction of the mean difference and the mean 
 spread (more than twice the pooled seed sd). B is equivalent to A when it does not differ and the mean
 difference is within EQUIVALENCE BLEU.
 
-The depth question is judged on training alone, post-LN against pre-LN per learning rate and warm-up setting
-(seqlab.analysis.study_tables.depth_fails). Xiong et al.'s claim agrees when post-LN without warm-up fails at
-one rate at least and, at each rate, fails with warm-up only where it fails without (warm-up never hurts); it
-disagrees when post-LN without warm-up fails at neither rate; otherwise it is inconclusive.
+A question judged on training alone (the depth question: post-LN against pre-LN per learning rate and
+warm-up setting, seqlab.analysis.study_tables.depth_fails) tests its claim by a failure rule (FailureClaim):
+Xiong et al.'s claim agrees when post-LN without warm-up fails at one rate at least and, at each rate, fails
+with warm-up only where it fails without (warm-up never hurts); it disagrees when post-LN without warm-up
+fails at neither rate; otherwise it is inconclusive. Each question declares its claims
+(seqlab.analysis.study_questions).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from seqlab.analysis.study import QUESTIONS, SEEDS
-from seqlab.io import atomic_write_text
+from seqlab.analysis.study import SEEDS
 from seqlab.metrics import keys as K
 
 ALPHA = 0.05
@@ -62,108 +61,89 @@ def comparisons(summary: dict[str, Any], bucket: str | None = None) -> dict[tupl
 
 @dataclass(frozen=True)
 class Claim:
-    """A published claim and the comparison that tests it."""
+    """A published claim and the comparison of its question that tests it."""
 
     claim: str
     source: str
     published: str
-    pair: tuple[str, str]  # (reference, variant) as the study's tables compare them
+    pair: tuple[str, str]  # (reference, variant) as the question's table compares them
     agrees_when: tuple[str, ...]  # verdicts of the pair that agree with the claim
     disagrees_when: tuple[str, ...]
     bucket: str | None = None  # judged on one source-length bucket's sentences (K.LENGTH_BUCKETS' label)
+    # a "worse" that still agrees when its drop is under half this pair's ("much less" than post-LN's drop)
+    under_half_of: tuple[str, str] | None = None
 
+    def agreement(self, found: dict[tuple[str, str], dict[str, Any]]) -> tuple[str, str] | None:
+        """(verdict of its comparison, agrees | disagrees | inconclusive | pending), or None when the numbers
+        lack it."""
+        entry = found.get(self.pair)
+        if entry is None:
+            return None
+        v = verdict(entry)
+        if v == "worse" and self.under_half_of is not None:
+            other = found.get(self.under_half_of)
+            smaller = other is not None and abs(entry["bleu"]["delta"]) < abs(other["bleu"]["delta"]) / 2
+            return v, "agrees" if smaller else "disagrees"
+        if v == "pending":
+            return v, v
+        return v, ("agrees" if v in self.agrees_when else "disagrees" if v in self.disagrees_when
+                   else "inconclusive")
 
-CLAIMS = (
-    Claim("Learned and sinusoidal positions give nearly identical results",
-          "Vaswani et al. 2017, Table 3 row (E)", "BLEU 25.7 learned vs 25.8 sinusoidal",
-          ("baseline", "learned_positions"), ("equivalent", "better"), ("worse",)),
-    Claim("Tying all embeddings costs no quality", "Press & Wolf 2017", "no loss at under half the size",
-          ("baseline", "tie_none"), ("equivalent", "worse"), ("better",)),  # untied better = tying costs
-    Claim("Post-LN needs warm-up", "Xiong et al. 2020", "warm-up crucial to Post-LN's final performance",
-          ("baseline", "post_nowarmup"), ("worse",), ("equivalent", "better")),
-    Claim("Pre-LN trains without warm-up", "Xiong et al. 2020", "comparable results without warm-up",
-          ("pre", "pre_nowarmup"), ("equivalent", "better"), ()),  # "worse": see pre_ln_agrees
-    Claim("RoPE matches or beats absolute positions", "Su et al. 2021", "better than sinusoidal in their settings",
-          ("baseline", "rope_positions"), ("equivalent", "better"), ("worse",)),
-    Claim("ALiBi matches sinusoidal positions at the training length", "Press et al. 2022",
-          "matches sinusoidal at the training length", ("baseline", "alibi_positions"), ("equivalent", "better"),
-          ("worse",)),
-    Claim("ALiBi holds up on long inputs", "Press et al. 2022", "better than sinusoidal beyond the training length",
-          ("baseline", "alibi_positions"), ("equivalent", "better"), ("worse",), bucket="src_gt64"),
-    Claim("T5's bucketed bias serves as the only position signal", "Raffel et al. 2020", "used throughout T5",
-          ("baseline", "t5_positions"), ("equivalent", "better"), ("worse",)),
-    Claim("A deep encoder with a one-layer decoder keeps the balanced model's accuracy", "Kasai et al. 2021",
-          "12-1 layers on par with 6-6 in BLEU, decoding faster", ("baseline", "enc5_dec1"),
-          ("equivalent", "better"), ("worse",)),
-    Claim("RMSNorm matches LayerNorm in machine translation", "Zhang & Sennrich 2019",
-          "comparable BLEU to LayerNorm, faster", ("baseline", "rmsnorm"), ("equivalent", "better"), ("worse",)),
-    Claim("A GLU feed-forward (SwiGLU) beats ReLU at equal parameters", "Shazeer 2020",
-          "lower perplexity than ReLU at equal parameters", ("baseline", "swiglu"), ("better",), ("worse",)),
-    Claim("Most Transformer modifications do not transfer", "Narang et al. 2021",
-          "few changes improve on the original across tasks", ("baseline", "modern"), ("equivalent", "worse"),
-          ("better",)),
-)
-
-
-def agreement(claim: Claim, found: dict[tuple[str, str], dict[str, Any]]) -> tuple[str, str] | None:
-    """(verdict of its comparison, agrees | disagrees | inconclusive | pending), or None when the study lacks
-    it."""
-    entry = found.get(claim.pair)
-    if entry is None:
-        return None
-    v = verdict(entry)
-    if claim.pair == ("pre", "pre_nowarmup") and v == "worse":  # "much less": under half post-LN's drop
-        post = found.get(("baseline", "post_nowarmup"))
-        smaller = post is not None and abs(entry["bleu"]["delta"]) < abs(post["bleu"]["delta"]) / 2
-        return v, "agrees" if smaller else "disagrees"
-    if v == "pending":
-        return v, v
-    return v, ("agrees" if v in claim.agrees_when else "disagrees" if v in claim.disagrees_when else "inconclusive")
-
-
-DEPTH_CLAIM = ("Post-LN without warm-up fails where pre-LN does not, and more so deeper and at larger rates",
-               "Xiong et al. 2020", "Post-LN training unstable without warm-up")
-DEPTH_RATES = ("1e-3", "2e-3")
-
-
-def depth_agreement(depth: dict[str, Any]) -> tuple[str, str]:
-    """(post-LN's failures per setting, agrees | disagrees | inconclusive | pending) from the depth question's
-    numbers (seqlab.analysis.study_tables.depth_table): pending until every run is archived."""
-    variants = depth.get("variants", {})
-    if any(len(variants.get(v, {}).get("seeds", [])) < SEEDS for v in QUESTIONS["depth"].variants):
-        done = sum(len(variants.get(v, {}).get("seeds", [])) for v in QUESTIONS["depth"].variants)
-        return f"pending: {done} of {len(QUESTIONS['depth'].variants) * SEEDS} runs", "pending"
-    fails = {c["post"]: c["fails"] for c in depth["comparisons"]}
-    without = [fails[f"deep_post_nowarmup_lr{lr}"] for lr in DEPTH_RATES]
-    with_ = [fails[f"deep_post_warmup_lr{lr}"] for lr in DEPTH_RATES]
-
-    def yes(flags: list[bool]) -> str:
-        return ", ".join(f"{lr} {'fails' if f else 'no'}" for lr, f in zip(DEPTH_RATES, flags, strict=True))
-
-    seen = f"post-LN vs pre-LN at lr {yes(without)} without warm-up; {yes(with_)} with"
-    if not any(without):
-        return seen, "disagrees"
-    hurts = any(w and not wo for w, wo in zip(with_, without, strict=True))
-    return seen, "inconclusive" if hurts else "agrees"
-
-
-def claims_table(summary: dict[str, Any]) -> str:
-    """claim | source | published | seqlab's figure (Δ BLEU, verdict) | agrees?, for the claims the study has tested;
-    the depth question's claim last, from its failure rule."""
-    lines = ["| claim | source | published | seqlab's figure | agrees? |", "|---|---|---|---|---|"]
-    for claim in CLAIMS:
-        found = comparisons(summary, claim.bucket)
-        result = agreement(claim, found)
+    def row(self, numbers: dict[str, Any], variants: list[str]) -> str | None:
+        """Its claims-table row from its question's numbers, or None when they lack its comparison."""
+        found = comparisons({"": numbers}, self.bucket)
+        result = self.agreement(found)
         if result is None:
-            continue
-        entry = found[claim.pair]
-        where = f" on {entry['n_sentences']} sources of {K.bucket_title(claim.bucket)} tokens" if claim.bucket else ""
-        lines.append(f"| {claim.claim} | {claim.source} | {claim.published} | {claim.pair[1]} − {claim.pair[0]}"
-                     f"{where}: {verdict_cell(entry, result[0])} | {result[1]} |")
-    if "depth" in summary:
-        seen, agrees = depth_agreement(summary["depth"])
-        lines.append(f"| {' | '.join(DEPTH_CLAIM)} | {seen} | {agrees} |")
-    return "\n".join(lines) if len(lines) > 2 else ""
+            return None
+        entry = found[self.pair]
+        where = f" on {entry['n_sentences']} sources of {K.bucket_title(self.bucket)} tokens" if self.bucket else ""
+        return (f"| {self.claim} | {self.source} | {self.published} | {self.pair[1]} − {self.pair[0]}{where}: "
+                f"{verdict_cell(entry, result[0])} | {result[1]} |")
+
+
+@dataclass(frozen=True)
+class FailureClaim:
+    """A claim judged on training by a failure rule (seqlab.analysis.study_tables.depth_fails): the variant
+    without the remedy fails against its reference in one setting at least, and with the remedy it fails only
+    where it also fails without (the remedy never hurts); it disagrees when the variant never fails without
+    the remedy, and is inconclusive otherwise."""
+
+    claim: str
+    source: str
+    published: str
+    compared: str  # what the row says is compared, before the settings: "post-LN vs pre-LN at lr"
+    remedy: str  # what the variant lacks in the first of each setting's pair: "warm-up"
+    settings: dict[str, tuple[str, str]]  # setting -> (the failing variant without the remedy, with it)
+
+    def agreement(self, numbers: dict[str, Any], variants: list[str]) -> tuple[str, str]:
+        """(the failures per setting, agrees | disagrees | inconclusive | pending): pending until every run
+        of the question is archived."""
+        counts = [len(numbers.get("variants", {}).get(v, {}).get("seeds", [])) for v in variants]
+        if any(n < SEEDS for n in counts):
+            return f"pending: {sum(counts)} of {len(variants) * SEEDS} runs", "pending"
+        fails = {c["post"]: c["fails"] for c in numbers["comparisons"]}
+        without = [fails[bare] for bare, _ in self.settings.values()]
+        with_ = [fails[remedied] for _, remedied in self.settings.values()]
+
+        def yes(flags: list[bool]) -> str:
+            return ", ".join(f"{s} {'fails' if f else 'no'}" for s, f in zip(self.settings, flags, strict=True))
+
+        seen = f"{self.compared} {yes(without)} without {self.remedy}; {yes(with_)} with"
+        if not any(without):
+            return seen, "disagrees"
+        hurts = any(w and not wo for w, wo in zip(with_, without, strict=True))
+        return seen, "inconclusive" if hurts else "agrees"
+
+    def row(self, numbers: dict[str, Any], variants: list[str]) -> str:
+        seen, agrees = self.agreement(numbers, variants)
+        return f"| {self.claim} | {self.source} | {self.published} | {seen} | {agrees} |"
+
+
+def claims_markdown(rows: list[str]) -> str:
+    """claim | source | published | seqlab's figure (Δ BLEU, verdict) | agrees?, over the rows of the claims
+    the study has tested (each question's, `Claim.row`)."""
+    return "\n".join(["| claim | source | published | seqlab's figure | agrees? |", "|---|---|---|---|---|", *rows]) \
+        if rows else ""
 
 
 def early_vs_trained(short: dict[str, Any], trained: dict[str, Any]) -> str:
@@ -175,22 +155,3 @@ def early_vs_trained(short: dict[str, Any], trained: dict[str, Any]) -> str:
         lines.append(f"| {pair[1]} − {pair[0]} | {verdict_cell(early[pair], a)} | {verdict_cell(late[pair], b)} | "
                      f"{'pending' if 'pending' in (a, b) else 'held' if a == b else 'changed'} |")
     return "\n".join(lines) if len(lines) > 2 else ""
-
-
-def claims_report(trained: Path, short: Path) -> str:
-    """The claims table (beam 5, the reported setting) and early vs trained (greedy, the setting both budgets
-    decode), from the two archives' summaries; written to the trained archive as claims.md."""
-    def summary(path: Path) -> dict[str, Any]:
-        return json.loads(path.read_text()) if path.is_file() else {}
-
-    parts = []
-    table = claims_table(summary(trained / "summary.beam5.json"))
-    if table:
-        parts.append("**Against the papers** (beam 5; verdicts by the rules fixed before the runs)\n\n" + table)
-    table = early_vs_trained(summary(short / "summary.json"), summary(trained / "summary.json"))
-    if table:
-        parts.append("**Early vs trained** (greedy, the setting both budgets decode)\n\n" + table)
-    text = "\n\n".join(parts)
-    if text:
-        atomic_write_text(trained / "claims.md", text + "\n")
-    return text

@@ -24,7 +24,6 @@ from seqlab.analysis.commands import Command, commit_archive, seqlab
 from seqlab.analysis.study import (
     DIVERGED,
     GRID,
-    QUESTIONS,
     TRAINING,
     VARIANTS,
     Recipe,
@@ -32,6 +31,7 @@ from seqlab.analysis.study import (
     archived,
     write_record,
 )
+from seqlab.analysis.study_questions import QUESTIONS
 from seqlab.checkpoint import LAST, checkpoint_file, read_checkpoint
 from seqlab.model import ModelConfig
 from seqlab.model.params import analytic_counts

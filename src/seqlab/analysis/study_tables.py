@@ -7,51 +7,72 @@ question is judged on training alone, by the rule fixed before its runs (`depth_
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from seqlab.analysis.compare import DEFAULT_METRICS, System, compare
+from seqlab.analysis.compare import System, compare
 from seqlab.analysis.study import (
     CURVE_TOLERANCE,
     DIVERGED,
-    QUESTIONS,
-    SEEDS,
-    TRAINING,
     VARIANT_DESCRIPTIONS,
+    Archived,
     Record,
+    Runs,
     curve_budget,
-    load_records,
-    load_references,
-    load_source_tokens,
 )
 from seqlab.analysis.study_lengths import length_section
 from seqlab.hardware import bf16_flags
-from seqlab.io import atomic_write_text
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import compare as compare_seeds
 from seqlab.metrics.seeds import pooled_sd, summarize
-from seqlab.metrics.significance import N_AR_FAST
 
-Runs = dict[tuple[str, int], Record]
-DEPTH_PNG = "val_loss.depth.png"  # the depth question's curves, beside its table
+
+class Asked(Protocol):
+    """What the tables and figures read of a question (seqlab.analysis.study_questions.Question, whose module
+    imports this one)."""
+
+    @property
+    def title(self) -> str: ...
+    @property
+    def variants(self) -> list[str]: ...
+    @property
+    def pairs(self) -> list[tuple[str, str]]: ...
+    @property
+    def by_length(self) -> bool: ...
+    @property
+    def curves(self) -> Curves | None: ...
+    @property
+    def compared_on_test(self) -> bool: ...
+    def runs(self) -> list[tuple[str, int]]: ...
+
+
+TableFn = Callable[[Asked, Archived], tuple[str, dict[str, Any]]]  # a question's markdown and numbers
 DEPTH_SD_FACTOR = 3.0  # post-LN "fails" above pre-LN's final validation loss by more than this x pooled seed sd
 
 
-# what a table shows of a comparison's tests on the test set: BLEU's paired bootstrap, which alone gives the
-# same figures as the study's full summary (every metric, randomization tests too) in a fraction of its time
-SHOWN_TESTS: dict[str, Any] = {"metrics": (K.BLEU,), "n_ar": 0}
+@dataclass(frozen=True)
+class Curves:
+    """How a question's own validation curves are drawn (`draw_curves`) and captioned on its page."""
+
+    caption: str = "Validation loss of the question's runs, mean and range over seeds"
+    panels: Callable[[list[str]], dict[str, list[str]]] | None = None  # title -> variants, a panel each
 
 
-def question_table(question: str, runs: Runs, refs: list[str], lengths: list[int] | None = None,
-                   metrics: tuple[str, ...] = DEFAULT_METRICS, n_ar: int = N_AR_FAST) -> tuple[str, dict[str, Any]]:
-    """The markdown table of one decoded question and its numbers. The table shows the BLEU tests only;
-    `metrics` and `n_ar` choose what else the numbers hold (the study's summary: every metric's bootstrap
-    and randomization tests; the docs, rendered in a test: SHOWN_TESTS). `lengths` (the archive's source
-    lengths) adds a length question's comparisons per bucket (seqlab.analysis.study_lengths)."""
-    q = QUESTIONS[question]
+# the tests a comparison runs on the test set: BLEU's paired bootstrap per seed (sacreBLEU's, its default
+# 1,000 resamples), what the verdicts read (seqlab.analysis.study_claims.verdict); chrF and ROUGE-L are shown
+# as means, and `seqlab compare` runs every metric's tests on any two result folders
+TESTED = (K.BLEU,)
+
+
+def compared_table(q: Asked, archived: Archived) -> tuple[str, dict[str, Any]]:
+    """The markdown table of a question compared on test-set decodings, and its numbers: a row per variant
+    (mean +- sd over seeds, each seed's BLEU), a row per tested pair; a question `by_length` adds BLEU and
+    chrF per source-length bucket and each pair's tests per bucket (seqlab.analysis.study_lengths)."""
+    runs, refs = archived.decoded, archived.references
     seeds = {v: sorted(s for (vv, s) in runs if vv == v) for v in q.variants}
     present = [v for v in q.variants if seeds[v]]
     lines = [f"**{q.title}**", "",
@@ -76,27 +97,23 @@ def question_table(question: str, runs: Runs, refs: list[str], lengths: list[int
         common = sorted(set(seeds.get(ref, [])) & set(seeds.get(other, [])))
         if not common:
             continue
-        row, entry = comparison_row(ref, other, common, runs, refs, metrics, n_ar)
+        row, entry = comparison_row(ref, other, common, runs, refs)
         lines.append(row)
         data["comparisons"].append(entry)
-    if question in LENGTH_QUESTIONS:
+    if q.by_length:
         table, by_length = length_section({v: [runs[(v, s)] for s in seeds[v]] for v in present}, q.pairs, runs,
-                                          refs, lengths)
+                                          refs, archived.source_tokens)
         if table:
             lines += ["", table]
             data["by_length"] = by_length
     return "\n".join(lines), data
 
 
-LENGTH_QUESTIONS = ("positions", "relative_positions")  # where schemes are said to differ: long sentences
-
-
-def comparison_row(ref: str, other: str, common: list[int], runs: Runs, refs: list[str],
-                   metrics: tuple[str, ...] = DEFAULT_METRICS, n_ar: int = N_AR_FAST) -> tuple[str, dict]:
+def comparison_row(ref: str, other: str, common: list[int], runs: Runs, refs: list[str]) -> tuple[str, dict]:
     """One comparison: seed-level tests of BLEU and validation loss, and each seed's paired test set tests."""
     systems = [System(f"{v}-seed{s}", runs[(v, s)].hypotheses, [refs], origin=f"{v}-seed{s}", variant=v,
                       seed=s, group_label=v) for v in (ref, other) for s in common]
-    report = compare(systems, n_ar=n_ar, metrics=metrics)
+    report = compare(systems, n_ar=0, metrics=TESTED)
     p_test = {c.system: c.p_bootstrap for c in report.comparisons if c.metric == K.BLEU}
     bleu = compare_seeds(summarize({s: runs[(ref, s)].metrics[K.BLEU] for s in common}),
                          summarize({s: runs[(other, s)].metrics[K.BLEU] for s in common}))
@@ -111,7 +128,7 @@ def comparison_row(ref: str, other: str, common: list[int], runs: Runs, refs: li
              "val_loss": val.to_dict(), "p_test_bleu": p_test, "delta_params": d_params,
              "tests": [{"base": c.base, "system": c.system, "metric": c.metric, "delta": c.delta,
                         "p_bootstrap": c.p_bootstrap, "p_ar": c.p_ar}
-                       for c in report.comparisons if c.metric in DEFAULT_METRICS]}
+                       for c in report.comparisons]}
     return row, entry
 
 
@@ -131,9 +148,10 @@ def depth_fails(post: list[Record], pre: list[Record]) -> tuple[bool, str]:
     return gap > margin, f"{gap:+.3f} vs {DEPTH_SD_FACTOR:g} x sd = {margin:.3f}"
 
 
-def depth_table(runs: Runs) -> tuple[str, dict[str, Any]]:
-    """Final validation loss per depth variant and the failure rule for each post-LN / pre-LN pair."""
-    q = QUESTIONS["depth"]
+def depth_table(q: Asked, archived: Archived) -> tuple[str, dict[str, Any]]:
+    """A question judged on training (the depth question): final validation loss per variant and the failure
+    rule (`depth_fails`) for each (pre-LN, post-LN) pair."""
+    runs = archived.trained
     by_variant = {v: [runs[k] for k in sorted(runs) if k[0] == v] for v in q.variants}
     finite = [r.val_curve for rs in by_variant.values() for r in rs if r.status != DIVERGED]
     steps = common_steps(finite)[0] if finite else []  # a finite run without a curve leaves no shared step
@@ -162,15 +180,15 @@ def depth_table(runs: Runs) -> tuple[str, dict[str, Any]]:
     return "\n".join(lines), data
 
 
-def curve_table(runs: Runs) -> tuple[str, dict[str, Any]]:
-    """The curve run's validation losses and the budget they choose."""
-    rs = [r for (v, _), r in sorted(runs.items()) if v == "curve"]
+def curve_table(q: Asked, archived: Archived) -> tuple[str, dict[str, Any]]:
+    """A question of one long run (the curve): its validation losses and the budget they choose."""
+    rs = [r for (v, _), r in sorted(archived.trained.items()) if v == q.variants[0]]
     if not rs:
         return "", {}
     curve = rs[0].val_curve
     budget = curve_budget(curve)
     lowest = min(loss for _, loss in curve)
-    lines = [f"**{QUESTIONS['curve'].title}**", "",
+    lines = [f"**{q.title}**", "",
              f"| update | val loss | within {CURVE_TOLERANCE} of the lowest |", "|---|---|---|"]
     lines += [f"| {s:,} | {loss:.3f} | {'yes' if loss <= lowest + CURVE_TOLERANCE else ''}"
               f"{' ← budget' if s == budget else ''} |" for s, loss in curve]
@@ -245,55 +263,26 @@ def question_png(question: str) -> str:
     return f"val_loss.{question}.png"
 
 
-def depth_curves_png(runs: Runs, out: Path) -> Path:
-    """The depth question's validation curves, a panel per learning rate: post- and pre-LN, with and
-    without warm-up, side by side at the same rate."""
-    deep = QUESTIONS["depth"].variants
-    rates = sorted({v.rsplit("_lr", 1)[1] for v in deep}, key=float)
-    return val_curves_png(runs, out, {f"6+6 layers, lr {lr}": [v for v in deep if v.endswith(f"_lr{lr}")]
-                                      for lr in rates})
+def by_learning_rate(variants: list[str]) -> dict[str, list[str]]:
+    """A panel per learning rate (the depth question's variants end in `_lr<rate>`): post- and pre-LN, with
+    and without warm-up, side by side at the same rate."""
+    rates = sorted({v.rsplit("_lr", 1)[1] for v in variants}, key=float)
+    return {f"6+6 layers, lr {lr}": [v for v in variants if v.endswith(f"_lr{lr}")] for lr in rates}
 
 
-def write_tables(archive: Path, questions: list[str], label: str) -> str:
-    """The tables of every question in `questions` that has records (decoded questions: the `label`
-    decoding), written with the validation curves of the decoded questions' runs to the archive's summary
-    files. Pass every question of the archive's recipe: the files are the archive's whole summary, so one
-    question's rerun does not drop the others from them."""
-    runs = load_records(archive, label)
-    trained = load_records(archive, TRAINING)
-    refs = load_references(archive) if runs else []
-    lengths = load_source_tokens(archive)
-    sections, summary = [], {}
-    for q in questions:
-        judged = runs if QUESTIONS[q].compared_on_test else trained
-        if not any(v in QUESTIONS[q].variants for v, _ in judged):
-            continue
-        if q == "curve":
-            table, data = curve_table(trained)
-        elif not QUESTIONS[q].decoded:
-            table, data = depth_table(trained)
-        else:
-            table, data = question_table(q, runs, refs, lengths)
-        sections.append(table)
-        summary[q] = data
-    studied = {k: r for k, r in trained.items() if k[0] in {v for q in questions for v in QUESTIONS[q].variants}}
-    table, data = machines_table(studied)
-    if table:
-        sections.append(table)
-        summary["machines"] = data
-    text = "\n\n".join(sections)
-    plotted = {v for q in questions if QUESTIONS[q].compared_on_test for v in QUESTIONS[q].variants}
-    curves = {k: r for k, r in trained.items() if k[0] in plotted}
-    if curves:
-        val_curves_png(curves, archive / f"val_loss.{label}.png" if label != "greedy" else archive / "val_loss.png")
-    if "depth" in summary:
-        depth_curves_png(trained, archive / DEPTH_PNG)
-    for q in questions:  # a question asked of the trained recipe alone: its own curves, once all its runs landed
-        own = {k: r for k, r in trained.items() if k[0] in QUESTIONS[q].variants}
-        complete = len(own) == len(QUESTIONS[q].variants) * SEEDS
-        if QUESTIONS[q].recipes == ("trained",) and QUESTIONS[q].compared_on_test and complete:
-            val_curves_png(own, archive / question_png(q))
-    suffix = "" if label == "greedy" else f".{label}"
-    atomic_write_text(archive / f"summary{suffix}.md", text + "\n")
-    atomic_write_text(archive / f"summary{suffix}.json", json.dumps(summary, indent=1))
-    return text
+def draw_curves(archive: Path, questions: dict[str, Asked], label: str, trained: Runs) -> list[Path]:
+    """The validation curves the study's page shows: one figure over every variant of the questions compared
+    on `label`'s decodings (val_loss.png for greedy, else val_loss.<label>.png), and each complete question
+    with its own `curves` in its own figure (`question_png`)."""
+    drawn = []
+    plotted = {v for q in questions.values() if q.compared_on_test for v in q.variants}
+    shared = {k: r for k, r in trained.items() if k[0] in plotted}
+    if shared:
+        name = "val_loss.png" if label == "greedy" else f"val_loss.{label}.png"
+        drawn.append(val_curves_png(shared, archive / name))
+    for name, q in questions.items():
+        own = {k: r for k, r in trained.items() if k[0] in q.variants}
+        if q.curves is not None and own and all(k in own for k in q.runs()):
+            panels = q.curves.panels(q.variants) if q.curves.panels else None
+            drawn.append(val_curves_png(own, archive / question_png(name), panels))
+    return drawn

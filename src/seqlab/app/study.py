@@ -7,9 +7,10 @@ RECIPES): `short` (300 updates, results/arch_study) and `trained` (mt_bible_smal
 its baseline's validation curve chose, results/arch_study_trained). What is finished is read from the
 archive, so a stopped study, on this machine or a fresh one, goes on where it stopped; `--commit` commits
 each record as it lands. A failed run is reported and the others go on; the exit status says whether any
-failed. Then the tables of every question of the recipe that has records, whichever were asked
-(seqlab.analysis.study_tables), and the study's dashboard (seqlab.analysis.study_report, the page
-`seqlab report` draws) in the run folder, or for the grid the report.
+failed. Then the asked questions' tables and claims as the docs render them (each question's own table
+function, seqlab.analysis.study_questions), the validation curves the docs show (into the archive), and the
+study's dashboard (seqlab.analysis.study_report, the page `seqlab report` draws) in the run folder, or for the
+grid the report.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ import sys
 import time
 from pathlib import Path
 
-from seqlab.analysis.study import QUESTIONS, RECIPES, SEEDS, STUDY
-from seqlab.analysis.study_claims import claims_report
+from seqlab.analysis.study import RECIPES, SEEDS, Archived, Recipe
 from seqlab.analysis.study_lengths import archive_source_lengths
+from seqlab.analysis.study_questions import QUESTIONS, STUDY, claims_table
 from seqlab.analysis.study_report import write_study_report
 from seqlab.analysis.study_runs import execute, grid_runs, study_runs
-from seqlab.analysis.study_tables import write_tables
+from seqlab.analysis.study_tables import draw_curves
 from seqlab.app import cli
 
 
@@ -78,13 +79,7 @@ def body(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         runs = study_runs(questions, args.seeds or SEEDS, recipe, args.dir or recipe.folder)
         failed = execute(runs, archive, train_args, eval_args, commit=args.commit)
     try:
-        covered = [q for q, question in QUESTIONS.items() if recipe.name in question.recipes]  # the whole summary
-        reported, *others = recipe.decodings
-        print(write_tables(archive, covered, reported))
-        for label in others:  # the other settings' tables, for the archive (early vs trained uses greedy)
-            write_tables(archive, covered, label)
-        if recipe.name == "trained":
-            print(claims_report(archive, RECIPES["short"].archive))
+        print(tables(archive, recipe, questions))
         page = write_study_report(archive, list(recipe.decodings), (args.dir or recipe.folder) / "report.html",
                                   f"seqlab study: {archive}")
         if page is not None:
@@ -92,6 +87,20 @@ def body(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except Exception as err:  # noqa: BLE001  the records are kept; only the summary failed
         failed.append(f"summary ({type(err).__name__}: {err})")
     return report_failures("arch study", failed)
+
+
+def tables(archive: Path, recipe: Recipe, questions: list[str]) -> str:
+    """Each asked question's table with archived runs (the recipe's reported decoding) and the claims they
+    test, as the docs render them; the recipe's validation curves are redrawn into the archive."""
+    archived = Archived.load(archive, next(iter(recipe.decodings)))
+    covered = {q: question for q, question in QUESTIONS.items() if recipe.name in question.recipes}
+    draw_curves(archive, covered, next(iter(recipe.decodings)), archived.trained)
+    judged = {q: QUESTIONS[q] for q in questions
+              if any(k in (archived.decoded if QUESTIONS[q].compared_on_test else archived.trained)
+                     for k in QUESTIONS[q].runs())}
+    numbers = {q: question.numbers(archived) for q, question in judged.items()}
+    claims = claims_table({q: data for q, (_, data) in numbers.items()})
+    return "\n\n".join([*(text for text, _ in numbers.values()), *([claims] if claims else [])])
 
 
 def report_failures(what: str, failed: list[str]) -> int:

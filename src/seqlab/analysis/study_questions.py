@@ -1,0 +1,148 @@
+"""The study's questions, each declared as data: the variants it trains (seqlab.analysis.study.VARIANTS), the
+pairs it tests, the function that makes its table from the archive, the published claims it tests and how its
+validation curves are drawn. Nothing else names a question: the runner (seqlab.analysis.study_runs),
+`seqlab study`, the pipelines' pages (pipelines/arch_study*.py) and the claims table read these fields, so a
+new question is a variant or two and an entry here (docs/ARCHITECTURE.md walks through one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from seqlab.analysis.study import SEEDS, VARIANTS, Archived
+from seqlab.analysis.study_claims import Claim, FailureClaim, claims_markdown
+from seqlab.analysis.study_tables import Curves, TableFn, by_learning_rate, compared_table, curve_table, depth_table
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question: trained with SEEDS seeds per variant under each of its recipes, its table made by `table`
+    once its runs are archived, its claims judged on that table's numbers."""
+
+    title: str
+    variants: list[str]  # in table order; the first is the reference of the depth question's failure rule
+    pairs: list[tuple[str, str]]  # (reference, variant) pairs to test
+    table: TableFn = compared_table  # (question, archive) -> (markdown, numbers)
+    claims: tuple[Claim | FailureClaim, ...] = ()  # the published claims its numbers test
+    curves: Curves | None = Curves()  # its own validation-curve figure (None: shown only with others')
+    decoded: bool = True  # False: judged on validation loss alone, no test decoding
+    by_length: bool = False  # also compared per source-length bucket (where position schemes are said to differ)
+    recipes: tuple[str, ...] = ("short", "trained")
+    seeds: int | None = None  # at most this many seeds (the curve: one run)
+
+    @property
+    def compared_on_test(self) -> bool:
+        """Whether its table compares variants on test-set decodings: the curve run is decoded but compared
+        with nothing, the depth question is judged on validation loss alone."""
+        return self.decoded and bool(self.pairs)
+
+    def runs(self) -> list[tuple[str, int]]:
+        """Every (variant, seed) the question is complete with."""
+        return [(v, s) for v in self.variants for s in range(min(SEEDS, self.seeds or SEEDS))]
+
+    def numbers(self, archived: Archived) -> tuple[str, dict[str, Any]]:
+        """Its table and numbers from the archive."""
+        return self.table(self, archived)
+
+    def claim_rows(self, numbers: dict[str, Any]) -> list[str]:
+        """The claims-table rows its numbers give (a claim whose comparison they lack gives none)."""
+        return [row for claim in self.claims if (row := claim.row(numbers, self.variants)) is not None]
+
+
+def _better(pair: tuple[str, str]) -> tuple[tuple[str, str], tuple[str, ...], tuple[str, ...]]:
+    """A claim that the variant matches or beats its reference: (pair, agrees when, disagrees when)."""
+    return pair, ("equivalent", "better"), ("worse",)
+
+
+_DEPTH_VARIANTS = [v for v in VARIANTS if v.startswith("deep_")]
+_DEPTH_RATES = ("1e-3", "2e-3")
+
+# in the order the trained recipe runs them (make study-trained, the pipeline's stages) and the claims list them
+QUESTIONS: dict[str, Question] = {
+    "curve": Question("The baseline's validation curve to 6,300 updates (chooses the trained budget)", ["curve"],
+                      [], table=curve_table, curves=None, recipes=("trained",), seeds=1),
+    "norm_warmup": Question(
+        "Post-LN vs pre-LN, with and without warm-up", ["baseline", "post_nowarmup", "pre", "pre_nowarmup"],
+        [("baseline", "post_nowarmup"), ("pre", "pre_nowarmup"), ("baseline", "pre"),
+         ("post_nowarmup", "pre_nowarmup")],
+        claims=(Claim("Post-LN needs warm-up", "Xiong et al. 2020", "warm-up crucial to Post-LN's final performance",
+                      ("baseline", "post_nowarmup"), ("worse",), ("equivalent", "better")),
+                Claim("Pre-LN trains without warm-up", "Xiong et al. 2020", "comparable results without warm-up",
+                      ("pre", "pre_nowarmup"), ("equivalent", "better"), (),
+                      under_half_of=("baseline", "post_nowarmup"))),
+        curves=None),
+    "tying": Question(
+        "Tied embeddings: none / decoder / all", ["baseline", "tie_decoder", "tie_none"],
+        [("baseline", "tie_decoder"), ("baseline", "tie_none")],
+        claims=(Claim("Tying all embeddings costs no quality", "Press & Wolf 2017", "no loss at under half the size",
+                      ("baseline", "tie_none"), ("equivalent", "worse"), ("better",)),),  # untied better: it costs
+        curves=None),
+    "positions": Question(
+        "Sinusoidal vs learned positions", ["baseline", "learned_positions"], [("baseline", "learned_positions")],
+        claims=(Claim("Learned and sinusoidal positions give nearly identical results",
+                      "Vaswani et al. 2017, Table 3 row (E)", "BLEU 25.7 learned vs 25.8 sinusoidal",
+                      *_better(("baseline", "learned_positions"))),),
+        curves=None, by_length=True),
+    "depth": Question(
+        "6+6 layers, 1,000 updates: does post-LN need warm-up where pre-LN does not?", _DEPTH_VARIANTS,
+        [(f"deep_pre_{w}_lr{lr}", f"deep_post_{w}_lr{lr}") for w in ("warmup", "nowarmup") for lr in _DEPTH_RATES],
+        table=depth_table,
+        claims=(FailureClaim("Post-LN without warm-up fails where pre-LN does not, and more so deeper and at larger "
+                             "rates", "Xiong et al. 2020", "Post-LN training unstable without warm-up",
+                             "post-LN vs pre-LN at lr", "warm-up",
+                             {lr: (f"deep_post_nowarmup_lr{lr}", f"deep_post_warmup_lr{lr}") for lr in _DEPTH_RATES}),),
+        curves=Curves("Validation loss of the depth runs, mean and range over seeds, a panel per learning rate",
+                      by_learning_rate),
+        decoded=False, recipes=("trained",)),
+    "relative_positions": Question(
+        "Sinusoidal vs relative positions (RoPE, ALiBi, T5's bias)",
+        ["baseline", "learned_positions", "rope_positions", "alibi_positions", "t5_positions"],
+        [("baseline", v) for v in ("rope_positions", "alibi_positions", "t5_positions")],
+        claims=(Claim("RoPE matches or beats absolute positions", "Su et al. 2021",
+                      "better than sinusoidal in their settings", *_better(("baseline", "rope_positions"))),
+                Claim("ALiBi matches sinusoidal positions at the training length", "Press et al. 2022",
+                      "matches sinusoidal at the training length", *_better(("baseline", "alibi_positions"))),
+                Claim("ALiBi holds up on long inputs", "Press et al. 2022",
+                      "better than sinusoidal beyond the training length", *_better(("baseline", "alibi_positions")),
+                      bucket="src_gt64"),
+                Claim("T5's bucketed bias serves as the only position signal", "Raffel et al. 2020",
+                      "used throughout T5", *_better(("baseline", "t5_positions")))),
+        by_length=True, recipes=("trained",)),
+    # judged on quality here; its decoding speed is measured apart on a quiet machine (the pipeline's stage)
+    "layer_split": Question(
+        "3+3 layers vs a deep encoder with a shallow decoder (5+1) and the reverse (1+5)",
+        ["baseline", "enc5_dec1", "enc1_dec5"], [("baseline", "enc5_dec1"), ("baseline", "enc1_dec5")],
+        claims=(Claim("A deep encoder with a one-layer decoder keeps the balanced model's accuracy",
+                      "Kasai et al. 2021", "12-1 layers on par with 6-6 in BLEU, decoding faster",
+                      *_better(("baseline", "enc5_dec1"))),),
+        recipes=("trained",)),
+    "learned_positions_why": Question(
+        "Why learned positions lose: starting scale, starting structure, embedding scale",
+        ["baseline", "learned_positions", "learned_unit_init", "learned_sinusoid_init", "sinusoidal_noscale",
+         "learned_noscale"],
+        [("baseline", "learned_unit_init"), ("baseline", "learned_sinusoid_init"),
+         ("learned_positions", "learned_unit_init"), ("learned_positions", "learned_sinusoid_init"),
+         ("sinusoidal_noscale", "learned_noscale")], recipes=("trained",)),
+    "modern_recipe": Question(
+        "RMSNorm, SwiGLU, no biases, and all of them with pre-LN and RoPE",
+        ["baseline", "rmsnorm", "swiglu", "no_bias", "modern"],
+        [("baseline", v) for v in ("rmsnorm", "swiglu", "no_bias", "modern")],
+        claims=(Claim("RMSNorm matches LayerNorm in machine translation", "Zhang & Sennrich 2019",
+                      "comparable BLEU to LayerNorm, faster", *_better(("baseline", "rmsnorm"))),
+                Claim("A GLU feed-forward (SwiGLU) beats ReLU at equal parameters", "Shazeer 2020",
+                      "lower perplexity than ReLU at equal parameters", ("baseline", "swiglu"), ("better",),
+                      ("worse",)),
+                Claim("Most Transformer modifications do not transfer", "Narang et al. 2021",
+                      "few changes improve on the original across tasks", ("baseline", "modern"),
+                      ("equivalent", "worse"), ("better",))),
+        recipes=("trained",)),
+}
+STUDY = ("norm_warmup", "tying", "positions")  # `seqlab study all`: the design questions
+
+
+def claims_table(numbers: dict[str, dict[str, Any]]) -> str:
+    """claim | source | published | seqlab's figure | agrees?, for every claim of the questions in `numbers`
+    (question -> its table's numbers), in the questions' order."""
+    return claims_markdown([row for name, q in QUESTIONS.items() if name in numbers
+                            for row in q.claim_rows(numbers[name])])

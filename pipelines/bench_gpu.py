@@ -3,8 +3,8 @@ bench's default shape and at `bench=base` (the Transformer-base shape, whose tra
 read), each with torch.profiler's tables of a bf16 training step and a beam search, which say where the
 time goes when a goal is missed; and each position scheme against sinusoidal positions at the default shape
 (ALiBi's and T5's biases are a float mask, which rules out the flash kernel). One record per GPU model
-(results/bench_gpu/<stage>-<gpu>.json); and the training levers at Transformer-base (`levers`: the fused loss and
-the compiled layers against the plain step and HF)."""
+(results/bench_gpu/<stage>-<gpu>.json); and the training levers at Transformer-base (`levers`: the fused loss, its
+compiled arithmetic and the compiled layers against the plain step and HF)."""
 
 from __future__ import annotations
 

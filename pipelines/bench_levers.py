@@ -1,5 +1,6 @@
-"""What each training lever gives (`seqlab bench levers=true`): the output projection fused with the loss and the
-compiled layers, alone and together, against the plain bf16-mixed step and Hugging Face's, in one run. One
+"""What each training lever gives (`seqlab bench levers=true`): the output projection fused with the loss, its
+arithmetic compiled and the compiled layers, alone and combined, against the plain bf16-mixed step and Hugging
+Face's, in one run. One
 record per CPU model (results/bench_levers/levers-<cpu>.json); a GPU's records are bench_gpu's `levers` stage."""
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def render(archive: Path, pattern: str = "levers-*.json") -> str:
 
 PIPELINE = Pipeline(
     "bench_levers",
-    "the training levers (fused loss, compiled layers) against the plain step and Hugging Face, on this CPU",
+    "the training levers (fused loss, compiled loss and layers) against the plain step and Hugging Face, on this CPU",
     (Stage("levers", "bench", ("levers=true",)),),
     (Table("bench_levers", render, DOC),),
 )

@@ -226,6 +226,28 @@ def test_compiled_layers_on_the_gpu_give_the_eager_loss_and_gradients():
         assert (found[1][name] - g).abs().max() <= 3e-2 * g.abs().max().clamp(min=1e-6), name
 
 
+def test_the_compiled_fused_loss_on_the_gpu_gives_the_eager_loss_and_gradients():
+    """train.compile=loss on CUDA (each block's arithmetic as Triton kernels) under bf16 autocast: the eager fused
+    loss's values and gradients."""
+    import copy
+
+    from seqlab.train.levers import step_loss
+    from tests.unit.test_output_loss import grads, model_and_batch
+
+    model, *batch = model_and_batch("untied_with_bias")
+    model, batch = model.cuda(), [t.cuda() for t in batch]
+    twin = copy.deepcopy(model)
+    losses, found = [], []
+    for m, compiled in ((model, False), (twin, True)):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss, _, n = step_loss(m, *batch, 0.1, fused=True, compiled=compiled)
+        losses.append(loss.item())
+        found.append(grads(m, loss / n))
+    assert losses[1] == pytest.approx(losses[0], rel=1e-4)
+    for name, g in found[0].items():
+        assert (found[1][name] - g).abs().max() <= 1e-2 * g.abs().max().clamp(min=1e-6), name
+
+
 GRAPH_SETTINGS = {"greedy": dict(max_length=12), "beam4": dict(method="beam", num_beams=4, max_length=12),
                   "beam4_nbest": dict(method="beam", num_beams=4, n_best=4, max_length=12),
                   "diverse": dict(method="beam", num_beams=4, num_beam_groups=2, diversity_penalty=0.5, max_length=12),

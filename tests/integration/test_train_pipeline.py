@@ -113,12 +113,13 @@ def test_fused_loss_trains_the_same_weights_as_the_plain_step(make_cfg, tmp_path
 
 @pytest.mark.slow
 def test_compiled_layers_train_the_same_weights_and_keep_the_checkpoint_layout(make_cfg, tmp_path):
-    """train.compile=layers (torch.compile on this CPU, dropout off: inductor draws its own dropout masks) with the
-    fused loss: the plain run's weights up to rounding, the same parameter names, a checkpoint that loads."""
+    """train.compile=all (the layers and the fused loss's arithmetic through torch.compile on this CPU, dropout off:
+    inductor draws its own dropout masks): the plain run's weights up to rounding, the same parameter names, a
+    checkpoint that loads."""
     common = [*SMOKE, "model.dropout=0.0", "train.quick_eval_size=2", "trainer.max_steps=3",
               "train.val_every_n_steps=2"]
     plain = train(make_cfg("train", common, out=tmp_path / "plain"))
-    compiled = train(make_cfg("train", [*common, "train.compile=layers", "train.fused_loss=true"],
+    compiled = train(make_cfg("train", [*common, "train.compile=all", "train.fused_loss=true"],
                               out=tmp_path / "compiled"))
     a, b = weights(plain["last"]), weights(compiled["last"])
     assert a.keys() == b.keys()

@@ -8,7 +8,7 @@ import torch
 
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 from seqlab.train.losses import label_smoothed_nll
-from seqlab.train.output_loss import blocks, fused_label_smoothed_nll
+from seqlab.train.output_loss import block_loss, blocks, fused_label_smoothed_nll
 
 VARIANTS = {
     "tied": {},
@@ -41,9 +41,10 @@ def unfused(model, src, pad, tgt_in, tgt, eps):
     return label_smoothed_nll(model(src, pad, tgt_in), tgt, eps, model.cfg.pad_id)
 
 
-def fused(model, src, pad, tgt_in, tgt, eps):
+def fused(model, src, pad, tgt_in, tgt, eps, compiled=False):
     h = model.output_states(src, pad, tgt_in)
-    return fused_label_smoothed_nll(h, model.output.weight, model.output.bias, tgt, eps, model.cfg.pad_id)
+    return fused_label_smoothed_nll(h, model.output.weight, model.output.bias, tgt, eps, model.cfg.pad_id,
+                                    compiled=compiled)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -115,3 +116,48 @@ def test_a_copy_attention_model_refuses_the_fused_loss_by_name():
     src = torch.randint(4, 53, (2, 4))
     with pytest.raises(ValueError, match="copy attention"):
         model.output_states(src, torch.zeros_like(src, dtype=torch.bool), src)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_blocks_arithmetic_out_of_place_is_the_in_place_one(dtype):
+    """What `train.compile=loss` compiles (`inplace=False`) computes what the eager block does in place: the
+    same loss, NLL and logits' gradient, in the logits' dtype."""
+    g = torch.Generator().manual_seed(3)
+    logits = (torch.randn(7, 53, generator=g) * 4).to(dtype)
+    target, keep = torch.randint(0, 53, (7,), generator=g), torch.tensor([1, 1, 0, 1, 1, 1, 0], dtype=torch.bool)
+    eps_i = 0.1 / 52
+    eager = block_loss(logits.clone(), target, keep, 1 - 0.1 - eps_i, eps_i, True)
+    written_out = block_loss(logits.clone(), target, keep, 1 - 0.1 - eps_i, eps_i, True, inplace=False)
+    for a, b in zip(eager, written_out, strict=True):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert eager[2].dtype == dtype and eager[2][2].abs().max() == 0  # an uncounted row has no gradient
+    assert block_loss(logits, target, keep, 1 - 0.1 - eps_i, eps_i, False)[2] is None
+
+
+def test_the_compiled_fused_loss_keeps_the_loss_and_every_gradient(monkeypatch):
+    """`train.compile=loss`: each block through torch.compile (inductor on this CPU) gives the eager fused
+    loss's values and gradients up to the compiler's reordering of fp32 sums."""
+    import seqlab.train.losses as losses
+
+    monkeypatch.setattr(losses, "BLOCK_ELEMENTS", 4 * 53)  # several blocks, one partial: two shapes compiled
+    model, src, pad, tgt_in, tgt = model_and_batch("untied_with_bias", seed=4)
+    ref_loss, ref_nll, ref_n = fused(model, src, pad, tgt_in, tgt, 0.1)
+    ref = grads(model, ref_loss / ref_n)
+    loss, nll, n = fused(model, src, pad, tgt_in, tgt, 0.1, compiled=True)
+    ours = grads(model, loss / n)
+    assert n == ref_n and loss.item() == pytest.approx(ref_loss.item(), rel=1e-6)
+    assert nll.item() == pytest.approx(ref_nll.item(), rel=1e-6)
+    for name, g in ref.items():
+        torch.testing.assert_close(ours[name], g, rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_compiling_the_loss_needs_the_fused_loss():
+    from seqlab.config import ConfigError
+    from seqlab.train.config import LoopConfig
+
+    with pytest.raises(ConfigError, match="train.compile=loss compiles the fused loss's arithmetic; set "
+                                          "train.fused_loss=true"):
+        LoopConfig(compile="loss")
+    both = LoopConfig(compile="all", fused_loss=True)
+    assert both.compiles_layers and both.compiles_loss and not LoopConfig(compile="layers").compiles_loss

@@ -1,5 +1,6 @@
 """What each training lever gives (`seqlab bench levers=true`): the plain training step, the output projection
-fused with the loss (`train.fused_loss`), the layers compiled (`train.compile=layers`) and both, against
+fused with the loss (`train.fused_loss`), its block arithmetic compiled (`train.compile=loss`), the layers
+compiled (`train.compile=layers`) and their combinations, against
 Hugging Face's step with the same weights and batches, timed in one run, in the precision that training picks
 on this device by default (`trainer.precision=auto`: bf16-mixed on a GPU or an AMX CPU, else whichever of
 bf16 and fp32 multiplies faster here).
@@ -36,11 +37,13 @@ from seqlab.config import resolve_device
 from seqlab.hardware import auto_precision, best_of, sync
 from seqlab.interop import to_hf
 from seqlab.model import Seq2SeqTransformer
-from seqlab.train.levers import compile_layers, step_loss
+from seqlab.train.levers import compile_layers, step_loss, use_compile_cache
 
 log = logging.getLogger("seqlab.bench")
-LEVERS = {"plain": (False, False), "fused loss": (True, False), "compiled layers": (False, True),
-          "fused loss + compiled layers": (True, True)}
+# name -> (train.fused_loss, layers compiled, loss compiled)
+LEVERS = {"plain": (False, False, False), "fused loss": (True, False, False),
+          "fused loss, compiled": (True, False, True), "compiled layers": (False, True, False),
+          "fused loss + compiled layers": (True, True, False), "all compiled": (True, True, True)}
 
 
 @dataclass(frozen=True)
@@ -68,12 +71,13 @@ def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[str, list[Leve
     batches = [random_batch(cfg, g, device=device) for _ in range(cfg.warmup_steps + cfg.train_steps)]
     reference = first_loss(model, batches[0], cfg, False, precision)
     models, steps, warmup, delta = {}, {}, {}, {}
-    for name, (fused, compiled) in LEVERS.items():
+    use_compile_cache()
+    for name, (fused, layers, loss) in LEVERS.items():
         m = copy.deepcopy(model)
-        if compiled:
+        if layers:
             compile_layers(m)
-        delta[name] = first_loss(m, batches[0], cfg, fused, precision) - reference
-        models[name], steps[name] = m, seqlab_train_step(m, cfg.label_smoothing, fused)
+        delta[name] = first_loss(m, batches[0], cfg, fused, precision, loss) - reference
+        models[name], steps[name] = m, seqlab_train_step(m, cfg.label_smoothing, fused, loss)
     models["Hugging Face"] = to_hf(model).to(device)
     steps["Hugging Face"] = hf_train_step(models["Hugging Face"], cfg.label_smoothing)
     delta["Hugging Face"] = None
@@ -101,13 +105,13 @@ def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[str, list[Leve
 
 
 def first_loss(model: Seq2SeqTransformer, batch: dict[str, torch.Tensor], cfg: BenchConfig, fused: bool,
-               precision: str) -> float:
+               precision: str, compiled_loss: bool = False) -> float:
     """The mean loss of one batch in `precision`, dropout off: what each lever must keep."""
     model.eval()
     with torch.no_grad(), torch.autocast(batch["src"].device.type, dtype=torch.bfloat16,
                                          enabled=precision == "bf16-mixed"):
         loss, _, n = step_loss(model, batch["src"], batch["pad"], batch["tgt_in"], batch["tgt"], cfg.label_smoothing,
-                               fused)
+                               fused, compiled_loss)
     model.train()
     return float(loss / n)
 

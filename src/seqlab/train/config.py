@@ -10,7 +10,7 @@ from seqlab.train.schedule import Schedule
 
 NanPolicy = Literal["stop", "skip"]
 MonitorMode = Literal["min", "max"]
-Compile = Literal["none", "layers"]
+Compile = Literal["none", "layers", "loss", "all"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,8 @@ class LoopConfig:
     # step up to rounding. fused_loss: the output projection and the label-smoothed loss a block of rows at a
     # time, the (tokens, vocabulary) logits never whole (`seqlab.train.output_loss`); compile: "layers"
     # compiles each encoder and decoder layer with torch.compile (regional: one compile per layer type,
-    # cached between runs), "none" runs them eagerly.
+    # cached between runs), "loss" the fused loss's arithmetic on each block of logits (with fused_loss),
+    # "all" both, "none" runs everything eagerly.
     fused_loss: bool = False
     compile: Compile = "none"
 
@@ -76,6 +77,9 @@ class LoopConfig:
         check_types(self, "train")
         check_choice("train", "nan_policy", self.nan_policy, NanPolicy)
         check_choice("train", "compile", self.compile, Compile)
+        if self.compiles_loss and not self.fused_loss:
+            raise ConfigError(f"train.compile={self.compile} compiles the fused loss's arithmetic; set "
+                              "train.fused_loss=true too, or train.compile=layers")
         check_choice("train", "monitor_mode", self.monitor_mode, MonitorMode)
         if self.monitor.startswith("val/greedy_") and self.quick_eval_size == 0:
             raise ConfigError(f"train.monitor={self.monitor} is logged by the quick validation decode, which "
@@ -85,3 +89,11 @@ class LoopConfig:
                           ("quick_eval_max_len", 1)):
             if getattr(self, name) < low:
                 raise ConfigError(f"train.{name}={getattr(self, name)} must be >= {low}")
+
+    @property
+    def compiles_layers(self) -> bool:
+        return self.compile in ("layers", "all")
+
+    @property
+    def compiles_loss(self) -> bool:
+        return self.compile in ("loss", "all")

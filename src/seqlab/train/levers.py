@@ -1,6 +1,6 @@
-"""The training step's speed levers (`train.fused_loss`, `train.compile`), one place for the training loop and
-the bench (`seqlab bench levers=true`) alike. Each keeps the plain step's loss and gradients up to rounding;
-which wins depends on the machine (docs/performance.md, "Training levers")."""
+"""The training step's speed levers (`train.fused_loss`, `train.compile=layers|loss|all`), one place for the
+training loop and the bench (`seqlab bench levers=true`) alike. Each keeps the plain step's loss and gradients
+up to rounding; which wins depends on the machine (docs/performance.md, "Training levers")."""
 
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ from seqlab.train.output_loss import fused_label_smoothed_nll
 
 
 def step_loss(model: Seq2SeqTransformer, src: Tensor, pad: Tensor, tgt_in: Tensor, tgt: Tensor, epsilon: float,
-              fused: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+              fused: bool = False, compiled: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """Summed label-smoothed loss, summed NLL and target-token count of one teacher-forced batch; `fused`
-    projects and scores a block of rows at a time (`seqlab.train.output_loss`), never holding the logits.
-    A model with copy attention has no plain projection: it always takes the unfused path."""
+    projects and scores a block of rows at a time (`seqlab.train.output_loss`), never holding the logits,
+    and `compiled` runs each block's arithmetic through torch.compile. A model with copy attention has no
+    plain projection: it always takes the unfused path."""
     if fused and model.pointer is None:
         h = model.output_states(src, pad, tgt_in)  # (B, T, d)
-        return fused_label_smoothed_nll(h, model.output.weight, model.output.bias, tgt, epsilon, model.cfg.pad_id)
+        return fused_label_smoothed_nll(h, model.output.weight, model.output.bias, tgt, epsilon, model.cfg.pad_id,
+                                        compiled=compiled)
     return label_smoothed_nll(model(src, pad, tgt_in), tgt, epsilon, model.cfg.pad_id)
 
 
@@ -34,6 +36,11 @@ def compile_cache_dir() -> Path:
         return Path(found)
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "seqlab" / "inductor"
+
+
+def use_compile_cache() -> None:
+    """Point inductor at `compile_cache_dir()` unless the user chose a folder (before the first compile)."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(compile_cache_dir()))
 
 
 def compile_layers(model: Seq2SeqTransformer) -> int:
@@ -49,7 +56,7 @@ def compile_layers(model: Seq2SeqTransformer) -> int:
     if not hasattr(torch.compiler, "set_stance"):  # the quick validation decode runs the layers eagerly with it
         raise ConfigError(f"train.compile=layers needs torch >= 2.6 (this is {torch.__version__}); upgrade torch "
                           "or set train.compile=none")
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(compile_cache_dir()))
+    use_compile_cache()
     layers = [*model.encoder_layers, *model.decoder_layers]
     for layer in layers:
         layer.compile()

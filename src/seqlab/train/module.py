@@ -16,7 +16,7 @@ from torch import Tensor
 from seqlab.data.datamodule import Batch
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 from seqlab.train.config import LoopConfig, OptimConfig
-from seqlab.train.levers import compile_layers, step_loss
+from seqlab.train.levers import compile_layers, step_loss, use_compile_cache
 from seqlab.train.optim import adamw
 from seqlab.train.schedule import lr_multiplier
 
@@ -42,11 +42,13 @@ class Seq2SeqModule(L.LightningModule):
 
     # -- training ---------------------------------------------------------------------------
     def on_fit_start(self) -> None:
-        if self.loop.compile == "layers":
-            n = compile_layers(self.model)
+        if self.loop.compile != "none":
+            use_compile_cache()
+            n = compile_layers(self.model) if self.loop.compiles_layers else 0
             self._compile_start = time.perf_counter()
-            log.info("train.compile=layers: %d layers compiled on first use (the first steps include the compile "
-                     "time, which is logged apart)", n)
+            log.info("train.compile=%s: %d layers%s compiled on first use (the first steps include the compile "
+                     "time, which is logged apart)", self.loop.compile, n,
+                     " and the loss" if self.loop.compiles_loss else "")
 
     def on_train_batch_end(self, outputs: Any, batch: Batch, batch_idx: int) -> None:
         if (started := self._compile_start) is not None:
@@ -82,7 +84,7 @@ class Seq2SeqModule(L.LightningModule):
 
     def _loss(self, batch: Batch) -> tuple[Tensor, Tensor, Tensor]:
         return step_loss(self.model, batch.src_ids, batch.src_pad_mask, batch.tgt_in, batch.tgt_out,
-                         self.optim.label_smoothing, self.loop.fused_loss)
+                         self.optim.label_smoothing, self.loop.fused_loss, self.loop.compiles_loss)
 
     def _nan_message(self) -> str:
         found = {Path(p) for cb in self.trainer.checkpoint_callbacks for p in (cb.best_model_path, cb.last_model_path)

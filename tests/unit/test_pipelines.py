@@ -296,6 +296,13 @@ def test_each_record_is_committed_as_it_lands(places, monkeypatch):
     tracked = subprocess.run(["git", "-C", str(places), "ls-files"], capture_output=True, text=True).stdout.split()
     assert tracked == ["results/toy/beam.hyps.txt.gz", "results/toy/beam.json", "results/toy/greedy.hyps.txt.gz",
                        "results/toy/greedy.json", "results/toy/test.references.txt.gz", "results/toy/train.json"]
+    from seqlab.analysis.commands import commit_archive
+
+    monkeypatch.chdir(places)  # `--results` left at its default: the archive named relative to the checkout
+    (places / "results" / "toy" / "bench-cpu.json").write_text("{}")
+    commit_archive(Path("results/toy"), "toy: bench")
+    log = subprocess.run(["git", "-C", str(places), "log", "--format=%s"], capture_output=True, text=True).stdout
+    assert log.startswith("toy: bench\n")
 
 
 def test_a_stage_named_for_rerun_runs_again_and_an_unknown_name_is_refused(places):

@@ -21,6 +21,7 @@ def seqlab(*args: str) -> bool:
 def commit_archive(archive: Path, message: str) -> None:
     """Commit the archive folder alone (other staged work stays staged); a busy index is retried, then left
     for the next record's commit."""
+    archive = archive.resolve()  # git runs in the archive: a path relative to here would not be found there
     top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=archive, capture_output=True, text=True)
     if top.returncode != 0:
         print(f"{archive} is not in a git checkout; records are not committed", file=sys.stderr)

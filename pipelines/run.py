@@ -26,7 +26,7 @@ from seqlab.analysis.commands import Command, commit_archive, seqlab
 from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import checkpoint_file, read_checkpoint
 from seqlab.hardware import QUIET_CORES, busy_warning, cpu_model, gpu_host_tolerance
-from seqlab.io import atomic_write_lines_gz, atomic_write_text, read_lines_gz
+from seqlab.io import atomic_write_lines_gz, atomic_write_text, one_line, read_lines_gz
 from seqlab.provenance import capture
 from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, read_val_curve
 
@@ -319,7 +319,8 @@ def archive_outputs(pipeline: Pipeline, planned: Planned) -> dict[str, Any]:
     rows = [json.loads(line) for line in (result_folder(planned) / HYPOTHESES_FILE).read_text().splitlines()
             if line.strip()]
     name = planned.stage.name
-    hypotheses = atomic_write_lines_gz(pipeline.archive / f"{name}.hyps.txt.gz", [r["hypothesis"] for r in rows]).name
+    hypotheses = atomic_write_lines_gz(pipeline.archive / f"{name}.hyps.txt.gz",
+                                       [one_line(r["hypothesis"]) for r in rows]).name
     outputs: dict[str, Any] = {"hypotheses": hypotheses}
     if any(r.get("constraints") for r in rows):  # the words each output had to contain, TAB-separated
         outputs["constraints"] = atomic_write_lines_gz(pipeline.archive / f"{name}.constraints.txt.gz",

@@ -88,9 +88,19 @@ def publish_once(path: Path | str, data: bytes) -> bool:
 
 
 def atomic_write_lines_gz(path: Path | str, lines: Sequence[str]) -> Path:
-    """One line per item, gzip without a timestamp (the same lines always give the same bytes), atomically."""
+    """One line per item, gzip without a timestamp (the same lines always give the same bytes), atomically. An
+    item with a line break of its own would shift every later line: refused (`one_line` makes one of it)."""
+    broken = next((i for i, line in enumerate(lines) if "\n" in line), None)
+    if broken is not None:
+        raise ValueError(f"{path}: item {broken} holds a line break; write one_line(item)")
     data = gzip.compress("".join(f"{line}\n" for line in lines).encode(), mtime=0)
     return atomic_write(path, lambda f: f.write(data))
+
+
+def one_line(text: str) -> str:
+    """A decoded output on one line: its own line breaks (a sampled newline token) become spaces, as sacreBLEU's
+    13a tokenizer and chrF read them, so the archived line scores as the output did."""
+    return text.replace("\n", " ")
 
 
 def read_lines_gz(path: Path | str) -> list[str]:

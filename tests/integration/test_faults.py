@@ -438,3 +438,19 @@ def test_interrupted_evaluation_is_recorded_as_interrupted(make_cfg, checkpoint,
     (metrics,) = Path(cfg.results_dir).glob("**/metrics.json")
     payload = json.loads(metrics.read_text())
     assert payload["status"] == "interrupted" and "run it again" in payload["error"]
+
+
+def test_an_archived_output_with_a_line_break_of_its_own_is_refused_or_made_one_line(tmp_path):
+    """A sampled output can hold a newline token; written as is it would shift every later line of an archive's
+    one-line-per-sentence file. The writer refuses it, naming the item; `one_line` keeps its BLEU."""
+    from sacrebleu.metrics import BLEU
+
+    from seqlab.io import atomic_write_lines_gz, one_line, read_lines_gz
+
+    outputs, refs = ["the light\nwas good", "and the night"], ["the light was good", "and the night was"]
+    with pytest.raises(ValueError, match="item 0 holds a line break"):
+        atomic_write_lines_gz(tmp_path / "hyps.txt.gz", outputs)
+    assert not (tmp_path / "hyps.txt.gz").exists()
+    path = atomic_write_lines_gz(tmp_path / "hyps.txt.gz", [one_line(o) for o in outputs])
+    assert read_lines_gz(path) == ["the light was good", "and the night"]
+    assert BLEU().corpus_score(read_lines_gz(path), [refs]).score == BLEU().corpus_score(outputs, [refs]).score

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from seqlab.io import atomic_write_lines_gz, atomic_write_text, read_lines_gz
+from seqlab.io import atomic_write_lines_gz, atomic_write_text, one_line, read_lines_gz
 from seqlab.tracking.results import OK
 
 RUN = re.compile(r"^(?P<variant>.+)-seed(?P<seed>\d+)$")
@@ -156,7 +156,7 @@ def write_record(archive: Path, record: Record, references: list[str] | None,
     written = []
     if record.hypotheses:
         hyps = record_path(archive, record.name, record.label).with_suffix(".hyps.txt.gz")
-        written.append(atomic_write_lines_gz(hyps, record.hypotheses))
+        written.append(atomic_write_lines_gz(hyps, [one_line(h) for h in record.hypotheses]))
     for name, lines in ((REFERENCES, references), (SOURCE_TOKENS, source_tokens)):
         if lines is not None and (path := write_test_side(archive / name, [str(x) for x in lines], record.name)):
             written.append(path)

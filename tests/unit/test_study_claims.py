@@ -104,3 +104,31 @@ def test_alibis_long_input_claim_is_judged_on_the_longest_buckets_sentences_alon
     assert rows[1].endswith("alibi_positions − baseline on 16 sources of > 64 tokens: -6.00 (worse) | disagrees |")
     del summary["relative_positions"]["by_length"]  # an archive without source lengths: no such row
     assert [r for r in claims_table(summary).splitlines() if "ALiBi" in r] == rows[:1]
+
+
+def test_the_learned_positions_question_reads_its_cause_by_the_rule_fixed_before_its_runs():
+    from seqlab.analysis.study_questions import learned_positions_cause
+
+    def numbers(unit: tuple, sinusoid: tuple, unit_vs_learned: tuple, noscale: tuple) -> dict:
+        """Each comparison as (delta, established): established gives every seed p 0.001 and a gap beyond
+        the spread, else p 0.4 and none."""
+        def one(ref, variant, delta, established):
+            return entry(ref, variant, delta, established, [(delta, 0.001 if established else 0.4)] * 3)
+        return {"comparisons": [one("baseline", "learned_unit_init", *unit),
+                                one("baseline", "learned_sinusoid_init", *sinusoid),
+                                one("learned_positions", "learned_unit_init", *unit_vs_learned),
+                                one("sinusoidal_noscale", "learned_noscale", *noscale)]}
+
+    scale = learned_positions_cause(numbers((0.3, False), (-2.0, True), (6.8, True), (0.2, False)))
+    assert "*scale*" in scale and "*structure*" not in scale
+    assert "learned_unit_init − baseline: +0.30 (equivalent)" in scale
+    # worse than the baseline, but past half the old gap over the old learned positions: still the scale
+    assert "*scale*" in learned_positions_cause(numbers((-1.5, True), (-2.0, True), (4.0, True), (0.1, False)))
+    structure = learned_positions_cause(numbers((-3.0, True), (0.2, False), (3.0, True), (-2.0, True)))
+    assert "*structure*" in structure and "*scale*" not in structure
+    neither = learned_positions_cause(numbers((-3.0, True), (-2.5, True), (3.0, True), (-2.0, True)))
+    assert "*neither*" in neither
+    unnamed = learned_positions_cause(numbers((-3.0, True), (-1.5, False), (3.0, True), (-2.0, True)))
+    assert "none of the outcomes named before the runs" in unnamed  # sinusoid start inconclusive
+    one_seed = {"comparisons": [entry("baseline", "learned_unit_init", 0.5, False, [(0.5, 0.05)])]}
+    assert "pending" in learned_positions_cause(one_seed)

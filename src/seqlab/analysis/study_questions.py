@@ -7,11 +7,12 @@ new question is a variant or two and an entry here (docs/ARCHITECTURE.md walks t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from seqlab.analysis.study import SEEDS, VARIANTS, Archived
-from seqlab.analysis.study_claims import Claim, FailureClaim, claims_markdown
+from seqlab.analysis.study_claims import Claim, FailureClaim, claims_markdown, comparisons, verdict, verdict_cell
 from seqlab.analysis.study_tables import Curves, TableFn, by_learning_rate, compared_table, curve_table, depth_table
 
 
@@ -30,6 +31,8 @@ class Question:
     by_length: bool = False  # also compared per source-length bucket (where position schemes are said to differ)
     recipes: tuple[str, ...] = ("short", "trained")
     seeds: int | None = None  # at most this many seeds (the curve: one run)
+    # what its numbers say by the reading fixed before its runs, shown under its table: numbers -> markdown
+    reading: Callable[[dict[str, Any]], str] | None = None
 
     @property
     def compared_on_test(self) -> bool:
@@ -42,8 +45,12 @@ class Question:
         return [(v, s) for v in self.variants for s in range(min(SEEDS, self.seeds or SEEDS))]
 
     def numbers(self, archived: Archived) -> tuple[str, dict[str, Any]]:
-        """Its table and numbers from the archive."""
-        return self.table(self, archived)
+        """Its table and numbers from the archive, and under the table its `reading` of them."""
+        text, data = self.table(self, archived)
+        if self.reading is not None and data.get("comparisons"):
+            data["reading"] = self.reading(data)
+            text += "\n\n" + data["reading"]
+        return text, data
 
     def claim_rows(self, numbers: dict[str, Any]) -> list[str]:
         """The claims-table rows its numbers give (a claim whose comparison they lack gives none)."""
@@ -53,6 +60,39 @@ class Question:
 def _better(pair: tuple[str, str]) -> tuple[tuple[str, str], tuple[str, ...], tuple[str, ...]]:
     """A claim that the variant matches or beats its reference: (pair, agrees when, disagrees when)."""
     return pair, ("equivalent", "better"), ("worse",)
+
+
+POSITIONS_GAP = 6.53  # BLEU: learned positions below sinusoidal ones at the trained budget, before these runs
+
+
+def learned_positions_cause(numbers: dict[str, Any]) -> str:
+    """Which cause of the learned positions' loss the runs support, by the reading fixed before them
+    (docs/experiments/arch_study_trained.md): *scale* when learned positions started at the tokens' scale are
+    not worse than the baseline, or beat the old learned ones by more than half POSITIONS_GAP, and without the
+    embedding scale learned positions are not worse than sinusoidal ones; *structure* when learned positions
+    started at the sinusoids are not worse than the baseline while the scaled start stays worse; *neither*
+    when every learned variant is worse than its sinusoidal reference. Each comparison's verdict is the
+    study's rule (seqlab.analysis.study_claims.verdict); "not worse" is equivalent or better."""
+    found = comparisons({"": numbers})
+    pairs = {"unit": ("baseline", "learned_unit_init"), "sinusoid": ("baseline", "learned_sinusoid_init"),
+             "unit_vs_learned": ("learned_positions", "learned_unit_init"),
+             "noscale": ("sinusoidal_noscale", "learned_noscale")}
+    if any(pair not in found for pair in pairs.values()):
+        return "_Which cause the runs support: pending (a comparison of the reading is missing)._"
+    v = {name: verdict(found[pair]) for name, pair in pairs.items()}
+    seen = "; ".join(f"{found[pair]['variant']} − {found[pair]['reference']}: {verdict_cell(found[pair], v[name])}"
+                     for name, pair in pairs.items())
+    if "pending" in v.values():
+        return f"_Which cause the runs support: pending ({seen})._"
+    not_worse = {name: v[name] in ("equivalent", "better") for name in v}
+    big_gain = v["unit_vs_learned"] == "better" and found[pairs["unit_vs_learned"]]["bleu"]["delta"] > POSITIONS_GAP / 2
+    causes = [name for name, holds in (
+        ("scale", (not_worse["unit"] or big_gain) and not_worse["noscale"]),
+        ("structure", not_worse["sinusoid"] and v["unit"] == "worse")) if holds]
+    if not causes:
+        causes = ["neither"] if all(v[n] == "worse" for n in ("unit", "sinusoid", "noscale")) else []
+    found_text = " and ".join(f"*{c}*" for c in causes) or "none of the outcomes named before the runs"
+    return f"**Which cause the runs support**, by the reading fixed before them: {found_text} ({seen})."
 
 
 _DEPTH_VARIANTS = [v for v in VARIANTS if v.startswith("deep_")]
@@ -123,7 +163,7 @@ QUESTIONS: dict[str, Question] = {
          "learned_noscale"],
         [("baseline", "learned_unit_init"), ("baseline", "learned_sinusoid_init"),
          ("learned_positions", "learned_unit_init"), ("learned_positions", "learned_sinusoid_init"),
-         ("sinusoidal_noscale", "learned_noscale")], recipes=("trained",)),
+         ("sinusoidal_noscale", "learned_noscale")], reading=learned_positions_cause, recipes=("trained",)),
     "modern_recipe": Question(
         "RMSNorm, SwiGLU, no biases, and all of them with pre-LN and RoPE",
         ["baseline", "rmsnorm", "swiglu", "no_bias", "modern"],

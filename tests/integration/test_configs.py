@@ -14,7 +14,7 @@ from seqlab.app.store import defaults
 from seqlab.data import DataConfig
 from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig
-from seqlab.train.config import LoopConfig, OptimConfig
+from seqlab.train.config import OptimConfig, TrainConfig
 
 from .conftest import CONF
 
@@ -71,9 +71,9 @@ def test_optim_and_loop_defaults_are_the_dataclasses(make_cfg):
     cfg = make_cfg("train", ["experiment=mt_bible_small"])
     spec = train_spec(cfg)  # the experiment's deltas on the dataclass defaults, and nothing else
     assert spec.optim == replace(OptimConfig(), lr=1e-3, warmup_steps=500)
-    assert spec.loop == replace(LoopConfig(), val_every_n_steps=300)
+    assert spec.loop == replace(TrainConfig(), val_every_n_steps=300)
     assert set(cfg.optim) == {f.name for f in fields(OptimConfig)}
-    assert set(cfg.train) == {f.name for f in fields(LoopConfig)}
+    assert set(cfg.train) == {f.name for f in fields(TrainConfig)}
 
 
 def test_inference_keys_and_the_bench_come_from_their_dataclasses(make_cfg):

@@ -11,7 +11,7 @@ import torch
 
 from seqlab.data import CorpusConfig, DataConfig, Seq2SeqDataModule, TokenizerConfig
 from seqlab.model import ModelConfig
-from seqlab.train.config import LoopConfig, OptimConfig
+from seqlab.train.config import OptimConfig, TrainConfig
 from seqlab.train.module import Seq2SeqModule
 
 
@@ -44,7 +44,7 @@ def test_two_process_ddp_on_cpu(tmp_path):
     dm.setup()  # tokenizer and token ids cached once, before the processes start
     model_cfg = ModelConfig(src_vocab_size=dm.tokenizer.src_vocab_size, d_model=32, n_heads=4, encoder_layers=1,
                             decoder_layers=1, d_ff=64, max_positions=256, dropout=0.1)
-    module = Seq2SeqModule(model_cfg, OptimConfig(warmup_steps=2), LoopConfig(quick_eval_size=0))
+    module = Seq2SeqModule(model_cfg, OptimConfig(warmup_steps=2), TrainConfig(quick_eval_size=0))
     trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp_spawn", max_steps=4, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, use_distributed_sampler=False,
                         limit_val_batches=0, callbacks=[Record(tmp_path)], num_sanity_val_steps=0)
@@ -72,7 +72,7 @@ def test_ddp_prepares_a_fresh_cache_once(tmp_path):
     data_cfg = bible_data(tmp_path)
     model_cfg = ModelConfig(src_vocab_size=1000, d_model=32, n_heads=4, encoder_layers=1, decoder_layers=1, d_ff=64,
                             max_positions=256)
-    module = Seq2SeqModule(model_cfg, OptimConfig(warmup_steps=2), LoopConfig(quick_eval_size=0))
+    module = Seq2SeqModule(model_cfg, OptimConfig(warmup_steps=2), TrainConfig(quick_eval_size=0))
     trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp_spawn", max_steps=2, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, use_distributed_sampler=False,
                         limit_val_batches=0, num_sanity_val_steps=0)

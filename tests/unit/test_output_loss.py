@@ -154,10 +154,10 @@ def test_the_compiled_fused_loss_keeps_the_loss_and_every_gradient(monkeypatch):
 
 def test_compiling_the_loss_needs_the_fused_loss():
     from seqlab.config import ConfigError
-    from seqlab.train.config import LoopConfig
+    from seqlab.train.config import TrainConfig
 
     with pytest.raises(ConfigError, match="train.compile=loss compiles the fused loss's arithmetic; set "
                                           "train.fused_loss=true"):
-        LoopConfig(compile="loss")
-    both = LoopConfig(compile="all", fused_loss=True)
-    assert both.compiles_layers and both.compiles_loss and not LoopConfig(compile="layers").compiles_loss
+        TrainConfig(compile="loss")
+    both = TrainConfig(compile="all", fused_loss=True)
+    assert both.compiles_layers and both.compiles_loss and not TrainConfig(compile="layers").compiles_loss

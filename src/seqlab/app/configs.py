@@ -16,7 +16,7 @@ from seqlab.data import DataConfig
 from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig
 from seqlab.tracking.wandb import TrackingConfig
-from seqlab.train.config import LoopConfig, OptimConfig
+from seqlab.train.config import OptimConfig, TrainConfig
 from seqlab.train.optim import check_fused_clipping
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ class TrainSpec:
     model: ModelConfig  # vocabulary sizes are placeholders until the tokenizer exists
     data: DataConfig
     optim: OptimConfig
-    loop: LoopConfig
+    loop: TrainConfig
     tracking: TrackingConfig
 
 
@@ -54,7 +54,7 @@ def train_spec(cfg: DictConfig) -> TrainSpec:
     optim_values = plain(cfg.optim)
     optim_values["betas"] = tuple(optim_values["betas"])  # YAML has lists; the config is frozen, hashable
     optim = typed(OptimConfig, optim_values, "optim")
-    loop = typed(LoopConfig, plain(cfg.train), "train")
+    loop = typed(TrainConfig, plain(cfg.train), "train")
     check_trainer(cfg)
     check_fused_clipping(optim.fused, optim.clip_norm, cfg.trainer.get("precision"))
     return TrainSpec(model, data, optim, loop, tracking_config(cfg))

@@ -20,7 +20,7 @@ from seqlab.app.infer import InferenceSettings, TranslateSettings
 from seqlab.data import DataConfig
 from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig
-from seqlab.train.config import LoopConfig, OptimConfig
+from seqlab.train.config import OptimConfig, TrainConfig
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 CONF_DIR = str(PROJECT_ROOT / "conf")  # every command's Hydra configs
@@ -52,7 +52,7 @@ def defaults(cls: type) -> dict[str, Any]:
 
 def register() -> None:
     store = ConfigStore.instance()
-    for group, cls in (("model", ModelConfig), ("optim", OptimConfig), ("train", LoopConfig), ("data", DataConfig),
+    for group, cls in (("model", ModelConfig), ("optim", OptimConfig), ("train", TrainConfig), ("data", DataConfig),
                        ("bench", BenchConfig)):
         store.store(group=group, name=DATACLASS_DEFAULTS, node=defaults(cls))
     store.store(group="decoding", name=DATACLASS_DEFAULTS, node=DecodingConfig().to_dict())

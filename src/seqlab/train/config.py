@@ -47,7 +47,7 @@ class OptimConfig:
 
 
 @dataclass(frozen=True)
-class LoopConfig:
+class TrainConfig:
     """The `train:` group: resuming, checkpoints, validation, NaN handling, the quick validation decode."""
 
     resume: str | None = None  # None | "auto" (this run folder, else the newest run of this name) | a path

@@ -15,7 +15,7 @@ from torch import Tensor
 
 from seqlab.data.datamodule import Batch
 from seqlab.model import ModelConfig, Seq2SeqTransformer
-from seqlab.train.config import LoopConfig, OptimConfig
+from seqlab.train.config import OptimConfig, TrainConfig
 from seqlab.train.levers import compile_layers, step_loss, use_compile_cache
 from seqlab.train.optim import adamw
 from seqlab.train.schedule import lr_multiplier
@@ -30,10 +30,10 @@ class NonFiniteLossError(RuntimeError):
 class Seq2SeqModule(L.LightningModule):
     """Trains a Seq2SeqTransformer; the checkpoint carries everything needed to rebuild it."""
 
-    def __init__(self, model_cfg: ModelConfig, optim: OptimConfig, loop: LoopConfig | None = None,
+    def __init__(self, model_cfg: ModelConfig, optim: OptimConfig, loop: TrainConfig | None = None,
                  seed: int = 0, meta: dict[str, Any] | None = None) -> None:
         super().__init__()
-        self.model_cfg, self.optim, self.loop, self.seed = model_cfg, optim, loop or LoopConfig(), seed
+        self.model_cfg, self.optim, self.loop, self.seed = model_cfg, optim, loop or TrainConfig(), seed
         self.model = Seq2SeqTransformer(model_cfg)
         self.meta = meta or {}  # tokenizer, data config, resolved run config
         self.skipped_batches = 0

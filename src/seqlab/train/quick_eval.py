@@ -14,7 +14,7 @@ from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
 from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.metrics import keys as K
-from seqlab.train.config import LoopConfig
+from seqlab.train.config import TrainConfig
 
 TABLE_ROWS = 20  # quick-eval sentences shown in the W&B table at each validation
 
@@ -36,7 +36,7 @@ class QuickEval(Callback):
         self.examples, self.tokenizer, self.decoding = examples, tokenizer, decoding
 
     @classmethod
-    def from_datamodule(cls, datamodule: Any, loop: LoopConfig) -> QuickEval:
+    def from_datamodule(cls, datamodule: Any, loop: TrainConfig) -> QuickEval:
         examples = load_split(datamodule.cfg.corpus, VALIDATION)[: loop.quick_eval_size]
         layout = getattr(datamodule.tokenizer, "layout", None)  # a family that opens the target with its code
         forced = layout.forced_first if layout is not None else None

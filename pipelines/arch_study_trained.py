@@ -32,19 +32,19 @@ def headline(archive: Path) -> str:
     BLEU (beam 5 and greedy), mean ± sd over its seeds, the relative positions' too once theirs are; until
     then the baseline's first seed (a record that never changes once archived, unlike a table of the runs
     landing)."""
-    trained = load_records(archive, TRAINING)
-    if not all(complete(trained, q) for q in STUDY):
+    training = load_records(archive, TRAINING)
+    if not all(complete(training, q) for q in STUDY):
         return baseline(archive)
     beam, greedy = load_records(archive, REPORTED), load_records(archive, "greedy")
-    shown = [*STUDY, *(q for q in LATER if QUESTIONS[q].compared_on_test and complete(trained, q))]
+    shown = [*STUDY, *(q for q in LATER if QUESTIONS[q].compared_on_test and complete(training, q))]
     variants = list(dict.fromkeys(v for q in shown for v in QUESTIONS[q].variants))
     lines = [f"The architecture study at its trained budget ({SEEDS} seeds per variant, "
              f"[the tests and verdicts](docs/experiments/arch_study_trained.md)):", "",
-             f"| variant ({trained[(variants[0], 0)].steps:,} updates) | val loss | beam-5 BLEU | greedy BLEU |",
+             f"| variant ({training[(variants[0], 0)].steps:,} updates) | val loss | beam-5 BLEU | greedy BLEU |",
              "|---|---|---|---|"]
     for v in variants:
-        val = summarize({s: trained[(v, s)].final_val_loss for s in range(SEEDS)})
-        b, g = (summarize({s: runs[(v, s)].metrics[K.BLEU] for s in range(SEEDS)}) for runs in (beam, greedy))
+        val = summarize({s: training[(v, s)].final_val_loss for s in range(SEEDS)})
+        b, g = (summarize({s: by[(v, s)].metrics[K.BLEU] for s in range(SEEDS)}) for by in (beam, greedy))
         lines.append(f"| {v} ({VARIANT_DESCRIPTIONS.get(v, v)}) | {val.mean:.3f} ± {val.sd:.3f} | "
                      f"{b.mean:.2f} ± {b.sd:.2f} | {g.mean:.2f} ± {g.sd:.2f} |")
     return "\n".join(lines)
@@ -68,9 +68,10 @@ def baseline(archive: Path) -> str:
                       *rows])
 
 
-def complete(trained: Runs, question: str) -> bool:
-    """Whether every run of the question is archived (each variant, SEEDS seeds)."""
-    return all(k in trained for k in QUESTIONS[question].runs())
+def complete(training: Runs, question: str) -> bool:
+    """Whether every run of the question is archived (each variant, SEEDS seeds), by the archive's training
+    records."""
+    return all(k in training for k in QUESTIONS[question].runs())
 
 
 def pending(question: str) -> str:
@@ -80,10 +81,10 @@ def pending(question: str) -> str:
     return f"_{q.title}: pending; its table joins this page once all {len(q.runs())} of its runs are archived._"
 
 
-def decoded(archive: Path, questions: list[str], label: str, trained: Runs) -> dict[str, tuple[str, dict[str, Any]]]:
+def decoded(archive: Path, questions: list[str], label: str, training: Runs) -> dict[str, tuple[str, dict[str, Any]]]:
     """question -> (table, numbers) from the archive (`label`: the decodings a question compared on the test
-    set reads), for the questions complete in `trained` (the archive's training records)."""
-    done = [q for q in questions if complete(trained, q)]
+    set reads), for the questions complete in `training` (the archive's training records)."""
+    done = [q for q in questions if complete(training, q)]
     return {q: _question(archive, q, label, contents(archive)) for q in done}
 
 
@@ -104,11 +105,11 @@ def _question(archive: Path, question: str, label: str, _contents: tuple) -> tup
 def design(archive: Path) -> str:
     """The design questions at beam 5 (mean +- sd, each seed, the tests), their validation curves and the
     machines that trained them, each question once all its runs are archived."""
-    trained = load_records(archive, TRAINING)
-    tables = decoded(archive, list(STUDY), REPORTED, trained)
+    training = load_records(archive, TRAINING)
+    tables = decoded(archive, list(STUDY), REPORTED, training)
     parts = [tables[q][0] if q in tables else pending(q) for q in STUDY]
     if len(tables) == len(STUDY):
-        studied = {k: r for k, r in trained.items() if any(k[0] in QUESTIONS[q].variants for q in STUDY)}
+        studied = {k: r for k, r in training.items() if any(k[0] in QUESTIONS[q].variants for q in STUDY)}
         parts += [f"![Validation loss of every run, mean and range over seeds]"
                   f"(../../results/{archive.name}/val_loss.{REPORTED}.png)", machines_table(studied)[0]]
     return "\n\n".join(parts)
@@ -118,17 +119,17 @@ def claims(archive: Path) -> str:
     """The claims against the papers (beam 5; a question judged on training by its own rule) and early vs
     trained (greedy, the setting both budgets decode), by the rules fixed before the runs, once the design
     questions are all archived (each later question's claims once its runs are)."""
-    runs = load_records(archive, TRAINING)
-    reported = {q: data for q, (_, data) in decoded(archive, [*STUDY, *LATER], REPORTED, runs).items()}
+    training = load_records(archive, TRAINING)
+    reported = {q: data for q, (_, data) in decoded(archive, [*STUDY, *LATER], REPORTED, training).items()}
     if not all(q in reported for q in STUDY):
         return "_The verdicts join this page once every run of the design questions is archived._"
-    trained = {q: data for q, (_, data) in decoded(archive, list(STUDY), "greedy", runs).items()}
+    trained_greedy = {q: data for q, (_, data) in decoded(archive, list(STUDY), "greedy", training).items()}
     short_archive = archive.parent / RECIPES["short"].archive.name
-    short = {q: data for q, (_, data) in decoded(short_archive, list(STUDY), "greedy",
-                                                 load_records(short_archive, TRAINING)).items()}
+    short_greedy = {q: data for q, (_, data) in decoded(short_archive, list(STUDY), "greedy",
+                                                        load_records(short_archive, TRAINING)).items()}
     return ("**Against the papers** (beam 5)\n\n" + claims_table(reported)
             + "\n\n**Early vs trained** (greedy, the setting both budgets decode)\n\n"
-            + early_vs_trained(short, trained))
+            + early_vs_trained(short_greedy, trained_greedy))
 
 
 def section(question: str, archive: Path) -> str:

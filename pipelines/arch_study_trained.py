@@ -96,10 +96,17 @@ def contents(archive: Path) -> tuple[tuple[str, int, int], ...]:
 
 
 @functools.lru_cache(maxsize=32)
-def _question(archive: Path, question: str, label: str, _contents: tuple) -> tuple[str, dict[str, Any]]:
+def _question(archive: Path, question: str, label: str, contents_now: tuple) -> tuple[str, dict[str, Any]]:
     """One question's table, computed once per archive contents: its section and the claims both need it
     (the beam-5 tests, a paired bootstrap per seed and comparison, are the bulk of rendering this page)."""
-    return QUESTIONS[question].numbers(Archived.load(archive, label))
+    return QUESTIONS[question].numbers(_archived(archive, label, contents_now))
+
+
+@functools.lru_cache(maxsize=8)
+def _archived(archive: Path, label: str, _contents: tuple) -> Archived:
+    """The archive's records for `label` (and its training records), read once per archive contents for all
+    its questions' tables."""
+    return Archived.load(archive, label)
 
 
 def design(archive: Path) -> str:

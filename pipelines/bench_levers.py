@@ -1,7 +1,7 @@
 """What each training lever gives (`seqlab bench levers=true`): the output projection fused with the loss, its
 arithmetic compiled and the compiled layers, alone and combined, against the plain bf16-mixed step and Hugging
-Face's, in one run. One
-record per CPU model (results/bench_levers/levers-<cpu>.json); a GPU's records are bench_gpu's `levers` stage."""
+Face's, in one run. One record per CPU model (results/bench_levers/levers-<cpu>.json); a GPU's records are
+bench_gpu's `levers` stage."""
 
 from __future__ import annotations
 

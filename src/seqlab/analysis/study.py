@@ -211,11 +211,11 @@ Runs = dict[tuple[str, int], Record]  # (variant, seed) -> its record
 @dataclass(frozen=True)
 class Archived:
     """What a question's table reads from an archive: one decoding's records (`decoded`), every run's
-    training record (`trained`: decoded runs too), the test references and each source's length in
+    training record (`training`: decoded runs too), the test references and each source's length in
     subword tokens (None where the archive lacks them)."""
 
     decoded: Runs
-    trained: Runs
+    training: Runs
     references: list[str]
     source_tokens: list[int] | None
 

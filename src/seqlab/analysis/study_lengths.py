@@ -22,6 +22,7 @@ from seqlab.analysis.study import (
     SOURCE_TOKENS,
     TRAINING,
     Record,
+    Runs,
     load_records,
     load_references,
     write_test_side,
@@ -33,7 +34,6 @@ from seqlab.metrics.seeds import summarize
 from seqlab.metrics.significance import sacrebleu_paired
 from seqlab.metrics.text import by_source_length, length_buckets
 
-Runs = dict[tuple[str, int], Record]
 LABELS = tuple(label for label, _, _ in K.LENGTH_BUCKETS)
 TOLERANCE = 1e-6  # BLEU and chrF recomputed from the archive against the records' own
 

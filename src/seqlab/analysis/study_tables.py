@@ -151,7 +151,7 @@ def depth_fails(post: list[Record], pre: list[Record]) -> tuple[bool, str]:
 def depth_table(q: Asked, archived: Archived) -> tuple[str, dict[str, Any]]:
     """A question judged on training (the depth question): final validation loss per variant and the failure
     rule (`depth_fails`) for each (pre-LN, post-LN) pair."""
-    runs = archived.trained
+    runs = archived.training
     by_variant = {v: [runs[k] for k in sorted(runs) if k[0] == v] for v in q.variants}
     finite = [r.val_curve for rs in by_variant.values() for r in rs if r.status != DIVERGED]
     steps = common_steps(finite)[0] if finite else []  # a finite run without a curve leaves no shared step
@@ -182,7 +182,7 @@ def depth_table(q: Asked, archived: Archived) -> tuple[str, dict[str, Any]]:
 
 def curve_table(q: Asked, archived: Archived) -> tuple[str, dict[str, Any]]:
     """A question of one long run (the curve): its validation losses and the budget they choose."""
-    rs = [r for (v, _), r in sorted(archived.trained.items()) if v == q.variants[0]]
+    rs = [r for (v, _), r in sorted(archived.training.items()) if v == q.variants[0]]
     if not rs:
         return "", {}
     curve = rs[0].val_curve

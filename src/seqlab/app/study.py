@@ -92,11 +92,12 @@ def body(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 def tables(archive: Path, recipe: Recipe, questions: list[str]) -> str:
     """Each asked question's table with archived runs (the recipe's reported decoding) and the claims they
     test, as the docs render them; the recipe's validation curves are redrawn into the archive."""
-    archived = Archived.load(archive, next(iter(recipe.decodings)))
+    reported = next(iter(recipe.decodings))
+    archived = Archived.load(archive, reported)
     covered = {q: question for q, question in QUESTIONS.items() if recipe.name in question.recipes}
-    draw_curves(archive, covered, next(iter(recipe.decodings)), archived.trained)
+    draw_curves(archive, covered, reported, archived.training)
     judged = {q: QUESTIONS[q] for q in questions
-              if any(k in (archived.decoded if QUESTIONS[q].compared_on_test else archived.trained)
+              if any(k in (archived.decoded if QUESTIONS[q].compared_on_test else archived.training)
                      for k in QUESTIONS[q].runs())}
     numbers = {q: question.numbers(archived) for q, question in judged.items()}
     claims = claims_table({q: data for q, (_, data) in numbers.items()})

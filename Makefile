@@ -58,45 +58,31 @@ sweep-decoding: $(STAMP) ## Decode CKPT with a grid of conf/sweep (SWEEP=decodin
 	$(BIN)/seqlab evaluate -m +sweep=$(SWEEP) ckpt=$(CKPT) $(ARGS); status=$$?; \
 	$(BIN)/seqlab report --results $(RESULTS) && exit $$status
 
-sweep-arch: $(STAMP) ## Train norm x positions x tying (12 short runs x SEEDS seeds), evaluate greedy and beam 5, report
-	$(BIN)/seqlab sweep-arch --seeds $(or $(SEEDS),1) $(ARGS); status=$$?; \
-	$(BIN)/seqlab report --results $(RESULTS) && exit $$status
+sweep-arch: $(STAMP) ## Train norm x positions x tying (12 runs x SEEDS seeds, 300 updates), evaluate greedy and beam 5; its dashboard
+	$(BIN)/seqlab sweep-arch --seeds $(or $(SEEDS),1) $(ARGS)
 
 study: $(STAMP) ## The architecture study: every question, SEEDS seeds per variant (default 3), tables -> results/arch_study
 	$(BIN)/seqlab study all --seeds $(or $(SEEDS),3) $(ARGS)
 
-# A worktree $(1) at commit $(2) with its own virtualenv, for a campaign of runs that outlives any one sitting:
-# editing this checkout cannot change the runs that follow. Refuses a worktree left at another commit.
-define pinned_worktree
-	test -d $(1) || git worktree add --detach $(1) $(2)
-	@test "$$(git -C $(1) rev-parse HEAD)" = "$$(git rev-parse $(2))" || { echo "$(1) is at $$(git -C $(1) rev-parse --short HEAD), not $(2): git -C $(1) checkout --detach $(2)"; exit 2; }
-	$(MAKE) -C $(1) install PY=$(PY)
-endef
-
-# The trained study outlives any one sitting: it runs from its own worktree and virtualenv at a fixed commit
-# (STUDY_REV: the one in results/arch_study_trained/REVISION, so that every sitting runs the same code), so
-# that editing this checkout cannot change the runs that follow; it writes and commits its records into this
-# checkout's results/arch_study_trained/ as each lands. Rerun to carry on where it stopped.
-STUDY_WT ?= ../seqlab-study
-STUDY_REV ?= $(shell cat results/arch_study_trained/REVISION 2>/dev/null || echo HEAD)
-QUESTIONS ?= all depth relative_positions layer_split learned_positions_why modern_recipe
-study-trained: ## The study at a trained budget from a worktree at STUDY_REV, QUESTIONS in turn (default: the whole queue); long, run with nohup
-	$(call pinned_worktree,$(STUDY_WT),$(STUDY_REV))
-	status=0; for q in $(QUESTIONS); do \
-	  (cd $(STUDY_WT) && .venv/bin/seqlab study $$q --recipe trained --archive $(CURDIR)/results/arch_study_trained \
-	    --commit $(ARGS)) || status=1; \
-	done; exit $$status
-
-# The experiments the docs report, in turn, from their own worktree and virtualenv at a fixed commit (as the
-# study's), each record committed into results/ here as it lands; long: run with nohup, after the study.
-EXPERIMENTS ?= mt_bible_small sum_debian_small decoding_sweep truncation mbr beam_curse no_repeat constraints bench
+# The experiments the docs report, the architecture study included, in turn, from their own worktree and
+# virtualenv at a fixed commit (EXPERIMENTS_REV: the one in results/REVISION, so that every sitting runs the
+# same code and editing this checkout cannot change the runs that follow), each record committed into
+# results/ here as it lands. Long: run with nohup; rerun to carry on where it stopped (a cut training resumes
+# from its checkpoint). Refuses a worktree left at another commit.
+EXPERIMENTS ?= mt_bible_small sum_debian_small decoding_sweep truncation mbr beam_curse no_repeat constraints bench \
+	arch_study arch_study_trained
 EXPERIMENTS_WT ?= ../seqlab-experiments
 EXPERIMENTS_REV ?= $(shell cat results/REVISION 2>/dev/null || echo HEAD)
 experiments: ## Every experiment's pipeline in turn (EXPERIMENTS=..., ARGS="--rerun STAGE") from a worktree at EXPERIMENTS_REV, records committed as they land; long, run with nohup
-	$(call pinned_worktree,$(EXPERIMENTS_WT),$(EXPERIMENTS_REV))
+	test -d $(EXPERIMENTS_WT) || git worktree add --detach $(EXPERIMENTS_WT) $(EXPERIMENTS_REV)
+	@test "$$(git -C $(EXPERIMENTS_WT) rev-parse HEAD)" = "$$(git rev-parse $(EXPERIMENTS_REV))" || { echo "$(EXPERIMENTS_WT) is at $$(git -C $(EXPERIMENTS_WT) rev-parse --short HEAD), not $(EXPERIMENTS_REV): git -C $(EXPERIMENTS_WT) checkout --detach $(EXPERIMENTS_REV)"; exit 2; }
+	$(MAKE) -C $(EXPERIMENTS_WT) install PY=$(PY)
 	status=0; for n in $(EXPERIMENTS); do \
 	  (cd $(EXPERIMENTS_WT) && .venv/bin/python -m pipelines $$n --results $(CURDIR)/results --commit $(ARGS)) || status=1; \
 	done; exit $$status
+
+study-trained: ## The architecture study at a trained budget: make experiments EXPERIMENTS=arch_study_trained; long, run with nohup
+	$(MAKE) experiments EXPERIMENTS=arch_study_trained ARGS="$(ARGS)"
 
 NAME ?=
 pipeline: $(STAMP) ## Run an experiment's stages its archive lacks, then render its tables: NAME=... (make pipeline NAME=--list)

@@ -27,7 +27,7 @@ from pipelines import (
     sum_debian_small,
     truncation,
 )
-from pipelines.core import Pipeline
+from seqlab.pipeline.core import Pipeline
 
 PIPELINES: dict[str, Pipeline] = {m.PIPELINE.name: m.PIPELINE for m in (
     mt_bible_small, sum_debian_small, decoding_sweep, truncation, mbr, beam_curse, no_repeat, constraints, arch_study,

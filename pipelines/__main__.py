@@ -6,10 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-import pipelines.core
+import seqlab.pipeline.core
 from pipelines import PIPELINES
 from pipelines.render import render
-from pipelines.run import PipelineError, execute
+from seqlab.pipeline.run import PipelineError, execute
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
             print(("out of date: " if args.check else "rendered: ") + line)
         return 1 if args.check and stale else 0
     if args.results is not None:  # every archive path derives from core.RESULTS
-        pipelines.core.RESULTS = args.results
+        seqlab.pipeline.core.RESULTS = args.results
     if args.name not in PIPELINES:
         parser.error(f"unknown experiment {args.name!r}; use one of {', '.join(PIPELINES)} (or --list)")
     try:

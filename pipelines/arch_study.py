@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.core import Pipeline, Stage, Table
-from seqlab.analysis.study import VARIANT_DESCRIPTIONS, Archived, load_records
+from seqlab.analysis.study import RECIPES, VARIANT_DESCRIPTIONS, Archived, load_records
 from seqlab.analysis.study_questions import QUESTIONS, STUDY
+from seqlab.analysis.study_stages import study_stages
 from seqlab.metrics.seeds import summarize
+from seqlab.pipeline.core import Pipeline, Table
 
 
 def study_tables(archive: Path, label: str) -> str:
@@ -35,7 +36,7 @@ def headline(archive: Path) -> str:
 
 PIPELINE = Pipeline(
     "arch_study", "the architecture study at 300 updates (7 variants x 3 seeds, greedy)",
-    (Stage("runs", "study", ("all", "--recipe", "short")),),
+    study_stages(list(STUDY), RECIPES["short"]),
     (Table("arch_study", lambda archive: study_tables(archive, "greedy"),
            "docs/experiments/arch_study.md"),
      Table("readme_arch_study", headline, "README.md")),

@@ -7,19 +7,19 @@ records still land would go stale with each commit, so a question shows one "pen
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Any
 
 from pipelines.bench import bench_records
-from pipelines.core import Pipeline, Stage, Table
 from pipelines.tables import commit_of, table
 from seqlab.analysis.study import RECIPES, SEEDS, TRAINING, VARIANT_DESCRIPTIONS, Archived, Runs, load_records
 from seqlab.analysis.study_claims import early_vs_trained
 from seqlab.analysis.study_questions import QUESTIONS, STUDY, claims_table
+from seqlab.analysis.study_stages import queued_stages
 from seqlab.analysis.study_tables import machines_table, question_png
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import summarize
+from seqlab.pipeline.core import Pipeline, Stage, Table
 
 DOC = "docs/experiments/arch_study_trained.md"
 REPORTED = "beam5"
@@ -54,13 +54,12 @@ def baseline(archive: Path) -> str:
     """The trained baseline's first seed, both decodings."""
     rows = []
     for label in ("beam5", "greedy"):
-        path = archive / f"baseline-seed0.{label}.json"
-        if not path.is_file():
+        r = load_records(archive, label).get(("baseline", 0))
+        if r is None:
             continue
-        r = json.loads(path.read_text())
-        m, ci = r["metrics"], r["metrics"].get("bleu_ci") or [float("nan")] * 2
-        rows.append(f"| baseline, seed 0 | {r['steps']:,} | {label} | {m['bleu']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] | "
-                    f"{m['chrf']:.2f} | {r['training']['commit'][:10]} |")
+        m, ci = r.metrics, r.metrics.get("bleu_ci") or [float("nan")] * 2
+        rows.append(f"| baseline, seed 0 | {r.steps:,} | {label} | {m['bleu']:.2f} [{ci[0]:.2f}, {ci[1]:.2f}] | "
+                    f"{m['chrf']:.2f} | {(r.training or {}).get('commit', '')[:10]} |")
     if not rows:
         return "_No archived run yet._"
     return "\n".join(["The trained baseline, the first run of the architecture study at its trained budget:", "",
@@ -156,7 +155,7 @@ def section(question: str, archive: Path) -> str:
 # (`seqlab bench checkpoints=[...]`), label -> checkpoint, the 3+3 reference first. The study's own 3+3 runs
 # were trained on other machines, so the 3+3 timed is the reference model (mt_bible_small's pipeline: the
 # study baseline's architecture, data and bf16 training, 3,155 updates where the study's take 3,300); the split
-# models are the study's seed-0 runs, as `make study-trained` leaves them in its worktree.
+# models are the study's seed-0 runs, where their run folders were when they were timed.
 LAYER_SPLIT_SPEED = {
     "3+3 (the reference model)": "../seqlab-experiments/outputs/pipelines/train-6e63f63bd501ad77/checkpoints/last.ckpt",
     "5+1 (enc5_dec1, seed 0)": "../seqlab-study/outputs/arch_study_trained/runs/enc5_dec1-seed0/checkpoints/best.ckpt",
@@ -192,15 +191,15 @@ def layer_split_speed(archive: Path) -> str:
                                    f"{SPEED_STAGE.name}` on a quiet machine._")
 
 
-def stage_questions() -> list[str]:
-    """The trained recipe's questions in their order, the design questions as one stage (`all`)."""
-    return list(dict.fromkeys("all" if q in STUDY else q for q, question in QUESTIONS.items()
-                              if "trained" in question.recipes))
+def question_groups() -> list[list[str]]:
+    """The trained recipe's questions in their order, the design questions as one group: what runs in turn."""
+    later = [q for q, question in QUESTIONS.items() if "trained" in question.recipes and q not in STUDY]
+    return [list(STUDY), *([q] for q in later)]
 
 
 PIPELINE = Pipeline(
     "arch_study_trained", "the architecture study at a trained budget (beam 5 and greedy)",
-    (*(Stage(q, "study", (q, "--recipe", "trained")) for q in stage_questions()), SPEED_STAGE),
+    (*queued_stages(question_groups(), RECIPES["trained"]), SPEED_STAGE),
     (Table("arch_study_trained_design", design, DOC), Table("arch_study_trained_claims", claims, DOC),
      *(Table(f"arch_study_trained_{q}", functools.partial(section, q), DOC) for q in LATER),
      Table("arch_study_trained_layer_split_speed", layer_split_speed, DOC),

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.core import Pipeline, Table, trained_then_decoded
+from pipelines.core import trained_then_decoded
 from pipelines.tables import metric, missing, provenance, records, table
+from seqlab.pipeline.core import Pipeline, Table
 
 BEAMS = (1, 2, 4, 8, 16, 32, 64)
 PENALTIES = ("0.0", "1.0", "gnmt")

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipelines.core import Pipeline, Stage, Table, trained_then_decoded
+from pipelines.core import trained_then_decoded
 from pipelines.tables import commit_of, table
 from seqlab.analysis.bench_result import ENGINES, BenchResult
 from seqlab.hardware import bf16_flags
+from seqlab.pipeline.core import Pipeline, Stage, Table
 
 DOC = "docs/performance.md"
 LABELS = {"greedy": "greedy", "beam": "beam 5", "beam8": "beam 8"}

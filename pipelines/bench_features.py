@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.bench import bench_records, side_heading
-from pipelines.core import Pipeline, Stage, Table
 from pipelines.tables import table
 from seqlab.analysis.bench_features import from_dict
+from seqlab.pipeline.core import Pipeline, Stage, Table
 
 DOC = "docs/performance.md"
 

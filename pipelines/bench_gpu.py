@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pipelines.bench import bench_records, measures, positions_table
 from pipelines.bench_levers import heading, levers_table
-from pipelines.core import Pipeline, Stage, Table
 from pipelines.tables import commit_of, table
 from seqlab.analysis.bench_result import BenchResult
+from seqlab.pipeline.core import Pipeline, Stage, Table
 
 DOC = "docs/performance.md"
 SHAPES = {"default": "the bench's default shape (d = 256, 3+3 layers, batches of 64 x 40 tokens)",

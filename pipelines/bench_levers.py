@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.bench import bench_records, machine_heading
-from pipelines.core import Pipeline, Stage, Table
 from pipelines.tables import commit_of, table
+from seqlab.pipeline.core import Pipeline, Stage, Table
 
 DOC = "docs/performance.md"
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.core import Pipeline, Table, compared, trained_then_decoded
+from pipelines.core import compared, trained_then_decoded
 from pipelines.tables import delta, metric, missing, paired_tests, provenance, records, table
 from seqlab.inference.constraints import words_of
 from seqlab.io import read_lines_gz
+from seqlab.pipeline.core import Pipeline, Table
 
 BASE = "beam5_fairseq"  # the same search and code path, no constraints: fairseq's plain beam search
 SETTINGS = {

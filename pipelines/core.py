@@ -1,83 +1,9 @@
-"""What a pipeline is: stages (seqlab commands with their overrides, in order) and the tables it renders.
-
-A stage is skipped when the archive (results/<pipeline>/<stage>.json) holds its result for the same
-resolved config: the digest of the config seqlab composes for it, with paths dropped and an upstream
-stage replaced by its digest, so one digest means one result on any machine. Training stages must stop at
-a fixed number of updates (trainer.max_steps, no max_time) and pin their precision (`auto` probes the CPU
-at start-up); evaluation stages pin precision and engine. A bench stage's digest also covers the CPU: its
-figures hold for one kind of CPU, and each kind gets its own record.
-
-Stages run in folders named by their digest (outputs/pipelines/<command>-<digest>/), so experiments that
-share a stage (the decoding experiments all decode one reference training) run it once per machine.
-"""
+"""The reported experiments' shared stages: a reference model trained, then decoded; paired tests against a
+baseline decoding. What a pipeline is lives in seqlab.pipeline.core."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-
-from seqlab.analysis.study_runs import EVAL_COMMON
-
-RESULTS = Path("results")
-OUTPUTS = Path("outputs/pipelines")
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One seqlab command of a pipeline."""
-
-    name: str  # unique within the pipeline; names its archive record
-    command: str  # train | evaluate | compare | study | bench
-    overrides: tuple[str, ...] = ()
-    after: str | None = None  # evaluate: the train stage whose checkpoint it decodes
-    compares: tuple[str, ...] = ()  # compare: the evaluation stages it pairs, the baseline first
-
-    def upstream(self) -> tuple[str, ...]:
-        """The stages whose outputs this one reads."""
-        return self.compares if self.command == "compare" else (self.after,) if self.after else ()
-
-
-@dataclass(frozen=True)
-class Table:
-    """A table a pipeline renders from its archive alone, into the docs between its markers."""
-
-    name: str  # the marker: <!-- table:NAME --> ... <!-- /table:NAME -->
-    render: Callable[[Path], str]  # the archive folder -> Markdown
-    doc: str  # the page (relative to the repository root) that holds it
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """An experiment the docs report."""
-
-    name: str
-    summary: str
-    stages: tuple[Stage, ...]
-    tables: tuple[Table, ...] = field(default_factory=tuple)
-    archive_name: str | None = None  # results/<archive_name>; default the pipeline's name
-
-    @property
-    def archive(self) -> Path:
-        return RESULTS / (self.archive_name or self.name)
-
-    def stage(self, name: str) -> Stage:
-        return next(s for s in self.stages if s.name == name)
-
-    def __post_init__(self) -> None:
-        names = [s.name for s in self.stages]
-        if len(set(names)) != len(names):
-            raise ValueError(f"pipeline {self.name}: stage names repeat: {names}")
-        for s in self.stages:
-            for up in s.upstream():
-                if up not in names[: names.index(s.name)]:
-                    raise ValueError(f"pipeline {self.name}: stage {s.name} reads {up}, which is not an earlier "
-                                     "stage")
-            if s.command == "compare" and (len(s.compares) < 2 or any(
-                    self.stage(c).command != "evaluate" for c in s.compares)):
-                raise ValueError(f"pipeline {self.name}: compare stage {s.name} needs two or more evaluation "
-                                 f"stages, the baseline first (has {list(s.compares)})")
-
+from seqlab.pipeline.core import EVAL_COMMON, Stage
 
 REFERENCE_UPDATES = {"mt_bible_small": 3155, "sum_debian_small": 1194}  # what 25 quiet minutes held
 

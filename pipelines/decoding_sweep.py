@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.core import Pipeline, Table, compared, trained_then_decoded
+from pipelines.core import compared, trained_then_decoded
 from pipelines.tables import delta, metric, missing, paired_tests, provenance, records, table
+from seqlab.pipeline.core import Pipeline, Table
 
 PRESETS = ("greedy", "beam2_lp0.6", "beam2_lp1.0", "beam4_lp0.6", "beam4_lp1.0", "beam", "beam8_lp0.6", "beam8_lp1.0",
            "temp0.5", "temp0.7", "sample", "temp1.5", "temp2.0", "top_k10", "top_k", "top_p", "top_p0.95", "min_p",

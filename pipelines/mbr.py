@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.core import Pipeline, Table, compared, trained_then_decoded
+from pipelines.core import compared, trained_then_decoded
 from pipelines.tables import Row, delta, metric, missing, paired_tests, provenance, records, table
+from seqlab.pipeline.core import Pipeline, Table
 
 MT = ("beam", "mbr_chrf", "mbr_bleu", "mbr_chrf64", "mbr_bleu64", "mbr_beam8_chrf")
 SUM = {"sum_beam_norepeat3": ("decoding=beam", "decoding.no_repeat_ngram_size=3"),

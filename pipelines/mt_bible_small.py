@@ -3,8 +3,9 @@ decoded on the test split with greedy search and beam 5."""
 
 from __future__ import annotations
 
-from pipelines.core import Pipeline, Table, trained_then_decoded
+from pipelines.core import trained_then_decoded
 from pipelines.tables import decodings_table
+from seqlab.pipeline.core import Pipeline, Table
 
 PIPELINE = Pipeline(
     "mt_bible_small", "the reference translation model, greedy and beam 5 on the test split",

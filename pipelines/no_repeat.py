@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.core import Pipeline, Table, compared, trained_then_decoded
+from pipelines.core import compared, trained_then_decoded
 from pipelines.tables import delta, metric, missing, paired_tests, provenance, records, table
+from seqlab.pipeline.core import Pipeline, Table
 
 SEARCHES = ("greedy", "beam")
 SIZES = (3, 4)

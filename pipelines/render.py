@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pipelines.core import Pipeline
+from seqlab.pipeline.core import Pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -3,8 +3,9 @@ attention) to its 1,194 updates, decoded with greedy search, beam 5, and beam 5 
 
 from __future__ import annotations
 
-from pipelines.core import Pipeline, Table, trained_then_decoded
+from pipelines.core import trained_then_decoded
 from pipelines.tables import decodings_table
+from seqlab.pipeline.core import Pipeline, Table
 
 PIPELINE = Pipeline(
     "sum_debian_small", "the reference summarization model, with and without no-repeat 3-grams",

@@ -8,18 +8,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pipelines.core
-import pipelines.run
-from pipelines.core import Pipeline, Stage, Table, compared
-from pipelines.run import execute
+import seqlab.pipeline.core
+import seqlab.pipeline.run
+from pipelines.core import compared
 from pipelines.tables import decodings_table, paired_tests, records
+from seqlab.pipeline.core import Pipeline, Stage, Table
+from seqlab.pipeline.run import execute
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_pipeline_trains_decodes_compares_and_archives(tmp_path, monkeypatch):
-    monkeypatch.setattr(pipelines.core, "RESULTS", tmp_path / "results")
-    monkeypatch.setattr(pipelines.run, "OUTPUTS", tmp_path / "outputs")
+    monkeypatch.setattr(seqlab.pipeline.core, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(seqlab.pipeline.run, "OUTPUTS", tmp_path / "outputs")
     where = [f"paths.cache_dir={tmp_path / 'cache'}", f"paths.log_dir={tmp_path / 'logs'}"]
     decode = ("split=test", "limit=12", "decoding.max_length=10", "precision=fp32", "engine=seqlab", "logger=none",
               "n_bootstrap=50", *where)
@@ -31,12 +32,12 @@ def test_a_pipeline_trains_decodes_compares_and_archives(tmp_path, monkeypatch):
         compared("vs_greedy", "greedy", ("beam",))), (Table("smoke", decodings_table(("bleu", "chrf")), "x.md"),))
     calls: list[str] = []
 
-    def seqlab(*args: str) -> bool:
+    def run_seqlab(*args: str) -> bool:
         calls.append(args[0])
         extra = ["--n-ar", "100"] if args[0] == "compare" else []
         return subprocess.run([sys.executable, "-m", "seqlab", *args, *extra], cwd=ROOT, timeout=600).returncode == 0
 
-    assert execute(pipeline, command=seqlab) == [] and calls == ["train", "evaluate", "evaluate", "compare"]
+    assert execute(pipeline, command=run_seqlab) == [] and calls == ["train", "evaluate", "evaluate", "compare"]
     found = records(tmp_path / "results" / "smoke")
     assert set(found) == {"train", "greedy", "beam", "vs_greedy"}
     assert found["train"]["manifest"]["updates"] == 3 and found["greedy"]["result"]["metrics"]["n_examples"] == 12
@@ -47,17 +48,17 @@ def test_a_pipeline_trains_decodes_compares_and_archives(tmp_path, monkeypatch):
     assert table.count("\n| ") == 2 and "| 3 |" in table  # one row per decoding, each of the 3-update model
     json.loads((tmp_path / "results" / "smoke" / "beam.json").read_text())
     calls.clear()
-    assert execute(pipeline, command=seqlab) == [] and calls == []  # nothing changed: nothing reruns
+    assert execute(pipeline, command=run_seqlab) == [] and calls == []  # nothing changed: nothing reruns
 
 
 def test_only_runs_the_named_stage_and_what_it_reads(tmp_path, monkeypatch, capsys):
     """--only greedy: the training it reads and itself; the other decoding and the comparison are left."""
     import pytest
 
-    from pipelines.run import PipelineError
+    from seqlab.pipeline.run import PipelineError
 
-    monkeypatch.setattr(pipelines.core, "RESULTS", tmp_path / "results")
-    monkeypatch.setattr(pipelines.run, "OUTPUTS", tmp_path / "outputs")
+    monkeypatch.setattr(seqlab.pipeline.core, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(seqlab.pipeline.run, "OUTPUTS", tmp_path / "outputs")
     train = ("experiment=smoke", "trainer.max_steps=3", "trainer.max_time=null", "trainer.precision=32")
     decode = ("split=test", "precision=fp32", "engine=seqlab")
     pipeline = Pipeline("smoke", "a smoke experiment", (

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from seqlab.analysis.study import load_records
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "HF_HUB_OFFLINE": "1"}
 
@@ -101,14 +103,13 @@ def test_sweep_arch_trains_the_grid_and_evaluates_each(tmp_path, smoke_ckpt):
     _, cache = smoke_ckpt
     eval_args = " ".join([*paths(tmp_path, cache), "decoding.max_length=8", "logger=csv"])
     train_args = " ".join([*paths(tmp_path, cache), "trainer.max_steps=3", "logger=csv"])
-    run(["-m", "seqlab", "sweep-arch", "--experiment", "smoke", "--budget", "null", "--limit", "4",
-         "--dir", str(tmp_path / "sweep"), "--train-args", train_args, "--eval-args", eval_args], timeout=900)
-    assert len(list((tmp_path / "sweep").glob("*/checkpoints/best.ckpt"))) == 12
-    results = [json.loads(p.read_text()) for p in (tmp_path / "outputs" / "eval_results").glob("**/metrics.json")]
-    assert len(results) == 24 and {r["status"] for r in results} == {"ok"}
-    variants = {(r["checkpoint"]["model"]["norm_position"], r["checkpoint"]["model"]["positions"],
-                 r["checkpoint"]["model"]["tie_embeddings"]) for r in results}
-    assert len(variants) == 12
+    sweep = tmp_path / "sweep"
+    run(["-m", "seqlab", "sweep-arch", "--experiment", "smoke", "--updates", "3", "--precision", "32", "--limit", "4",
+         "--archive", str(sweep), "--train-args", train_args, "--eval-args", eval_args], timeout=900)
+    assert len(list(sweep.glob("stages/train-*/checkpoints/last.ckpt"))) == 12
+    decoded = [r for label in ("greedy", "beam5") for r in load_records(sweep, label).values()]
+    assert len(decoded) == 24 and {r.status for r in decoded} == {"ok"} and (sweep / "report.html").is_file()
+    assert len({(r.model["norm_position"], r.model["positions"], r.model["tie_embeddings"]) for r in decoded}) == 12
 
 
 def test_single_eval_with_csv_logger(tmp_path, smoke_ckpt):

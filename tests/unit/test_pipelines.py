@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 
-import pipelines.core
-import pipelines.run
+import seqlab.pipeline.core
+import seqlab.pipeline.run
 from pipelines import PIPELINES
-from pipelines.core import Pipeline, Stage, Table, compared
+from pipelines.core import compared
 from pipelines.render import render
-from pipelines.run import PipelineError, execute, plan
 from pipelines.tables import decodings_table
-from seqlab.analysis.study import TRAINING
 from seqlab.io import read_lines_gz
+from seqlab.pipeline.core import Pipeline, Stage, Table
+from seqlab.pipeline.run import PipelineError, execute, plan
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ("experiment=smoke", "trainer.max_steps=2", "trainer.max_time=null", "trainer.precision=32")
@@ -94,8 +94,8 @@ def toy(beam: tuple[str, ...] = (), name: str = "toy", compare: bool = False) ->
 
 @pytest.fixture
 def places(tmp_path, monkeypatch):
-    monkeypatch.setattr(pipelines.core, "RESULTS", tmp_path / "results")
-    monkeypatch.setattr(pipelines.run, "OUTPUTS", tmp_path / "outputs")
+    monkeypatch.setattr(seqlab.pipeline.core, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(seqlab.pipeline.run, "OUTPUTS", tmp_path / "outputs")
     return tmp_path
 
 
@@ -240,26 +240,19 @@ def test_every_archived_record_names_a_commit_and_the_archives_stay_small():
         size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         most = ARCHIVE_MIB.get(folder.name, 5)
         assert size <= most * 2**20, f"{folder}: {size / 2**20:.1f} MiB; this archive holds at most {most} MiB"
-        folder_manifest = folder / "MANIFEST.json"
-        for path in sorted(folder.glob("*.json")):
+        for path in sorted(folder.glob("*.json")):  # every record in the one format: a stage's
             record = json.loads(path.read_text())
-            if path.name == "MANIFEST.json" or not isinstance(record, dict) or "metrics" not in record and \
-                    "result" not in record:
-                continue  # summaries and tables derived from the records
-            if "stage" in record:  # a pipeline's: <stage>.json, or <stage>-<machine>.json for a bench
-                assert path.stem == record["stage"] or path.stem.startswith(record["stage"] + "-"), path
-            stages = ("training",) if record.get("label") == TRAINING else ("training", "evaluation")  # undecoded
-            commits = ([record["manifest"].get("commit")] if "manifest" in record else
-                       [(record.get(k) or {}).get("commit") for k in stages]
-                       if record.get("training") else [json.loads(folder_manifest.read_text())["commit"]])
-            assert commits and all(re.fullmatch(r"[0-9a-f]{40}", c or "") for c in commits), path
+            assert isinstance(record, dict) and {"stage", "status", "digest", "result", "manifest"} <= set(record), path
+            # <stage>.json, or <stage>-<machine>.json for a bench
+            assert path.stem == record["stage"] or path.stem.startswith(record["stage"] + "-"), path
+            assert re.fullmatch(r"[0-9a-f]{40}", record["manifest"].get("commit") or ""), path
     total = sum(f.stat().st_size for f in results.rglob("*") if f.is_file())
     assert total <= 30 * 2**20
 
 
 def test_a_reader_recomputes_every_archived_bleu_from_the_archive_alone():
-    """Every archived decoding that keeps its outputs (the studies' `<run>.<label>.hyps.txt.gz`, a pipeline
-    record's `outputs`) gives its recorded BLEU back through sacreBLEU over the archived files."""
+    """Every archived decoding that keeps its outputs (its record's `outputs`: the studies' and the
+    pipelines') gives its recorded BLEU back through sacreBLEU over the archived files."""
     from sacrebleu.metrics import BLEU
 
     checked = 0
@@ -268,14 +261,10 @@ def test_a_reader_recomputes_every_archived_bleu_from_the_archive_alone():
         if not isinstance(record, dict):
             continue
         archive = record_path.parent
-        if "outputs" in record.get("result", {}):  # a pipeline's decoding
-            files, metrics = record["result"]["outputs"], record["result"]["metrics"]
-            hyps, refs = archive / files["hypotheses"], [archive / r for r in files["references"]]
-        elif (archive / f"{record_path.stem}.hyps.txt.gz").is_file() and "bleu" in record.get("metrics", {}):
-            hyps, refs, metrics = archive / f"{record_path.stem}.hyps.txt.gz", [archive / "test.references.txt.gz"], \
-                record["metrics"]
-        else:
+        if "outputs" not in record.get("result", {}):  # not a decoding
             continue
+        files, metrics = record["result"]["outputs"], record["result"]["metrics"]
+        hyps, refs = archive / files["hypotheses"], [archive / r for r in files["references"]]
         score = BLEU().corpus_score(read_lines_gz(hyps), [read_lines_gz(r) for r in refs]).score
         assert score == pytest.approx(metrics["bleu"], abs=1e-9), record_path
         checked += 1
@@ -296,7 +285,7 @@ def test_each_record_is_committed_as_it_lands(places, monkeypatch):
     tracked = subprocess.run(["git", "-C", str(places), "ls-files"], capture_output=True, text=True).stdout.split()
     assert tracked == ["results/toy/beam.hyps.txt.gz", "results/toy/beam.json", "results/toy/greedy.hyps.txt.gz",
                        "results/toy/greedy.json", "results/toy/test.references.txt.gz", "results/toy/train.json"]
-    from seqlab.analysis.commands import commit_archive
+    from seqlab.pipeline.commands import commit_archive
 
     monkeypatch.chdir(places)  # `--results` left at its default: the archive named relative to the checkout
     (places / "results" / "toy" / "bench-cpu.json").write_text("{}")
@@ -317,7 +306,7 @@ def test_a_stage_named_for_rerun_runs_again_and_an_unknown_name_is_refused(place
 def test_a_digest_names_no_place_on_this_machine():
     """Paths (the checkout, its caches and outputs) stay out of what a digest covers, at any depth, so a
     worktree's run and the checkout's agree on what is archived."""
-    from pipelines.run import resolved_config
+    from seqlab.pipeline.run import resolved_config
 
     for name in ("mt_bible_small", "bench"):
         for stage in PIPELINES[name].stages:

@@ -5,19 +5,25 @@ from __future__ import annotations
 import json
 import random
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 from sacrebleu.metrics import BLEU
 
+import seqlab.pipeline.run
 from seqlab.analysis.study import GRID, RECIPES, VARIANTS, Archived, Record, curve_budget, load_records
 from seqlab.analysis.study_questions import QUESTIONS, STUDY
-from seqlab.analysis.study_runs import execute, grid_runs, study_runs, training_wall
+from seqlab.analysis.study_stages import grid_pipeline, study_stages
 from seqlab.analysis.study_tables import common_steps, depth_fails, draw_curves, machines_table
 from seqlab.metrics import by_source_length, sacrebleu_scores
 from seqlab.model import ModelConfig
 from seqlab.model.params import analytic_counts
+from seqlab.pipeline.core import Pipeline
+from seqlab.pipeline.run import execute, plan
+from seqlab.pipeline.training import training_wall
 from seqlab.tracking.report import render
 from seqlab.tracking.results import load_results
 
@@ -82,35 +88,63 @@ def make_study(root: Path, variants: dict[str, dict], seeds: int = 3) -> list[st
 
 
 class FakeSeqlab:
-    """`seqlab train` / `seqlab evaluate` as the runner calls them, without training: each leaves the files the
-    real command leaves; `stop_at` raises KeyboardInterrupt at that run's training (a session's end)."""
+    """`seqlab train` / `seqlab evaluate` as the pipeline runner calls them, without training: each leaves the
+    files the real command leaves (a checkpoint that describes its model and run); `stop_at` raises
+    KeyboardInterrupt at that run's training (a session's end)."""
 
-    def __init__(self, stop_at: str | None = None) -> None:
+    def __init__(self, stop_at: str | None = None, diverge: dict[str, int] | None = None) -> None:
         self.calls: list[tuple[str, ...]] = []
-        self.stop_at, self.refs = stop_at, make_refs()
+        self.stop_at, self.refs, self.diverge = stop_at, make_refs(), diverge or {}
 
     def __call__(self, command: str, *args: str) -> bool:
         self.calls.append((command, *args))
         values = dict(a.split("=", 1) for a in args if "=" in a)
         if command == "train":
-            run_dir = Path(values["hydra.run.dir"])
-            if run_dir.name == self.stop_at:
+            run_dir, variant, seed = Path(values["hydra.run.dir"]), values["run_name"].removeprefix("arch_"), \
+                int(values["seed"])
+            if f"{variant}-seed{seed}" == self.stop_at:
                 raise KeyboardInterrupt
-            write_training(run_dir, run_dir.name.rsplit("-seed", 1)[0], int(values["seed"]))
+            write_training(run_dir, variant, seed)
+            if f"{variant}-seed{seed}" in self.diverge:  # as seqlab train stops at a non-finite loss
+                with (run_dir / "train.log").open("a") as log:
+                    log.write(f"non-finite loss at step {self.diverge[f'{variant}-seed{seed}']}\n")
+                return False
             (run_dir / "checkpoints").mkdir(exist_ok=True)
-            (run_dir / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+            model = ModelConfig(src_vocab_size=100, d_model=16, n_heads=2, d_ff=32, encoder_layers=1,
+                                decoder_layers=1, **model_delta(variant)).to_dict()
+            torch.save({"seqlab": {"model_config": model, "step": 30, "git_revision": "0123abc",
+                                   "run_config": {"run_name": values["run_name"], "seed": seed}},
+                        "state_dict": {}, "global_step": 30}, run_dir / "checkpoints" / "last.ckpt")
             return True
         assert values["ckpt"].endswith("checkpoints/last.ckpt")  # decoded after exactly the recipe's updates
-        run_dir = Path(values["ckpt"]).parent.parent
-        variant, seed = run_dir.name.rsplit("-seed", 1)
-        delta = {"tie_embeddings": "none"} if variant == "tie_none" else {}
-        write_evaluation(Path(values["results_dir"]), run_dir, variant, int(seed), self.refs, delta,
-                         label=values["decoding"])
+        run = torch.load(values["ckpt"], weights_only=True)["seqlab"]["run_config"]
+        variant = run["run_name"].removeprefix("arch_")
+        write_evaluation(Path(values["results_dir"]), Path(values["ckpt"]).parent.parent, variant, run["seed"],
+                         self.refs, model_delta(variant), label=values["decoding"])
         return True
 
     def trained(self) -> list[str]:
-        return [Path(dict(a.split("=", 1) for a in c[1:] if "=" in a)["hydra.run.dir"]).name
-                for c in self.calls if c[0] == "train"]
+        return [f"{dict(a.split('=', 1) for a in c[1:] if '=' in a)['run_name'].removeprefix('arch_')}-seed"
+                f"{dict(a.split('=', 1) for a in c[1:] if '=' in a)['seed']}" for c in self.calls if c[0] == "train"]
+
+
+def model_delta(variant: str) -> dict:
+    return {"tie_embeddings": "none"} if variant == "tie_none" else {}
+
+
+def run_study(archive: Path, questions: list[str], seeds: int, recipe: str, fake: FakeSeqlab,
+              runs: Callable[[str], bool] = lambda run: True) -> list[str]:
+    """The questions' stages at `recipe` (those of the runs `runs` keeps), run by the pipeline runner with
+    `fake` for seqlab, archived in `archive`; what failed."""
+    stages = tuple(s for s in study_stages(questions, RECIPES[recipe], seeds) if runs(s.name.split(".")[0]))
+    return execute(Pipeline(archive.name, "a test", stages, folder=archive), fake)
+
+
+@pytest.fixture(autouse=True)
+def stage_folders(tmp_path: Path, monkeypatch) -> Path:
+    """The runner's stage folders (outputs/pipelines/ in a checkout) in the test's own folder."""
+    monkeypatch.setattr(seqlab.pipeline.run, "OUTPUTS", tmp_path / "outputs")
+    return tmp_path / "outputs"
 
 
 def table(archive: Path, question: str, label: str) -> tuple[str, dict]:
@@ -118,11 +152,9 @@ def table(archive: Path, question: str, label: str) -> tuple[str, dict]:
     return QUESTIONS[question].numbers(Archived.load(archive, label))
 
 
-def test_study_tables_from_the_runs_and_from_the_archive_alone(tmp_path: Path) -> None:
+def test_study_tables_from_the_runs_and_from_the_archive_alone(tmp_path: Path, stage_folders: Path) -> None:
     archive, fake = tmp_path / "archive", FakeSeqlab()
-    runs = study_runs(["tying"], 3, RECIPES["short"], tmp_path / "study")
-    runs = [r for r in runs if r.variant in ("baseline", "tie_none")]
-    assert execute(runs, archive, command=fake) == []
+    assert run_study(archive, ["tying"], 3, "short", fake, lambda run: not run.startswith("tie_decoder")) == []
     text, summary = table(archive, "tying", "greedy")
     base, none = summary["variants"]["baseline"], summary["variants"]["tie_none"]
     (png,) = draw_curves(archive, {"tying": QUESTIONS["tying"]}, "greedy", load_records(archive, "training"))
@@ -136,58 +168,71 @@ def test_study_tables_from_the_runs_and_from_the_archive_alone(tmp_path: Path) -
     assert base["params"] == analytic_counts(tied).total
     (cmp,) = summary["comparisons"]
     assert cmp["delta_params"] == analytic_counts(untied).total - analytic_counts(tied).total == 2 * 100 * 16
-    results = tmp_path / "study" / "results" / "greedy"
-    refs = [json.loads(line)["reference"] for line in
-            (results / "baseline-seed0/greedy-abc/hypotheses.jsonl").read_text().splitlines()]
-    bleu = {v: [BLEU().corpus_score(
-        [json.loads(line)["hypothesis"] for line in
-         (results / f"{v}-seed{s}/greedy-abc/hypotheses.jsonl").read_text().splitlines()], [refs]).score
-        for s in range(3)] for v in ("baseline", "tie_none")}
+    decoded = {}  # each evaluation's rows as `seqlab evaluate` left them in its stage folder
+    for path in stage_folders.glob("evaluate-*/**/metrics.json"):
+        ckpt = json.loads(path.read_text())["checkpoint"]
+        decoded[(ckpt["variant"], ckpt["seed"])] = [json.loads(line) for line in
+                                                    (path.parent / "hypotheses.jsonl").read_text().splitlines()]
+    refs = [r["reference"] for r in decoded[("baseline", 0)]]
+    bleu = {v: [BLEU().corpus_score([r["hypothesis"] for r in decoded[(v, s)]], [refs]).score for s in range(3)]
+            for v in ("baseline", "tie_none")}
     assert cmp["bleu"]["delta"] == pytest.approx(sum(bleu["tie_none"]) / 3 - sum(bleu["baseline"]) / 3)
     assert cmp["bleu"]["exceeds_spread"] and cmp["val_loss"]["delta"] == pytest.approx(0.5)
     assert set(cmp["p_test_bleu"]) == {f"tie_none-seed{s}" for s in range(3)}
     alone = tmp_path / "copied"  # the records alone, on a machine without the runs' folders
     shutil.copytree(archive, alone, ignore=shutil.ignore_patterns("*.png"))
-    shutil.rmtree(tmp_path / "study")
+    shutil.rmtree(stage_folders)
     assert table(alone, "tying", "greedy")[0] == text  # the archive alone regenerates the tables
 
 
 def test_each_record_names_its_provenance(tmp_path: Path) -> None:
     archive, fake = tmp_path / "archive", FakeSeqlab()
-    runs = [r for r in study_runs(["positions"], 1, RECIPES["trained"], tmp_path / "study") if r.variant == "baseline"]
-    assert execute(runs, archive, command=fake) == []
+    assert run_study(archive, ["positions"], 1, "trained", fake, lambda run: run == "baseline-seed0") == []
     beam, greedy = (json.loads((archive / f"baseline-seed0.{label}.json").read_text()) for label in ("beam5", "greedy"))
-    assert beam["label"] == "beam5" and greedy["label"] == "greedy"  # one record per decoding, neither overwritten
-    assert beam["metrics"] != greedy["metrics"]
-    train, decode = beam["training"], beam["evaluation"]
-    assert train["commit"] == "0123abc" and train["precision"] == "bf16-mixed" and train["wall_s"] == 30.0
-    assert train["updates"] == 30 and train["command"].startswith("seqlab train experiment=arch_study_trained")
+    assert beam["stage"] == "baseline-seed0.beam5" and greedy["stage"] == "baseline-seed0.greedy"  # one per decoding
+    assert beam["result"]["metrics"] != greedy["result"]["metrics"] and beam["digest"] != greedy["digest"]
+    assert beam["result"]["outputs"]["hypotheses"] == "baseline-seed0.beam5.hyps.txt.gz"
+    training = json.loads((archive / "baseline-seed0.json").read_text())  # the training: its own record, once
+    train, decode = training["manifest"], beam["manifest"]
+    assert train["precision"] == "bf16-mixed" and train["wall_s"] == 30.0 and train["updates"] == 30
+    assert train["command"].startswith("seqlab train experiment=arch_study_trained seed=0 run_name=arch_baseline")
+    assert training["result"]["params"] == analytic_counts(ModelConfig.from_dict(training["result"]["model"])).total
     assert decode["precision"] == "fp32" and decode["engine"] == "seqlab" and "decoding=beam" in decode["command"]
     assert decode["cpu"] and decode["torch"] and decode["date"].endswith("Z")
+    record = load_records(archive, "beam5")[("baseline", 0)]  # what the tables read: the two joined
+    assert record.training == train and record.evaluation == decode and record.steps == 30
+    assert len(record.hypotheses) == 30 and len(record.val_curve) == 3
 
 
-def test_a_stopped_study_resumes_from_the_archive_without_retraining(tmp_path: Path) -> None:
+def test_a_stopped_study_resumes_from_the_archive_without_retraining(tmp_path: Path, stage_folders: Path) -> None:
     archive = tmp_path / "archive"
-    runs = [r for r in study_runs(["tying"], 2, RECIPES["short"], tmp_path / "study") if r.variant != "tie_decoder"]
+
+    def runs(run: str) -> bool:
+        return not run.startswith("tie_decoder")
+
     first = FakeSeqlab(stop_at="tie_none-seed0")
     with pytest.raises(KeyboardInterrupt):
-        execute(runs, archive, command=first)
+        run_study(archive, ["tying"], 2, "short", first, runs)
     assert first.trained() == ["baseline-seed0", "tie_none-seed0"]
-    assert sorted(p.name for p in archive.glob("*.json")) == ["baseline-seed0.greedy.json"]
-    shutil.rmtree(tmp_path / "study")  # a fresh machine: outputs/ is gone, the committed archive is all there is
+    assert sorted(p.name for p in archive.glob("*.json")) == ["baseline-seed0.greedy.json", "baseline-seed0.json"]
+    shutil.rmtree(stage_folders)  # a fresh machine: outputs/ is gone, the committed archive is all there is
     second = FakeSeqlab()
-    assert execute(runs, archive, command=second) == []
+    assert run_study(archive, ["tying"], 2, "short", second, runs) == []
     assert second.trained() == ["tie_none-seed0", "baseline-seed1", "tie_none-seed1"]
-    assert execute(runs, archive, command=(third := FakeSeqlab())) == [] and third.calls == []
+    assert run_study(archive, ["tying"], 2, "short", (third := FakeSeqlab()), runs) == [] and third.calls == []
 
 
 def test_a_run_cut_off_mid_way_resumes_from_its_last_checkpoint(tmp_path: Path) -> None:
-    (run,) = [r for r in study_runs(["positions"], 1, RECIPES["short"], tmp_path / "study") if r.variant == "baseline"]
-    (run.folder / "checkpoints").mkdir(parents=True)
-    (run.folder / "checkpoints" / "last.ckpt").write_bytes(b"half-way")
+    stages = tuple(s for s in study_stages(["positions"], RECIPES["short"], 1) if s.name.startswith("baseline"))
+    pipeline = Pipeline("archive", "a test", stages, folder=tmp_path / "archive")
+    (training, _) = plan(pipeline)
+    (training.folder / "checkpoints").mkdir(parents=True)
+    (training.folder / "checkpoints" / "last.ckpt").write_bytes(b"half-way")
     fake = FakeSeqlab()
-    assert execute([run], tmp_path / "archive", command=fake) == []
-    assert f"train.resume={run.folder / 'checkpoints' / 'last.ckpt'}" in fake.calls[0]
+    assert execute(pipeline, fake) == []
+    assert f"train.resume={training.folder / 'checkpoints' / 'last.ckpt'}" in fake.calls[0]
+    assert execute(pipeline, fake, rerun=frozenset({"baseline-seed0"})) == []  # rerun by name: starts over
+    assert not any(a.startswith("train.resume=") for a in fake.calls[-2])
 
 
 def test_training_wall_time_sums_the_sittings_of_a_resumed_run() -> None:
@@ -273,27 +318,31 @@ def test_report_marks_settings_that_differ_significantly_from_the_baseline(tmp_p
     assert bleu.count("[") == 1 and bleu.count(",") == 1  # "0.90 [lo, hi]"
 
 
-def test_runs_come_from_the_one_variant_table(tmp_path):
-    runs = study_runs(["tying", "positions"], 2, RECIPES["short"], tmp_path)
-    assert [r.name for r in runs] == [f"{v}-seed{s}" for s in (0, 1)
-                                      for v in ("baseline", "tie_decoder", "tie_none", "learned_positions")]
-    tie_none = runs[2]
-    assert tie_none.train[-1:] == VARIANTS["tie_none"] and "seed=0" in tie_none.train
-    assert f"hydra.run.dir={tmp_path / 'runs' / 'tie_none-seed0'}" in tie_none.train
-    (greedy,) = tie_none.evaluations
-    assert greedy.overrides[0] == "decoding=greedy" and greedy.results_dir == tmp_path / "results" / "greedy"
-    assert {"engine=seqlab", "precision=fp32", "split=test"} <= set(greedy.overrides)
-    trained = study_runs(["depth"], 1, RECIPES["trained"], tmp_path)
-    assert len(trained) == 8 and all(not r.evaluations and r.labels() == ["training"] for r in trained)
-    assert all("experiment=arch_study_trained" in r.train and "model.encoder_layers=6" in r.train for r in trained)
+def test_runs_come_from_the_one_variant_table():
+    stages = study_stages(["tying", "positions"], RECIPES["short"], 2)
+    assert [s.name for s in stages if s.command == "train"] == [
+        f"{v}-seed{s}" for s in (0, 1) for v in ("baseline", "tie_decoder", "tie_none", "learned_positions")]
+    tie_none = next(s for s in stages if s.name == "tie_none-seed0")
+    assert tie_none.overrides[-1:] == VARIANTS["tie_none"] and "seed=0" in tie_none.overrides
+    (greedy,) = [s for s in stages if s.after == "tie_none-seed0"]
+    assert greedy.name == "tie_none-seed0.greedy" and greedy.overrides[0] == "decoding=greedy"
+    assert greedy.checkpoint == "last" and {"engine=seqlab", "precision=fp32", "split=test"} <= set(greedy.overrides)
+    trained = study_stages(["depth"], RECIPES["trained"], 1)  # judged on training alone: not decoded
+    assert len(trained) == 8 and all(s.command == "train" and s.diverges for s in trained)
+    assert all("experiment=arch_study_trained" in s.overrides and "model.encoder_layers=6" in s.overrides
+               for s in trained)
 
 
 def test_the_grid_is_every_combination_each_decoded_twice(tmp_path):
-    runs = grid_runs(1, tmp_path, "smoke", "null", 4, "g")
-    assert len(runs) == 12 and len({r.name for r in runs}) == 12
-    assert all(len(r.evaluations) == 2 and r.evaluations[1].overrides[0] == "decoding=beam" for r in runs)
-    assert {o for r in runs for o in r.train if o.startswith("model.tie_embeddings=")} == {
+    pipeline = grid_pipeline(tmp_path, 1, "smoke", 40, "32", 4, "g")
+    trains = [s for s in pipeline.stages if s.command == "train"]
+    assert len(trains) == 12 and len(pipeline.stages) == 36 and pipeline.archive == tmp_path
+    assert all([e.overrides[0] for e in pipeline.stages if e.after == t.name] == ["decoding=greedy", "decoding=beam"]
+               for t in trains)
+    assert {o for t in trains for o in t.overrides if o.startswith("model.tie_embeddings=")} == {
         f"model.tie_embeddings={v}" for v in GRID["model.tie_embeddings"]}
+    assert all({"trainer.max_steps=40", "trainer.precision=32"} <= set(t.overrides) for t in trains)
+    assert len({p.digest for p in plan(pipeline)}) == 36  # fixed updates, pinned precision: one digest each
 
 
 def test_length_table_gives_each_buckets_bleu_over_seeds_and_skips_records_without_buckets() -> None:
@@ -325,9 +374,8 @@ def test_the_archive_keeps_the_source_lengths_and_tests_each_bucket_on_its_own_s
     from seqlab.metrics.significance import sacrebleu_seed
 
     archive, fake = tmp_path / "archive", FakeSeqlab()
-    runs = [r for r in study_runs(["relative_positions"], 3, RECIPES["trained"], tmp_path / "study")
-            if r.variant in ("baseline", "rope_positions")]
-    assert execute(runs, archive, command=fake) == []
+    assert run_study(archive, ["relative_positions"], 3, "trained", fake,
+                     lambda run: run.split("-seed")[0] in ("baseline", "rope_positions")) == []
     assert load_source_tokens(archive) == SOURCE_LENGTHS
     text, numbers = table(archive, "relative_positions", "beam5")
     draw_curves(archive, {"relative_positions": QUESTIONS["relative_positions"]}, "beam5",
@@ -351,30 +399,25 @@ def test_the_archive_keeps_the_source_lengths_and_tests_each_bucket_on_its_own_s
 
 
 def test_source_lengths_that_are_not_the_evaluations_fail_naming_the_record(tmp_path: Path) -> None:
-    from seqlab.analysis.study import SOURCE_TOKENS, write_record
     from seqlab.analysis.study_lengths import check_lengths
 
     archive, fake = tmp_path / "archive", FakeSeqlab()
-    runs = [r for r in study_runs(["tying"], 1, RECIPES["short"], tmp_path / "study") if r.variant == "baseline"]
-    assert execute(runs, archive, command=fake) == []
+    assert run_study(archive, ["tying"], 1, "short", fake, lambda run: run == "baseline-seed0") == []
     record = load_records(archive, "greedy")[("baseline", 0)]
     check_lengths([record], make_refs(), SOURCE_LENGTHS, "lengths.txt")  # the evaluation's own: no error
     with pytest.raises(ValueError, match=r"lengths.txt: baseline-seed0.greedy's \w+_src_\w+ is"):
         check_lengths([record], make_refs(), [n + 10 for n in SOURCE_LENGTHS], "lengths.txt")
     with pytest.raises(ValueError, match="29 source lengths for 30 test references"):
         check_lengths([record], make_refs(), SOURCE_LENGTHS[:-1], "lengths.txt")
-    with pytest.raises(ValueError, match=f"another test set than .*{SOURCE_TOKENS}"):
-        write_record(archive, record, make_refs(), [1] * 30)
 
 
-def test_the_study_dashboard_is_the_reports_page_from_the_archive_alone(tmp_path: Path) -> None:
+def test_the_study_dashboard_is_the_reports_page_from_the_archive_alone(tmp_path: Path, stage_folders: Path) -> None:
     from seqlab.analysis.study_report import record_view, write_study_report
     from seqlab.tracking.dashboard import page_data
 
     archive, fake = tmp_path / "archive", FakeSeqlab()
-    runs = [r for r in study_runs(["tying"], 2, RECIPES["short"], tmp_path / "study") if r.variant != "tie_decoder"]
-    assert execute(runs, archive, command=fake) == []
-    shutil.rmtree(tmp_path / "study")  # the run folders are gone: the archive is enough
+    assert run_study(archive, ["tying"], 2, "short", fake, lambda run: not run.startswith("tie_decoder")) == []
+    shutil.rmtree(stage_folders)  # the run folders are gone: the archive is enough
     page = write_study_report(archive, ["greedy"], tmp_path / "report.html", "the study")
     data = json.loads(page.with_suffix(".json").read_text())
     assert sorted(r["name"] for r in data["runs"]) == [f"{v}-seed{s}/greedy" for v in ("baseline", "tie_none")
@@ -392,12 +435,13 @@ def test_the_study_dashboard_is_the_reports_page_from_the_archive_alone(tmp_path
     assert 'id="report-data"' in page.read_text() and write_study_report(tmp_path, ["greedy"], page, "x") is None
 
 
-def test_the_curve_is_one_run_whatever_the_seeds(tmp_path):
-    runs = study_runs(["curve"], 3, RECIPES["trained"], tmp_path)
-    assert [r.name for r in runs] == ["curve-seed0"] and "trainer.max_steps=6300" in runs[0].train
-    both = study_runs(["curve", "positions"], 2, RECIPES["trained"], tmp_path)
-    assert [r.name for r in both] == ["curve-seed0", "baseline-seed0", "learned_positions-seed0", "baseline-seed1",
-                                      "learned_positions-seed1"]
+def test_the_curve_is_one_run_whatever_the_seeds():
+    (curve, *_) = stages = study_stages(["curve"], RECIPES["trained"], 3)
+    assert [s.name for s in stages] == ["curve-seed0", "curve-seed0.beam5", "curve-seed0.greedy"]
+    assert "trainer.max_steps=6300" in curve.overrides
+    both = study_stages(["curve", "positions"], RECIPES["trained"], 2)
+    assert [s.name for s in both if s.command == "train"] == [
+        "curve-seed0", "baseline-seed0", "learned_positions-seed0", "baseline-seed1", "learned_positions-seed1"]
 
 
 def test_seeds_curves_meet_on_the_steps_they_share():
@@ -428,16 +472,16 @@ def test_the_trained_studys_page_shows_a_question_once_all_its_runs_are_archived
 
     results, fake = tmp_path / "results", FakeSeqlab()
     trained, short = results / "arch_study_trained", results / "arch_study"
-    runs = study_runs(list(STUDY), 3, RECIPES["trained"], tmp_path / "trained")
-    assert runs[-1].name == "learned_positions-seed2"  # the positions question's last run
-    assert execute(runs[:-1], trained, command=fake) == []
+    last = [s.name for s in study_stages(list(STUDY), RECIPES["trained"]) if s.command == "train"][-1]
+    assert last == "learned_positions-seed2"  # the positions question's last run
+    assert run_study(trained, list(STUDY), 3, "trained", fake, lambda run: run != last) == []
     page = design(trained)
     assert "**Tied embeddings: none / decoder / all**" in page and "| tie_none − baseline |" in page
     assert "_Sinusoidal vs learned positions: pending; its table joins this page once all 6 of its runs" in page
     assert "machines" not in page and claims(trained).startswith("_The verdicts join this page once")
     assert "| baseline, seed 0 | 30 | beam5 |" in headline(trained)  # the README: the first run until then
-    assert execute(runs, trained, command=fake) == []
-    assert execute(study_runs(list(STUDY), 3, RECIPES["short"], tmp_path / "short"), short, command=fake) == []
+    assert run_study(trained, list(STUDY), 3, "trained", fake) == []
+    assert run_study(short, list(STUDY), 3, "short", fake) == []
     page = design(trained)
     assert "pending" not in page and "(../../results/arch_study_trained/val_loss.beam5.png)" in page
     for q in STUDY:  # each question's table, by its own function
@@ -458,10 +502,9 @@ def test_seqlab_study_prints_the_tables_the_docs_render_and_draws_the_curves(tmp
     from seqlab.app.study import main
 
     archive, fake = tmp_path / "archive", FakeSeqlab()
-    runs = [r for r in study_runs(["tying"], 3, RECIPES["trained"], tmp_path / "study") if r.variant != "tie_decoder"]
-    assert execute(runs, archive, command=fake) == []
+    assert run_study(archive, ["tying"], 3, "trained", fake, lambda run: not run.startswith("tie_decoder")) == []
     before = {p.name for p in archive.iterdir()}
-    args = ["--recipe", "trained", "--from-archive", "--archive", str(archive), "--dir", str(tmp_path / "study")]
+    args = ["--recipe", "trained", "--from-archive", "--archive", str(archive)]
     assert main(["tying", *args]) == 0
     out = capsys.readouterr().out
     assert table(archive, "tying", "beam5")[0] in out and "| Tying all embeddings costs no quality |" in out
@@ -469,36 +512,43 @@ def test_seqlab_study_prints_the_tables_the_docs_render_and_draws_the_curves(tmp
     assert main(["depth", *args]) == 0 and capsys.readouterr().out.strip() == ""  # no depth run archived
 
 
-def test_the_depth_question_renders_its_table_curves_and_claim(tmp_path: Path) -> None:
-    import torch
+def test_seqlab_study_runs_the_questions_through_the_pipeline_runner(tmp_path: Path, capsys, monkeypatch) -> None:
+    """`seqlab study QUESTION` runs what the archive lacks as the pipelines do, then prints the tables."""
+    from seqlab.app.study import main
 
+    monkeypatch.chdir(tmp_path)  # its dashboard goes to outputs/<archive>/
+    archive, fake = tmp_path / "archive", FakeSeqlab()
+    args = ["tying", "--seeds", "1", "--archive", str(archive)]
+    assert main([*args, "--dry-run"], command=fake) == 0 and fake.calls == [] and not archive.exists()
+    assert main(args, command=fake) == 0
+    assert fake.trained() == ["baseline-seed0", "tie_decoder-seed0", "tie_none-seed0"]
+    assert table(archive, "tying", "greedy")[0] in capsys.readouterr().out
+    assert (tmp_path / "outputs" / "archive" / "report.html").is_file()
+    assert main(args, command=(again := FakeSeqlab())) == 0 and again.calls == []  # all archived
+
+
+def test_the_depth_question_renders_its_table_curves_and_claim(tmp_path: Path) -> None:
     from pipelines.arch_study_trained import section
     from seqlab.analysis.study_questions import claims_table
 
-    class Trainer(FakeSeqlab):
-        """Its trainings leave a checkpoint that describes the model: an undecoded run's record reads it."""
-
-        def __call__(self, command: str, *args: str) -> bool:
-            done = super().__call__(command, *args)
-            folder = Path(dict(a.split("=", 1) for a in args if "=" in a)["hydra.run.dir"])
-            model = ModelConfig(src_vocab_size=100, d_model=16, n_heads=2, d_ff=32).to_dict()
-            torch.save({"seqlab": {"model_config": model, "step": 30, "git_revision": "0123abc"}, "state_dict": {}},
-                       folder / "checkpoints" / "last.ckpt")
-            return done
-
-    archive, fake = tmp_path / "arch_study_trained", Trainer()
-    runs = study_runs(["depth"], 3, RECIPES["trained"], tmp_path / "study")
-    assert len(runs) == 24 and execute(runs[:-1], archive, command=fake) == []
+    archive = tmp_path / "arch_study_trained"
+    fake = FakeSeqlab(diverge={"deep_post_nowarmup_lr2e-3-seed1": 12})
+    last = [s.name for s in study_stages(["depth"], RECIPES["trained"])][-1]
+    assert run_study(archive, ["depth"], 3, "trained", fake, lambda run: run != last) == []
     assert section("depth", archive).startswith("_6+6 layers") and fake.calls[-1][0] == "train"  # training alone
-    assert execute(runs, archive, command=fake) == []
+    assert run_study(archive, ["depth"], 3, "trained", fake) == []  # a diverged training is a result, archived
+    diverged = json.loads((archive / "deep_post_nowarmup_lr2e-3-seed1.json").read_text())
+    assert diverged["status"] == "diverged" and diverged["result"]["steps"] == 12
     text, numbers = table(archive, "depth", "beam5")
     draw_curves(archive, {"depth": QUESTIONS["depth"]}, "beam5", load_records(archive, "training"))
     assert (archive / "val_loss.depth.png").stat().st_size > 1000
     page = section("depth", archive)
     assert page.startswith(text) and page.endswith("a panel per learning rate](../../results/arch_study_trained/"
                                                    "val_loss.depth.png)")
-    assert "| deep_post_nowarmup_lr2e-3 vs deep_pre_nowarmup_lr2e-3 | no |" in page  # the fake runs are level
-    assert claims_table({"depth": numbers}).endswith("| disagrees |")  # post-LN never fails without warm-up here
+    assert "| deep_post_nowarmup_lr2e-3 | 3 | 3.010 (3.000, diverged, 3.020) |" in page  # kept, marked
+    assert "| deep_post_nowarmup_lr2e-3 vs deep_pre_nowarmup_lr2e-3 | yes | diverged (seeds [1]) |" in page
+    assert "| deep_post_nowarmup_lr1e-3 vs deep_pre_nowarmup_lr1e-3 | no |" in page  # the fake runs are level
+    assert claims_table({"depth": numbers}).endswith("| agrees |")  # post-LN fails without warm-up at 2e-3
 
 
 def test_a_question_declared_as_data_runs_renders_and_joins_the_trained_page(tmp_path: Path, monkeypatch) -> None:
@@ -512,11 +562,12 @@ def test_a_question_declared_as_data_runs_renders_and_joins_the_trained_page(tmp
     monkeypatch.setitem(QUESTIONS, "activation", Question("ReLU vs GELU", ["baseline", "gelu"],
                                                           [("baseline", "gelu")], recipes=("trained",)))
     archive, fake = tmp_path / "archive", FakeSeqlab()
-    runs = study_runs(["activation"], 3, RECIPES["short"], tmp_path / "study")
-    assert [r.name for r in runs] == [f"{v}-seed{s}" for s in range(3) for v in ("baseline", "gelu")]
-    assert "model.activation=gelu" in runs[1].train
+    stages = study_stages(["activation"], RECIPES["short"])
+    assert [s.name for s in stages if s.command == "train"] == [f"{v}-seed{s}" for s in range(3)
+                                                                for v in ("baseline", "gelu")]
+    assert "model.activation=gelu" in stages[2].overrides
     assert page.section("activation", archive).startswith("_ReLU vs GELU: pending")  # nothing archived yet
-    assert execute(runs, archive, command=fake) == []
+    assert run_study(archive, ["activation"], 3, "short", fake) == []
     text = table(archive, "activation", "greedy")[0]
     assert "**ReLU vs GELU**" in text and "| gelu − baseline |" in text
     draw_curves(archive, {"activation": QUESTIONS["activation"]}, "greedy", load_records(archive, "training"))
@@ -525,3 +576,35 @@ def test_a_question_declared_as_data_runs_renders_and_joins_the_trained_page(tmp
     assert shown == text + "\n\n![Validation loss of the question's runs, mean and range over seeds]" \
                            "(../../results/archive/val_loss.activation.png)"
     assert (archive / "val_loss.activation.png").is_file()
+
+
+def test_the_converter_moves_the_study_runners_records_to_the_one_format_leaving_every_table_as_it_was(
+        tmp_path: Path) -> None:
+    """`python -m pipelines.convert_study`: records the study's own runner wrote (one per run and decoding, the
+    training's curve and provenance in each) become the records the pipeline runner writes for the same
+    stages, digests included, without retraining; the tables read from them are byte-identical."""
+    from pipelines.convert_study import convert
+
+    archive = tmp_path / "arch_study"
+    assert run_study(archive, ["tying"], 3, "short", FakeSeqlab()) == []
+    old = tmp_path / "old" / "arch_study"  # the same runs as the study's runner archived them
+    old.mkdir(parents=True)
+    for (variant, seed), r in load_records(archive, "greedy").items():
+        (old / f"{r.name}.greedy.json").write_text(json.dumps({
+            "variant": variant, "seed": seed, "label": "greedy", "status": "ok", "metrics": r.metrics,
+            "val_curve": r.val_curve, "params": r.params, "steps": r.steps, "model": r.model, "training": r.training,
+            "evaluation": r.evaluation}))
+        shutil.copy(archive / f"{r.name}.greedy.hyps.txt.gz", old)
+    for name in ("test.references.txt.gz", "test.source_tokens.txt.gz"):
+        shutil.copy(archive / name, old)
+    pipeline = Pipeline("arch_study", "the short study", study_stages(["tying"], RECIPES["short"]), folder=old)
+    assert len(convert(old, pipeline)) == 18 and convert(old, pipeline) == []  # once; a second time: nothing to do
+
+    def records(folder: Path) -> dict[str, dict]:
+        found = {p.name: json.loads(p.read_text()) for p in folder.glob("*.json")}
+        for record in found.values():
+            record["result"].pop("decoding", None)  # the study's runner did not record the decoding's settings
+        return found
+
+    assert records(old) == records(archive)
+    assert table(old, "tying", "greedy")[0] == table(archive, "tying", "greedy")[0]

@@ -1,11 +1,12 @@
 """The architecture study's variants, recipes and archive (its questions: seqlab.analysis.study_questions;
 its tables: seqlab.analysis.study_tables).
 
-`seqlab study` (runs: seqlab.analysis.study_runs) trains every variant of a question with several seeds
-and decodes the test split with each of its recipe's settings. Every (run, decoding) pair becomes one
-archive record the moment it finishes: `<variant>-seed<N>.<label>.json` (test metrics, the validation
-curve, the parameter count, the training's and the decoding's provenance) beside its hypotheses
-(`.hyps.txt.gz`); no checkpoints. The archive is small enough to commit, and it alone rebuilds the tables:
+The study is a pipeline (seqlab.analysis.study_stages, run by seqlab.pipeline.run): every variant of a
+question trained with several seeds, the test split decoded with each of its recipe's settings. Each stage
+becomes one archive record the moment it finishes: `<variant>-seed<N>.json` (the validation curve, the
+parameter count, the model, the training's provenance) and `<variant>-seed<N>.<label>.json` (test metrics,
+the decoding's provenance, its hypotheses in `.hyps.txt.gz`); no checkpoints. The archive is small enough to
+commit, and it alone rebuilds the tables:
 one per question, mean +- sd over seeds, each seed's value, the difference to the question's reference
 with its seed-level test (seqlab.metrics.seeds) and the per-seed paired bootstrap on the test set
 (seqlab.analysis.compare).
@@ -20,14 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from seqlab.io import atomic_write_lines_gz, atomic_write_text, one_line, read_lines_gz
+from seqlab.io import read_lines_gz
 from seqlab.tracking.results import OK
 
 RUN = re.compile(r"^(?P<variant>.+)-seed(?P<seed>\d+)$")
-RECORD = re.compile(r"^(?P<run>.+-seed\d+)\.(?P<label>[\w.]+)\.json$")
+RECORD = re.compile(r"^(?P<run>.+-seed\d+)(\.(?P<label>[\w.]+))?\.json$")  # a training's, or a decoding's
 REFERENCES = "test.references.txt.gz"
 SOURCE_TOKENS = "test.source_tokens.txt.gz"  # each test source's subword tokens as decoded: the length buckets
-DIVERGED = "diverged"  # a record's status: a training that hit a non-finite loss (else OK, a result's "ok")
 TRAINING = "training"  # the label of a record with no decoding (a question judged on validation loss)
 
 
@@ -37,20 +37,18 @@ class Recipe:
 
     name: str
     experiment: str  # conf/experiment/<experiment>.yaml
-    folder: Path  # run folders and evaluation results (outputs/: not committed)
     archive: Path  # the records (results/: committed)
     decodings: dict[str, str]  # archive label -> `decoding=` preset, the reported one first
 
 
 RECIPES: dict[str, Recipe] = {
-    "short": Recipe("short", "arch_study", Path("outputs/arch_study"), Path("results/arch_study"),
-                    {"greedy": "greedy"}),
-    "trained": Recipe("trained", "arch_study_trained", Path("outputs/arch_study_trained"),
-                      Path("results/arch_study_trained"), {"beam5": "beam", "greedy": "greedy"}),
+    "short": Recipe("short", "arch_study", Path("results/arch_study"), {"greedy": "greedy"}),
+    "trained": Recipe("trained", "arch_study_trained", Path("results/arch_study_trained"),
+                      {"beam5": "beam", "greedy": "greedy"}),
 }
 
 # variant -> its training overrides (the baseline: the experiment's default model); every question's
-# variants come from here, for the runs (seqlab.analysis.study_runs) and for the tables
+# variants come from here, for the stages (seqlab.analysis.study_stages) and for the tables
 VARIANTS: dict[str, tuple[str, ...]] = {
     "baseline": (),
     "post_nowarmup": ("optim.warmup_ramp=false",),
@@ -140,56 +138,29 @@ class Record:
                 "model": self.model, "training": self.training, "evaluation": self.evaluation}
 
 
-def record_path(archive: Path, name: str, label: str) -> Path:
-    return archive / f"{name}.{label}.json"
-
-
-def archived(archive: Path, name: str, label: str) -> bool:
-    """Whether the archive holds this run's record for `label` (what a resumed study skips)."""
-    return record_path(archive, name, label).is_file()
-
-
-def write_record(archive: Path, record: Record, references: list[str] | None,
-                 source_tokens: list[int] | None = None) -> list[Path]:
-    """The record, its hypotheses and (the first time) the test references and source lengths, each written
-    atomically; the hypotheses land before the record, so a record never names missing hypotheses."""
-    written = []
-    if record.hypotheses:
-        hyps = record_path(archive, record.name, record.label).with_suffix(".hyps.txt.gz")
-        written.append(atomic_write_lines_gz(hyps, [one_line(h) for h in record.hypotheses]))
-    for name, lines in ((REFERENCES, references), (SOURCE_TOKENS, source_tokens)):
-        if lines is not None and (path := write_test_side(archive / name, [str(x) for x in lines], record.name)):
-            written.append(path)
-    written.append(atomic_write_text(record_path(archive, record.name, record.label),
-                                     json.dumps(record.to_dict(), indent=1) + "\n"))
-    return written
-
-
-def write_test_side(path: Path, lines: list[str], who: str) -> Path | None:
-    """One line per test example, shared by every record of the archive: written the first time, and
-    afterwards only checked (a decoding of another test set fails, naming the file)."""
-    if path.exists():
-        if read_lines_gz(path) != lines:
-            raise ValueError(f"{who}: decoded on another test set than {path} holds")
-        return None
-    return atomic_write_lines_gz(path, lines)
-
-
 def load_records(archive: Path, label: str) -> dict[tuple[str, int], Record]:
-    """Every record of one decoding label (TRAINING: also the decoded runs' training halves)."""
+    """Every run's record for one decoding label, its training record's curve, model and provenance joined
+    in (TRAINING: every run's training record, decoded or not). The archive holds the study's stages as the
+    pipeline runner archives them (seqlab.analysis.study_stages): `<run>.json` for a training,
+    `<run>.<label>.json` for a decoding, its hypotheses in the file its record names."""
     runs: dict[tuple[str, int], Record] = {}
-    for path in sorted(archive.glob("*.json")):
+    for path in sorted(archive.glob("*-seed*.json")):
         match = RECORD.match(path.name)
-        if not match or (match["label"] != label and label != TRAINING):
+        if not match or match["label"] != (None if label == TRAINING else label):
             continue
-        e = json.loads(path.read_text())
-        if (e["variant"], e["seed"]) in runs:
-            continue  # TRAINING: one record per run is enough
-        hyps_path = path.with_suffix(".hyps.txt.gz")
-        hyps = gzip.decompress(hyps_path.read_bytes()).decode().rstrip("\n").split("\n") if hyps_path.exists() else []
-        runs[(e["variant"], e["seed"])] = Record(
-            e["variant"], e["seed"], e["label"], e["metrics"], [tuple(x) for x in e["val_curve"]], e["params"],
-            e["steps"], e.get("model", {}), e.get("status", OK), e.get("training"), e.get("evaluation"), hyps)
+        run = RUN.match(match["run"])
+        assert run is not None  # RECORD's run ends in -seed<N>
+        train = json.loads((archive / f"{match['run']}.json").read_text())
+        trained = train["result"]
+        metrics, evaluation, hyps = {}, None, []
+        if label != TRAINING:
+            decoded = json.loads(path.read_text())
+            metrics, evaluation = decoded["result"]["metrics"], decoded["manifest"]
+            hyps = read_lines_gz(archive / decoded["result"]["outputs"]["hypotheses"])
+        runs[(run["variant"], int(run["seed"]))] = Record(
+            run["variant"], int(run["seed"]), label, metrics, [tuple(x) for x in trained["val_curve"]],
+            trained["params"], trained["steps"], trained["model"], train["status"], train["manifest"], evaluation,
+            hyps)
     return runs
 
 

@@ -13,19 +13,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from seqlab.analysis.study import (
-    RECORD,
-    REFERENCES,
     SOURCE_TOKENS,
-    TRAINING,
     Record,
     Runs,
-    load_records,
-    load_references,
-    write_test_side,
 )
 from seqlab.analysis.study_claims import verdict
 from seqlab.metrics import keys as K
@@ -153,28 +146,3 @@ def length_section(by_variant: dict[str, list[Record]], pairs: Sequence[tuple[st
             parts.append(table)
             data["comparisons"] = comparisons
     return "\n\n".join(parts), data
-
-
-def archive_source_lengths(archive: Path, ckpt: Path) -> Path:
-    """Write the archive's source lengths from a checkpoint of its study (its tokenizer, `max_positions` and
-    test split, encoded as `seqlab evaluate` encodes them), for an archive decoded before evaluations
-    recorded them. Checked first against the archive's references and every record's per-bucket scores, so
-    a checkpoint of another tokenizer or corpus fails, naming what differs."""
-    from seqlab.checkpoint import load_for_inference
-    from seqlab.data.config import DataConfig
-    from seqlab.inference.evaluation import encode_sources, source_lengths
-    from seqlab.inference.testset import TestSet
-
-    model, tokenizer, info = load_for_inference(ckpt)
-    examples = TestSet(split="test").examples(DataConfig.from_dict(info.data_config))
-    refs = load_references(archive)
-    if [e.target for e in examples] != refs:
-        raise ValueError(f"{ckpt}: its test split is not the one {archive / REFERENCES} holds; use a checkpoint "
-                         "of this study")
-    ids, _ = encode_sources(tokenizer, [e.source for e in examples], model.cfg.max_positions, model.cfg.eos_id)
-    lengths = source_lengths(ids, model.cfg.eos_id)
-    labels = sorted({m["label"] for p in archive.glob("*.json") if (m := RECORD.match(p.name))} - {TRAINING})
-    for label in labels:
-        check_lengths(list(load_records(archive, label).values()), refs, lengths, f"{ckpt}'s tokenizer")
-    write_test_side(archive / SOURCE_TOKENS, [str(n) for n in lengths], str(ckpt))
-    return archive / SOURCE_TOKENS

@@ -1,6 +1,6 @@
 """The study's questions, each declared as data: the variants it trains (seqlab.analysis.study.VARIANTS), the
 pairs it tests, the function that makes its table from the archive, the published claims it tests and how its
-validation curves are drawn. Nothing else names a question: the runner (seqlab.analysis.study_runs),
+validation curves are drawn. Nothing else names a question: the stages (seqlab.analysis.study_stages),
 `seqlab study`, the pipelines' pages (pipelines/arch_study*.py) and the claims table read these fields, so a
 new question is a variant or two and an entry here (docs/ARCHITECTURE.md walks through one).
 """

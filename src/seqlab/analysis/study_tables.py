@@ -17,7 +17,6 @@ from typing import Any, Protocol
 from seqlab.analysis.compare import System, compare
 from seqlab.analysis.study import (
     CURVE_TOLERANCE,
-    DIVERGED,
     VARIANT_DESCRIPTIONS,
     Archived,
     Record,
@@ -29,6 +28,7 @@ from seqlab.hardware import bf16_flags
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import compare as compare_seeds
 from seqlab.metrics.seeds import pooled_sd, summarize
+from seqlab.pipeline.training import DIVERGED
 
 
 class Asked(Protocol):

@@ -2,15 +2,17 @@
 `seqlab study --grid` (`seqlab sweep-arch`, `make sweep-arch`): the norm x positions x tying grid at a short
 budget.
 
-A recipe is a training budget with its own experiment file, run folder and archive (seqlab.analysis.study
-RECIPES): `short` (300 updates, results/arch_study) and `trained` (mt_bible_small's recipe to the budget
-its baseline's validation curve chose, results/arch_study_trained). What is finished is read from the
-archive, so a stopped study, on this machine or a fresh one, goes on where it stopped; `--commit` commits
-each record as it lands. A failed run is reported and the others go on; the exit status says whether any
-failed. Then the asked questions' tables and claims as the docs render them (each question's own table
-function, seqlab.analysis.study_questions), the validation curves the docs show (into the archive), and the
-study's dashboard (seqlab.analysis.study_report, the page `seqlab report` draws) in the run folder, or for the
-grid the report.
+The study is a pipeline (seqlab.analysis.study_stages) run by the runner every experiment uses
+(seqlab.pipeline.run): each training and each decoding a stage with a digest, archived the moment it lands,
+skipped when the archive holds it, a training cut off resumed from its checkpoint. A recipe is a training
+budget with its own experiment file and archive (seqlab.analysis.study RECIPES): `short` (300 updates,
+results/arch_study) and `trained` (mt_bible_small's recipe to the budget its baseline's validation curve
+chose, results/arch_study_trained; `python -m pipelines arch_study_trained` runs the whole of it). A failed
+run is reported and the others go on; the exit status says whether any failed. Then the asked questions'
+tables and claims as the docs render them (each question's own table function,
+seqlab.analysis.study_questions), the validation curves the docs show (into the archive), and the study's
+dashboard (seqlab.analysis.study_report, the page `seqlab report` draws) in outputs/<archive>/, or the grid's
+in its folder.
 """
 
 from __future__ import annotations
@@ -22,15 +24,18 @@ import time
 from pathlib import Path
 
 from seqlab.analysis.study import RECIPES, SEEDS, Archived, Recipe
-from seqlab.analysis.study_lengths import archive_source_lengths
 from seqlab.analysis.study_questions import QUESTIONS, STUDY, claims_table
 from seqlab.analysis.study_report import write_study_report
-from seqlab.analysis.study_runs import execute, grid_runs, study_runs
+from seqlab.analysis.study_stages import grid_pipeline, study_pipeline
 from seqlab.analysis.study_tables import draw_curves
 from seqlab.app import cli
+from seqlab.hardware import auto_precision
+from seqlab.pipeline.commands import Command, seqlab
+from seqlab.pipeline.core import Pipeline
+from seqlab.pipeline.run import PipelineError, execute
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, command: Command = seqlab) -> int:
     parser = cli.parser("study", __doc__)
     parser.add_argument("questions", nargs="*", default=["all"],
                         help=f"which questions: {', '.join(QUESTIONS)}, or all ({', '.join(STUDY)}; the default)")
@@ -38,30 +43,34 @@ def main(argv: list[str] | None = None) -> int:
                         help="the training budget: short (300 updates) or trained (see conf/experiment/)")
     parser.add_argument("--seeds", type=int, default=None,
                         help=f"training seeds per variant (default {SEEDS}; grid: 1)")
-    parser.add_argument("--dir", type=Path, default=None, help="run folders (default: the recipe's, in outputs/)")
     parser.add_argument("--archive", type=Path, default=None, help="the archive (default: the recipe's, results/)")
     parser.add_argument("--commit", action="store_true", help="git-commit each archive record as it lands")
+    parser.add_argument("--dry-run", action="store_true", help="print the stages that would run, run nothing")
     parser.add_argument("--from-archive", action="store_true", help="only rebuild the tables from the archive")
-    parser.add_argument("--source-lengths", type=Path, default=None, metavar="CKPT",
-                        help="archive the test sources' lengths from a checkpoint of the study (for an archive "
-                             "decoded before evaluations recorded them), then rebuild the tables as --from-archive")
     parser.add_argument("--train-args", default="", help="extra seqlab train overrides, one string")
     parser.add_argument("--eval-args", default="", help="extra seqlab evaluate overrides, one string")
     grid = parser.add_argument_group("the grid")
     grid.add_argument("--grid", action="store_true", help="train and evaluate the GRID instead of the questions")
     grid.add_argument("--experiment", default="mt_bible_small")
-    grid.add_argument("--budget", default="00:00:04:00", help="trainer.max_time per run, DD:HH:MM:SS (or null)")
+    grid.add_argument("--updates", type=int, default=300, help="trainer.max_steps per run")
+    grid.add_argument("--precision", default="auto", help="trainer.precision (auto: chosen once, for every run)")
     grid.add_argument("--limit", type=int, default=300, help="test sentences per evaluation")
-    return cli.run("study", parser, argv, lambda args: body(args, parser))
+    return cli.run("study", parser, argv, lambda args: body(args, parser, command))
 
 
-def body(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def body(args: argparse.Namespace, parser: argparse.ArgumentParser, command: Command = seqlab) -> int:
     train_args, eval_args = tuple(shlex.split(args.train_args)), tuple(shlex.split(args.eval_args))
     if args.grid:
         stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
-        folder = args.dir or Path("outputs/sweep_arch") / stamp
-        runs = grid_runs(args.seeds or 1, folder, args.experiment, args.budget, args.limit, f"sweep_arch-{stamp}")
-        failed = execute(runs, None, train_args, eval_args)
+        folder = args.archive or Path("outputs/sweep_arch") / stamp
+        precision = auto_precision("cpu")[0] if args.precision == "auto" else args.precision
+        pipeline = grid_pipeline(folder, args.seeds or 1, args.experiment, args.updates, precision, args.limit,
+                                 f"sweep_arch-{stamp}", train_args, eval_args)
+        failed = run(pipeline, args, command)
+        if not args.dry_run:
+            page = write_study_report(folder, ["beam5", "greedy"], folder / "report.html",
+                                      f"seqlab sweep-arch: {folder}")
+            print(f"the grid's dashboard: {page}", file=sys.stderr)
         return report_failures("sweep-arch", failed)
     recipe = RECIPES[args.recipe]
     questions = list(STUDY) if "all" in args.questions else args.questions
@@ -73,20 +82,30 @@ def body(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error(f"question(s) {wrong} belong to --recipe {QUESTIONS[wrong[0]].recipes[0]}")
     archive = args.archive or recipe.archive
     failed = []
-    if args.source_lengths is not None:
-        print(f"study: wrote {archive_source_lengths(archive, args.source_lengths)}", file=sys.stderr)
-    elif not args.from_archive:
-        runs = study_runs(questions, args.seeds or SEEDS, recipe, args.dir or recipe.folder)
-        failed = execute(runs, archive, train_args, eval_args, commit=args.commit)
+    if not args.from_archive:
+        pipeline = study_pipeline(archive.name, f"{', '.join(questions)} at the {recipe.name} recipe", questions,
+                                  recipe, seeds=args.seeds or SEEDS, archive=archive, train_args=train_args,
+                                  eval_args=eval_args)
+        failed = run(pipeline, args, command)
+    if args.dry_run:
+        return report_failures("arch study", failed)
     try:
         print(tables(archive, recipe, questions))
-        page = write_study_report(archive, list(recipe.decodings), (args.dir or recipe.folder) / "report.html",
+        page = write_study_report(archive, list(recipe.decodings), Path("outputs") / archive.name / "report.html",
                                   f"seqlab study: {archive}")
         if page is not None:
             print(f"the study's dashboard: {page}", file=sys.stderr)
     except Exception as err:  # noqa: BLE001  the records are kept; only the summary failed
         failed.append(f"summary ({type(err).__name__}: {err})")
     return report_failures("arch study", failed)
+
+
+def run(pipeline: Pipeline, args: argparse.Namespace, command: Command) -> list[str]:
+    """The pipeline's stages its archive lacks; what failed (a stage that cannot run anywhere, named)."""
+    try:
+        return execute(pipeline, command, dry_run=args.dry_run, commit=args.commit)
+    except PipelineError as err:
+        return [str(err)]
 
 
 def tables(archive: Path, recipe: Recipe, questions: list[str]) -> str:

@@ -1,0 +1,380 @@
+"""Running a pipeline: each stage's resolved config and digest, skipping what the archive holds, archiving
+each result with its manifest the moment it lands. A failed stage is never marked done.
+
+A stage runs in outputs/pipelines/<command>-<digest>/ and leaves its record there too (record.json), so a
+second experiment that shares the stage copies the record instead of running it again. A training cut off
+(a session's end, SIGTERM) resumes from that folder's last checkpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import OmegaConf
+
+from seqlab.app.store import CONF_DIR
+from seqlab.checkpoint import LAST, checkpoint_file
+from seqlab.hardware import QUIET_CORES, busy_warning, cpu_model, gpu_host_tolerance
+from seqlab.io import atomic_write_lines_gz, atomic_write_text, one_line, read_lines_gz
+from seqlab.pipeline.commands import Command, commit_archive, seqlab
+from seqlab.pipeline.core import OUTPUTS, Pipeline, Stage
+from seqlab.pipeline.training import DIVERGED, diverged_at, training_result, wall_time
+from seqlab.provenance import capture
+from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, OK, source_tokens_of
+
+CONFIG_NAMES = {"train": "train", "evaluate": "eval", "bench": "bench"}  # the Hydra config each command composes
+DROPPED = ("paths", "root_dir", "data_dir", "cache_dir", "log_dir", "output_dir", "hydra", "results_dir", "logger",
+           "out", "ckpt",  # where things go, not what they compute: dropped at any depth (data.cache_dir too)
+           "pin_memory",  # how batches reach a GPU, not which batches
+           "profile")  # the bench's profiler tables, taken after its timings
+# Keys added after archived runs, left out of a digest at the value that computes what those runs computed
+# (tests/unit/test_variants.py: every earlier model decodes bit-identically; the processors are those of
+# before): the pretrained families' variants, Hugging Face's token constraints, language pairs, fine-tuning, the
+# toolkits' decoders (docs/reliability.md, "Compatibility").
+NEUTRAL: dict[str, dict[str, Any]] = {
+    "model": {"gated_ffn": False, "norm": "layernorm", "bias": True, "scale_attention": True, "d_head": None,
+              "position_offset": 0, "sinusoid_layout": "marian", "rescale_output": False, "position_init": "small"},
+    "decoding": {"bad_words_ids": None, "sequence_bias": None, "suppress_tokens": None, "forced_bos_token_id": None,
+                 "suppress_special": True, "renormalize_logits": False, "length_rule": "power",
+                 "coverage_penalty": None, "coverage_beta": 0.0, "penalty_alpha": None,
+                 "prefix_size": 0, "constraints": None, "constraint_words": 0},
+    "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
+         "ensemble_rule": "mean_prob", "levers": False},
+    "train": {"init_from": None, "fused_loss": False, "compile": "none"},
+}
+
+
+class PipelineError(ValueError):
+    """A stage that cannot give one result on any machine; the message names the stage and the key."""
+
+
+@dataclass
+class Planned:
+    stage: Stage
+    digest: str
+    archived: bool
+    config: dict[str, Any] | None = None  # the resolved config the digest covers
+    root: Path | None = None  # the pipeline's stage folders; None: OUTPUTS
+
+    @property
+    def folder(self) -> Path:
+        """Where the stage runs: named by its digest, shared by every experiment that plans it."""
+        return (self.root or OUTPUTS) / f"{self.stage.command}-{self.digest}"
+
+
+def resolved_config(stage: Stage) -> dict[str, Any]:
+    """The config seqlab composes for the stage, resolved, as plain data."""
+    GlobalHydra.instance().clear()
+    if stage.command == "compare":
+        return {"overrides": list(stage.overrides)}
+    overrides = [o for o in stage.overrides if not o.startswith("hydra.")]
+    if stage.command == "evaluate":
+        overrides.append("ckpt=upstream")
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name=CONFIG_NAMES[stage.command], overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    composed = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k]
+                for k in cfg if k not in DROPPED}
+    plain = without_neutral(without_places(composed))
+    GlobalHydra.instance().clear()
+    if stage.command == "bench":  # its figures hold for one kind of CPU, or of GPU
+        plain["cpu"] = machine_model(stage)
+    return plain
+
+
+def on_gpu(stage: Stage) -> bool:
+    """Whether a bench stage times a GPU (bench.device=cuda...)."""
+    return any(o.startswith("bench.device=cuda") for o in stage.overrides)
+
+
+def machine_model(stage: Stage) -> str:
+    """What a bench stage's figures hold for: the CPU's model, or a GPU stage's GPU ("no GPU" without one:
+    such a stage cannot run here, and its digest matches no archived record)."""
+    if not on_gpu(stage):
+        return cpu_model()
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
+
+
+def without_places(value: Any) -> Any:
+    """`value` without the DROPPED keys at any depth: one digest on any checkout and machine."""
+    if isinstance(value, dict):
+        return {k: without_places(v) for k, v in value.items() if k not in DROPPED}
+    if isinstance(value, list):
+        return [without_places(v) for v in value]
+    return value
+
+
+def without_neutral(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` without the NEUTRAL keys that hold their neutral value (a section at the top level, "": the
+    top level itself)."""
+    out = dict(config)
+    for section, keys in NEUTRAL.items():
+        node = out if not section else out.get(section)
+        if not isinstance(node, dict):
+            continue
+        kept = {k: v for k, v in node.items() if not (k in keys and v == keys[k])}
+        if section:
+            out[section] = kept
+        else:
+            out = kept
+    return out
+
+
+def check_fixed(stage: Stage, config: dict[str, Any]) -> None:
+    """A training stops at a fixed number of updates with a pinned precision; a decoding pins its engine."""
+    if stage.command == "train":
+        trainer = config.get("trainer", {})
+        if trainer.get("max_time") is not None or not (trainer.get("max_steps") or 0) > 0:
+            raise PipelineError(f"stage {stage.name}: training must stop at trainer.max_steps (now "
+                                f"{trainer.get('max_steps')}) with trainer.max_time=null (now "
+                                f"{trainer.get('max_time')}), so that one digest means one result on any CPU")
+        if trainer.get("precision") == "auto":
+            raise PipelineError(f"stage {stage.name}: trainer.precision=auto is chosen by a probe at start-up; "
+                                "pin it (bf16-mixed or 32)")
+    if stage.command == "evaluate":
+        for key in ("precision", "engine"):
+            if config.get(key) in (None, "auto"):
+                raise PipelineError(f"stage {stage.name}: {key}={config.get(key)} is chosen at run time; pin it")
+
+
+def digest(stage: Stage, config: dict[str, Any], upstream: list[str]) -> str:
+    payload = {"command": stage.command, "config": config, "upstream": upstream[0] if len(upstream) == 1 else
+               upstream or None}
+    if stage.checkpoint is not None:  # which of its training's checkpoints an evaluation decodes
+        payload["checkpoint"] = stage.checkpoint
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def machine_kind(stage: Stage) -> str:
+    """This machine's CPU (or a GPU stage's GPU) as a file-name part: a bench stage keeps one record per kind."""
+    return re.sub(r"[^a-z0-9]+", "-", machine_model(stage).lower()).strip("-") or "unknown"
+
+
+def record_path(pipeline: Pipeline, stage: Stage) -> Path:
+    suffix = f"-{machine_kind(stage)}" if stage.command == "bench" else ""
+    return pipeline.archive / f"{stage.name}{suffix}.json"
+
+
+def read_record(path: Path, digest: str | None) -> dict[str, Any] | None:
+    """The finished record at `path` if it is for `digest`."""
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    return record if record.get("status") in (OK, DIVERGED) and record.get("digest") == digest else None
+
+
+def plan(pipeline: Pipeline) -> list[Planned]:
+    """Every stage with its digest and whether the archive holds its result."""
+    digests: dict[str, str] = {}
+    out = []
+    for stage in pipeline.stages:
+        config = resolved_config(stage)
+        check_fixed(stage, config)
+        d = digest(stage, config, [digests[u] for u in stage.upstream()])
+        digests[stage.name] = d
+        out.append(Planned(stage, d, read_record(record_path(pipeline, stage), d) is not None, config,
+                           pipeline.stage_root))
+    return out
+
+
+def result_folder(planned: Planned) -> Path:
+    """An evaluation's result folder (the one holding metrics.json) under its stage folder."""
+    found = sorted(planned.folder.glob(f"**/{METRICS_FILE}"))
+    return found[0].parent if found else planned.folder
+
+
+def present(planned: Planned) -> bool:
+    """Whether this machine holds what later stages read from the stage: a checkpoint, or hypotheses."""
+    if planned.stage.command == "train":
+        return (planned.folder / "checkpoints" / "last.ckpt").is_file()
+    if planned.stage.command == "evaluate":
+        return (result_folder(planned) / HYPOTHESES_FILE).is_file()
+    return True
+
+
+def command_line(by_name: dict[str, Planned], planned: Planned, rerun: frozenset[str] = frozenset()) -> list[str]:
+    """The seqlab command that runs the stage in its folder (a training rerun by name starts over)."""
+    stage, where = planned.stage, planned.folder
+    if stage.command == "train":
+        last = checkpoint_file(where, LAST)  # a training cut off goes on from where it stopped
+        resume = [f"train.resume={last}"] if last.is_file() and stage.name not in rerun else []
+        return ["train", *stage.overrides, *resume, f"hydra.run.dir={where}"]
+    if stage.command == "evaluate":
+        assert stage.after is not None
+        trained = by_name[stage.after].folder
+        ckpt = checkpoint_file(trained, stage.checkpoint) if stage.checkpoint else trained
+        return ["evaluate", f"ckpt={ckpt}", *stage.overrides, f"results_dir={where}"]
+    if stage.command == "compare":
+        return ["compare", *(str(result_folder(by_name[c])) for c in stage.compares), *stage.overrides,
+                "--json", str(where / "compare.json")]
+    if stage.command == "bench":  # after a training: its model decodes its corpus's test sentences
+        ckpt = [f"ckpt={by_name[stage.after].folder / 'checkpoints' / 'last.ckpt'}"] if stage.after else []
+        return ["bench", *ckpt, *stage.overrides, f"out={where / 'bench.json'}"]
+    return [stage.command, *stage.overrides]
+
+
+def needed_stages(planned: list[Planned]) -> set[str]:
+    """The stages to run: those the archive lacks, and upstream of those the outputs they read on this
+    machine (an evaluation needs its checkpoint, a comparison its evaluations' hypotheses)."""
+    by_name = {p.stage.name: p for p in planned}
+    needed = {p.stage.name for p in planned if not p.archived}
+    for p in reversed(planned):  # downstream first, so that a needed evaluation pulls in its training
+        if p.stage.name in needed:
+            needed |= {u for u in p.stage.upstream() if not present(by_name[u])}
+    return needed
+
+
+def upstream_closure(by_name: dict[str, Planned], names: frozenset[str]) -> set[str]:
+    """`names` and every stage they read from, transitively."""
+    found, todo = set(), list(names)
+    while todo:
+        name = todo.pop()
+        if name not in found:
+            found.add(name)
+            todo.extend(by_name[name].stage.upstream())
+    return found
+
+
+def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False, commit: bool = False,
+            rerun: frozenset[str] = frozenset(), only: frozenset[str] = frozenset()) -> list[str]:
+    """Run the stages the archive lacks (and those whose outputs they read); returns what failed. `commit`:
+    git-commit the archive after each record lands (only the archive's folder), so a queue cut off keeps
+    every finished stage. `rerun`: stages run again although archived (a digest covers the config, not the
+    code: a changed measurement is rerun by name). `only`: these stages and what they read, no others (a
+    machine lent for minutes runs the one measurement it is lent for)."""
+    for flag, names in (("--rerun", rerun), ("--only", only)):
+        if unknown := names - {s.name for s in pipeline.stages}:
+            raise PipelineError(f"{flag} {sorted(unknown)}: no such stage of {pipeline.name}; its stages: "
+                                f"{[s.name for s in pipeline.stages]}")
+    planned = [replace(p, archived=False) if p.stage.name in rerun else p for p in plan(pipeline)]
+    by_name = {p.stage.name: p for p in planned}
+    needed = needed_stages(planned)
+    asked = upstream_closure(by_name, only) if only else {p.stage.name for p in planned}
+    needed &= asked
+    failed: list[str] = []
+    for p in planned:
+        line = "seqlab " + " ".join(command_line(by_name, p, rerun))
+        if p.stage.name not in asked:
+            print(f"== {p.stage.name}: left as it is (--only)", file=sys.stderr)
+            continue
+        if p.stage.name not in needed:
+            print(f"== {p.stage.name}: archived ({p.digest})", file=sys.stderr)
+            continue
+        if any(u in failed for u in p.stage.upstream()):
+            failed.append(p.stage.name)
+            print(f"== {p.stage.name}: not run, {', '.join(u for u in p.stage.upstream() if u in failed)} failed",
+                  file=sys.stderr)
+            continue
+        done = read_record(p.folder / "record.json", p.digest) if present(p) and p.stage.name not in rerun \
+            else None
+        if done is not None:  # run on this machine for another experiment: the same result
+            print(f"== {p.stage.name}: ran here before ({p.folder}), archived", file=sys.stderr)
+            done = {**done, "stage": p.stage.name}  # the other experiment may name the stage otherwise
+            if not dry_run:
+                if p.stage.command == "evaluate":  # its outputs, under this archive's name for the stage
+                    done["result"] = {**done["result"], "outputs": archive_outputs(pipeline, p)}
+                atomic_write_text(record_path(pipeline, p.stage), json.dumps(done, indent=1) + "\n")
+                if commit:
+                    commit_archive(pipeline.archive, f"{pipeline.name}: {p.stage.name}")
+            continue
+        print(f"== {p.stage.name}: {'would run' if dry_run else 'running'}: {line}", file=sys.stderr)
+        if dry_run:
+            continue
+        p.folder.mkdir(parents=True, exist_ok=True)
+        start = time.perf_counter()
+        if not command(*command_line(by_name, p, rerun)) and not (p.stage.diverges and
+                                                                     diverged_at(p.folder) is not None):
+            failed.append(p.stage.name)
+            continue
+        refusal = unreliable(p)
+        if refusal is not None:
+            print(f"== {p.stage.name}: not archived: {refusal}", file=sys.stderr)
+            failed.append(p.stage.name)
+            continue
+        archive_stage(pipeline, p, line, time.perf_counter() - start)
+        if commit:
+            commit_archive(pipeline.archive, f"{pipeline.name}: {p.stage.name}")
+    return failed
+
+
+def unreliable(planned: Planned) -> str | None:
+    """Why a stage that ran may not be archived: a bench on a machine that other work kept busy."""
+    if planned.stage.command != "bench":
+        return None
+    tolerance = gpu_host_tolerance() if on_gpu(planned.stage) else QUIET_CORES
+    why = busy_warning(json.loads((planned.folder / "bench.json").read_text()).get("others_busy_cores"), tolerance)
+    return f"{why} during the bench; rerun it when no training or evaluation runs beside it" if why else None
+
+
+def archive_outputs(pipeline: Pipeline, planned: Planned) -> dict[str, Any]:
+    """An evaluation's outputs beside its record: its first hypothesis per test sentence
+    (`<stage>.hyps.txt.gz`), the words each had to contain where it was constrained (`<stage>.constraints.txt.gz`)
+    and the references they score against, one file per reference stream, shared by
+    the archive's evaluations of that test set (`test.references.txt.gz`, `test.references2.txt.gz`, ...; a
+    stage's own where it decoded another): what a reader recomputes any reported score from. Returns the
+    file names the record keeps."""
+    rows = [json.loads(line) for line in (result_folder(planned) / HYPOTHESES_FILE).read_text().splitlines()
+            if line.strip()]
+    name = planned.stage.name
+    hypotheses = atomic_write_lines_gz(pipeline.archive / f"{name}.hyps.txt.gz",
+                                       [one_line(r["hypothesis"]) for r in rows]).name
+    outputs: dict[str, Any] = {"hypotheses": hypotheses}
+    if any(r.get("constraints") for r in rows):  # the words each output had to contain, TAB-separated
+        outputs["constraints"] = atomic_write_lines_gz(pipeline.archive / f"{name}.constraints.txt.gz",
+                                                       ["\t".join(r.get("constraints") or []) for r in rows]).name
+    references = [test_side(pipeline.archive, name, f"references{'' if k == 0 else k + 1}", list(stream))
+                  for k, stream in enumerate(zip(*(r.get("references") or [r["reference"]] for r in rows),
+                                                 strict=True))]
+    lengths = source_tokens_of(rows)
+    if lengths is not None:  # each source's subword tokens as decoded: the per-length tables' buckets
+        outputs["source_tokens"] = test_side(pipeline.archive, name, "source_tokens", [str(n) for n in lengths])
+    return {**outputs, "references": references}
+
+
+def test_side(archive: Path, stage: str, what: str, lines: list[str]) -> str:
+    """One line per test example, shared by the archive's evaluations of one test set (`test.<what>.txt.gz`),
+    or the stage's own (`<stage>.<what>.txt.gz`) where it decoded another; its file name."""
+    shared = archive / f"test.{what}.txt.gz"
+    if not shared.exists():
+        atomic_write_lines_gz(shared, lines)
+    elif read_lines_gz(shared) != lines:
+        shared = atomic_write_lines_gz(archive / f"{stage}.{what}.txt.gz", lines)
+    return shared.name
+
+
+def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float) -> Path:
+    """The stage's record: its digest, its result (metrics, a training's curve, a comparison's tests, a
+    bench's figures) and manifest, in the archive and in the stage's folder."""
+    stage, where = planned.stage, planned.folder
+    assert planned.config is not None
+    result: dict[str, Any] = {}
+    precision, engine, updates, status = "", None, None, OK
+    if stage.command == "train":
+        status, result = training_result(where)
+        updates, wall_s = result["steps"], wall_time(where, wall_s)
+        precision = str(planned.config["trainer"]["precision"])
+    elif stage.command == "evaluate":
+        payload = json.loads((result_folder(planned) / METRICS_FILE).read_text())
+        result = {"metrics": payload["metrics"], "label": payload.get("label"), "decoding": payload.get("decoding"),
+                  "outputs": archive_outputs(pipeline, planned)}
+        precision, engine = str(payload["settings"]["precision"]), str(payload.get("engine"))
+        updates = payload.get("checkpoint", {}).get("step")
+    elif stage.command == "compare":
+        result = {**json.loads((where / "compare.json").read_text()), "stages": list(stage.compares)}
+    elif stage.command == "bench":
+        result = json.loads((where / "bench.json").read_text())
+    manifest = capture(line, precision, engine, wall_s, updates).to_dict()
+    record = {"stage": stage.name, "status": status, "digest": planned.digest, "result": result, "manifest": manifest}
+    text = json.dumps(record, indent=1, default=str) + "\n"
+    atomic_write_text(where / "record.json", text)
+    return atomic_write_text(record_path(pipeline, stage), text)

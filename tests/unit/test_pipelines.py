@@ -383,3 +383,19 @@ def test_a_checkout_is_clean_whatever_the_pipelines_wrote(tmp_path, monkeypatch)
     assert git_state(tmp_path)[1] is True
     (tmp_path / "src" / "a.txt").write_text("two\n")
     assert git_state(tmp_path)[1] is False
+
+
+def test_a_decoding_rerun_here_takes_this_machines_training_record_into_the_archive(places):
+    """An archived training from another machine (same config, same digest) and a decoding rerun on this
+    machine's checkpoint: the archive's training record must describe the model that was decoded."""
+    pipeline = toy()
+    assert execute(pipeline, FakeSeqlab()) == []
+    archived = places / "results" / "toy" / "train.json"
+    elsewhere = json.loads(archived.read_text())
+    elsewhere["manifest"] = {**elsewhere["manifest"], "cpu": "another CPU", "date": "2026-01-01T00:00:00Z"}
+    archived.write_text(json.dumps(elsewhere))
+    assert execute(pipeline, fake := FakeSeqlab()) == [] and fake.calls == []  # nothing decoded: left as it is
+    assert json.loads(archived.read_text())["manifest"]["cpu"] == "another CPU"
+    assert execute(pipeline, fake, rerun=frozenset({"beam"})) == [] and fake.stages() == ["beam"]
+    (here,) = (places / "outputs").glob("train-*/record.json")
+    assert json.loads(archived.read_text()) == json.loads(here.read_text())

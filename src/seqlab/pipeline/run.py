@@ -269,6 +269,8 @@ def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False
             continue
         if p.stage.name not in needed:
             print(f"== {p.stage.name}: archived ({p.digest})", file=sys.stderr)
+            if not dry_run and describe_local_training(pipeline, p, planned, needed) and commit:
+                commit_archive(pipeline.archive, f"{pipeline.name}: {p.stage.name} (the training decoded here)")
             continue
         if any(u in failed for u in p.stage.upstream()):
             failed.append(p.stage.name)
@@ -305,6 +307,25 @@ def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False
         if commit:
             commit_archive(pipeline.archive, f"{pipeline.name}: {p.stage.name}")
     return failed
+
+
+def describe_local_training(pipeline: Pipeline, planned: Planned, stages: list[Planned], needed: set[str]) -> bool:
+    """Keep an archived training's record true to what its decodings decode: where a stage that reads it runs
+    here, on this machine's checkpoint of the same digest, and this machine's training of it left a record
+    (record.json) other than the archived one (another machine's run of the same config: a model that differs
+    by its kernels' rounding), the archive takes this machine's record. Whether it did."""
+    if planned.stage.command != "train" or not present(planned) or not any(
+            planned.stage.name in q.stage.upstream() and q.stage.name in needed for q in stages):
+        return False
+    here, archived = read_record(planned.folder / "record.json", planned.digest), \
+        read_record(record_path(pipeline, planned.stage), planned.digest)
+    if here is None or archived is None or here["manifest"] == archived["manifest"]:
+        return False
+    atomic_write_text(record_path(pipeline, planned.stage),
+                      json.dumps({**here, "stage": planned.stage.name}, indent=1) + "\n")
+    print(f"== {planned.stage.name}: the archive now describes the training its decodings read here "
+          f"({here['manifest'].get('cpu')}, {here['manifest'].get('date')})", file=sys.stderr)
+    return True
 
 
 def unreliable(planned: Planned) -> str | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import seqlab.pipeline.core
 from pipelines import PIPELINES
 from pipelines.render import render
-from seqlab.pipeline.run import PipelineError, execute
+from seqlab.app.runner import PipelineError, execute
 
 
 def main(argv: list[str] | None = None) -> int:

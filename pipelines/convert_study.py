@@ -20,9 +20,9 @@ from typing import Any
 
 from pipelines import PIPELINES
 from seqlab.analysis.study import REFERENCES, SOURCE_TOKENS, TRAINING
+from seqlab.app.runner import plan
 from seqlab.io import atomic_write_text
 from seqlab.pipeline.core import Pipeline
-from seqlab.pipeline.run import plan
 
 LEGACY_MANIFEST = "MANIFEST.json"
 

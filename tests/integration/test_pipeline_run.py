@@ -8,19 +8,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import seqlab.app.runner
 import seqlab.pipeline.core
-import seqlab.pipeline.run
 from pipelines.core import compared
 from pipelines.tables import decodings_table, paired_tests, records
+from seqlab.app.runner import execute
 from seqlab.pipeline.core import Pipeline, Stage, Table
-from seqlab.pipeline.run import execute
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_pipeline_trains_decodes_compares_and_archives(tmp_path, monkeypatch):
     monkeypatch.setattr(seqlab.pipeline.core, "RESULTS", tmp_path / "results")
-    monkeypatch.setattr(seqlab.pipeline.run, "OUTPUTS", tmp_path / "outputs")
+    monkeypatch.setattr(seqlab.app.runner, "OUTPUTS", tmp_path / "outputs")
     where = [f"paths.cache_dir={tmp_path / 'cache'}", f"paths.log_dir={tmp_path / 'logs'}"]
     decode = ("split=test", "limit=12", "decoding.max_length=10", "precision=fp32", "engine=seqlab", "logger=none",
               "n_bootstrap=50", *where)
@@ -55,10 +55,10 @@ def test_only_runs_the_named_stage_and_what_it_reads(tmp_path, monkeypatch, caps
     """--only greedy: the training it reads and itself; the other decoding and the comparison are left."""
     import pytest
 
-    from seqlab.pipeline.run import PipelineError
+    from seqlab.app.runner import PipelineError
 
     monkeypatch.setattr(seqlab.pipeline.core, "RESULTS", tmp_path / "results")
-    monkeypatch.setattr(seqlab.pipeline.run, "OUTPUTS", tmp_path / "outputs")
+    monkeypatch.setattr(seqlab.app.runner, "OUTPUTS", tmp_path / "outputs")
     train = ("experiment=smoke", "trainer.max_steps=3", "trainer.max_time=null", "trainer.precision=32")
     decode = ("split=test", "precision=fp32", "engine=seqlab")
     pipeline = Pipeline("smoke", "a smoke experiment", (

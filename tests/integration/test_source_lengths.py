@@ -1,5 +1,5 @@
 """Each evaluated source's length in subword tokens: recorded by `seqlab evaluate` (the archive keeps them
-beside the references: seqlab.pipeline.run)."""
+beside the references: seqlab.app.runner)."""
 
 from __future__ import annotations
 

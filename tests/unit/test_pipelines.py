@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 
+import seqlab.app.runner
 import seqlab.pipeline.core
-import seqlab.pipeline.run
 from pipelines import PIPELINES
 from pipelines.core import compared
 from pipelines.render import render
 from pipelines.tables import decodings_table
+from seqlab.app.runner import PipelineError, execute, plan
 from seqlab.io import read_lines_gz
 from seqlab.pipeline.core import Pipeline, Stage, Table
-from seqlab.pipeline.run import PipelineError, execute, plan
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN = ("experiment=smoke", "trainer.max_steps=2", "trainer.max_time=null", "trainer.precision=32")
@@ -95,7 +95,7 @@ def toy(beam: tuple[str, ...] = (), name: str = "toy", compare: bool = False) ->
 @pytest.fixture
 def places(tmp_path, monkeypatch):
     monkeypatch.setattr(seqlab.pipeline.core, "RESULTS", tmp_path / "results")
-    monkeypatch.setattr(seqlab.pipeline.run, "OUTPUTS", tmp_path / "outputs")
+    monkeypatch.setattr(seqlab.app.runner, "OUTPUTS", tmp_path / "outputs")
     return tmp_path
 
 
@@ -306,7 +306,7 @@ def test_a_stage_named_for_rerun_runs_again_and_an_unknown_name_is_refused(place
 def test_a_digest_names_no_place_on_this_machine():
     """Paths (the checkout, its caches and outputs) stay out of what a digest covers, at any depth, so a
     worktree's run and the checkout's agree on what is archived."""
-    from seqlab.pipeline.run import resolved_config
+    from seqlab.app.runner import resolved_config
 
     for name in ("mt_bible_small", "bench"):
         for stage in PIPELINES[name].stages:

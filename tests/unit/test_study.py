@@ -13,16 +13,16 @@ import pytest
 import torch
 from sacrebleu.metrics import BLEU
 
-import seqlab.pipeline.run
+import seqlab.app.runner
 from seqlab.analysis.study import GRID, RECIPES, VARIANTS, Archived, Record, curve_budget, load_records
 from seqlab.analysis.study_questions import QUESTIONS, STUDY
 from seqlab.analysis.study_stages import grid_pipeline, study_stages
 from seqlab.analysis.study_tables import common_steps, depth_fails, draw_curves, machines_table
+from seqlab.app.runner import execute, plan
 from seqlab.metrics import by_source_length, sacrebleu_scores
 from seqlab.model import ModelConfig
 from seqlab.model.params import analytic_counts
 from seqlab.pipeline.core import Pipeline
-from seqlab.pipeline.run import execute, plan
 from seqlab.pipeline.training import training_wall
 from seqlab.tracking.report import render
 from seqlab.tracking.results import load_results
@@ -143,7 +143,7 @@ def run_study(archive: Path, questions: list[str], seeds: int, recipe: str, fake
 @pytest.fixture(autouse=True)
 def stage_folders(tmp_path: Path, monkeypatch) -> Path:
     """The runner's stage folders (outputs/pipelines/ in a checkout) in the test's own folder."""
-    monkeypatch.setattr(seqlab.pipeline.run, "OUTPUTS", tmp_path / "outputs")
+    monkeypatch.setattr(seqlab.app.runner, "OUTPUTS", tmp_path / "outputs")
     return tmp_path / "outputs"
 
 

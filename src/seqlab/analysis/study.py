@@ -1,7 +1,7 @@
 """The architecture study's variants, recipes and archive (its questions: seqlab.analysis.study_questions;
 its tables: seqlab.analysis.study_tables).
 
-The study is a pipeline (seqlab.analysis.study_stages, run by seqlab.pipeline.run): every variant of a
+The study is a pipeline (seqlab.analysis.study_stages, run by seqlab.app.runner): every variant of a
 question trained with several seeds, the test split decoded with each of its recipe's settings. Each stage
 becomes one archive record the moment it finishes: `<variant>-seed<N>.json` (the validation curve, the
 parameter count, the model, the training's provenance) and `<variant>-seed<N>.<label>.json` (test metrics,

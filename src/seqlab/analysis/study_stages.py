@@ -1,5 +1,5 @@
 """The architecture study as a pipeline: each (variant, seed) a training stage, each of its decodings an
-evaluation stage, run by the one runner (seqlab.pipeline.run) like every other experiment.
+evaluation stage, run by the one runner (seqlab.app.runner) like every other experiment.
 
 Stage names are the archive's record names: `<variant>-seed<N>` (the training: its validation curve,
 parameters, model and provenance) and `<variant>-seed<N>.<label>` (a test-split decoding: its metrics and

@@ -28,7 +28,7 @@ from seqlab.hardware import bf16_flags
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import compare as compare_seeds
 from seqlab.metrics.seeds import pooled_sd, summarize
-from seqlab.pipeline.training import DIVERGED
+from seqlab.tracking.results import DIVERGED
 
 
 class Asked(Protocol):

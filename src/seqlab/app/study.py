@@ -3,7 +3,7 @@
 budget.
 
 The study is a pipeline (seqlab.analysis.study_stages) run by the runner every experiment uses
-(seqlab.pipeline.run): each training and each decoding a stage with a digest, archived the moment it lands,
+(seqlab.app.runner): each training and each decoding a stage with a digest, archived the moment it lands,
 skipped when the archive holds it, a training cut off resumed from its checkpoint. A recipe is a training
 budget with its own experiment file and archive (seqlab.analysis.study RECIPES): `short` (300 updates,
 results/arch_study) and `trained` (mt_bible_small's recipe to the budget its baseline's validation curve
@@ -29,10 +29,10 @@ from seqlab.analysis.study_report import write_study_report
 from seqlab.analysis.study_stages import grid_pipeline, study_pipeline
 from seqlab.analysis.study_tables import draw_curves
 from seqlab.app import cli
+from seqlab.app.runner import PipelineError, execute
 from seqlab.hardware import auto_precision
 from seqlab.pipeline.commands import Command, seqlab
 from seqlab.pipeline.core import Pipeline
-from seqlab.pipeline.run import PipelineError, execute
 
 
 def main(argv: list[str] | None = None, command: Command = seqlab) -> int:

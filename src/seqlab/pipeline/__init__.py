@@ -1,4 +1,5 @@
-"""The one runner of seqlab's experiments: a pipeline is stages (seqlab commands) with digests, each result
-archived with its outputs and provenance the moment it lands (core: what a pipeline is; run: running one;
-commands: each stage a seqlab process, each record committed). The reported experiments are declared in the
-repository's `pipelines/`; the architecture study (seqlab.analysis.study_stages) is one of them."""
+"""What seqlab's experiments are made of: a pipeline and its stages (core), each stage a seqlab command in its
+own process with each record committed as it lands (commands), what a training stage's record says
+(training). The one runner that runs them is seqlab.app.runner (it composes each stage's config as the
+commands do); the reported experiments are declared in the repository's `pipelines/`, the architecture
+study's stages by seqlab.analysis.study_stages."""

@@ -11,11 +11,10 @@ from typing import Any
 from seqlab.checkpoint import LAST, checkpoint_file, read_checkpoint
 from seqlab.model import ModelConfig
 from seqlab.model.params import analytic_counts
-from seqlab.tracking.results import OK, read_val_curve
+from seqlab.tracking.results import DIVERGED, OK, read_val_curve
 from seqlab.tracking.wandb import CSV_DIR
 
 LOG = "train.log"
-DIVERGED = "diverged"  # a training record's status: it hit a non-finite loss (else OK)
 PROGRESS = re.compile(r"^\[(?P<time>[\d\- :,]+)\].* - step (?P<step>\d+) .* (?P<elapsed>\d+)s\s+ETA")
 DIVERGENCE = re.compile(r"non-finite loss at step (\d+)")
 

@@ -24,6 +24,7 @@ METRICS_FILE = "metrics.json"
 HYPOTHESES_FILE = "hypotheses.jsonl"
 CANDIDATES_FILE = "candidates.jsonl"  # MBR: every source's candidates, expected utilities and chosen index
 OK, FAILED, INTERRUPTED = "ok", "failed", "interrupted"
+DIVERGED = "diverged"  # a training record's status where it hit a non-finite loss: a result, not a failure
 VAL_LOSS = "val/loss"
 
 

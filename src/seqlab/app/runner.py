@@ -28,9 +28,9 @@ from seqlab.hardware import QUIET_CORES, busy_warning, cpu_model, gpu_host_toler
 from seqlab.io import atomic_write_lines_gz, atomic_write_text, one_line, read_lines_gz
 from seqlab.pipeline.commands import Command, commit_archive, seqlab
 from seqlab.pipeline.core import OUTPUTS, Pipeline, Stage
-from seqlab.pipeline.training import DIVERGED, diverged_at, training_result, wall_time
+from seqlab.pipeline.training import diverged_at, training_result, wall_time
 from seqlab.provenance import capture
-from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, OK, source_tokens_of
+from seqlab.tracking.results import DIVERGED, HYPOTHESES_FILE, METRICS_FILE, OK, source_tokens_of
 
 CONFIG_NAMES = {"train": "train", "evaluate": "eval", "bench": "bench"}  # the Hydra config each command composes
 DROPPED = ("paths", "root_dir", "data_dir", "cache_dir", "log_dir", "output_dir", "hydra", "results_dir", "logger",

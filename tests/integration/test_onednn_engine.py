@@ -68,3 +68,4 @@ def test_engine_auto_names_the_chosen_engine_in_the_label_and_folder(make_cfg, s
     cfg.paths.cache_dir = str(Path(cfg.results_dir).parent / "fresh_cache")  # another machine's probe
     plain = run_evaluation(cfg)
     assert not plain["label"].endswith("_onednn") and "engine" not in plain["setting"]
+    assert cfg.engine == "auto"  # chosen once and passed on: the composed config is left as written

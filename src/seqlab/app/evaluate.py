@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from seqlab.app.cli import reraise
 from seqlab.app.configs import JobLog, is_multirun, plain, sweep_group, tracking_config, typed
-from seqlab.app.infer import InferenceRequest, Loaded, load, settle_engine
+from seqlab.app.infer import InferenceRequest, Loaded, chosen_engine, load
 from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError
 from seqlab.data import CorpusConfig, DataConfig, Example
@@ -83,20 +83,20 @@ def other_corpus(cfg: DictConfig) -> CorpusConfig | None:
     return typed(CorpusConfig, dict(values), "corpus")
 
 
-def result_dir(cfg: DictConfig, tests: TestSet) -> tuple[ResultDir, dict[str, Any]]:
+def result_dir(cfg: DictConfig, tests: TestSet, engine: str) -> tuple[ResultDir, dict[str, Any]]:
     """The setting's result folder and the values that key it (tracking.results.ResultDir.for_evaluation)."""
     decoding = "checkpoint" if cfg.decoding_from_checkpoint else setting_decoding(cfg)
     members = [str(c) for c in cfg.get("ensemble") or ()]
     ensemble = {"checkpoints": members, "rule": str(cfg.ensemble_rule)} if members else None
-    return ResultDir.for_evaluation(Path(cfg.results_dir), str(cfg.ckpt), folder_label(cfg), cfg.split, cfg.limit,
-                                    decoding, str(cfg.precision), str(cfg.engine), tests.key(), ensemble)
+    return ResultDir.for_evaluation(Path(cfg.results_dir), str(cfg.ckpt), folder_label(cfg, engine), cfg.split,
+                                    cfg.limit, decoding, str(cfg.precision), engine, tests.key(), ensemble)
 
 
-def folder_label(cfg: DictConfig) -> str:
+def folder_label(cfg: DictConfig, engine: str) -> str:
     """The setting's label from the raw config. It names the result folder, and the run until the decoding
     config is typed (the typed label may add details, e.g. beam5_lp1)."""
     return run_label(str(cfg.decoding.get("name") or cfg.decoding.method), str(cfg.precision),
-                     str(cfg.engine)) + ensemble_label(len(cfg.get("ensemble") or ()), str(cfg.get("ensemble_rule")))
+                     engine) + ensemble_label(len(cfg.get("ensemble") or ()), str(cfg.get("ensemble_rule")))
 
 
 def checkpoint_payload(info: Any) -> dict[str, Any]:
@@ -109,18 +109,18 @@ def checkpoint_payload(info: Any) -> dict[str, Any]:
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     """Evaluate, or skip a setting that already has results; failures are recorded, then re-raised."""
     keep_freed_memory()
-    settle_engine(cfg)  # engine=auto: the folder and label name the engine chosen
+    engine = chosen_engine(cfg)  # engine=auto: chosen once; the folder, label, record and decoding name it
     tests = test_set_of(cfg)
-    out, setting = result_dir(cfg, tests)
+    out, setting = result_dir(cfg, tests, engine)
     chosen = check_metrics(plain(cfg.get("metrics", list(DEFAULT_METRICS))))
     if out.finished(chosen) and not cfg.force:
         log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
         return {"status": "skipped", "path": str(out.path)}
     tracking = tracking_config(cfg)
-    payload: dict[str, Any] = {"setting": setting, "label": folder_label(cfg), "split": cfg.split}
+    payload: dict[str, Any] = {"setting": setting, "label": folder_label(cfg, engine), "split": cfg.split}
     logger = None
     try:
-        request = InferenceRequest.from_cfg(cfg, "eval")  # a bad value fails here, and is recorded
+        request = InferenceRequest.from_cfg(cfg, "eval", engine=engine)  # a bad value fails here, and is recorded
         corpus = tests.corpus
         if corpus is not None:
             check_task(request.decoding.mbr, corpus.task, f"corpus {corpus.name}")
@@ -134,7 +134,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         examples = tests.examples(data_cfg)
         payload["test_set"] = setting.get("test_set") or {"corpus": info.data_config["corpus"]["name"],
                                                           "split": cfg.split}
-        logger = open_logger(cfg, tracking, out.path, loaded, payload["checkpoint"])
+        logger = open_logger(cfg, tracking, out.path, loaded, payload["checkpoint"], request.engine)
         settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
                                 score_references=cfg.score_references, ci_seed=cfg.ci_seed,
                                 n_bootstrap=cfg.n_bootstrap, precision=request.precision,
@@ -172,13 +172,13 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
 
 
 def open_logger(cfg: DictConfig, tracking: TrackingConfig, folder: Path, loaded: Loaded,
-                checkpoint: dict[str, Any]) -> Any:
+                checkpoint: dict[str, Any], engine: str) -> Any:
     """The setting's logger (a W&B run in the model's group, which uses the checkpoint's artifact)."""
     info = loaded.info
     group = cfg.logger.get("group") or info.tracking.get("group") or sweep_group(cfg)
     artifact = artifact_of(info.tracking, info.path)
     logger = make_logger(tracking, folder, f"{checkpoint['run_name']}/{loaded.label}", group,
-                         {"eval": {k: v for k, v in plain(cfg).items() if k != "decoding"},
+                         {"eval": {**{k: v for k, v in plain(cfg).items() if k != "decoding"}, "engine": engine},
                           "decoding": loaded.decoding.to_dict(), "model": info.model_config.to_dict(),
                           "checkpoint": checkpoint, "training_run_id": info.tracking.get("run_id"),
                           "checkpoint_artifact": artifact},

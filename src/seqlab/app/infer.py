@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from seqlab.app.configs import checkpoint_decoding, plain
 from seqlab.checkpoint import AnyTokenizer, CheckpointInfo, load_for_inference, resolve, start_from
@@ -87,19 +87,19 @@ class TranslateSettings(InferenceSettings):
 log = logging.getLogger(__name__)
 
 
-def settle_engine(cfg: DictConfig) -> None:
-    """Put this machine's choice in place of `engine=auto` in the composed config (and log it), so that the
-    result folder, the label and the engine that decodes all name one engine."""
+def chosen_engine(cfg: DictConfig) -> str:
+    """The engine a command decodes with: the config's, or for `engine=auto` this machine's choice (logged).
+    A command asks once and passes the answer on, so its result folder, label, record and decoding all name
+    one engine; the composed config is left as the user wrote it."""
     if cfg.get("engine") != "auto":
-        return
+        return str(cfg.get("engine"))
     try:
         device = resolve_device("", cfg.get("device", "auto"))
     except ConfigError:  # a bad device fails, named and recorded, where the request is checked
         device = str(cfg.get("device"))
     choice = choose_engine(str(cfg.get("precision")), device, Path(cfg.paths.cache_dir))
     log.info("engine=auto: %s (%s)", choice.engine, choice.reason)
-    with open_dict(cfg):
-        cfg.engine = choice.engine
+    return choice.engine
 
 
 @dataclass(frozen=True)
@@ -117,11 +117,11 @@ class InferenceRequest:
     ensemble_rule: Combination = "mean_prob"
 
     @classmethod
-    def from_cfg(cls, cfg: DictConfig, command: str,
-                 settings_cls: type[InferenceSettings] = InferenceSettings) -> InferenceRequest:
-        """`settings_cls`: the command's own settings (TranslateSettings), all checked here, once."""
-        settle_engine(cfg)
-        settings = settings_of(cfg, settings_cls, command)
+    def from_cfg(cls, cfg: DictConfig, command: str, settings_cls: type[InferenceSettings] = InferenceSettings,
+                 engine: str | None = None) -> InferenceRequest:
+        """`settings_cls`: the command's own settings (TranslateSettings), all checked here, once; `engine`: the
+        command's chosen engine (default: chosen here, chosen_engine)."""
+        settings = replace(settings_of(cfg, settings_cls, command), engine=engine or chosen_engine(cfg))
         decoding = typed(DecodingConfig, plain(cfg.decoding), "decoding")
         check_engine(command, settings.engine, settings.precision, decoding)
         if settings.ensemble:

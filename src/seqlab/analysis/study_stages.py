@@ -16,7 +16,7 @@ from pathlib import Path
 from seqlab.analysis.study import GRID, SEEDS, VARIANTS, Recipe
 from seqlab.analysis.study_questions import QUESTIONS
 from seqlab.checkpoint import LAST
-from seqlab.pipeline.core import EVAL_COMMON, Pipeline, Stage, Table
+from seqlab.pipeline.core import EVAL_COMMON, Pipeline, Stage
 
 
 def run_name(variant: str, seed: int) -> str:
@@ -57,12 +57,11 @@ def queued_stages(groups: list[list[str]], recipe: Recipe, seeds: int = SEEDS) -
     return tuple(stages.values())
 
 
-def study_pipeline(name: str, summary: str, questions: list[str], recipe: Recipe, tables: tuple[Table, ...] = (),
-                   more: tuple[Stage, ...] = (), seeds: int = SEEDS, archive: Path | None = None,
-                   train_args: tuple[str, ...] = (), eval_args: tuple[str, ...] = ()) -> Pipeline:
-    """The questions' stages at `recipe` (then `more`), archived in `archive` (default results/<name>)."""
-    return Pipeline(name, summary, (*study_stages(questions, recipe, seeds, train_args, eval_args), *more), tables,
-                    archive)
+def study_pipeline(name: str, summary: str, questions: list[str], recipe: Recipe, seeds: int = SEEDS,
+                   archive: Path | None = None, train_args: tuple[str, ...] = (),
+                   eval_args: tuple[str, ...] = ()) -> Pipeline:
+    """The questions' stages at `recipe`, archived in `archive` (default results/<name>)."""
+    return Pipeline(name, summary, study_stages(questions, recipe, seeds, train_args, eval_args), folder=archive)
 
 
 def grid_pipeline(folder: Path, seeds: int, experiment: str, updates: int, precision: str, limit: int,

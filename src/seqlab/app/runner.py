@@ -196,7 +196,7 @@ def result_folder(planned: Planned) -> Path:
 def present(planned: Planned) -> bool:
     """Whether this machine holds what later stages read from the stage: a checkpoint, or hypotheses."""
     if planned.stage.command == "train":
-        return (planned.folder / "checkpoints" / "last.ckpt").is_file()
+        return checkpoint_file(planned.folder, LAST).is_file()
     if planned.stage.command == "evaluate":
         return (result_folder(planned) / HYPOTHESES_FILE).is_file()
     return True
@@ -218,7 +218,7 @@ def command_line(by_name: dict[str, Planned], planned: Planned, rerun: frozenset
         return ["compare", *(str(result_folder(by_name[c])) for c in stage.compares), *stage.overrides,
                 "--json", str(where / "compare.json")]
     if stage.command == "bench":  # after a training: its model decodes its corpus's test sentences
-        ckpt = [f"ckpt={by_name[stage.after].folder / 'checkpoints' / 'last.ckpt'}"] if stage.after else []
+        ckpt = [f"ckpt={checkpoint_file(by_name[stage.after].folder, LAST)}"] if stage.after else []
         return ["bench", *ckpt, *stage.overrides, f"out={where / 'bench.json'}"]
     return [stage.command, *stage.overrides]
 
@@ -263,7 +263,8 @@ def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False
     needed &= asked
     failed: list[str] = []
     for p in planned:
-        line = "seqlab " + " ".join(command_line(by_name, p, rerun))
+        args = command_line(by_name, p, rerun)
+        line = "seqlab " + " ".join(args)
         if p.stage.name not in asked:
             print(f"== {p.stage.name}: left as it is (--only)", file=sys.stderr)
             continue
@@ -294,8 +295,7 @@ def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False
             continue
         p.folder.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        if not command(*command_line(by_name, p, rerun)) and not (p.stage.diverges and
-                                                                     diverged_at(p.folder) is not None):
+        if not command(*args) and not (p.stage.diverges and diverged_at(p.folder) is not None):
             failed.append(p.stage.name)
             continue
         refusal = unreliable(p)

@@ -19,10 +19,10 @@ PROGRESS = re.compile(r"^\[(?P<time>[\d\- :,]+)\].* - step (?P<step>\d+) .* (?P<
 DIVERGENCE = re.compile(r"non-finite loss at step (\d+)")
 
 
-def training_wall(log_text: str) -> tuple[float, int, str | None]:
-    """(seconds, sittings, when the last progress line was written) from a run folder's train.log: each
-    sitting's progress lines count elapsed time from its start, so a drop starts a new sitting."""
-    total, sittings, last, when = 0.0, 0, -1.0, None
+def training_wall(log_text: str) -> tuple[float, int]:
+    """(seconds, sittings) from a run folder's train.log: each sitting's progress lines count elapsed time from
+    its start, so a drop starts a new sitting."""
+    total, sittings, last = 0.0, 0, -1.0
     for line in log_text.splitlines():
         match = PROGRESS.match(line)
         if not match:
@@ -31,8 +31,8 @@ def training_wall(log_text: str) -> tuple[float, int, str | None]:
         if elapsed < last or sittings == 0:
             sittings += 1
             total += max(last, 0.0) if sittings > 1 else 0.0
-        last, when = elapsed, match["time"]
-    return total + max(last, 0.0), sittings, when
+        last = elapsed
+    return total + max(last, 0.0), sittings
 
 
 def log_text(folder: Path) -> str:
@@ -61,5 +61,5 @@ def training_result(folder: Path) -> tuple[str, dict[str, Any]]:
 
 def wall_time(folder: Path, measured: float) -> float:
     """The training's wall time over every sitting (its log), else what this sitting measured."""
-    seconds, sittings, _ = training_wall(log_text(folder))
+    seconds, sittings = training_wall(log_text(folder))
     return seconds if sittings else measured

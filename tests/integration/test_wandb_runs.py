@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from seqlab.app.evaluate import run_evaluation
 from seqlab.app.train import train
 from seqlab.checkpoint import load_for_inference
+from seqlab.config import ConfigError
 
 SMOKE = ["experiment=smoke", "logger=wandb", "logger.mode=offline", "train.quick_eval_size=0"]
 
@@ -93,3 +96,35 @@ def test_checkpoints_as_model_artifacts_and_evaluation_lineage(make_cfg, tmp_pat
     run_evaluation(cfg)
     (eval_run,) = offline_runs(Path(cfg.results_dir))
     assert f"model-{run_id}:best".encode() in run_record(eval_run)  # the artifact it evaluated, in its config
+
+
+def test_one_label_names_the_folder_the_record_and_the_run_and_an_earlier_folder_is_found(make_cfg,
+                                                                                         smoke_checkpoint):
+    """`decoding=beam` composes a config whose raw method is `beam`; the setting's one label is the typed
+    decoding's, beam5_lp1, in the folder's name, the record and the W&B run's name. A folder written under
+    the raw method's name (as earlier code did) is the same setting: renamed, found and skipped."""
+    overrides = [f"ckpt={smoke_checkpoint}", "decoding=beam", "logger=wandb", "logger.mode=offline", "limit=2",
+                 "decoding.max_length=5", "n_bootstrap=0"]
+    cfg = make_cfg("eval", overrides)
+    payload = run_evaluation(cfg)
+    (folder,) = [p.parent for p in Path(cfg.results_dir).glob("**/metrics.json")]
+    assert payload["label"] == "beam5_lp1" and folder.name.startswith("beam5_lp1-")
+    assert json.loads((folder / "metrics.json").read_text())["label"] == "beam5_lp1"
+    (eval_run,) = offline_runs(folder)
+    assert f"{payload['checkpoint']['run_name']}/beam5_lp1".encode() in run_record(eval_run)
+
+    earlier = folder.with_name("beam-" + folder.name.removeprefix("beam5_lp1-"))
+    folder.rename(earlier)
+    again = run_evaluation(make_cfg("eval", overrides))
+    assert again["status"] == "skipped" and Path(again["path"]) == folder and folder.is_dir()
+    assert not earlier.exists()
+
+
+def test_a_value_that_does_not_type_is_recorded_under_the_raw_label(make_cfg, smoke_checkpoint):
+    cfg = make_cfg("eval", [f"ckpt={smoke_checkpoint}", "decoding=top_p", "decoding.top_p=1.5", "limit=2",
+                            "logger=none"])
+    with pytest.raises(ConfigError, match="top_p"):
+        run_evaluation(cfg)
+    (metrics,) = Path(cfg.results_dir).glob("**/metrics.json")
+    record = json.loads(metrics.read_text())
+    assert record["status"] == "failed" and record["label"] == "sample" and metrics.parent.name.startswith("sample-")

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from seqlab.app.cli import reraise
 from seqlab.app.configs import JobLog, is_multirun, plain, sweep_group, tracking_config, typed
-from seqlab.app.infer import InferenceRequest, Loaded, chosen_engine, load
+from seqlab.app.infer import LANGUAGE_KEYS, InferenceRequest, Loaded, chosen_engine, load
 from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError
 from seqlab.data import CorpusConfig, DataConfig, Example
@@ -83,20 +83,27 @@ def other_corpus(cfg: DictConfig) -> CorpusConfig | None:
     return typed(CorpusConfig, dict(values), "corpus")
 
 
-def result_dir(cfg: DictConfig, tests: TestSet, engine: str) -> tuple[ResultDir, dict[str, Any]]:
-    """The setting's result folder and the values that key it (tracking.results.ResultDir.for_evaluation)."""
+def result_dir(cfg: DictConfig, tests: TestSet, label: str, engine: str) -> tuple[ResultDir, dict[str, Any]]:
+    """The setting's result folder, named by its label, and the values that key it
+    (tracking.results.ResultDir.for_evaluation)."""
     decoding = "checkpoint" if cfg.decoding_from_checkpoint else setting_decoding(cfg)
     members = [str(c) for c in cfg.get("ensemble") or ()]
     ensemble = {"checkpoints": members, "rule": str(cfg.ensemble_rule)} if members else None
-    return ResultDir.for_evaluation(Path(cfg.results_dir), str(cfg.ckpt), folder_label(cfg, engine), cfg.split,
-                                    cfg.limit, decoding, str(cfg.precision), engine, tests.key(), ensemble)
+    languages = {k: plain(cfg[k]) for k in LANGUAGE_KEYS if cfg.get(k) is not None}
+    return ResultDir.for_evaluation(Path(cfg.results_dir), str(cfg.ckpt), label, cfg.split, cfg.limit, decoding,
+                                    str(cfg.precision), engine, tests.key(), ensemble, languages or None)
 
 
-def folder_label(cfg: DictConfig, engine: str) -> str:
-    """The setting's label from the raw config. It names the result folder, and the run until the decoding
-    config is typed (the typed label may add details, e.g. beam5_lp1)."""
-    return run_label(str(cfg.decoding.get("name") or cfg.decoding.method), str(cfg.precision),
-                     engine) + ensemble_label(len(cfg.get("ensemble") or ()), str(cfg.get("ensemble_rule")))
+def setting_label(cfg: DictConfig, engine: str) -> tuple[InferenceRequest | None, str, ConfigError | None]:
+    """The typed request and the setting's one label (InferenceRequest.label), or, for values that do not type,
+    the error and a label from the raw method: the failure is then recorded in a folder of that name."""
+    try:
+        request = InferenceRequest.from_cfg(cfg, "eval", engine=engine)
+    except ConfigError as err:
+        raw = (run_label(str(cfg.decoding.get("name") or cfg.decoding.get("method")), str(cfg.precision), engine)
+               + ensemble_label(len(cfg.get("ensemble") or ()), str(cfg.get("ensemble_rule"))))
+        return None, raw, err
+    return request, request.label, None
 
 
 def checkpoint_payload(info: Any) -> dict[str, Any]:
@@ -111,30 +118,33 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     keep_freed_memory()
     engine = chosen_engine(cfg)  # engine=auto: chosen once; the folder, label, record and decoding name it
     tests = test_set_of(cfg)
-    out, setting = result_dir(cfg, tests, engine)
+    request, label, invalid = setting_label(cfg, engine)
+    out, setting = result_dir(cfg, tests, label, engine)
     chosen = check_metrics(plain(cfg.get("metrics", list(DEFAULT_METRICS))))
     if out.finished(chosen) and not cfg.force:
         log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
         return {"status": "skipped", "path": str(out.path)}
     tracking = tracking_config(cfg)
-    payload: dict[str, Any] = {"setting": setting, "label": folder_label(cfg, engine), "split": cfg.split}
+    payload: dict[str, Any] = {"setting": setting, "label": label, "split": cfg.split}
     logger = None
     try:
-        request = InferenceRequest.from_cfg(cfg, "eval", engine=engine)  # a bad value fails here, and is recorded
+        if invalid is not None:  # a bad value fails here, recorded in the setting's folder
+            raise invalid
+        assert request is not None
         corpus = tests.corpus
         if corpus is not None:
             check_task(request.decoding.mbr, corpus.task, f"corpus {corpus.name}")
-        payload.update(label=request.label, decoding=request.decoding.to_dict())
+        payload["decoding"] = request.decoding.to_dict()
         loaded = load(request, cfg.device, Path(cfg.paths.cache_dir), task_checked=corpus is not None)
-        info, decoding, label = loaded.info, loaded.decoding, loaded.label
-        payload.update(label=label, decoding=decoding.to_dict(), checkpoint=checkpoint_payload(info))
+        info, decoding = loaded.info, loaded.decoding
+        payload.update(decoding=decoding.to_dict(), checkpoint=checkpoint_payload(info))
         if request.ensemble:
             payload["ensemble"] = {"checkpoints": list(request.ensemble), "rule": request.ensemble_rule}
         data_cfg = DataConfig.from_dict(info.data_config) if info.data_config else None
         examples = tests.examples(data_cfg)
         payload["test_set"] = setting.get("test_set") or {"corpus": info.data_config["corpus"]["name"],
                                                           "split": cfg.split}
-        logger = open_logger(cfg, tracking, out.path, loaded, payload["checkpoint"], request.engine)
+        logger = open_logger(cfg, tracking, out.path, loaded, payload["checkpoint"], label, request.engine)
         settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
                                 score_references=cfg.score_references, ci_seed=cfg.ci_seed,
                                 n_bootstrap=cfg.n_bootstrap, precision=request.precision,
@@ -172,12 +182,12 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
 
 
 def open_logger(cfg: DictConfig, tracking: TrackingConfig, folder: Path, loaded: Loaded,
-                checkpoint: dict[str, Any], engine: str) -> Any:
+                checkpoint: dict[str, Any], label: str, engine: str) -> Any:
     """The setting's logger (a W&B run in the model's group, which uses the checkpoint's artifact)."""
     info = loaded.info
     group = cfg.logger.get("group") or info.tracking.get("group") or sweep_group(cfg)
     artifact = artifact_of(info.tracking, info.path)
-    logger = make_logger(tracking, folder, f"{checkpoint['run_name']}/{loaded.label}", group,
+    logger = make_logger(tracking, folder, f"{checkpoint['run_name']}/{label}", group,
                          {"eval": {**{k: v for k, v in plain(cfg).items() if k != "decoding"}, "engine": engine},
                           "decoding": loaded.decoding.to_dict(), "model": info.model_config.to_dict(),
                           "checkpoint": checkpoint, "training_run_id": info.tracking.get("run_id"),

@@ -102,6 +102,9 @@ def chosen_engine(cfg: DictConfig) -> str:
     return choice.engine
 
 
+LANGUAGE_KEYS = ("src_lang", "tgt_lang", "task_prefix")  # InferenceRequest.languages, in this order
+
+
 @dataclass(frozen=True)
 class InferenceRequest:
     """An inference command's settings, typed and checked; nothing is loaded yet."""
@@ -132,12 +135,14 @@ class InferenceRequest:
 
     @property
     def label(self) -> str:
-        return self.label_of(self.decoding)
-
-    def label_of(self, decoding: DecodingConfig) -> str:
-        """A setting's run label: the decoding's, its precision and engine, and the ensemble's size and rule."""
-        return run_label(decoding.label, self.precision, self.engine) + ensemble_label(len(self.ensemble),
-                                                                                       self.ensemble_rule)
+        """The setting's one label, settled before anything loads: it names the result folder, the record and
+        the W&B run. The decoding's label (`checkpoint` for the checkpoint's own defaults, whose values the
+        record keeps), the target language when one is asked for, the precision and engine, and the
+        ensemble's size and rule (docs/reliability.md, "Compatibility")."""
+        decoding = "checkpoint" if self.from_checkpoint else self.decoding.label
+        target = f"_{self.languages[1]}" if self.languages[1] else ""
+        return (run_label(decoding + target, self.precision, self.engine)
+                + ensemble_label(len(self.ensemble), self.ensemble_rule))
 
 
 @dataclass
@@ -149,7 +154,6 @@ class Loaded:
     tokenizer: AnyTokenizer
     info: CheckpointInfo
     decoding: DecodingConfig  # the request's, or the checkpoint's own
-    label: str
     engine: Any
     device: str
 
@@ -196,7 +200,7 @@ def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: 
         corpus = info.data_config["corpus"]
         check_task(decoding.mbr, corpus["task"], f"the checkpoint's corpus {corpus['name']}")
     engine = make_engine(request.engine, path, model, tokenizer, cache_dir, request.precision)
-    return Loaded(model, tokenizer, info, decoding, request.label_of(decoding), engine, device)
+    return Loaded(model, tokenizer, info, decoding, engine, device)
 
 
 def ensemble_of(model: Seq2SeqTransformer, tokenizer: AnyTokenizer, path: Path, request: InferenceRequest,

@@ -37,7 +37,7 @@ def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int
         raise ConfigError("decoding.n_best > 1 prints several hypotheses per line: add format=fairseq")
     keep_freed_memory()
     loaded = load(request, cfg.device, Path(cfg.paths.cache_dir))
-    log.info("%s (step %d), decoding %s", loaded.info.path, loaded.info.step, loaded.label)
+    log.info("%s (step %d), %s: %s", loaded.info.path, loaded.info.step, request.label, loaded.decoding.label)
     seqlab_search = loaded.engine is None
     with precision_context(request.precision, loaded.device) if seqlab_search else contextlib.nullcontext():
         return _translate_all(cfg, loaded.model, loaded.tokenizer, loaded.decoding, stdin, stdout, loaded.engine)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ OK, FAILED, INTERRUPTED = "ok", "failed", "interrupted"
 DIVERGED = "diverged"  # a training record's status where it hit a non-finite loss: a result, not a failure
 VAL_LOSS = "val/loss"
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class ResultDir:
@@ -35,13 +38,13 @@ class ResultDir:
     @classmethod
     def for_evaluation(cls, root: Path, checkpoint: str, label: str, split: str, limit: int | None,
                        decoding: dict[str, Any] | str, precision: str, engine: str,
-                       test_set: dict[str, Any] | None, ensemble: dict[str, Any] | None = None
-                       ) -> tuple[ResultDir, dict[str, Any]]:
-        """An evaluation's folder and the values that key it: the checkpoint (its path, size and time, so a
-        retrained checkpoint at the same path gets another folder), split, limit, decoding (`"checkpoint"`:
-        its own defaults), precision, engine, another test set and an ensemble's other checkpoints and rule.
-        Defaults stay out of the key, so results written before a field existed keep their folders
-        (docs/reliability.md, "Compatibility")."""
+                       test_set: dict[str, Any] | None, ensemble: dict[str, Any] | None = None,
+                       languages: dict[str, Any] | None = None) -> tuple[ResultDir, dict[str, Any]]:
+        """An evaluation's folder, named by the setting's label, and the values that key it: the checkpoint
+        (its path, size and time, so a retrained checkpoint at the same path gets another folder), split,
+        limit, decoding (`"checkpoint"`: its own defaults), precision, engine, another test set, an ensemble's
+        other checkpoints and rule, and the language codes or task prefix asked for. Defaults stay out of the
+        key, so results written before a field existed keep their keys (docs/reliability.md, "Compatibility")."""
         try:
             stat = resolve(checkpoint).stat()
             version: list[int] | None = [stat.st_size, int(stat.st_mtime)]
@@ -57,13 +60,25 @@ class ResultDir:
             setting["test_set"] = test_set
         if ensemble is not None:
             setting["ensemble"] = ensemble
+        if languages:
+            setting["languages"] = languages
         return cls.for_setting(root, checkpoint, label, setting), setting
 
     @classmethod
     def for_setting(cls, root: Path, checkpoint: str, label: str, setting: dict[str, Any]) -> ResultDir:
+        """`<checkpoint's run>/<label>-<key>`. The key alone identifies the setting: a folder with the same
+        key under another label (written when the folder took the raw config's method, `beam-<key>`) is the
+        same setting's, and is renamed to the label, so it is found and skipped rather than redone
+        (docs/reliability.md, "Compatibility")."""
         path = Path(checkpoint)
-        name = run_dir_of(path).name if path.parent.name == CHECKPOINT_DIR else path.stem
-        return cls(root / name / f"{label}-{cache_key(setting)}")
+        model = root / (run_dir_of(path).name if path.parent.name == CHECKPOINT_DIR else path.stem)
+        key = cache_key(setting)
+        folder = model / f"{label}-{key}"
+        earlier = [] if folder.exists() else sorted(model.glob(f"*-{key}"))
+        if earlier:
+            earlier[0].rename(folder)
+            log.info("result folder %s renamed to %s (the setting's label)", earlier[0], folder.name)
+        return cls(folder)
 
     @property
     def metrics_path(self) -> Path:

@@ -147,8 +147,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         logger = open_logger(cfg, tracking, out.path, loaded, payload["checkpoint"], label, request.engine)
         settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
                                 score_references=cfg.score_references, ci_seed=cfg.ci_seed,
-                                n_bootstrap=cfg.n_bootstrap, precision=request.precision,
-                                metrics=chosen)
+                                n_bootstrap=cfg.n_bootstrap, precision=request.precision, metrics=chosen)
         payload["engine"] = request.engine
         records, metrics = evaluate(loaded.model, loaded.tokenizer, examples, decoding, settings, loaded.engine)
         rows = [r.to_dict() for r in records]
@@ -169,16 +168,22 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         payload.update(status=FAILED, error=f"{type(err).__name__}: {err}",
                        traceback=traceback.format_exc(limit=5))
         log.error("evaluation failed (%s): %s", payload["label"], payload["error"])
-        if logger is None and tracking.kind != "none":
-            logger = make_logger(tracking, out.path, f"failed/{payload['label']}", sweep_group(cfg),
-                                 {"setting": setting}, job_type="sweep" if is_multirun() else "eval")
-        if logger is not None and tracking.kind == "wandb":
-            logger.experiment.summary["status"] = FAILED
-            logger.experiment.summary["error"] = payload["error"]
+        log_failure(cfg, tracking, out.path, logger, payload)
         raise
     finally:
         out.write_metrics(payload)
         finish()
+
+
+def log_failure(cfg: DictConfig, tracking: TrackingConfig, folder: Path, logger: Any, payload: dict[str, Any]
+                ) -> None:
+    """A failed setting's W&B run says so (one is opened for it if it failed before its run was)."""
+    if logger is None and tracking.kind != "none":
+        logger = make_logger(tracking, folder, f"failed/{payload['label']}", sweep_group(cfg),
+                             {"setting": payload["setting"]}, job_type="sweep" if is_multirun() else "eval")
+    if logger is not None and tracking.kind == "wandb":
+        logger.experiment.summary["status"] = FAILED
+        logger.experiment.summary["error"] = payload["error"]
 
 
 def open_logger(cfg: DictConfig, tracking: TrackingConfig, folder: Path, loaded: Loaded,

@@ -282,13 +282,8 @@ def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False
             else None
         if done is not None:  # run on this machine for another experiment: the same result
             print(f"== {p.stage.name}: ran here before ({p.folder}), archived", file=sys.stderr)
-            done = {**done, "stage": p.stage.name}  # the other experiment may name the stage otherwise
             if not dry_run:
-                if p.stage.command == "evaluate":  # its outputs, under this archive's name for the stage
-                    done["result"] = {**done["result"], "outputs": archive_outputs(pipeline, p)}
-                atomic_write_text(record_path(pipeline, p.stage), json.dumps(done, indent=1) + "\n")
-                if commit:
-                    commit_archive(pipeline.archive, f"{pipeline.name}: {p.stage.name}")
+                adopt_record(pipeline, p, done, commit)
             continue
         print(f"== {p.stage.name}: {'would run' if dry_run else 'running'}: {line}", file=sys.stderr)
         if dry_run:
@@ -307,6 +302,17 @@ def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False
         if commit:
             commit_archive(pipeline.archive, f"{pipeline.name}: {p.stage.name}")
     return failed
+
+
+def adopt_record(pipeline: Pipeline, planned: Planned, done: dict[str, Any], commit: bool) -> None:
+    """Archive a stage run on this machine for another experiment (the same digest, so the same result):
+    its record under this archive's name for the stage, with its outputs where it decoded."""
+    done = {**done, "stage": planned.stage.name}
+    if planned.stage.command == "evaluate":
+        done["result"] = {**done["result"], "outputs": archive_outputs(pipeline, planned)}
+    atomic_write_text(record_path(pipeline, planned.stage), json.dumps(done, indent=1) + "\n")
+    if commit:
+        commit_archive(pipeline.archive, f"{pipeline.name}: {planned.stage.name}")
 
 
 def describe_local_training(pipeline: Pipeline, planned: Planned, stages: list[Planned], needed: set[str]) -> bool:

@@ -111,6 +111,36 @@ def test_fused_loss_trains_the_same_weights_as_the_plain_step(make_cfg, tmp_path
     assert fused["metrics"]["val/loss"] == pytest.approx(plain["metrics"]["val/loss"], rel=1e-5)
 
 
+def test_bf16_weights_train_fp32_master_weights_close_to_the_bf16_mixed_run(make_cfg, tmp_path):
+    """train.bf16_weights=true: 4 updates in bf16 leave fp32 parameters (the optimizer's master weights, the
+    checkpoint's) near the bf16-mixed run's, tied matrices still one, and a validation loss within rounding."""
+    common = [*SMOKE, "model.dropout=0.0", "train.quick_eval_size=0", "trainer.max_steps=4",
+              "train.val_every_n_steps=2", "trainer.precision=bf16-mixed"]
+    mixed = train(make_cfg("train", common, out=tmp_path / "mixed"))
+    ours = train(make_cfg("train", [*common, "train.bf16_weights=true"], out=tmp_path / "bf16"))
+    a, b = weights(mixed["last"]), weights(ours["last"])
+    assert a.keys() == b.keys() and all(v.dtype == torch.float32 for v in b.values())
+    apart = torch.cat([(a[k] - b[k]).flatten() for k in a]).norm()
+    start = weights(train(make_cfg("train", [*common, "trainer.max_steps=1", "optim.lr=1e-12"],
+                                   out=tmp_path / "start"))["last"])
+    moved = torch.cat([(a[k] - start[k]).flatten() for k in a]).norm()
+    assert apart < 0.1 * moved  # the two runs' weights are much closer to each other than to where they started
+    assert ours["metrics"]["val/loss"] == pytest.approx(mixed["metrics"]["val/loss"], rel=1e-2)
+    model, _, _ = load_for_inference(ours["last"])
+    assert model.output.weight is model.tgt_embed.tokens.weight
+
+
+def test_bf16_weights_in_another_precision_fail_before_the_data_is_read(make_cfg, tmp_path, monkeypatch):
+    with pytest.raises(ConfigError, match="train.bf16_weights=true.*trainer.precision=32-true"):
+        train(make_cfg("train", [*SMOKE, "train.bf16_weights=true", "trainer.precision=32-true"], out=tmp_path / "a"))
+    import seqlab.app.train as app_train
+
+    monkeypatch.setattr(app_train, "auto_precision", lambda accelerator: ("32-true", "no AMX; fp32 is faster"))
+    monkeypatch.setattr(app_train, "Seq2SeqDataModule", None)  # reached only after the check
+    with pytest.raises(ConfigError, match=r"trainer.precision=32-true \(auto: no AMX"):
+        train(make_cfg("train", [*SMOKE, "train.bf16_weights=true", "trainer.precision=auto"], out=tmp_path / "b"))
+
+
 @pytest.mark.slow
 def test_compiled_layers_train_the_same_weights_and_keep_the_checkpoint_layout(make_cfg, tmp_path):
     """train.compile=all (the layers and the fused loss's arithmetic through torch.compile on this CPU, dropout off:

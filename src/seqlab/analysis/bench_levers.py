@@ -1,6 +1,7 @@
 """What each training lever gives (`seqlab bench levers=true`): the plain training step, the output projection
 fused with the loss (`train.fused_loss`), its block arithmetic compiled (`train.compile=loss`), the layers
-compiled (`train.compile=layers`) and their combinations, against
+compiled (`train.compile=layers`), the step in bf16 on bf16 weights (`train.bf16_weights`, where the run is
+bf16-mixed) and their combinations, against
 Hugging Face's step with the same weights and batches, timed in one run, in the precision that training picks
 on this device by default (`trainer.precision=auto`: bf16-mixed on a GPU or an AMX CPU, else whichever of
 bf16 and fp32 multiplies faster here).
@@ -40,10 +41,11 @@ from seqlab.model import Seq2SeqTransformer
 from seqlab.train.levers import compile_layers, step_loss, use_compile_cache
 
 log = logging.getLogger("seqlab.bench")
-# name -> (train.fused_loss, layers compiled, loss compiled)
-LEVERS = {"plain": (False, False, False), "fused loss": (True, False, False),
-          "fused loss, compiled": (True, False, True), "compiled layers": (False, True, False),
-          "fused loss + compiled layers": (True, True, False), "all compiled": (True, True, True)}
+# name -> (train.fused_loss, layers compiled, loss compiled, train.bf16_weights)
+LEVERS = {"plain": (False, False, False, False), "fused loss": (True, False, False, False),
+          "fused loss, compiled": (True, False, True, False), "compiled layers": (False, True, False, False),
+          "fused loss + compiled layers": (True, True, False, False), "all compiled": (True, True, True, False),
+          "bf16 weights": (False, False, False, True), "bf16 weights + fused loss": (True, False, False, True)}
 
 
 @dataclass(frozen=True)
@@ -72,12 +74,15 @@ def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[str, list[Leve
     reference = first_loss(model, batches[0], cfg, False, precision)
     models, steps, warmup, delta = {}, {}, {}, {}
     use_compile_cache()
-    for name, (fused, layers, loss) in LEVERS.items():
+    for name, (fused, layers, loss, bf16) in LEVERS.items():
+        if bf16 and precision != "bf16-mixed":
+            log.info("%s: left out (a lever of bf16-mixed training; levers run in %s here)", name, precision)
+            continue
         m = copy.deepcopy(model)
         if layers:
             compile_layers(m)
-        delta[name] = first_loss(m, batches[0], cfg, fused, precision, loss) - reference
-        models[name], steps[name] = m, seqlab_train_step(m, cfg.label_smoothing, fused, loss)
+        delta[name] = first_loss(m, batches[0], cfg, fused, precision, loss, bf16) - reference
+        models[name], steps[name] = m, seqlab_train_step(m, cfg.label_smoothing, fused, loss, bf16)
     models["Hugging Face"] = to_hf(model).to(device)
     steps["Hugging Face"] = hf_train_step(models["Hugging Face"], cfg.label_smoothing)
     delta["Hugging Face"] = None
@@ -105,13 +110,13 @@ def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[str, list[Leve
 
 
 def first_loss(model: Seq2SeqTransformer, batch: dict[str, torch.Tensor], cfg: BenchConfig, fused: bool,
-               precision: str, compiled_loss: bool = False) -> float:
+               precision: str, compiled_loss: bool = False, bf16: bool = False) -> float:
     """The mean loss of one batch in `precision`, dropout off: what each lever must keep."""
     model.eval()
     with torch.no_grad(), torch.autocast(batch["src"].device.type, dtype=torch.bfloat16,
                                          enabled=precision == "bf16-mixed"):
         loss, _, n = step_loss(model, batch["src"], batch["pad"], batch["tgt_in"], batch["tgt"], cfg.label_smoothing,
-                               fused, compiled_loss)
+                               fused, compiled_loss, bf16)
     model.train()
     return float(loss / n)
 

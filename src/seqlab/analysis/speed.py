@@ -138,10 +138,11 @@ def random_batch(cfg: BenchConfig, g: torch.Generator, seq_len: int | None = Non
 
 
 # -- training -------------------------------------------------------------------------------
-def seqlab_train_step(model: Seq2SeqTransformer, eps: float, fused_loss: bool = False, compiled_loss: bool = False
-                      ) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
+def seqlab_train_step(model: Seq2SeqTransformer, eps: float, fused_loss: bool = False, compiled_loss: bool = False,
+                      bf16: bool = False) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
     def step(b: dict[str, torch.Tensor]) -> torch.Tensor:
-        loss, _, n = step_loss(model, b["src"], b["pad"], b["tgt_in"], b["tgt"], eps, fused_loss, compiled_loss)
+        loss, _, n = step_loss(model, b["src"], b["pad"], b["tgt_in"], b["tgt"], eps, fused_loss, compiled_loss,
+                               bf16)
         return loss / n
     return step
 

@@ -17,6 +17,7 @@ from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig
 from seqlab.tracking.wandb import TrackingConfig
 from seqlab.train.config import OptimConfig, TrainConfig
+from seqlab.train.levers import check_bf16_weights
 from seqlab.train.optim import check_fused_clipping
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ def train_spec(cfg: DictConfig) -> TrainSpec:
     loop = typed(TrainConfig, plain(cfg.train), "train")
     check_trainer(cfg)
     check_fused_clipping(optim.fused, optim.clip_norm, cfg.trainer.get("precision"))
+    check_bf16_weights(loop.bf16_weights, str(cfg.trainer.get("precision")))  # auto: checked once resolved
     return TrainSpec(model, data, optim, loop, tracking_config(cfg))
 
 

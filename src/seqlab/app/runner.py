@@ -50,7 +50,7 @@ NEUTRAL: dict[str, dict[str, Any]] = {
                  "prefix_size": 0, "constraints": None, "constraint_words": 0},
     "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
          "ensemble_rule": "mean_prob", "levers": False},
-    "train": {"init_from": None, "fused_loss": False, "compile": "none"},
+    "train": {"init_from": None, "fused_loss": False, "compile": "none", "bf16_weights": False},
 }
 
 

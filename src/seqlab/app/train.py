@@ -41,6 +41,7 @@ from seqlab.train.fit import (
     checkpoint_callbacks,
     find_resume,
 )
+from seqlab.train.levers import check_bf16_weights
 from seqlab.train.module import Seq2SeqModule
 from seqlab.train.quick_eval import QuickEval
 
@@ -71,7 +72,18 @@ def extra_callbacks(cfg: DictConfig) -> list[Any]:
     return [hydra.utils.instantiate(chosen[name]) for name in chosen if chosen[name] and "_target_" in chosen[name]]
 
 
+def auto_trainer_precision(cfg: DictConfig, spec: TrainSpec) -> str | None:
+    """trainer.precision=auto resolved for this machine (None: the config names one), before data is read."""
+    if str(cfg.trainer.get("precision")) != "auto":
+        return None
+    precision, why = auto_precision(str(cfg.trainer.get("accelerator", "cpu")))
+    log.info("trainer.precision=auto -> %s (%s); set trainer.precision to choose", precision, why)
+    check_bf16_weights(spec.loop.bf16_weights, precision, f"auto: {why}")
+    return precision
+
+
 def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, Any]:
+    precision = auto_trainer_precision(cfg, spec)
     runs_root = Path(cfg.paths.log_dir) / cfg.task_name / cfg.run_name
     ckpt_path = find_resume(spec.loop.resume, runs_root, out_dir)
     check_fresh_start(out_dir, ckpt_path, spec.loop.overwrite)
@@ -125,9 +137,8 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
         check_val_every_n_epoch=None,
         use_distributed_sampler=False,  # the token-budget sampler shards by rank itself
     )
-    if str(cfg.trainer.get("precision")) == "auto":
-        trainer_kwargs["precision"], why = auto_precision(str(cfg.trainer.get("accelerator", "cpu")))
-        log.info("trainer.precision=auto -> %s (%s); set trainer.precision to choose", trainer_kwargs["precision"], why)
+    if precision is not None:
+        trainer_kwargs["precision"] = precision
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, **trainer_kwargs)
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)

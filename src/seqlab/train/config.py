@@ -69,9 +69,12 @@ class TrainConfig:
     # time, the (tokens, vocabulary) logits never whole (`seqlab.train.output_loss`); compile: "layers"
     # compiles each encoder and decoder layer with torch.compile (regional: one compile per layer type,
     # cached between runs), "loss" the fused loss's arithmetic on each block of logits (with fused_loss),
-    # "all" both, "none" runs everything eagerly.
+    # "all" both, "none" runs everything eagerly. bf16_weights: the step in bf16 throughout, on a bf16 copy of
+    # the weights made once per step, without autocast's casts; the parameters stay fp32, the optimizer's
+    # master weights (`seqlab.train.levers.bf16_weights`; with trainer.precision=bf16-mixed).
     fused_loss: bool = False
     compile: Compile = "none"
+    bf16_weights: bool = False
 
     def __post_init__(self) -> None:
         check_types(self, "train")

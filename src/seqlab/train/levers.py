@@ -1,11 +1,15 @@
-"""The training step's speed levers (`train.fused_loss`, `train.compile=layers|loss|all`), one place for the
-training loop and the bench (`seqlab bench levers=true`) alike. Each keeps the plain step's loss and gradients
-up to rounding; which wins depends on the machine (docs/performance.md, "Training levers")."""
+"""The training step's speed levers (`train.fused_loss`, `train.compile=layers|loss|all`,
+`train.bf16_weights`), one place for the training loop and the bench (`seqlab bench levers=true`) alike. Each
+keeps the plain step's loss and gradients up to rounding; which wins depends on the machine
+(docs/performance.md, "Training levers")."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -17,16 +21,64 @@ from seqlab.train.output_loss import fused_label_smoothed_nll
 
 
 def step_loss(model: Seq2SeqTransformer, src: Tensor, pad: Tensor, tgt_in: Tensor, tgt: Tensor, epsilon: float,
-              fused: bool = False, compiled: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+              fused: bool = False, compiled: bool = False, bf16: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """Summed label-smoothed loss, summed NLL and target-token count of one teacher-forced batch; `fused`
     projects and scores a block of rows at a time (`seqlab.train.output_loss`), never holding the logits,
     and `compiled` runs each block's arithmetic through torch.compile. A model with copy attention has no
-    plain projection: it always takes the unfused path."""
+    plain projection: it always takes the unfused path. `bf16`: the whole step in bf16 on a bf16 copy of
+    the weights (`bf16_weights`)."""
+    if bf16:
+        with torch.autocast(src.device.type, enabled=False), bf16_weights(model):
+            return step_loss(model, src, pad, tgt_in, tgt, epsilon, fused, compiled)
     if fused and model.pointer is None:
         h = model.output_states(src, pad, tgt_in)  # (B, T, d)
         return fused_label_smoothed_nll(h, model.output.weight, model.output.bias, tgt, epsilon, model.cfg.pad_id,
                                         compiled=compiled)
     return label_smoothed_nll(model(src, pad, tgt_in), tgt, epsilon, model.cfg.pad_id)
+
+
+def check_bf16_weights(bf16: bool, precision: str, why: str = "") -> None:
+    """train.bf16_weights computes in bf16: a run whose trainer.precision (`why`: how auto chose it) is another
+    would mix bf16 steps with validations in that precision, and a fp16 run would lose its loss scaling."""
+    if bf16 and precision not in ("bf16-mixed", "auto"):
+        chosen = f" ({why})" if why else ""
+        raise ConfigError(f"train.bf16_weights=true runs the training step in bf16, but trainer.precision={precision}"
+                          f"{chosen}; set trainer.precision=bf16-mixed, or train.bf16_weights=false")
+
+
+@contextmanager
+def bf16_weights(model: Seq2SeqTransformer) -> Iterator[dict[int, Tensor]]:
+    """`train.bf16_weights`: within the block the model's fp32 parameters and buffers are bf16 copies, each
+    made once (yields them by the original's id); on leaving, the originals are back in place.
+
+    Why: under bf16 autocast every matrix product casts its inputs, and the ops autocast keeps in fp32
+    (layer norm, softmax) hand fp32 activations to the next product, which casts them again; the GPU
+    profile puts these copies at a sixth of the step. With bf16 weights and no autocast the step runs in
+    bf16 from end to end (the loss still upcasts its logits). The cast is differentiable, so each gradient
+    comes back to its fp32 parameter: the parameters stay the optimizer's fp32 master weights and the
+    checkpoint's, as fairseq's `--bf16` keeps fp32 master copies. A tied matrix is one parameter, so one
+    copy, and its uses' gradients add up. Buffers other than fp32 (RoPE's fp64 frequencies, exact angles)
+    stay as they are.
+
+    The copies go into each module's own tables, where `module.weight` finds them, and the originals go
+    back by identity, so tied parameters stay one object (torch.func.functional_call restores a tied
+    parameter as a new object, which would untie it).
+    """
+    copies: dict[int, Tensor] = {}
+    swapped: list[tuple[dict[str, Any], str, Tensor]] = []
+    try:
+        for module in model.modules():
+            for table in (module._parameters, module._buffers):
+                for name, tensor in table.items():
+                    if tensor is not None and tensor.dtype == torch.float32:
+                        if id(tensor) not in copies:
+                            copies[id(tensor)] = tensor.to(torch.bfloat16)
+                        swapped.append((table, name, tensor))
+                        table[name] = copies[id(tensor)]
+        yield copies
+    finally:
+        for table, name, tensor in swapped:
+            table[name] = tensor
 
 
 def compile_cache_dir() -> Path:

@@ -63,7 +63,7 @@ class Seq2SeqModule(L.LightningModule):
         torch.manual_seed(hash((self.seed, self.current_epoch, batch_idx, self.global_rank)) % (2**63))
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:
-        loss_sum, nll_sum, n_tgt = self._loss(batch)
+        loss_sum, nll_sum, n_tgt = self._loss(batch, self.loop.bf16_weights)
         loss = loss_sum / n_tgt
         if not torch.isfinite(loss):
             if self.loop.nan_policy == "skip":
@@ -82,9 +82,11 @@ class Seq2SeqModule(L.LightningModule):
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
         return loss
 
-    def _loss(self, batch: Batch) -> tuple[Tensor, Tensor, Tensor]:
+    def _loss(self, batch: Batch, bf16: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+        """`bf16`: the training step's bf16 weights (train.bf16_weights); validation scores the checkpoint's
+        model as evaluation decodes it, under autocast."""
         return step_loss(self.model, batch.src_ids, batch.src_pad_mask, batch.tgt_in, batch.tgt_out,
-                         self.optim.label_smoothing, self.loop.fused_loss, self.loop.compiles_loss)
+                         self.optim.label_smoothing, self.loop.fused_loss, self.loop.compiles_loss, bf16)
 
     def _nan_message(self) -> str:
         found = {Path(p) for cb in self.trainer.checkpoint_callbacks for p in (cb.best_model_path, cb.last_model_path)

@@ -46,7 +46,8 @@ def render(archive: Path, pattern: str = "levers-*.json") -> str:
 
 PIPELINE = Pipeline(
     "bench_levers",
-    "the training levers (fused loss, compiled loss and layers, bf16 weights) against the plain step and Hugging Face, on this CPU",
+    "the training levers (fused loss, compiled loss and layers, bf16 weights) against the plain step and "
+    "Hugging Face, on this CPU",
     (Stage("levers", "bench", ("levers=true",)),),
     (Table("bench_levers", render, DOC),),
 )

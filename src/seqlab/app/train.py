@@ -82,6 +82,31 @@ def auto_trainer_precision(cfg: DictConfig, spec: TrainSpec) -> str | None:
     return precision
 
 
+def trainer_arguments(cfg: DictConfig, spec: TrainSpec, out_dir: Path, loggers: list[Any], quick_eval: list[Any],
+                      precision: str | None) -> dict[str, Any]:
+    """What seqlab adds to the `trainer` group: callbacks, loggers, the atomic checkpoint writer, validation
+    by steps, and `auto`'s precision."""
+    bar = cfg.trainer.get("enable_progress_bar")
+    bar = sys.stderr.isatty() if bar is None else bool(bar)  # a bar on a terminal; ETA log lines otherwise
+    arguments = dict(
+        enable_progress_bar=bar,
+        callbacks=[*checkpoint_callbacks(out_dir, spec.loop.checkpoint_every_n_steps, spec.loop.monitor,
+                                         spec.loop.monitor_mode, spec.loop.keep_last_checkpoints),
+                   *([] if bar else [ProgressLog(cfg.trainer.log_every_n_steps)]),
+                   GracefulStop(checkpoint_file(out_dir, LAST)),
+                   FinalCheckpoint(checkpoint_file(out_dir, LAST)), *quick_eval, *extra_callbacks(cfg)],
+        logger=loggers or False,
+        plugins=[atomic_checkpoint_io()],
+        default_root_dir=str(out_dir),
+        val_check_interval=spec.loop.val_every_n_steps,
+        check_val_every_n_epoch=None,
+        use_distributed_sampler=False,  # the token-budget sampler shards by rank itself
+    )
+    if precision is not None:
+        arguments["precision"] = precision
+    return arguments
+
+
 def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, Any]:
     precision = auto_trainer_precision(cfg, spec)
     runs_root = Path(cfg.paths.log_dir) / cfg.task_name / cfg.run_name
@@ -121,25 +146,8 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     quick_eval = [QuickEval.from_datamodule(datamodule, spec.loop)] if spec.loop.quick_eval_size > 0 else []
 
     loggers = [logger, metric_history(out_dir, resumed_at)] if spec.tracking.kind == "wandb" else [logger]
-    bar = cfg.trainer.get("enable_progress_bar")
-    bar = sys.stderr.isatty() if bar is None else bool(bar)  # a bar on a terminal; ETA log lines otherwise
-    trainer_kwargs = dict(
-        enable_progress_bar=bar,
-        callbacks=[*checkpoint_callbacks(out_dir, spec.loop.checkpoint_every_n_steps, spec.loop.monitor,
-                                         spec.loop.monitor_mode, spec.loop.keep_last_checkpoints),
-                   *([] if bar else [ProgressLog(cfg.trainer.log_every_n_steps)]),
-                   GracefulStop(checkpoint_file(out_dir, LAST)),
-                   FinalCheckpoint(checkpoint_file(out_dir, LAST)), *quick_eval, *extra_callbacks(cfg)],
-        logger=[lg for lg in loggers if lg is not None] or False,
-        plugins=[atomic_checkpoint_io()],
-        default_root_dir=str(out_dir),
-        val_check_interval=spec.loop.val_every_n_steps,
-        check_val_every_n_epoch=None,
-        use_distributed_sampler=False,  # the token-budget sampler shards by rank itself
-    )
-    if precision is not None:
-        trainer_kwargs["precision"] = precision
-    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, **trainer_kwargs)
+    trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, **trainer_arguments(
+        cfg, spec, out_dir, [lg for lg in loggers if lg is not None], quick_eval, precision))
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     finally:

@@ -152,12 +152,16 @@ def best_ms(fn: Any, repeats: int, warmup: int = 3) -> float:
 
 def gemm_rate(dtype: Any, n: int = 1024, repeats: int = 3, device: str = "cpu") -> float:
     """Best FLOP/s of an n x n matmul in `dtype` on `device` over `repeats` runs (the first, cold run
-    rarely wins the minimum); the bench's matmul peak and the start-up precision check both use it."""
+    rarely wins the minimum); the bench's matmul peak and the start-up precision check both use it. bf16
+    products run as training runs them (seqlab.bf16_gemm: in fp32 on a CPU without bf16 kernels)."""
     import torch
+
+    from seqlab.bf16_gemm import bf16_gemms
 
     a, b = torch.randn(n, n, device=device).to(dtype), torch.randn(n, n, device=device).to(dtype)
     sync(device)  # each timed product then ends with its own sync, so the next one starts on an idle device
-    return 2.0 * n**3 / (best_ms(lambda: (a @ b, sync(device)), repeats, warmup=0) / 1e3)
+    with bf16_gemms(torch.device(device).type, dtype == torch.bfloat16):
+        return 2.0 * n**3 / (best_ms(lambda: (a @ b, sync(device)), repeats, warmup=0) / 1e3)
 
 
 def sync(device: Any) -> None:

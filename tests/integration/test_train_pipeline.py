@@ -83,6 +83,34 @@ def test_gradients_are_clipped_once_through_lightnings_hook(make_cfg, tmp_path, 
     assert (change > 1e-5) == moves, change
 
 
+def test_bf16_mixed_on_a_cpu_without_bf16_kernels_multiplies_in_fp32(make_cfg, tmp_path, monkeypatch):
+    """Training and validation products go through seqlab.bf16_gemm's mode there (fp32 products of the bf16
+    operands); the run ends as near the native kernels' run as an fp32 run does (the same roundings, in other
+    orders of fp32 sums)."""
+    import seqlab.bf16_gemm as bg
+
+    products = []
+
+    class Counted(bg.Bf16GemmsInFp32):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            products.append(func in bg.GEMMS and args[-1].dtype == torch.bfloat16)
+            return super().__torch_dispatch__(func, types, args, kwargs)
+
+    common = [*SMOKE, "train.quick_eval_size=0", "trainer.max_steps=3", "train.val_every_n_steps=3",
+              "trainer.precision=bf16-mixed"]
+    monkeypatch.setattr(bg, "native_bf16_gemms", lambda: True)
+    native = train(make_cfg("train", common, out=tmp_path / "native"))
+    assert not products
+    monkeypatch.setattr(bg, "native_bf16_gemms", lambda: False)
+    monkeypatch.setattr(bg, "Bf16GemmsInFp32", Counted)
+    ours = train(make_cfg("train", common, out=tmp_path / "ours"))
+    assert sum(products) > 100 and "val/loss" in ours["metrics"]
+    fp32 = train(make_cfg("train", [*common, "trainer.precision=32-true"], out=tmp_path / "fp32"))
+    a, b, c = weights(native["last"]), weights(ours["last"]), weights(fp32["last"])
+    assert sum((a[k] - b[k]).norm() for k in a) <= 2 * sum((a[k] - c[k]).norm() for k in a)
+    assert ours["metrics"]["val/loss"] == pytest.approx(native["metrics"]["val/loss"], abs=2e-2)
+
+
 def test_callbacks_config_group_adds_lightning_callbacks(make_cfg, tmp_path):
     from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
 

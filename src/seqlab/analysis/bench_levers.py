@@ -34,6 +34,7 @@ from seqlab.analysis.speed import (
     train_flops,
     train_throughput,
 )
+from seqlab.bf16_gemm import bf16_autocast
 from seqlab.config import resolve_device
 from seqlab.hardware import auto_precision, best_of, sync
 from seqlab.interop import to_hf
@@ -113,8 +114,7 @@ def first_loss(model: Seq2SeqTransformer, batch: dict[str, torch.Tensor], cfg: B
                precision: str, compiled_loss: bool = False, bf16: bool = False) -> float:
     """The mean loss of one batch in `precision`, dropout off: what each lever must keep."""
     model.eval()
-    with torch.no_grad(), torch.autocast(batch["src"].device.type, dtype=torch.bfloat16,
-                                         enabled=precision == "bf16-mixed"):
+    with torch.no_grad(), bf16_autocast(batch["src"].device.type, precision == "bf16-mixed"):
         loss, _, n = step_loss(model, batch["src"], batch["pad"], batch["tgt_in"], batch["tgt"], cfg.label_smoothing,
                                fused, compiled_loss, bf16)
     model.train()

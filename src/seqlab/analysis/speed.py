@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from seqlab.analysis.bench_result import Throughput
+from seqlab.bf16_gemm import bf16_autocast
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate, precision_context
@@ -165,7 +166,7 @@ def bench_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
 def run_train_step(step: Callable[[dict[str, torch.Tensor]], torch.Tensor], opt: torch.optim.Optimizer,
                    b: dict[str, torch.Tensor], precision: str) -> int:
     """One update (forward under `precision`'s autocast, backward, optimizer); its source+target tokens."""
-    with torch.autocast(b["src"].device.type, dtype=torch.bfloat16, enabled=precision == "bf16-mixed"):
+    with bf16_autocast(b["src"].device.type, precision == "bf16-mixed"):
         loss = step(b)
     loss.backward()
     opt.step()

@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from seqlab.app.cli import reraise
 from seqlab.app.configs import JobLog, TrainSpec, is_multirun, job_name, plain, sweep_group, train_spec
 from seqlab.app.store import CONF_DIR
+from seqlab.bf16_gemm import bf16_gemms
 from seqlab.checkpoint import (
     LAST,
     atomic_checkpoint_io,
@@ -149,7 +150,8 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, **trainer_arguments(
         cfg, spec, out_dir, [lg for lg in loggers if lg is not None], quick_eval, precision))
     try:
-        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
+        with bf16_gemms(trainer.strategy.root_device.type, "bf16" in str(trainer.precision)):
+            trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     finally:
         finish()
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}

@@ -9,6 +9,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from seqlab.bf16_gemm import bf16_autocast
 from seqlab.config import ConfigError, check_choice
 from seqlab.constants import SpecialIds
 from seqlab.data.sequences import pad_right
@@ -43,7 +44,7 @@ def precision_context(precision: str, device: torch.device | str) -> AbstractCon
     if precision == "int8":
         raise ConfigError("precision=int8 decodes on an int8 copy of the model (interop.engines.make_engine), "
                           "not under autocast")
-    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=precision == "bf16")
+    return bf16_autocast(torch.device(device).type, precision == "bf16")
 
 
 def precision_label(label: str, precision: str) -> str:

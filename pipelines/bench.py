@@ -2,7 +2,8 @@
 sentences: seqlab against Hugging Face MarianMTModel with identical weights and batches, training in fp32
 and bf16-mixed and decoding (greedy, beam 5, beam 8), with seqlab's other engines (bf16 autocast, int8,
 oneDNN) and CTranslate2 beside them, and each position scheme against sinusoidal positions. Its figures
-hold for one kind of CPU: the archive keeps one record per CPU model (results/bench/bench-<cpu>.json), and
+hold for one kind of CPU: the archive keeps one record per CPU model, a CPU without AVX512 apart
+(results/bench/bench-<cpu>.json; seqlab.app.runner.machine_model), and
 the performance page renders one table per record."""
 
 from __future__ import annotations

@@ -184,6 +184,19 @@ def test_a_bench_that_shared_its_machine_is_not_archived(places):
     assert len(list((places / "results" / "b").glob("bench*.json"))) == 1
 
 
+def test_a_cpu_without_avx512_is_its_own_bench_kind_under_the_same_model_name(monkeypatch):
+    """One reported model name covers CPUs whose bf16 products differ ~100x: their bench records stay apart,
+    and a CPU with AVX512 keeps the kind (and the digests) its records were archived under."""
+    import seqlab.app.runner as runner
+
+    bench = Stage("bench", "bench", ())
+    monkeypatch.setattr(runner, "cpu_model", lambda: "AMD EPYC")
+    monkeypatch.setattr(runner, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
+    assert runner.machine_kind(bench) == "amd-epyc"
+    monkeypatch.setattr(runner, "cpu_flags", lambda: {"avx2", "fma"})
+    assert runner.machine_kind(bench) == "amd-epyc-no-avx512"
+
+
 def test_stages_that_would_differ_between_machines_are_refused():
     timed = Pipeline("t", "", (Stage("train", "train", ("experiment=mt_bible_small",)),))  # 25 minutes
     with pytest.raises(PipelineError, match=r"trainer.max_time=null \(now 00:00:25:00\)"):

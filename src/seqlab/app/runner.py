@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 
 from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import LAST, checkpoint_file
-from seqlab.hardware import QUIET_CORES, busy_warning, cpu_model, gpu_host_tolerance
+from seqlab.hardware import QUIET_CORES, busy_warning, cpu_flags, cpu_model, gpu_host_tolerance
 from seqlab.io import atomic_write_lines_gz, atomic_write_text, one_line, read_lines_gz
 from seqlab.pipeline.commands import Command, commit_archive, seqlab
 from seqlab.pipeline.core import OUTPUTS, Pipeline, Stage
@@ -99,9 +99,11 @@ def on_gpu(stage: Stage) -> bool:
 
 def machine_model(stage: Stage) -> str:
     """What a bench stage's figures hold for: the CPU's model, or a GPU stage's GPU ("no GPU" without one:
-    such a stage cannot run here, and its digest matches no archived record)."""
+    such a stage cannot run here, and its digest matches no archived record). A hypervisor can report one
+    model name ("AMD EPYC") for CPUs with and without AVX512, whose bf16 products differ ~100x
+    (seqlab.bf16_gemm), so a CPU without AVX512 is its own kind."""
     if not on_gpu(stage):
-        return cpu_model()
+        return cpu_model() if "avx512f" in cpu_flags() else f"{cpu_model()} (no AVX512)"
     return torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
 
 

@@ -2,8 +2,8 @@
 
 PyTorch multiplies bf16 matrices on a CPU with oneDNN where the CPU has AVX512 (bf16 instructions, AMX, or
 an AVX512 emulation), and otherwise with a scalar fallback: on an AVX2-only AMD EPYC (Zen 3) a 1024^3 GEMM ran
-at 0.8 GFLOP/s in bf16 against 61 in fp32, so a bf16-mixed training step took 75x its fp32 time, with the
-products taking 97% of it. A recipe pinned to bf16-mixed (the trained study's) then cannot run there.
+at 0.8 GFLOP/s in bf16 against 61 in fp32, so a bf16-mixed training step of the study's model took over 20x
+its fp32 time, the products 97% of it. A recipe pinned to bf16-mixed (the trained study's) cannot run there.
 
 The products' arithmetic does not need the bf16 kernels. A bf16 GEMM multiplies bf16 operands, sums in fp32
 and rounds the sum to bf16 once. A product of two bf16 numbers (8-bit significands) is exact in fp32 (24), so

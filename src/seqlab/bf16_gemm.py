@@ -12,6 +12,9 @@ computation; only the order of the fp32 sums differs, as it differs between oneD
 kernels. `Bf16GemmsInFp32` does that below autograd and autocast (a dispatch mode), so the forward's and the
 backward's products both take the fp32 kernel and every other op, every dtype and every gradient stay as
 they were. tests/unit/test_bf16_gemm.py holds it against the native kernels.
+
+Not covered: PyTorch's fused CPU attention kernel (`model.attention_kernel=sdpa`), which rounds its own
+intermediates; the default in bf16 on a CPU is the written-out attention, whose products are these.
 """
 
 from __future__ import annotations

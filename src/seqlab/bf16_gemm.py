@@ -27,7 +27,6 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_map
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +51,10 @@ class Bf16GemmsInFp32(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
-        if func in GEMMS:
-            tensors = [a for a in args if isinstance(a, torch.Tensor)]
-            if tensors and all(_is_bf16_cpu(t) for t in tensors) and "out" not in kwargs:
-                upcast = tree_map(lambda a: a.float() if _is_bf16_cpu(a) else a, args)
-                return func(*upcast, **kwargs).to(torch.bfloat16)
+        # GEMMS' overloads take flat operands and no `out=`; every other op passes straight through
+        if func in GEMMS and all(_is_bf16_cpu(a) for a in args if isinstance(a, torch.Tensor)):
+            upcast = [a.float() if isinstance(a, torch.Tensor) else a for a in args]
+            return func(*upcast, **kwargs).to(torch.bfloat16)
         return func(*args, **kwargs)
 
 

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import seqlab.bf16_gemm as bg
+from seqlab.analysis.speed import bench_optimizer, run_train_step, seqlab_train_step
 from seqlab.bf16_gemm import GEMMS, Bf16GemmsInFp32, bf16_autocast, bf16_gemms
 from seqlab.decoding import precision_context
 from seqlab.model import ModelConfig, Seq2SeqTransformer
@@ -150,3 +151,17 @@ def test_bf16_forwards_outside_lightning_take_the_mode(monkeypatch, context):
     assert out.dtype == torch.bfloat16 and seen.dtypes == [torch.float32]
     with seen, precision_context("fp32", "cpu"):
         assert F.linear(a, w).dtype == torch.float32
+
+
+def test_a_benchs_training_step_runs_its_backward_products_in_fp32_too(monkeypatch):
+    """`run_train_step` (every bench's timed step): the backward's products take the fp32 kernel as the
+    forward's do; on such a CPU a backward left to the bf16 fallback would time a kernel training never runs."""
+    monkeypatch.setattr(bg, "native_bf16_gemms", lambda: False)
+    model, (src, pad, tgt_in, tgt) = _model_and_batch()
+    batch = {"src": src, "pad": pad, "tgt_in": tgt_in, "tgt": tgt}
+    opt = bench_optimizer(model)
+    seen = _Gemms()
+    with seen:
+        run_train_step(seqlab_train_step(model, 0.1), opt, batch, "bf16-mixed")
+    training = _step(model, (src, pad, tgt_in, tgt), "bf16", Bf16GemmsInFp32())[2]  # forward and backward
+    assert set(seen.dtypes) == {torch.float32} and len(seen.dtypes) == len(training)

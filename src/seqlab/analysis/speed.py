@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from seqlab.analysis.bench_result import Throughput
-from seqlab.bf16_gemm import bf16_autocast
+from seqlab.bf16_gemm import bf16_gemms
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate, precision_context
@@ -165,10 +165,14 @@ def bench_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
 
 def run_train_step(step: Callable[[dict[str, torch.Tensor]], torch.Tensor], opt: torch.optim.Optimizer,
                    b: dict[str, torch.Tensor], precision: str) -> int:
-    """One update (forward under `precision`'s autocast, backward, optimizer); its source+target tokens."""
-    with bf16_autocast(b["src"].device.type, precision == "bf16-mixed"):
-        loss = step(b)
-    loss.backward()
+    """One update (forward under `precision`'s autocast, backward, optimizer); its source+target tokens. The
+    backward runs in `bf16_gemms` as training's does: on a CPU without bf16 kernels its products too take
+    the fp32 kernel, not the scalar bf16 fallback (seqlab.bf16_gemm)."""
+    device, bf16 = b["src"].device.type, precision == "bf16-mixed"
+    with bf16_gemms(device, bf16):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
+            loss = step(b)
+        loss.backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
     return int((~b["pad"]).sum() + (b["tgt"] != PAD_ID).sum())

@@ -27,8 +27,9 @@ from seqlab.analysis.speed import BenchConfig, decode_sources
 from seqlab.checkpoint import load_for_inference
 from seqlab.data import DataConfig, load_split
 from seqlab.decoding import DecodingConfig, generate
+from seqlab.engines.ct2 import CT2Engine
 from seqlab.hardware import best_ms, cpu_description
-from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
+from seqlab.interop.ct2 import export_ctranslate2
 from seqlab.memory import keep_freed_memory
 from seqlab.model.onednn import PackedLinear, onednn_linears
 
@@ -71,12 +72,14 @@ def main() -> None:
     with torch.no_grad():  # seqlab first: CTranslate2's idle threads would slow whatever runs right after it
         for name, form in engines.items():
             for setting, forced in settings.items():
-                cfg = DecodingConfig(method="beam", num_beams=args.beams, max_length=40, min_length=forced)
+                cfg = DecodingConfig(method="beam", num_beams=args.beams, max_length=40, min_length=forced,
+                                     renormalize_logits=True)  # as CTranslate2 bans (engines.ct2)
                 ours[name, setting] = best_seconds(lambda cfg=cfg, form=form: generate(form, src, pad, cfg))
     with tempfile.TemporaryDirectory() as tmp:
         engine = CT2Engine(export_ctranslate2(model, None, Path(tmp) / "fp32", None), model, None, "float32")
         for setting, forced in settings.items():
-            cfg = DecodingConfig(method="beam", num_beams=args.beams, max_length=40, min_length=forced)
+            cfg = DecodingConfig(method="beam", num_beams=args.beams, max_length=40, min_length=forced,
+                                 renormalize_logits=True)
             theirs = best_seconds(lambda cfg=cfg: engine.translate_ids(sources, cfg, 40))
             print(f"beam {args.beams}, {setting}: CTranslate2 {theirs:.3f} s; " + "; ".join(
                 f"{name} {ours[name, setting]:.3f} s, at {theirs / ours[name, setting]:.2f}x its speed"

@@ -308,7 +308,7 @@ def test_a_replayed_step_computes_what_the_step_it_captured_computes(bf16):
 def test_the_graphs_engine_decodes_like_generate_and_refuses_a_cpu_model():
     from seqlab.config import ConfigError
     from seqlab.decoding import DecodingConfig, generate
-    from seqlab.interop.engines import GraphEngine
+    from seqlab.engines.choice import GraphEngine
 
     from ..helpers import toy_batch, trained_toy_model
 

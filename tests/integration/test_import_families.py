@@ -129,7 +129,8 @@ def test_a_model_trained_in_a_familys_shape_exports_to_that_family(choices, fami
 def test_ctranslate2_decodes_an_imported_family_as_seqlab(family, method, tmp_path):
     pytest.importorskip("ctranslate2")
     from seqlab.decoding import DecodingConfig, generate
-    from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
+    from seqlab.engines.ct2 import CT2Engine
+    from seqlab.interop.ct2 import export_ctranslate2
 
     path, hf_tok, _ = folder(family, tmp_path)
     ckpt = tmp_path / "imported.ckpt"

@@ -43,7 +43,7 @@ def test_onednn_with_another_precision_fails_before_loading(make_cfg, tmp_path):
 
 
 def test_engine_auto_takes_onednn_only_where_its_probe_is_faster_and_caches_the_probe(tmp_path, monkeypatch):
-    import seqlab.interop.engines as engines
+    import seqlab.engines.choice as engines
 
     speedups = iter([2.0])
     monkeypatch.setattr(engines, "packed_speedup", lambda: next(speedups))  # a second probe would raise
@@ -58,7 +58,7 @@ def test_engine_auto_takes_onednn_only_where_its_probe_is_faster_and_caches_the_
 
 
 def test_engine_auto_names_the_chosen_engine_in_the_label_and_folder(make_cfg, smoke_checkpoint, monkeypatch):
-    import seqlab.interop.engines as engines
+    import seqlab.engines.choice as engines
 
     monkeypatch.setattr(engines, "packed_speedup", lambda: 3.0)
     auto = run_evaluation(make_cfg("eval", [f"ckpt={smoke_checkpoint}", "engine=auto", *COMMON]))

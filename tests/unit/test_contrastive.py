@@ -120,7 +120,7 @@ def test_bad_values_name_the_key(kwargs, message):
 
 
 def test_label_engines_and_export():
-    from seqlab.interop.ct2 import check_decodable
+    from seqlab.engines.ct2 import check_decodable
     from seqlab.interop.export import generation_config
     from seqlab.model import ModelConfig
 

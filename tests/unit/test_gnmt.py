@@ -124,15 +124,15 @@ def test_bad_gnmt_settings_name_the_key(kwargs, message):
 
 
 def test_labels_and_engines():
-    from seqlab.interop.ct2 import check_decodable
+    from seqlab.engines.ct2 import check_decodable
     from seqlab.interop.export import generation_config
     from seqlab.model import ModelConfig
 
     wu = DecodingConfig(method="beam", num_beams=5, length_penalty=0.6, length_rule="wu")
     cov = DecodingConfig(method="beam", num_beams=5, coverage_penalty="summary", coverage_beta=0.2)
     assert (wu.label, cov.label) == ("beam5_lpwu0.6", "beam5_lp1_covsummary0.2")
-    for cfg, key in ((wu, "length_rule=wu"), (cov, "coverage_penalty='summary'")):
+    for cfg, key in ((wu, "length_rule='wu'"), (cov, "coverage_penalty='summary'")):
         with pytest.raises(ConfigError, match=key):
             check_decodable(cfg)
-        with pytest.raises(ConfigError, match="no GNMT scoring"):
+        with pytest.raises(ConfigError, match="has no GNMT"):
             generation_config(cfg, ModelConfig(src_vocab_size=40))

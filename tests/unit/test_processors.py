@@ -51,6 +51,9 @@ PAIRS = [
     # sequence bias: positive and negative, one-token and longer, two sequences ending in the same token
     (P.SequenceBias([[[7], 2.5], [[4, 5], -3.0], [[1, 5], 1.25], [[0, 2, 6], 4.0]]),
      hf.SequenceBiasLogitsProcessor([[[7], 2.5], [[4, 5], -3.0], [[1, 5], 1.25], [[0, 2, 6], 4.0]])),
+    # a sequence given twice: the last bias wins (HF keeps a dict of sequences)
+    (P.SequenceBias([[[5], 6.0], [[5], -6.0], [[2, 6], 1.0], [[2, 6], 3.0]]),
+     hf.SequenceBiasLogitsProcessor([[[5], 6.0], [[5], -6.0], [[2, 6], 1.0], [[2, 6], 3.0]])),
     (P.ForcedFirstToken(9), hf.ForcedBOSTokenLogitsProcessor(9)),
     (P.LogitNormalization(), hf.LogitNormalization()),
 ]
@@ -67,6 +70,12 @@ def test_processor_equals_hf(ours, theirs, seed):
     assert torch.equal(torch.isinf(got), torch.isinf(expected))
     finite = torch.isfinite(expected)
     assert torch.allclose(got[finite], expected[finite], atol=1e-6)
+
+
+def test_a_repeated_sequence_keeps_its_last_bias():
+    """[[[5], 6.0], [[5], -6.0]] on a zero row: HF gives -6.0 at token 5 (its dict keeps the last bias)."""
+    out = P.SequenceBias([[[5], 6.0], [[5], -6.0]])(torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, 8))
+    assert out[0, 5].item() == -6.0 and out[0].abs().sum().item() == 6.0
 
 
 def test_top_n_sigma_rule():

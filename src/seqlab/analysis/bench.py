@@ -46,10 +46,11 @@ from seqlab.analysis.speed import (
 from seqlab.checkpoint import load_for_inference
 from seqlab.config import resolve_device
 from seqlab.data import DataConfig, load_split
+from seqlab.engines.choice import choose_engine
+from seqlab.engines.ct2 import CT2Engine
 from seqlab.hardware import CpuClock, best_of, busy_warning, cpu_description
 from seqlab.interop import to_hf
-from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
-from seqlab.interop.engines import choose_engine
+from seqlab.interop.ct2 import export_ctranslate2
 from seqlab.memory import keep_freed_memory
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.onednn import onednn_available, onednn_linears

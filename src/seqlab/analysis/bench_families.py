@@ -168,7 +168,8 @@ def ct2_engine(model: Any) -> Any:
     except ImportError:
         log.warning("ctranslate2 is not installed: its column is left out (pip install 'seqlab[ct2]')")
         return None
-    from seqlab.interop.ct2 import CT2Engine, export_ctranslate2
+    from seqlab.engines.ct2 import CT2Engine
+    from seqlab.interop.ct2 import export_ctranslate2
 
     folder = Path(tempfile.mkdtemp(prefix="seqlab-ct2-"))
     return CT2Engine(export_ctranslate2(model, None, folder / "model"), model, None)

@@ -252,9 +252,10 @@ def seqlab_decode(model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tenso
 def ct2_decode(engine: Any, src: torch.Tensor, pad: torch.Tensor, beams: int, max_new: int
                ) -> tuple[list[list[int]], float]:
     """CTranslate2's search on the same sources (seqlab's ids as its tokens), pad and BOS never emitted:
-    sequences (EOS included where one was emitted) and seconds (`interop.ct2.CT2Engine`)."""
-    cfg = DecodingConfig(method="beam", num_beams=beams, max_length=max_new) if beams > 1 else \
-        DecodingConfig(max_length=max_new)
+    sequences (EOS included where one was emitted) and seconds (`engines.ct2.CT2Engine`). Its beam search bans
+    pad and BOS before its softmax: seqlab's beam search with `renormalize_logits=true`."""
+    cfg = DecodingConfig(method="beam", num_beams=beams, max_length=max_new, renormalize_logits=True) \
+        if beams > 1 else DecodingConfig(max_length=max_new)
     sources = [row[~p].tolist() for row, p in zip(src.cpu(), pad.cpu(), strict=True)]
     start = time.perf_counter()
     nbest = engine.translate_ids(sources, cfg, max_new)

@@ -26,10 +26,10 @@ from seqlab.data import CorpusConfig, DataConfig, Example
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.ensemble import Ensemble, ensemble_label
 from seqlab.decoding.mbr import check_task
+from seqlab.engines.choice import run_label
 from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.inference.inspection import alignment_images
 from seqlab.inference.testset import TestSet
-from seqlab.interop.engines import run_label
 from seqlab.memory import keep_freed_memory
 from seqlab.metrics.text import DEFAULT_METRICS, check_metrics
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir, variant_key

@@ -22,8 +22,8 @@ from seqlab.decoding import DecodingConfig
 from seqlab.decoding.ensemble import Combination, Ensemble, check_members, ensemble_label
 from seqlab.decoding.generate import DecodePrecision
 from seqlab.decoding.mbr import check_task
+from seqlab.engines.choice import Engine, check_engine, choose_engine, make_engine, run_label
 from seqlab.inference.text import Format
-from seqlab.interop.engines import Engine, check_engine, choose_engine, make_engine, run_label
 from seqlab.model import Seq2SeqTransformer
 
 
@@ -37,7 +37,7 @@ class InferenceSettings:
     # docs/performance.md; references are scored in fp32) | int8: int8 linear layers on a CPU (engine=seqlab) or
     # CTranslate2's int8. Labels get _bf16 / _int8.
     precision: DecodePrecision = "fp32"
-    # auto: the fastest of seqlab and seqlab_onednn here (interop.engines.choose_engine; logged) | seqlab |
+    # auto: the fastest of seqlab and seqlab_onednn here (engines.choice.choose_engine; logged) | seqlab |
     # seqlab_onednn: the same search, its fp32 linear layers on oneDNN's packed weights (a CPU; labels get
     # _onednn) | seqlab_graphs: the same search, its decoder step replayed as a CUDA graph (a GPU; labels get
     # _graphs) | ctranslate2: CTranslate2 on an export of the checkpoint (cached in

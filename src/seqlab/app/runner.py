@@ -24,6 +24,8 @@ from omegaconf import OmegaConf
 
 from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import LAST, checkpoint_file
+from seqlab.decoding import DecodingConfig
+from seqlab.decoding.options import digest_neutral
 from seqlab.hardware import QUIET_CORES, busy_warning, cpu_flags, cpu_model, gpu_host_tolerance
 from seqlab.io import atomic_write_lines_gz, atomic_write_text, one_line, read_lines_gz
 from seqlab.pipeline.commands import Command, commit_archive, seqlab
@@ -44,10 +46,7 @@ DROPPED = ("paths", "root_dir", "data_dir", "cache_dir", "log_dir", "output_dir"
 NEUTRAL: dict[str, dict[str, Any]] = {
     "model": {"gated_ffn": False, "norm": "layernorm", "bias": True, "scale_attention": True, "d_head": None,
               "position_offset": 0, "sinusoid_layout": "marian", "rescale_output": False, "position_init": "small"},
-    "decoding": {"bad_words_ids": None, "sequence_bias": None, "suppress_tokens": None, "forced_bos_token_id": None,
-                 "suppress_special": True, "renormalize_logits": False, "length_rule": "power",
-                 "coverage_penalty": None, "coverage_beta": 0.0, "penalty_alpha": None,
-                 "prefix_size": 0, "constraints": None, "constraint_words": 0},
+    "decoding": digest_neutral(DecodingConfig),  # each option's own declaration (decoding.options: in_digest=False)
     "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
          "ensemble_rule": "mean_prob", "levers": False},
     "train": {"init_from": None, "fused_loss": False, "compile": "none", "bf16_weights": False},

@@ -11,16 +11,11 @@ from seqlab.constants import DEFAULT_IDS, ForceEOS
 from seqlab.decoding.constraints import ConstraintOrder
 from seqlab.decoding.coverage import CoverageRule
 from seqlab.decoding.mbr import MBRConfig
+from seqlab.decoding.options import labelled
 from seqlab.decoding.registry import SAMPLING_ONLY, build_processors
 from seqlab.decoding.search import LengthRule
 
 Method = Literal["greedy", "beam", "sample", "contrastive"]
-# The penalties and constraints a label names (field -> its short name), where set and not zero.
-LABELLED_CONSTRAINTS = {"no_repeat_ngram_size": "norepeat", "repetition_penalty": "rep", "frequency_penalty": "freq",
-                        "presence_penalty": "pres", "min_length": "min"}
-# The token lists a label counts (field -> its short name): two settings that ban or bias different numbers of
-# sequences get different names
-LABELLED_LISTS = {"bad_words_ids": "ban", "sequence_bias": "bias", "suppress_tokens": "supp"}
 # What Hugging Face `generate` uses for a GenerationConfig value left unset (transformers 5 leaves them None).
 HF_GENERATION_DEFAULTS: dict[str, Any] = {
     "max_length": 20, "min_length": 0, "do_sample": False, "early_stopping": False, "num_beams": 1,
@@ -349,10 +344,10 @@ class DecodingConfig:
             return self.name
         if self.mbr is not None:
             return f"{self.mbr.label}_{replace(self, mbr=None, n_best=1).label}"
-        constraints = "".join(f"_{short}{getattr(self, key):g}" for key, short in LABELLED_CONSTRAINTS.items()
-                              if getattr(self, key))
-        constraints += "".join(f"_{short}{len(getattr(self, key))}" for key, short in LABELLED_LISTS.items()
-                               if getattr(self, key))
+        # the penalties and constraints set (options.OPTIONS' labels): a value by its value, a token list by its
+        # length, so that two settings that ban or bias different numbers of sequences get different names
+        constraints = "".join(f"_{short}{len(value) if isinstance(value, list) else format(value, 'g')}"
+                              for key, short in labelled().items() if (value := getattr(self, key)))
         if self.forced_bos_token_id is not None:
             constraints += f"_first{self.forced_bos_token_id}"
         if self.prefix_size:

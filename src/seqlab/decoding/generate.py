@@ -26,7 +26,7 @@ from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, beam_search, sample_or_greedy
 from seqlab.model import DecoderCache, Seq2SeqTransformer
 
-DecodePrecision = Literal["fp32", "bf16", "int8"]  # int8: an int8 engine (interop.engines), not autocast
+DecodePrecision = Literal["fp32", "bf16", "int8"]  # int8: an int8 engine (engines.choice), not autocast
 
 
 def check_precision(precision: str, owner: str = "eval") -> None:
@@ -42,7 +42,7 @@ def precision_context(precision: str, device: torch.device | str) -> AbstractCon
     """
     check_precision(precision)
     if precision == "int8":
-        raise ConfigError("precision=int8 decodes on an int8 copy of the model (interop.engines.make_engine), "
+        raise ConfigError("precision=int8 decodes on an int8 copy of the model (engines.choice.make_engine), "
                           "not under autocast")
     return bf16_autocast(torch.device(device).type, precision == "bf16")
 

@@ -97,14 +97,16 @@ class BadWords(Ban):
 class SequenceBias(LogitsProcessor):
     """Add a bias to the last token of each sequence wherever the prefix ends with the rest of it; a one-token
     sequence's bias applies at every step; biases of sequences that share a last token add up (HF
-    SequenceBiasLogitsProcessor). `pairs`: ([ids], bias) each."""
+    SequenceBiasLogitsProcessor). `pairs`: ([ids], bias) each; a sequence given twice keeps its last bias, as
+    HF's dict of sequences does."""
 
     def __init__(self, pairs: Sequence[tuple[Sequence[int], float]]) -> None:
         ok = bool(pairs) and all(len(p) == 2 and len(p[0]) >= 1 and all(isinstance(i, int) and i >= 0 for i in p[0])
                                  and isinstance(p[1], int | float) for p in pairs)
         _check(ok, f"decoding.sequence_bias={pairs!r} must be a non-empty list of [[token ids], bias] pairs")
-        self.single = [(seq[0], float(b)) for seq, b in pairs if len(seq) == 1]
-        self.longer = [(tuple(seq), float(b)) for seq, b in pairs if len(seq) > 1]
+        last = {tuple(seq): float(b) for seq, b in pairs}  # (ids) -> bias, the last one given
+        self.single = [(seq[0], b) for seq, b in last.items() if len(seq) == 1]
+        self.longer = [(seq, b) for seq, b in last.items() if len(seq) > 1]
 
     def __call__(self, prefix: Tensor, scores: Tensor) -> Tensor:
         bias = torch.zeros_like(scores)

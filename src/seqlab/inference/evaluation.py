@@ -153,7 +153,7 @@ def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Seque
     """Tokenize, truncate to what the model takes, decode in length-sorted token-budget batches, and
     return the hypotheses in input order. `on_batch(n_sources)` is called after each batch (progress).
     precision: fp32 | bf16 (the model under bf16 autocast; see `precision_context`).
-    engine: None (seqlab's search) or an object with generate()'s signature (interop.engines).
+    engine: None (seqlab's search) or an object with generate()'s signature (engines.choice).
     prefixes: each source's forced target prefix (token ids, no EOS; generate's `target_prefix`).
     constraints: each source's lexical constraints (token id sequences; generate's `constraints`)."""
     device = next(model.parameters()).device
@@ -205,7 +205,7 @@ def apply_mbr(decoded: Decoded, tokenizer: Tokenizer, cfg: DecodingConfig) -> No
 def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence[Example],
              cfg: DecodingConfig, settings: EvalSettings, engine: Any = None) -> tuple[list[Record], dict[str, Any]]:
     """Decode `examples`, score references, and return per-example records and corpus metrics.
-    engine: None for seqlab's search, or a CTranslate2 engine (interop.engines)."""
+    engine: None for seqlab's search, or a CTranslate2 engine (engines.choice)."""
     progress = Progress(len(examples), f"decoding {precision_label(cfg.label, settings.precision)}")
     # fairseq's --prefix-size: the first tokens of each reference are forced, the model goes on from there
     prefixes = prefix_ids(tokenizer, [e.target for e in examples], cfg.prefix_size) if cfg.prefix_size else None

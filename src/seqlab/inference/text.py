@@ -72,7 +72,7 @@ def split_constraints(tokenizer: Tokenizer, lines: Sequence[str]) -> tuple[list[
 def translate(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: Sequence[str], cfg: DecodingConfig,
               max_tokens: int = 8000, on_batch: Callable[[int], None] | None = None,
               engine: Any = None, prefix: TargetPrefix = NO_PREFIX, first_line: int = 1) -> list[list[Hypothesis]]:
-    """The n-best hypotheses of every line (none for a blank line), in input order (engine: interop.engines)."""
+    """The n-best hypotheses of every line (none for a blank line), in input order (engine: engines.choice)."""
     keep = [i for i, line in enumerate(lines) if line.strip()]
     constraints = None
     if cfg.constraints is not None:

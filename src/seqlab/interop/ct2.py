@@ -1,4 +1,5 @@
-"""Export to CTranslate2, OpenNMT's inference engine, through its Transformer specification API.
+"""Export to CTranslate2, OpenNMT's inference engine, through its Transformer specification API (the engine
+that decodes seqlab checkpoints through it is engines.ct2).
 
 `ctranslate2` is an optional extra (`pip install seqlab[ct2]`), imported only here and only when
 called. Every variant the specification expresses is exported: pre/post-LN (pre-LN with or
@@ -24,14 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from seqlab.config import ConfigError
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from seqlab.data.sequences import pad_right
 from seqlab.data.tokenizer import Tokenizer
-from seqlab.decoding import DecodingConfig, GenerateOutput, score
-from seqlab.decoding.generate import max_new_tokens
-from seqlab.decoding.search import normalized
-from seqlab.digest import file_digest
 from seqlab.interop.hf import InteropError
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 
@@ -228,115 +223,3 @@ def export_ctranslate2(model: Seq2SeqTransformer, tokenizer: Tokenizer | None, o
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
-
-
-# -- decoding with CTranslate2 through seqlab ----------------------------------------------------------
-def suppressed_ids(cfg: ModelConfig) -> list[int]:
-    """seqlab's rule (decoding.suppress_special): pad and the decoder start token, unless it is EOS."""
-    return sorted({cfg.pad_id, cfg.bos_id} - {cfg.eos_id})
-
-
-# DecodingConfig fields CTranslate2's search takes, and fields it has no equivalent for (refused by name).
-# (bad_words_ids and suppress_tokens go across as CTranslate2's suppress_sequences: `banned_sequences`)
-UNSUPPORTED = ("repetition_penalty", "frequency_penalty", "presence_penalty", "mbr", "force_eos", "sequence_bias",
-               "forced_bos_token_id", "renormalize_logits", "coverage_penalty", "constraints")
-
-
-def check_decodable(cfg: DecodingConfig) -> None:
-    """Fail, naming the key, on a decoding setting the CTranslate2 engine does not reproduce."""
-    if cfg.method == "sample":
-        raise ConfigError("engine=ctranslate2 decodes with method=greedy or beam (its sampling is not seeded per "
-                          "source, so not batch-invariant); use engine=seqlab for decoding.method=sample")
-    if cfg.method not in ("greedy", "beam"):
-        raise ConfigError(f"engine=ctranslate2 has no decoding.method={cfg.method}; use engine=seqlab")
-    if cfg.num_beam_groups > 1:
-        raise ConfigError("engine=ctranslate2 has no diverse beam search (decoding.num_beam_groups); "
-                          "use engine=seqlab")
-    if cfg.length_rule != "power":
-        raise ConfigError(f"engine=ctranslate2 normalizes by length ** length_penalty only, not decoding.length_rule="
-                          f"{cfg.length_rule}; use length_rule=power or engine=seqlab")
-    for key in UNSUPPORTED:
-        if getattr(cfg, key) not in (None, False):
-            raise ConfigError(f"engine=ctranslate2 does not take decoding.{key}={getattr(cfg, key)!r}; "
-                              f"set it to null/false or use engine=seqlab")
-
-
-class CT2Engine:
-    """A CTranslate2 translator of one exported checkpoint, used like `seqlab.decoding.generate`.
-
-    Its tokens come from CTranslate2's search; their token log-probs and the reported scores are
-    seqlab's (teacher-forced by the same weights in fp32), so metrics mean the same for both
-    engines. CTranslate2 takes one maximum length per batch: the batch's largest per-example
-    limit is used and longer outputs are cut at their own limit (exact for greedy search).
-    """
-
-    def __init__(self, path: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer | None,
-                 compute_type: str = "float32",
-                 threads: int | None = None, device: str = "cpu", device_index: int = 0) -> None:
-        import ctranslate2
-
-        self.path, self.model = Path(path), model
-        self.translator = ctranslate2.Translator(str(path), device=device, device_index=device_index,
-                                                 compute_type=compute_type,
-                                                 intra_threads=threads or torch.get_num_threads())
-        self.src_tokens = vocabulary(tokenizer, "src", model.cfg.src_vocab_size, model.cfg)
-        tgt = vocabulary(tokenizer, "tgt", model.cfg.target_vocab_size, model.cfg)
-        self.tgt_pieces, self.tgt_index = tgt, {t: i for i, t in enumerate(tgt)}
-
-    @classmethod
-    def for_checkpoint(cls, checkpoint: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, cache_dir: Path,
-                       quantization: str | None = None, compute_type: str = "float32") -> CT2Engine:
-        """Export the checkpoint once into cache_dir (keyed on the file's digest and the quantization)."""
-        folder = Path(cache_dir) / "ctranslate2" / f"{file_digest(checkpoint)[:16]}-{quantization or 'float32'}"
-        if not (folder / "model.bin").is_file():
-            export_ctranslate2(model, tokenizer, folder, quantization)
-        return cls(folder, model, tokenizer, compute_type)
-
-    def options(self, cfg: DecodingConfig, max_length: int) -> dict[str, Any]:
-        check_decodable(cfg)
-        return dict(beam_size=cfg.num_beams if cfg.method == "beam" else 1, num_hypotheses=cfg.n_best,
-                    length_penalty=cfg.length_penalty, max_decoding_length=max_length,
-                    min_decoding_length=cfg.min_length, no_repeat_ngram_size=cfg.no_repeat_ngram_size or 0,
-                    suppress_sequences=self.banned_sequences(cfg) or None, return_scores=False)
-
-    def banned_sequences(self, cfg: DecodingConfig) -> list[list[str]]:
-        """CTranslate2's `suppress_sequences` for seqlab's bans: its pad/start rule, `suppress_tokens` and
-        `bad_words_ids` (a sequence is never completed: its last token is banned after the rest, as Hugging
-        Face's NoBadWordsLogitsProcessor; EOS alone is dropped as there)."""
-        ids = [[i] for i in suppressed_ids(self.model.cfg)] if cfg.suppress_special else []
-        ids += [[i] for i in cfg.suppress_tokens or []]
-        ids += [list(s) for s in cfg.bad_words_ids or [] if list(s) != [self.model.cfg.eos_id]]
-        return [[self.tgt_pieces[i] for i in seq] for seq in ids]
-
-    def translate_ids(self, sources: list[list[int]], cfg: DecodingConfig, max_length: int) -> list[list[list[int]]]:
-        """Per source, its n-best token ids (EOS appended where the hypothesis ended before the limit)."""
-        results = self.translator.translate_batch([[self.src_tokens[i] for i in s] for s in sources],
-                                                  **self.options(cfg, max_length))
-        eos = self.model.cfg.eos_id
-        return [[[self.tgt_index[t] for t in h] + ([eos] if len(h) < max_length else []) for h in r.hypotheses]
-                for r in results]
-
-    @torch.no_grad()
-    def generate(self, model: Seq2SeqTransformer, src_ids: torch.Tensor, src_pad_mask: torch.Tensor,
-                 cfg: DecodingConfig, target_prefix: Any = None, constraints: Any = None) -> GenerateOutput:
-        """`generate`'s output for a batch: (B, n, T) sequences, seqlab's scores and token log-probs."""
-        if target_prefix is not None:
-            raise ConfigError("engine=ctranslate2 scores a forced target prefix its own way (outside its length "
-                              "normalization); use engine=seqlab for decoding.prefix_size or a target prefix")
-        if constraints is not None:
-            raise ConfigError("engine=ctranslate2 has no lexical constraints; use engine=seqlab for "
-                              "decoding.constraints")
-        limits = max_new_tokens(cfg, src_pad_mask, model.cfg.max_positions).tolist()
-        sources = [row[~pad].tolist() for row, pad in zip(src_ids, src_pad_mask, strict=True)]
-        nbest = self.translate_ids(sources, cfg, int(max(limits)))
-        n = cfg.n_best
-        flat = [h[:limit] for hyps, limit in zip(nbest, limits, strict=True)
-                for h in (hyps + [hyps[-1]] * n)[:n]]  # an n-best list shorter than n repeats its last
-        tgt, _ = pad_right(flat, model.cfg.pad_id)
-        lengths = torch.tensor([len(h) for h in flat])
-        rows = src_ids.repeat_interleave(n, 0), src_pad_mask.repeat_interleave(n, 0)
-        lps = score(model, *rows, tgt.to(src_ids.device)) * (torch.arange(tgt.shape[1])[None] < lengths[:, None])
-        total = lps.sum(-1)
-        scores = normalized(total, lengths.float(), cfg.length_penalty) if cfg.method == "beam" else total
-        b = src_ids.shape[0]
-        return GenerateOutput(tgt.view(b, n, -1), scores.view(b, n), lps.view(b, n, -1), lengths.view(b, n))

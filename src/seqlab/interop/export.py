@@ -24,6 +24,7 @@ from seqlab.data.hf_tokenizer import JsonTokenizer
 from seqlab.data.mapped import MappedTokenizer
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
+from seqlab.decoding.options import refusals
 from seqlab.decoding.registry import suppressed
 from seqlab.interop.hf_export import write_family
 from seqlab.io import atomic_write, atomic_write_text
@@ -33,17 +34,14 @@ from seqlab.model import ModelConfig
 def generation_config(cfg: DecodingConfig, model: ModelConfig) -> dict[str, Any]:
     """Hugging Face `GenerationConfig` values equal to `cfg` for an encoder-decoder.
 
-    HF's lengths count the decoder start token; a per-example limit (`max_len_a * src_len + b`)
-    has no HF equivalent, so without `max_length` the model's position limit is used.
+    What `generate` can take of each option is declared with it (decoding.options, consumer `hf`); anything
+    else is refused by name. HF's lengths count the decoder start token; without `max_length` (and with
+    fairseq's per-source limit at its default) the model's position limit is written.
     """
+    problems = refusals(cfg, "hf")
+    if problems:
+        raise ConfigError("; ".join(problems))
     sample = cfg.method == "sample"
-    if cfg.prefix_size:
-        raise ConfigError(f"decoding.prefix_size={cfg.prefix_size} forces each reference's first tokens in an "
-                          "evaluation; a generation config has no references: export with prefix_size=0")
-    if cfg.length_rule != "power" or cfg.coverage_penalty is not None:
-        raise ConfigError(f"Hugging Face's generate has no GNMT scoring (decoding.length_rule={cfg.length_rule}, "
-                          f"coverage_penalty={cfg.coverage_penalty}); export with length_rule=power and "
-                          "coverage_penalty=null")
     out: dict[str, Any] = {
         "decoder_start_token_id": model.bos_id, "pad_token_id": model.pad_id, "eos_token_id": model.eos_id,
         "suppress_tokens": suppressed(cfg, model) or None, "bad_words_ids": cfg.bad_words_ids,

@@ -27,8 +27,8 @@ from seqlab.config import ConfigError, check_choice
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, generate, precision_context, precision_label
 from seqlab.decoding.graphs import check_graphable
+from seqlab.engines.ct2 import CT2Engine, check_decodable
 from seqlab.hardware import cpu_model
-from seqlab.interop.ct2 import CT2Engine, check_decodable
 from seqlab.io import atomic_write_text
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.onednn import onednn_available, onednn_linears, packed_speedup

@@ -1,0 +1,236 @@
+"""Every DecodingConfig option declared once: what each engine and export format does with it, its short name in
+labels, and whether an archived stage's digest carries it at its default.
+
+An engine or format takes an option only where its declaration says how (an allowlist). `MAPPED` means it
+computes the option exactly; a `Check` takes it unless the check names a reason it cannot (a value, or a
+combination with another option); `Inert` says why the option changes nothing there (a label, a seed that
+greedy and beam search never read); `REFUSED` (the default) takes the option only at its default. An option
+nobody declared is refused by every engine and format, never ignored: `refusals(cfg, consumer)` is the one
+check each of them calls, and `tests/unit/test_options.py` walks every field against each consumer.
+
+Consumers: `ctranslate2`, the CTranslate2 engine (engines.ct2); `hf`, the `generation_config.json` an export
+writes for Hugging Face's `generate` (interop.export).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, Literal
+
+from seqlab.constants import DEFAULT_IDS, HasSpecialIds
+from seqlab.decoding.registry import suppressed
+
+# A DecodingConfig (decoding.config reads this module for its labels, so this one does not import it back).
+DecodingConfig = Any
+
+Consumer = Literal["ctranslate2", "hf"]
+CONSUMERS: dict[str, str] = {"ctranslate2": "engine=ctranslate2", "hf": "Hugging Face's generation_config.json"}
+# what to do instead, per consumer, at the end of a refusal
+INSTEAD = {"ctranslate2": "or use engine=seqlab", "hf": "before exporting (seqlab decodes it; generate cannot)"}
+# a reason the consumer cannot honour the setting for a model of these special ids, or None
+Check = Callable[[DecodingConfig, HasSpecialIds], str | None]
+
+
+@dataclass(frozen=True)
+class Inert:
+    """The option changes nothing this consumer computes, for this reason."""
+
+    why: str
+
+
+MAPPED = True
+REFUSED = False
+Rule = bool | Inert | Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One DecodingConfig field as every engine and format takes it."""
+
+    ctranslate2: Rule = REFUSED
+    hf: Rule = REFUSED
+    # False: left out of an archived stage's digest while at its default (an option added after stages were
+    # archived, so that their digests still match); True: always part of the digest
+    in_digest: bool = True
+    label: str | None = None  # its short name in a setting's label where set (a value, or a list's length)
+
+
+def _beam(cfg: DecodingConfig) -> bool:
+    return cfg.method == "beam"
+
+
+def _ct2_method(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+    if cfg.method == "sample":
+        return ("decoding.method=sample: CTranslate2's sampling is not seeded per source (so not "
+                "batch-invariant); use decoding.method=greedy or beam")
+    return None if cfg.method in ("greedy", "beam") else f"CTranslate2 has no decoding.method={cfg.method};"
+
+
+def _ct2_stop(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+    if _beam(cfg) and cfg.early_stopping is not True:
+        return (f"CTranslate2's beam search stops at num_beams finished hypotheses (early_stopping=true), not "
+                f"decoding.early_stopping={cfg.early_stopping}; set early_stopping=true")
+    return None
+
+
+def _ct2_length_penalty(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+    if _beam(cfg) and cfg.length_penalty == 0:
+        return ("CTranslate2's beam search without length normalization (decoding.length_penalty=0) stops when "
+                "its best beam finishes, not at num_beams finished hypotheses; use a length_penalty other than 0")
+    return None
+
+
+def ct2_bans(cfg: DecodingConfig) -> list[str]:
+    """The options that make CTranslate2 ban tokens (its `suppress_sequences`, min and no-repeat lengths)."""
+    named = {"suppress_special": cfg.suppress_special, "suppress_tokens": cfg.suppress_tokens,
+             "bad_words_ids": cfg.bad_words_ids, "min_length": cfg.min_length,
+             "no_repeat_ngram_size": cfg.no_repeat_ngram_size}
+    return [key for key, value in named.items() if value]
+
+
+def _ct2_ban(key: str) -> Check:
+    """CTranslate2 bans before its softmax, so its beam scores are renormalized after each ban: seqlab's equal
+    search is the same ban with `renormalize_logits=true` (greedy's argmax is the same either way)."""
+
+    def check(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+        if _beam(cfg) and key in ct2_bans(cfg) and not cfg.renormalize_logits:
+            return (f"CTranslate2's beam search bans tokens before its softmax (decoding.{key}="
+                    f"{getattr(cfg, key)!r}), which renormalizes the scores: seqlab's equal search is "
+                    f"decoding.renormalize_logits=true; set it, or turn decoding.{key} off")
+        return None
+
+    return check
+
+
+def _ct2_no_repeat(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+    """CTranslate2 leaves the decoder start token out of the n-grams it blocks, Hugging Face (and seqlab)
+    count it: the same only where the start token can never be emitted again (banned, or EOS itself)."""
+    if not cfg.no_repeat_ngram_size or ids.bos_id == ids.eos_id or ids.bos_id in suppressed(cfg, ids):
+        return _ct2_ban("no_repeat_ngram_size")(cfg, ids)
+    return (f"CTranslate2's no-repeat n-grams leave out the decoder start token (id {ids.bos_id}), which "
+            f"decoding.no_repeat_ngram_size={cfg.no_repeat_ngram_size} counts and which may be emitted here: "
+            f"ban it (decoding.suppress_special=true or suppress_tokens=[{ids.bos_id}])")
+
+
+def _hf_force_eos(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+    if cfg.force_eos == "fairseq":
+        return ("Hugging Face forces EOS scored 0 (decoding.force_eos=hf); fairseq's rule, EOS keeping its "
+                "log-prob, has no generate option: use force_eos=hf or false")
+    return None
+
+
+def _hf_per_source_limit(key: str) -> Check:
+    def check(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+        if cfg.max_length is None and getattr(cfg, key) != default(cfg, key):
+            return (f"generate has one length limit, not fairseq's per-source max_len_a * src_len + max_len_b "
+                    f"(decoding.{key}={getattr(cfg, key)!r}); set decoding.max_length (without it the export "
+                    "writes the model's position limit)")
+        return None
+
+    return check
+
+
+NO_SEED = Inert("greedy and beam search draw nothing; CTranslate2 samples nothing seqlab decodes through it")
+HF_SEED = Inert("a seed picks draws, not the distribution: generate draws with torch's own generator")
+NAME = Inert("a label for reports")
+RENORMALIZED = Inert("CTranslate2 bans before its softmax, so its scores are normalized after the bans either way")
+BEAM_ONLY = Inert("read by beam search only")  # HF refuses beam options without beams: written for beam alone
+
+OPTIONS: dict[str, Option] = {
+    "method": Option(_ct2_method, MAPPED),
+    "num_beams": Option(MAPPED, MAPPED),
+    "n_best": Option(MAPPED, MAPPED),
+    "length_penalty": Option(_ct2_length_penalty, MAPPED),
+    "num_beam_groups": Option(REFUSED, MAPPED),
+    "diversity_penalty": Option(REFUSED, MAPPED),
+    "early_stopping": Option(_ct2_stop, MAPPED),
+    "max_length": Option(MAPPED, MAPPED),
+    "max_len_a": Option(MAPPED, _hf_per_source_limit("max_len_a")),
+    "max_len_b": Option(MAPPED, _hf_per_source_limit("max_len_b")),
+    "no_repeat_ngram_size": Option(_ct2_no_repeat, MAPPED, label="norepeat"),
+    "repetition_penalty": Option(REFUSED, MAPPED, label="rep"),
+    "frequency_penalty": Option(REFUSED, REFUSED, label="freq"),
+    "presence_penalty": Option(REFUSED, REFUSED, label="pres"),
+    "min_length": Option(_ct2_ban("min_length"), MAPPED, label="min"),  # labels name options in this order
+    "temperature": Option(REFUSED, MAPPED),
+    "top_k": Option(REFUSED, MAPPED),
+    "top_p": Option(REFUSED, MAPPED),
+    "min_p": Option(REFUSED, MAPPED),
+    "typical_p": Option(REFUSED, MAPPED),
+    "epsilon": Option(REFUSED, MAPPED),
+    "eta": Option(REFUSED, MAPPED),
+    "top_n_sigma": Option(REFUSED, REFUSED),
+    "dynatemp_range": Option(REFUSED, REFUSED),
+    "dynatemp_exponent": Option(REFUSED, REFUSED),
+    "edt_theta": Option(REFUSED, REFUSED),
+    "edt_base": Option(REFUSED, REFUSED),
+    "penalty_alpha": Option(REFUSED, MAPPED, in_digest=False),
+    "force_eos": Option(REFUSED, _hf_force_eos),
+    "bad_words_ids": Option(_ct2_ban("bad_words_ids"), MAPPED, in_digest=False, label="ban"),
+    "sequence_bias": Option(REFUSED, MAPPED, in_digest=False, label="bias"),
+    "suppress_tokens": Option(_ct2_ban("suppress_tokens"), MAPPED, in_digest=False, label="supp"),
+    "forced_bos_token_id": Option(REFUSED, MAPPED, in_digest=False),
+    "suppress_special": Option(_ct2_ban("suppress_special"), MAPPED, in_digest=False),
+    "renormalize_logits": Option(RENORMALIZED, MAPPED, in_digest=False),
+    "prefix_size": Option(REFUSED, REFUSED, in_digest=False),
+    "length_rule": Option(REFUSED, REFUSED, in_digest=False),
+    "coverage_penalty": Option(REFUSED, REFUSED, in_digest=False),
+    "coverage_beta": Option(REFUSED, REFUSED, in_digest=False),
+    "constraints": Option(REFUSED, REFUSED, in_digest=False),
+    "constraint_words": Option(REFUSED, REFUSED, in_digest=False),
+    "seed": Option(NO_SEED, HF_SEED),
+    "name": Option(NAME, NAME),
+    "mbr": Option(REFUSED, REFUSED),
+}
+# Why a refusal says what it says, where the generic sentence would not help.
+REASONS = {
+    ("ctranslate2", "prefix_size"): "CTranslate2 scores a forced target prefix its own way (outside its length "
+                                    "normalization)",
+    ("hf", "prefix_size"): "decoding.prefix_size forces each reference's first tokens in an evaluation; a "
+                           "generation config has no references",
+    ("hf", "length_rule"): "generate has no GNMT length penalty",
+    ("hf", "coverage_penalty"): "generate has no GNMT coverage penalty",
+    ("hf", "mbr"): "generate has no minimum Bayes risk",
+    ("hf", "constraints"): "seqlab's constraints are fairseq's per-source lexical constraints, which a "
+                           "generation config cannot hold",
+}
+
+
+def default(cfg: DecodingConfig, key: str) -> Any:
+    """A DecodingConfig field's default value (`cfg`: the config or its class)."""
+    field = cfg.__dataclass_fields__[key]
+    return field.default if field.default is not MISSING else field.default_factory()
+
+
+def refusals(cfg: DecodingConfig, consumer: Consumer, ids: HasSpecialIds = DEFAULT_IDS) -> list[str]:
+    """Each setting of `cfg` that `consumer` cannot honour for a model of these special ids (seqlab's own
+    before a checkpoint is loaded), as a message naming its key; empty: it takes all."""
+    out = []
+    for field in fields(cfg):
+        key, value = field.name, getattr(cfg, field.name)
+        option = OPTIONS.get(key)
+        rule = REFUSED if option is None else getattr(option, consumer)
+        if rule is MAPPED or isinstance(rule, Inert):
+            continue
+        if rule is REFUSED:
+            if value != default(cfg, key):
+                why = REASONS.get((consumer, key))
+                out.append(f"{CONSUMERS[consumer]} cannot honour decoding.{key}={value!r}"
+                           + (f" ({why})" if why else "") + f"; set it to {default(cfg, key)!r} {INSTEAD[consumer]}")
+            continue
+        why = rule(cfg, ids)
+        if why is not None:
+            out.append(f"{CONSUMERS[consumer]}: {why} {INSTEAD[consumer]}")
+    return out
+
+
+def digest_neutral(config: type) -> dict[str, Any]:
+    """The options left out of an archived stage's digest at their default (`config`: DecodingConfig), with
+    that default."""
+    return {key: default(config, key) for key, option in OPTIONS.items() if not option.in_digest}
+
+
+def labelled() -> dict[str, str]:
+    """The options a label names (key -> short name), where set."""
+    return {key: option.label for key, option in OPTIONS.items() if option.label is not None}

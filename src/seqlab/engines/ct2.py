@@ -1,0 +1,160 @@
+"""CTranslate2's search on an export of a checkpoint (interop.ct2), used like `seqlab.decoding.generate`.
+
+What it takes of a DecodingConfig is declared with each option (decoding.options, consumer `ctranslate2`):
+greedy and beam search, n-best lists, length normalization, length limits, and bans (pad and the decoder
+start, `suppress_tokens`, `bad_words_ids`, `min_length`, `no_repeat_ngram_size`), which CTranslate2 applies
+before its softmax: its beam scores are then seqlab's with `renormalize_logits=true`, so beam search with a ban
+needs that setting. Everything else is refused by name before decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from seqlab.config import ConfigError
+from seqlab.constants import DEFAULT_IDS, HasSpecialIds
+from seqlab.data.sequences import pad_right
+from seqlab.data.tokenizer import Tokenizer
+from seqlab.decoding import DecodingConfig, GenerateOutput, score
+from seqlab.decoding.generate import max_new_tokens
+from seqlab.decoding.options import refusals
+from seqlab.decoding.registry import suppressed
+from seqlab.decoding.search import normalized
+from seqlab.digest import file_digest
+from seqlab.interop.ct2 import export_ctranslate2, vocabulary
+from seqlab.model import ModelConfig, Seq2SeqTransformer
+
+
+def check_decodable(cfg: DecodingConfig, ids: HasSpecialIds = DEFAULT_IDS) -> None:
+    """Fail, naming the key, on a decoding setting the CTranslate2 engine does not reproduce for a model of
+    these special ids (seqlab's own before a checkpoint is loaded)."""
+    problems = refusals(cfg, "ctranslate2", ids)
+    if problems:
+        raise ConfigError(problems[0] + (f" ({len(problems) - 1} more: {'; '.join(problems[1:])})"
+                                         if len(problems) > 1 else ""))
+
+
+def limit_groups(limits: list[int], cfg: DecodingConfig) -> list[tuple[int, list[int]]]:
+    """(length limit, the sources' indices) per call of CTranslate2, which takes one limit per batch: greedy
+    search decodes the batch to its longest limit and cuts each output at its own (the same tokens); beam
+    search decodes each limit's sources apart, since where a beam ends changes which beams survive."""
+    if cfg.method != "beam":
+        return [(max(limits), list(range(len(limits))))]
+    groups: dict[int, list[int]] = {}
+    for i, limit in enumerate(limits):
+        groups.setdefault(limit, []).append(i)
+    return sorted(groups.items())
+
+
+def banned_ids(cfg: DecodingConfig, model: ModelConfig) -> list[list[int]]:
+    """CTranslate2's `suppress_sequences` for seqlab's bans, as ids: the tokens never emitted
+    (registry.suppressed: the pad/start rule and `suppress_tokens`) and `bad_words_ids` (a sequence is never
+    completed: its last token is banned after the rest, as Hugging Face's NoBadWordsLogitsProcessor; EOS alone
+    is dropped as there)."""
+    ids = [[i] for i in suppressed(cfg, model)]
+    return ids + [list(s) for s in cfg.bad_words_ids or [] if list(s) != [model.eos_id]]
+
+
+def requests(cfg: DecodingConfig, model: ModelConfig, src_pad_mask: torch.Tensor) -> list[Request]:
+    """The calls of `translate_batch` that decode a batch as seqlab's search would (refused by name where
+    decoding.options says CTranslate2 cannot)."""
+    limits = max_new_tokens(cfg, src_pad_mask, model.max_positions).tolist()
+    return [request(cfg, model, rows, [limits[i] for i in rows], limit) for limit, rows in limit_groups(limits, cfg)]
+
+
+def request(cfg: DecodingConfig, model: ModelConfig, rows: list[int], limits: list[int], top: int) -> Request:
+    """One call for `rows` decoded to `top` tokens, each cut at its own limit; refused by name where
+    decoding.options says CTranslate2 cannot decode `cfg`."""
+    check_decodable(cfg, model)
+    options = dict(beam_size=cfg.num_beams if cfg.method == "beam" else 1, num_hypotheses=cfg.n_best,
+                   length_penalty=cfg.length_penalty, min_decoding_length=cfg.min_length,
+                   no_repeat_ngram_size=cfg.no_repeat_ngram_size or 0, return_scores=False,
+                   max_decoding_length=top)
+    return Request(rows, limits, options, banned_ids(cfg, model))
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call of `translate_batch`: the batch's rows it decodes, each row's own length limit, the call's
+    options, and the banned sequences as ids (the engine names them by their pieces)."""
+
+    rows: list[int]
+    limits: list[int]
+    options: dict[str, Any]
+    banned: list[list[int]]
+
+
+class CT2Engine:
+    """A CTranslate2 translator of one exported checkpoint, used like `seqlab.decoding.generate`.
+
+    Its tokens come from CTranslate2's search; their token log-probs and the reported scores are
+    seqlab's (teacher-forced by the same weights in fp32), so metrics mean the same for both
+    engines.
+    """
+
+    def __init__(self, path: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer | None,
+                 compute_type: str = "float32",
+                 threads: int | None = None, device: str = "cpu", device_index: int = 0) -> None:
+        import ctranslate2
+
+        self.path, self.model = Path(path), model
+        self.translator = ctranslate2.Translator(str(path), device=device, device_index=device_index,
+                                                 compute_type=compute_type,
+                                                 intra_threads=threads or torch.get_num_threads())
+        self.src_tokens = vocabulary(tokenizer, "src", model.cfg.src_vocab_size, model.cfg)
+        tgt = vocabulary(tokenizer, "tgt", model.cfg.target_vocab_size, model.cfg)
+        self.tgt_pieces, self.tgt_index = tgt, {t: i for i, t in enumerate(tgt)}
+
+    @classmethod
+    def for_checkpoint(cls, checkpoint: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, cache_dir: Path,
+                       quantization: str | None = None, compute_type: str = "float32") -> CT2Engine:
+        """Export the checkpoint once into cache_dir (keyed on the file's digest and the quantization)."""
+        folder = Path(cache_dir) / "ctranslate2" / f"{file_digest(checkpoint)[:16]}-{quantization or 'float32'}"
+        if not (folder / "model.bin").is_file():
+            export_ctranslate2(model, tokenizer, folder, quantization)
+        return cls(folder, model, tokenizer, compute_type)
+
+    def nbest(self, sources: list[list[int]], request: Request) -> list[list[list[int]]]:
+        """Per source of the request, its n-best token ids within its own limit (EOS appended where the
+        hypothesis ended before CTranslate2's limit)."""
+        banned = [[self.tgt_pieces[i] for i in seq] for seq in request.banned]
+        results = self.translator.translate_batch([[self.src_tokens[i] for i in sources[r]] for r in request.rows],
+                                                  suppress_sequences=banned or None, **request.options)
+        eos, top = self.model.cfg.eos_id, request.options["max_decoding_length"]
+        return [[([self.tgt_index[t] for t in h] + ([eos] if len(h) < top else []))[:limit] for h in r.hypotheses]
+                for r, limit in zip(results, request.limits, strict=True)]
+
+    def translate_ids(self, sources: list[list[int]], cfg: DecodingConfig, max_length: int) -> list[list[list[int]]]:
+        """Per source, its n-best token ids, every source decoded to one length limit (the bench's)."""
+        rows = list(range(len(sources)))
+        return self.nbest(sources, request(cfg, self.model.cfg, rows, [max_length] * len(rows), max_length))
+
+    @torch.no_grad()
+    def generate(self, model: Seq2SeqTransformer, src_ids: torch.Tensor, src_pad_mask: torch.Tensor,
+                 cfg: DecodingConfig, target_prefix: Any = None, constraints: Any = None) -> GenerateOutput:
+        """`generate`'s output for a batch: (B, n, T) sequences, seqlab's scores and token log-probs."""
+        if target_prefix is not None:
+            raise ConfigError("engine=ctranslate2 scores a forced target prefix its own way (outside its length "
+                              "normalization); use engine=seqlab for decoding.prefix_size or a target prefix")
+        if constraints is not None:
+            raise ConfigError("engine=ctranslate2 has no lexical constraints; use engine=seqlab for "
+                              "decoding.constraints")
+        sources = [row[~pad].tolist() for row, pad in zip(src_ids, src_pad_mask, strict=True)]
+        nbest: list[list[list[int]]] = [[] for _ in sources]
+        for request in requests(cfg, model.cfg, src_pad_mask):
+            for row, hyps in zip(request.rows, self.nbest(sources, request), strict=True):
+                nbest[row] = hyps
+        n = cfg.n_best
+        flat = [h for hyps in nbest for h in (hyps + [hyps[-1]] * n)[:n]]  # a short n-best list repeats its last
+        tgt, _ = pad_right(flat, model.cfg.pad_id)
+        lengths = torch.tensor([len(h) for h in flat])
+        rows = src_ids.repeat_interleave(n, 0), src_pad_mask.repeat_interleave(n, 0)
+        lps = score(model, *rows, tgt.to(src_ids.device)) * (torch.arange(tgt.shape[1])[None] < lengths[:, None])
+        total = lps.sum(-1)
+        scores = normalized(total, lengths.float(), cfg.length_penalty) if cfg.method == "beam" else total
+        b = src_ids.shape[0]
+        return GenerateOutput(tgt.view(b, n, -1), scores.view(b, n), lps.view(b, n, -1), lengths.view(b, n))

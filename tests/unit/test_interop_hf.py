@@ -119,18 +119,22 @@ def test_token_logprobs_equal_teacher_forcing(trained):
 
 
 def test_variants_marian_cannot_express_are_refused():
+    from seqlab.interop.families import FAMILIES
     from seqlab.interop.hf import InteropError
+    from seqlab.interop.hf_export import hf_config
     from seqlab.model import ModelConfig, Seq2SeqTransformer
 
     cfg = ModelConfig(src_vocab_size=40, d_model=16, n_heads=4, tie_embeddings="all", copy_attention=True,
                       norm_position="pre")
-    refusal = r"model.norm_position=pre \(marian has post\).*model.copy_attention=True \(must be False\)"
+    refusal = r"model.norm_position='pre' \(marian has 'post'\).*model.copy_attention=True \(marian has False\)"
     with pytest.raises(InteropError, match=refusal):
+        hf_config(cfg, FAMILIES["marian"])
+    with pytest.raises(InteropError, match=r"no Hugging Face family computes this variant.*copy_attention=True"):
         to_hf(Seq2SeqTransformer(cfg))
     for scheme in ("rope", "alibi", "t5", "none", "learned"):
         relative = ModelConfig(src_vocab_size=40, d_model=16, n_heads=4, positions=scheme)
-        with pytest.raises(InteropError, match=f"model.positions={scheme} "):
-            to_hf(Seq2SeqTransformer(relative))
+        with pytest.raises(InteropError, match=f"model.positions='{scheme}' "):
+            hf_config(relative, FAMILIES["marian"])
 
 
 @pytest.mark.parametrize("num_beams", [1, 4])

@@ -17,7 +17,7 @@ state dict (interop.hf_folder reads both).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -39,12 +39,17 @@ WeightMap = list[tuple[str, list[str]]]  # (seqlab parameter, the family's param
 
 @dataclass(frozen=True)
 class Family:
-    """One family: the ModelConfig choices that are the family, and how its config and weights map."""
+    """One family: the ModelConfig choices that are the family, how its config.json maps to ModelConfig fields
+    and back, its weight table (read both ways), and the transformers class that computes it. Export is
+    checked against import: a model exports to a family only if importing the export gives its own config
+    back (interop.hf_export.mismatches)."""
 
     name: str
     choices: Mapping[str, Any]  # ModelConfig fields fixed by the family
     config: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]  # (config.json, choices) -> fields
     weights: Callable[[ModelConfig], WeightMap]
+    export: Callable[[ModelConfig], dict[str, Any]]  # ModelConfig -> config.json's values (config's inverse)
+    architecture: str  # the transformers class of a `save_pretrained` folder
 
 
 def first_id(value: Any) -> int:
@@ -117,6 +122,43 @@ def t5_config(c: Mapping[str, Any], choices: Mapping[str, Any]) -> dict[str, Any
         pad_id=int(c.get("pad_token_id", 0)), bos_id=int(c.get("decoder_start_token_id", c.get("pad_token_id", 0))),
         eos_id=first_id(c.get("eos_token_id", 1)), **choices,
     )
+
+
+HF_ACTIVATION = {ours: theirs for theirs, ours in reversed(list(ACTIVATIONS.items()))}  # first name wins
+
+
+def ids_export(cfg: ModelConfig) -> dict[str, Any]:
+    return dict(pad_token_id=cfg.pad_id, eos_token_id=cfg.eos_id, decoder_start_token_id=cfg.bos_id)
+
+
+def bart_like_export(cfg: ModelConfig) -> dict[str, Any]:
+    """config.json's values of a BART-style model (bart_like_config's inverse)."""
+    return dict(vocab_size=cfg.src_vocab_size, d_model=cfg.d_model, encoder_layers=cfg.encoder_layers,
+                decoder_layers=cfg.decoder_layers, encoder_attention_heads=cfg.n_heads,
+                decoder_attention_heads=cfg.n_heads, encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff,
+                dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
+                activation_dropout=cfg.activation_dropout, activation_function=HF_ACTIVATION[cfg.activation],
+                max_position_embeddings=cfg.max_positions, scale_embedding=cfg.scale_embedding,
+                forced_eos_token_id=None, tie_word_embeddings=cfg.tie_embeddings != "inputs", **ids_export(cfg))
+
+
+def marian_export(cfg: ModelConfig) -> dict[str, Any]:
+    """marian_config's inverse: Marian's own vocabulary and tying keys."""
+    return {**bart_like_export(cfg), "decoder_vocab_size": cfg.target_vocab_size,
+            "tie_word_embeddings": cfg.tie_embeddings != "none",
+            "share_encoder_decoder_embeddings": cfg.tie_embeddings == "all"}
+
+
+def t5_export(cfg: ModelConfig) -> dict[str, Any]:
+    """t5_config's inverse. HF's `gated-gelu` is GELU-tanh (gelu_new); `tie_word_embeddings` says whether the
+    decoder output is rescaled (transformers reads it as `scale_decoder_outputs`)."""
+    act = "gelu" if cfg.gated_ffn and cfg.activation == "gelu_tanh" else HF_ACTIVATION[cfg.activation]
+    return dict(vocab_size=cfg.src_vocab_size, d_model=cfg.d_model, d_kv=cfg.head_dim, d_ff=cfg.d_ff,
+                num_layers=cfg.encoder_layers, num_decoder_layers=cfg.decoder_layers, num_heads=cfg.n_heads,
+                relative_attention_num_buckets=cfg.relative_buckets,
+                relative_attention_max_distance=cfg.relative_max_distance, dropout_rate=cfg.dropout,
+                layer_norm_epsilon=cfg.layer_norm_eps, feed_forward_proj=("gated-" if cfg.gated_ffn else "") + act,
+                tie_word_embeddings=cfg.rescale_output, **ids_export(cfg))
 
 
 def _attention(ours: str, theirs: str, cross: bool, bias: bool, names: Mapping[str, str]) -> WeightMap:
@@ -212,18 +254,21 @@ def t5_weights(cfg: ModelConfig) -> WeightMap:
 BART_CHOICES = dict(positions="learned", position_offset=2, layernorm_embedding=True, output_bias=True)
 FAMILIES: dict[str, Family] = {
     "marian": Family("marian", dict(norm_position="post", positions="sinusoidal", layernorm_embedding=False,
-                                    final_norm=False, output_bias=True), marian_config, bart_weights),
+                                    final_norm=False, output_bias=True), marian_config, bart_weights, marian_export,
+                     "MarianMTModel"),
     "bart": Family("bart", dict(norm_position="post", final_norm=False, **BART_CHOICES), bart_like_config,
-                   bart_weights),
+                   bart_weights, bart_like_export, "BartForConditionalGeneration"),
     "mbart": Family("mbart", dict(norm_position="pre", final_norm=True, **BART_CHOICES), bart_like_config,
-                    bart_weights),
+                    bart_weights, bart_like_export, "MBartForConditionalGeneration"),
     "pegasus": Family("pegasus", dict(norm_position="pre", final_norm=True, positions="sinusoidal",
-                                      output_bias=True), bart_like_config, bart_weights),
+                                      output_bias=True), bart_like_config, bart_weights, bart_like_export,
+                      "PegasusForConditionalGeneration"),
     "m2m_100": Family("m2m_100", dict(norm_position="pre", final_norm=True, positions="sinusoidal",
                                       sinusoid_layout="fairseq", output_bias=False), bart_like_config,
-                      bart_weights),
+                      bart_weights, bart_like_export, "M2M100ForConditionalGeneration"),
     "t5": Family("t5", dict(norm="rmsnorm", norm_position="pre", final_norm=True, positions="t5", bias=False,
-                            scale_attention=False, scale_embedding=False), t5_config, t5_weights),
+                            scale_attention=False, scale_embedding=False), t5_config, t5_weights, t5_export,
+                 "T5ForConditionalGeneration"),
 }
 FAMILIES["mt5"] = FAMILIES["t5"]  # mT5 is T5 v1.1's code with another vocabulary
 UNSUPPORTED = {"led": "Longformer's sliding-window attention", "longt5": "local/transient-global attention",
@@ -257,6 +302,21 @@ def model_config(c: Mapping[str, Any], where: str = "config.json") -> ModelConfi
             raise
         raise InteropError(f"{where}: the {family.name} config has no seqlab variant ({type(err).__name__}: "
                            f"{err})") from None
+
+
+def untie_where_saved(cfg: ModelConfig, state: Mapping[str, Tensor], family: Family) -> ModelConfig:
+    """Tying as the weights have it: transformers keeps a saved `lm_head.weight` that differs from the table
+    it would be tied to (Flan-T5's head), so seqlab unties it too."""
+    head = state.get("lm_head.weight")
+    if head is None or cfg.tie_embeddings not in ("all", "decoder"):
+        return cfg
+    table = dict(family.weights(cfg))["src_embed.tokens.weight" if cfg.tie_embeddings == "all"
+                                      else "tgt_embed.tokens.weight"][0]
+    names = [n for n in table.split("|") if n != "lm_head.weight"]
+    tied_to = next((state[n] for n in names if n in state), None)
+    if tied_to is None or torch.equal(tied_to, head):
+        return cfg
+    return replace(cfg, tie_embeddings="inputs" if cfg.tie_embeddings == "all" else "none")
 
 
 def read(state: Mapping[str, Tensor], names: str) -> Tensor:

@@ -1,38 +1,22 @@
 """Hugging Face encoder-decoder models <-> Seq2SeqTransformer.
 
 `from_state` builds the seqlab model of any family interop.families knows from a config.json and a state
-dict, fusing q/k/v; `from_hf` does it from a loaded transformers model. `to_hf` writes a Marian model.
+dict, fusing q/k/v; `from_hf` does it from a loaded transformers model; `to_hf` is the inverse, the model's
+family as transformers computes it (interop.hf_export).
 `transformers` is imported only here, and only when called.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from seqlab.interop.families import FAMILIES, Family, InteropError, family_of, model_config, seqlab_state
-from seqlab.interop.hf_export import hf_config, hf_state, mismatches
-from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.interop.families import InteropError, family_of, model_config, seqlab_state, untie_where_saved
+from seqlab.model import Seq2SeqTransformer
 
 __all__ = ["InteropError", "from_hf", "from_state", "to_hf"]
-
-
-def untie_where_saved(cfg: ModelConfig, state: dict[str, Tensor], family: Family) -> ModelConfig:
-    """Tying as the weights have it: transformers keeps a saved `lm_head.weight` that differs from the table
-    it would be tied to (Flan-T5's head), so seqlab unties it too."""
-    head = state.get("lm_head.weight")
-    if head is None or cfg.tie_embeddings not in ("all", "decoder"):
-        return cfg
-    table = dict(family.weights(cfg))["src_embed.tokens.weight" if cfg.tie_embeddings == "all"
-                                      else "tgt_embed.tokens.weight"][0]
-    names = [n for n in table.split("|") if n != "lm_head.weight"]
-    tied_to = next((state[n] for n in names if n in state), None)
-    if tied_to is None or torch.equal(tied_to, head):
-        return cfg
-    return replace(cfg, tie_embeddings="inputs" if cfg.tie_embeddings == "all" else "none")
 
 
 def from_state(config: dict[str, Any], state: dict[str, Tensor], where: str = "the model") -> Seq2SeqTransformer:
@@ -68,14 +52,9 @@ def from_hf(hf_model: Any) -> Seq2SeqTransformer:
     return from_state(hf_model.config.to_dict(), hf_model.state_dict(), type(hf_model).__name__)
 
 
-def to_hf(model: Seq2SeqTransformer) -> Any:
-    """A MarianMTModel that computes the same logits as `model` (post-LN, sinusoidal variants only)."""
-    from transformers import MarianConfig, MarianMTModel
+def to_hf(model: Seq2SeqTransformer, family: str | None = None) -> Any:
+    """The transformers model that computes the same logits as `model`: its Hugging Face family's (the one
+    `seqlab export` writes; `family` is tried first), refused by name where no family computes it."""
+    from seqlab.interop.hf_export import hf_model
 
-    problems = mismatches(model.cfg, FAMILIES["marian"])
-    if problems:
-        raise InteropError("Marian cannot express this variant: " + "; ".join(problems))
-    marian = FAMILIES["marian"]  # the config and weights as `seqlab export` writes them (interop.hf_export)
-    hf = MarianMTModel(MarianConfig(**hf_config(model.cfg, marian))).eval()
-    hf.load_state_dict(hf_state(model, marian), strict=False)
-    return hf
+    return hf_model(model, family)

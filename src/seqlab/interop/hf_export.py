@@ -1,57 +1,69 @@
 """A Seq2SeqTransformer in a family's shape as that family's transformers model: the inverse of
-interop.hf.from_state, through the same tables (interop.families). An imported model goes back to its own
-family; a model trained from scratch with a family's choices (BART's post-LN with an embedding LayerNorm and
-learned positions offset by 2, T5's RMSNorm without biases, ...) exports to that family.
+interop.hf.from_state, through the same declarations (interop.families: each family's config mapping both
+ways and its weight table). An imported model goes back to its own family; a model trained from scratch with
+a family's choices (BART's post-LN with an embedding LayerNorm and learned positions offset by 2, T5's
+RMSNorm without biases, ...) exports to that family. Export is checked against import: the config.json and
+weight names a family would write are read back by the importer's own code, and a model exports only if
+that gives its own ModelConfig back, so a field no family expresses is refused by name, never dropped.
 `transformers` is imported only when called.
 """
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from seqlab.interop.families import ACTIVATIONS, FAMILIES, Family, InteropError
+from seqlab.interop.families import FAMILIES, Family, InteropError, model_config, untie_where_saved
 from seqlab.io import atomic_write
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 
-# mT5 exports as T5: the same code
-ARCHITECTURES = {"marian": "MarianMTModel", "bart": "BartForConditionalGeneration",
-                 "mbart": "MBartForConditionalGeneration", "pegasus": "PegasusForConditionalGeneration",
-                 "m2m_100": "M2M100ForConditionalGeneration", "t5": "T5ForConditionalGeneration"}
-HF_ACTIVATION = {ours: theirs for theirs, ours in reversed(list(ACTIVATIONS.items()))}  # first name wins
 EXPORT_ORDER = ("bart", "mbart", "pegasus", "m2m_100", "t5", "marian")  # Marian last: seqlab's own models
+# How a model trains or which kernels compute it, not what it computes: not part of the comparison.
+NOT_COMPARED = ("dropout", "attention_dropout", "activation_dropout", "position_init", "attention_kernel",
+                "dropout_kernel")
+# Fields whose None means a value the variant implies: compared as that value.
+RESOLVED = {"final_norm": "use_final_norm", "d_head": "head_dim", "rope_base": "rotary_base",
+            "rope_dim": "rotary_dim", "t5_buckets": "relative_buckets", "t5_max_distance": "relative_max_distance"}
+# Fields that mean something only under some variants (else left out of the comparison).
+ONLY_WITH = {"sinusoid_layout": lambda c: c.positions == "sinusoidal",
+             "max_positions": lambda c: c.absolute_positions,  # else a length limit, not a table
+             "position_offset": lambda c: c.absolute_positions,
+             "rope_base": lambda c: c.positions == "rope", "rope_dim": lambda c: c.positions == "rope",
+             "t5_buckets": lambda c: c.positions == "t5", "t5_max_distance": lambda c: c.positions == "t5"}
+
+
+def computed(cfg: ModelConfig) -> dict[str, Any]:
+    """What `cfg` computes, field by field (the comparison's terms)."""
+    return {f.name: getattr(cfg, RESOLVED.get(f.name, f.name)) for f in fields(cfg)
+            if f.name not in NOT_COMPARED and ONLY_WITH.get(f.name, lambda c: True)(cfg)}
+
+
+def imported_back(cfg: ModelConfig, family: Family) -> ModelConfig:
+    """The ModelConfig that importing `cfg`'s export to `family` gives: config.json through the importer's
+    mapping, tying through the weights it would find (one marker tensor per seqlab parameter, so a head saved
+    apart from its table reads as untied, as transformers reads it)."""
+    state = {part.split("|")[0]: torch.tensor([float(i)]) for i, (_, parts) in enumerate(family.weights(cfg))
+             for part in parts}
+    back = model_config({"model_type": family.name, **family.export(cfg)}, f"the {family.name} export")
+    return untie_where_saved(back, state, family)
 
 
 def mismatches(cfg: ModelConfig, family: Family) -> list[str]:
-    """What in `cfg` the family's config cannot express, each named by its key; empty: the family fits."""
-    out = []
-    for key, value in family.choices.items():
-        actual = cfg.use_final_norm if key == "final_norm" else getattr(cfg, key)
-        if key == "output_bias" and value and not actual:  # the family's bias, written as zeros
-            continue
-        if actual != value:
-            out.append(f"model.{key}={actual} ({family.name} has {value})")
-    if family.name == "t5":
-        return out + [why for bad, why in (
-            (cfg.activation not in ("relu", "gelu_tanh", "gelu", "silu"), f"model.activation={cfg.activation}"),
-            (not cfg.shared_vocab, "separate source and target vocabularies")) if bad]
-    defaults = dict(norm="layernorm", bias=True, scale_attention=True, d_head=None, gated_ffn=False,
-                    rescale_output=False, copy_attention=False)
-    out += [f"model.{k}={getattr(cfg, k)} (must be {v})" for k, v in defaults.items() if getattr(cfg, k) != v]
-    if family.name == "m2m_100":
-        return out + ([f"model.position_offset={cfg.position_offset} (must be pad_id + 1)"]
-                      if cfg.position_offset != cfg.pad_id + 1 else []) + \
-            (["separate source and target vocabularies"] if not cfg.shared_vocab else [])
-    if cfg.sinusoid_layout != "marian":
-        out.append(f"model.sinusoid_layout={cfg.sinusoid_layout} (must be marian)")
-    if family.name == "marian":
-        return out + [why for bad, why in (
-            (cfg.position_offset != 0, f"model.position_offset={cfg.position_offset} (must be 0)"),
-            (cfg.tie_embeddings == "inputs", "model.tie_embeddings=inputs (Marian ties the output layer too)"))
-            if bad]
-    return out + (["separate source and target vocabularies"] if not cfg.shared_vocab else [])
+    """What in `cfg` the family cannot express, each named by its key (`model.X=ours (the family has Y)`);
+    empty: the family computes exactly what `cfg` computes."""
+    try:
+        back = imported_back(cfg, family)
+    except InteropError as err:
+        return [str(err)]
+    ours, theirs = computed(cfg), computed(back)
+    if not ours["output_bias"] and family.choices.get("output_bias"):  # the family's bias, written as zeros
+        theirs["output_bias"] = False
+    return [f"model.{key}={ours[key]!r} ({family.name} has {theirs.get(key)!r})" for key in ours
+            if ours[key] != theirs.get(key)]
 
 
 def matches(cfg: ModelConfig, family: Family) -> bool:
@@ -61,39 +73,23 @@ def matches(cfg: ModelConfig, family: Family) -> bool:
 
 def family_for(cfg: ModelConfig, hint: str | None = None) -> Family:
     """The family to export to: the one the model was imported from (`hint`) if it still fits, else the first
-    whose choices it has; refuses, naming what no family has."""
+    that computes it; refuses, naming what the nearest family lacks."""
     names = ([hint] if hint in FAMILIES else []) + list(EXPORT_ORDER)
-    for name in names:
-        if matches(cfg, FAMILIES[name]):
+    found = {name: mismatches(cfg, FAMILIES[name]) for name in dict.fromkeys(names)}
+    for name, problems in found.items():
+        if not problems:
             return FAMILIES[name]
-    raise InteropError(f"no Hugging Face family has this variant (norm={cfg.norm}, norm_position="
-                       f"{cfg.norm_position}, positions={cfg.positions}, bias={cfg.bias}, gated_ffn={cfg.gated_ffn}, "
-                       f"copy_attention={cfg.copy_attention}); export it with --format ctranslate2 or keep it in "
-                       "seqlab")
+    nearest = min(found, key=lambda n: len(found[n]))
+    raise InteropError(f"no Hugging Face family computes this variant; the nearest, {nearest}, differs in "
+                       f"{'; '.join(found[nearest])}. Export it with --format ctranslate2 or keep it in seqlab")
 
 
 def hf_config(cfg: ModelConfig, family: Family) -> dict[str, Any]:
-    """config.json's values for `cfg` in `family` (the inverse of the family's `config`)."""
-    ids = dict(pad_token_id=cfg.pad_id, eos_token_id=cfg.eos_id, decoder_start_token_id=cfg.bos_id)
-    if family.name == "t5":
-        act = HF_ACTIVATION[cfg.activation] if cfg.activation != "gelu_tanh" or not cfg.gated_ffn else "gelu"
-        return dict(vocab_size=cfg.src_vocab_size, d_model=cfg.d_model, d_kv=cfg.head_dim, d_ff=cfg.d_ff,
-                    num_layers=cfg.encoder_layers, num_decoder_layers=cfg.decoder_layers, num_heads=cfg.n_heads,
-                    relative_attention_num_buckets=cfg.relative_buckets,
-                    relative_attention_max_distance=cfg.relative_max_distance, dropout_rate=cfg.dropout,
-                    layer_norm_epsilon=cfg.layer_norm_eps, feed_forward_proj=("gated-" if cfg.gated_ffn else "") + act,
-                    tie_word_embeddings=cfg.rescale_output, **ids)
-    out = dict(vocab_size=cfg.src_vocab_size, d_model=cfg.d_model, encoder_layers=cfg.encoder_layers,
-               decoder_layers=cfg.decoder_layers, encoder_attention_heads=cfg.n_heads,
-               decoder_attention_heads=cfg.n_heads, encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff,
-               dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
-               activation_dropout=cfg.activation_dropout, activation_function=HF_ACTIVATION[cfg.activation],
-               max_position_embeddings=cfg.max_positions, scale_embedding=cfg.scale_embedding,
-               forced_eos_token_id=None, tie_word_embeddings=cfg.tie_embeddings != "inputs", **ids)
-    if family.name == "marian":
-        out.update(decoder_vocab_size=cfg.target_vocab_size, tie_word_embeddings=cfg.tie_embeddings != "none",
-                   share_encoder_decoder_embeddings=cfg.tie_embeddings == "all")
-    return out
+    """config.json's values for `cfg` in `family`, refused by name where the family cannot express it."""
+    problems = mismatches(cfg, family)
+    if problems:
+        raise InteropError(f"{family.name} cannot express this variant: " + "; ".join(problems))
+    return family.export(cfg)
 
 
 def hf_state(model: Seq2SeqTransformer, family: Family) -> dict[str, torch.Tensor]:
@@ -105,9 +101,19 @@ def hf_state(model: Seq2SeqTransformer, family: Family) -> dict[str, torch.Tenso
             state[part] = chunk.clone()
     if "final_logits_bias" in state:
         state["final_logits_bias"] = state["final_logits_bias"].reshape(1, -1)
-    elif family.name != "t5" and family.name != "m2m_100":  # a family with an output bias, a model without one
+    elif family.choices.get("output_bias"):  # a family with an output bias, a model without one: zeros
         state["final_logits_bias"] = torch.zeros(1, model.cfg.target_vocab_size)
     return state
+
+
+def hf_model(model: Seq2SeqTransformer, family: str | None = None) -> Any:
+    """The transformers model (eval mode) of `model` in its family (`family`: the one to try first), loaded by
+    `from_pretrained` from the folder `seqlab export` writes, so that it ties and unties as an export does."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    with tempfile.TemporaryDirectory(prefix="seqlab-hf-") as tmp:
+        write_family(model, Path(tmp), family)
+        return AutoModelForSeq2SeqLM.from_pretrained(tmp).eval()
 
 
 def write_family(model: Seq2SeqTransformer, out: Path, hint: str | None = None) -> Family:
@@ -118,7 +124,7 @@ def write_family(model: Seq2SeqTransformer, out: Path, hint: str | None = None) 
 
     family = family_for(model.cfg, hint)
     config = AutoConfig.for_model(family.name, **hf_config(model.cfg, family))
-    config.architectures = [ARCHITECTURES[family.name]]
+    config.architectures = [family.architecture]
     out.mkdir(parents=True, exist_ok=True)
     config.save_pretrained(out)
     state = {k: v.contiguous() for k, v in hf_state(model, family).items()}

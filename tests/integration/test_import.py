@@ -80,3 +80,25 @@ def test_import_refuses_a_folder_that_is_not_a_model(tmp_path, capsys):
     assert main(["--hf", str(tmp_path), "--out", str(tmp_path / "x.ckpt")]) == 2
     assert "config.json: missing" in capsys.readouterr().err
     assert not (tmp_path / "x.ckpt").exists()
+
+
+def test_import_refuses_a_config_that_does_not_describe_its_weights(tmp_path, capsys):
+    """config.json saying d_model 64 over 32-wide weights: refused naming config.json and the family's names."""
+    folder = marian_folder(tmp_path / "m")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "d_model": 64}))
+    assert main(["--hf", str(folder), "--out", str(tmp_path / "x.ckpt")]) == 2
+    err = capsys.readouterr().err
+    assert "config.json" in err and "do not" in err and "belong to different models" in err
+    assert "Traceback" not in err and "size mismatch" not in err
+    assert not (tmp_path / "x.ckpt").exists()
+
+
+def test_import_refuses_a_folder_without_tokenizer_files_naming_what_is_missing(tmp_path, capsys):
+    folder = marian_folder(tmp_path / "m")
+    for name in ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json"):
+        (folder / name).unlink(missing_ok=True)
+    assert main(["--hf", str(folder), "--out", str(tmp_path / "x.ckpt")]) == 2
+    err = capsys.readouterr().err
+    assert "no tokenizer files (none of tokenizer.json, tokenizer_config.json" in err
+    assert not (tmp_path / "x.ckpt").exists()

@@ -160,3 +160,17 @@ def test_lexical_constraints_from_columns_and_from_reference_words(make_cfg, smo
         assert " ".join(r.constraints) in " ".join(w for w in ref.replace(".", "").split() if w in r.constraints)
     assert metrics["constraints_met"] == 100.0 and metrics["constrained_all_met"] == 100.0
     assert decoding.label == "beam4_lp1_ordered2"
+
+
+@pytest.mark.parametrize(("line", "match"), [
+    ("Dios\t", r"input line 3: constraint 1 is blank"),  # a TAB with nothing after it
+    ("Dios\tGod\t   ", r"input line 3: constraint 2 is blank"),
+    ("Dios\t\u200b", r"constraint 0 of input line 3 is empty \(it tokenized to nothing\)"),  # zero-width
+    ("Dios\t" + " ".join(["heaven and earth"] * 12), r"the constraints of input line 3 have \d+ tokens"),
+])
+def test_a_constraint_that_cannot_be_met_is_refused_naming_its_line(make_cfg, smoke_checkpoint, line, match):
+    """Never dropped: a blank, empty or over-long constraint fails before decoding, naming its input line."""
+    lines = ["En el principio creó Dios los cielos y la tierra.\tearth", "", line]
+    with pytest.raises(Exception, match=match):
+        run(make_cfg, smoke_checkpoint, lines, "decoding=beam", "decoding.num_beams=4", "decoding.max_length=20",
+            "decoding.constraints=unordered")

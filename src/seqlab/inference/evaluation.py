@@ -19,6 +19,8 @@ from seqlab.data.corpora import Example
 from seqlab.data.sequences import pad_right, truncate
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate, precision_context, precision_label, score
+from seqlab.decoding.constraints import check_constraints
+from seqlab.decoding.generate import max_new_tokens
 from seqlab.decoding.mbr import MBRChoice, choose, ranked_distinct
 from seqlab.inference.constraints import met, reference_words
 from seqlab.metrics import (
@@ -149,15 +151,19 @@ def source_lengths(src_ids: Sequence[Sequence[int]], eos_id: int) -> list[int]:
 def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Sequence[str], cfg: DecodingConfig,
                  max_tokens: int, on_batch: Any = None, precision: str = "fp32", engine: Any = None,
                  prefixes: Sequence[Sequence[int]] | None = None,
-                 constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> Decoded:
+                 constraints: Sequence[Sequence[Sequence[int]]] | None = None,
+                 names: Sequence[str] | None = None) -> Decoded:
     """Tokenize, truncate to what the model takes, decode in length-sorted token-budget batches, and
     return the hypotheses in input order. `on_batch(n_sources)` is called after each batch (progress).
     precision: fp32 | bf16 (the model under bf16 autocast; see `precision_context`).
     engine: None (seqlab's search) or an object with generate()'s signature (engines.choice).
     prefixes: each source's forced target prefix (token ids, no EOS; generate's `target_prefix`).
-    constraints: each source's lexical constraints (token id sequences; generate's `constraints`)."""
+    constraints: each source's lexical constraints (token id sequences; generate's `constraints`), checked
+    before any decoding, each source called by its name in `names` (default: `source i`)."""
     device = next(model.parameters()).device
     src_ids, truncated = encode_sources(tokenizer, sources, model.cfg.max_positions, model.cfg.eos_id)
+    if constraints is not None:
+        check_all_constraints(cfg, model.cfg.max_positions, src_ids, constraints, names)
     outputs: list[Any] = [None] * len(src_ids)
     generated, start = 0, time.perf_counter()
     for idx in length_batches([len(s) for s in src_ids], max_tokens, cfg.rows_per_source):
@@ -180,6 +186,17 @@ def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Seque
     if cfg.mbr is not None:
         apply_mbr(decoded, tokenizer, cfg)
     return decoded
+
+
+def check_all_constraints(cfg: DecodingConfig, max_positions: int, src_ids: Sequence[Sequence[int]],
+                          constraints: Sequence[Sequence[Sequence[int]]], names: Sequence[str] | None) -> None:
+    """Every source's constraints against its own length limit, before any decoding (a refusal names the
+    source as the user knows it: its input line, its test example)."""
+    lengths = torch.tensor([len(s) for s in src_ids])
+    pad = torch.arange(max(map(len, src_ids), default=1))[None, :] >= lengths[:, None]  # (N, S) True at padding
+    limits = max_new_tokens(cfg, pad, max_positions).tolist()
+    for i, (c, limit) in enumerate(zip(constraints, limits, strict=True)):
+        check_constraints(c, names[i] if names is not None else f"source {i}", limit)
 
 
 def apply_mbr(decoded: Decoded, tokenizer: Tokenizer, cfg: DecodingConfig) -> None:
@@ -212,10 +229,13 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
     # Post & Vilar 2018's setting: words of each reference as the constraints of its source
     words = ([reference_words(e.target, cfg.constraint_words, cfg.seed, e.id) for e in examples]
              if cfg.constraint_words else None)
-    constraints = constraint_ids(tokenizer, words) if words is not None else None
+    # a drawn word the tokenizer keeps nothing of is no constraint (the user did not ask for it)
+    constraints = ([[c for c in cs if c] for cs in constraint_ids(tokenizer, words)] if words is not None
+                   else None)
     try:
         decoded = decode_texts(model, tokenizer, [e.source for e in examples], cfg, settings.max_tokens, progress,
-                               settings.precision, engine, prefixes, constraints)
+                               settings.precision, engine, prefixes, constraints,
+                               names=[f"test example {e.id}" for e in examples])
     finally:
         progress.close()
     src_ids, truncated, generated = decoded.src_ids, decoded.n_truncated, decoded.generated_tokens
@@ -287,9 +307,10 @@ def prefix_ids(tokenizer: Tokenizer, texts: Sequence[str], size: int | None = No
 
 def constraint_ids(tokenizer: Tokenizer, phrases: Sequence[Sequence[str]]) -> list[list[list[int]]]:
     """Each source's phrases as target token ids, the phrase's own ids alone (`target_parts`: no language
-    code, BOS or EOS; every phrase encoded in one call); a phrase that tokenizes to nothing is dropped."""
+    code, BOS or EOS; every phrase encoded in one call); a phrase that tokenizes to nothing stays empty, for
+    `check_constraints` to refuse by name."""
     flat = iter(text for _, text in target_parts(tokenizer, [p for source in phrases for p in source]))
-    return [[ids for ids in (next(flat) for _ in source) if ids] for source in phrases]
+    return [[next(flat) for _ in source] for source in phrases]
 
 
 def constraint_summary(best: Sequence[Sequence[int]], constraints: Sequence[Sequence[Sequence[int]]]

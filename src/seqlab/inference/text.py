@@ -62,11 +62,18 @@ class TargetPrefix:
 NO_PREFIX = TargetPrefix()
 
 
-def split_constraints(tokenizer: Tokenizer, lines: Sequence[str]) -> tuple[list[str], list[list[list[int]]]]:
+def split_constraints(tokenizer: Tokenizer, lines: Sequence[str], numbers: Sequence[int]
+                      ) -> tuple[list[str], list[list[list[int]]]]:
     """fairseq-interactive's input with `--constraints`: SOURCE<TAB>CONSTRAINT<TAB>CONSTRAINT..., each constraint
-    a word or phrase (a line without a TAB has none). Returns the sources and their constraints' token ids."""
+    a word or phrase (a line without a TAB has none). Returns the sources and their constraints' token ids; a
+    blank constraint fails, naming its line (`numbers`: each line's number in the input)."""
     fields = [line.split("\t") for line in lines]
-    return [f[0] for f in fields], constraint_ids(tokenizer, [[c for c in f[1:] if c.strip()] for f in fields])
+    for number, f in zip(numbers, fields, strict=True):
+        blank = next((k for k, c in enumerate(f[1:], 1) if not c.strip()), None)
+        if blank is not None:
+            raise ConfigError(f"input line {number}: constraint {blank} is blank (a TAB with no word after it); "
+                              "give a word or drop the TAB")
+    return [f[0] for f in fields], constraint_ids(tokenizer, [f[1:] for f in fields])
 
 
 def translate(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: Sequence[str], cfg: DecodingConfig,
@@ -74,17 +81,18 @@ def translate(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: Sequence[s
               engine: Any = None, prefix: TargetPrefix = NO_PREFIX, first_line: int = 1) -> list[list[Hypothesis]]:
     """The n-best hypotheses of every line (none for a blank line), in input order (engine: engines.choice)."""
     keep = [i for i, line in enumerate(lines) if line.strip()]
+    numbers = [first_line + i for i in keep]  # each kept line's number in the input, for errors
     constraints = None
     if cfg.constraints is not None:
         if prefix != NO_PREFIX:
             raise ConfigError("decoding.constraints reads each line's constraints after its TABs; a target prefix "
                               "does not combine with it: set one")
-        sources, constraints = split_constraints(tokenizer, [lines[i] for i in keep])
+        sources, constraints = split_constraints(tokenizer, [lines[i] for i in keep], numbers)
         prefixes = None
     else:
         sources, prefixes = prefix.split(tokenizer, [lines[i] for i in keep], first_line)
     decoded = decode_texts(model, tokenizer, sources, cfg, max_tokens, on_batch, engine=engine, prefixes=prefixes,
-                           constraints=constraints)
+                           constraints=constraints, names=[f"input line {n}" for n in numbers])
     out: list[list[Hypothesis]] = [[] for _ in lines]
     for i, hyps in zip(keep, decoded.hypotheses, strict=True):
         # MBR ranks by expected utility; the printed score stays the model's log-prob (fairseq's H- lines)

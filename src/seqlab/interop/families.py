@@ -336,7 +336,12 @@ def seqlab_state(cfg: ModelConfig, family: Family, state: Mapping[str, Tensor], 
         except KeyError as err:
             raise InteropError(f"{where}: the weights have no {err.args[0]!r}, which a {family.name} model with "
                                f"this config.json needs; the checkpoint and config.json do not match") from None
-        ours[name] = torch.cat([t.float() for t in tensors], dim=0)
+        try:
+            ours[name] = torch.cat([t.float() for t in tensors], dim=0)
+        except RuntimeError:
+            raise InteropError(f"{where}: the weights {[p.split('|')[0] for p in parts]} have shapes "
+                               f"{[tuple(t.shape) for t in tensors]}, which do not fit together as config.json "
+                               "describes them; the weights and config.json belong to different models") from None
     if "output.bias" in ours:
         ours["output.bias"] = ours["output.bias"].reshape(-1)
     return ours

@@ -13,7 +13,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seqlab.interop.families import InteropError, family_of, model_config, seqlab_state, untie_where_saved
+from seqlab.interop.families import (
+    FAMILIES,
+    InteropError,
+    family_of,
+    model_config,
+    seqlab_state,
+    untie_where_saved,
+)
 from seqlab.model import Seq2SeqTransformer
 
 __all__ = ["InteropError", "from_hf", "from_state", "to_hf"]
@@ -28,11 +35,24 @@ def from_state(config: dict[str, Any], state: dict[str, Tensor], where: str = "t
     ours = seqlab_state(cfg, family, state, where)
     if cfg.positions == "sinusoidal":
         check_sinusoids(model, state, where)
+    check_shapes(model, ours, family.name, where)
     missing, unexpected = model.load_state_dict(ours, strict=False)
     tied = {"tgt_embed.tokens.weight", "output.weight"}
     if unexpected or set(missing) - tied:
         raise InteropError(f"{where}: weights did not map: missing {missing[:5]}, unexpected {unexpected[:5]}")
     return model.eval()
+
+
+def check_shapes(model: Seq2SeqTransformer, ours: dict[str, Tensor], family: str, where: str) -> None:
+    """Every weight the shape config.json says it has (else the folder mixes a config and weights of two
+    models), named by the family's own parameter names."""
+    names = {n: "+".join(p.split("|")[0] for p in parts) for n, parts in FAMILIES[family].weights(model.cfg)}
+    expected = {k: v.shape for k, v in model.state_dict().items()}
+    wrong = [f"{names.get(k, k)}: {tuple(v.shape)} where config.json gives {tuple(expected[k])}"
+             for k, v in ours.items() if k in expected and v.shape != expected[k]]
+    if wrong:
+        raise InteropError(f"{where}: {len(wrong)} weights do not have the shapes config.json describes, "
+                           f"e.g. {'; '.join(wrong[:3])}; the weights and config.json belong to different models")
 
 
 def check_sinusoids(model: Seq2SeqTransformer, state: dict[str, Tensor], where: str) -> None:

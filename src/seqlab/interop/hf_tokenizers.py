@@ -128,6 +128,9 @@ def sentencepiece_file(folder: Path, names: tuple[str, ...]) -> bytes:
 # the files transformers reads a tokenizer's class and settings from, kept beside it for `seqlab export`
 # (tokenizer.json and the SentencePiece models are stored as the tokenizer itself); M2M100's vocab.json too
 CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+# the files a Hugging Face tokenizer is read from (any one of them: the family decides which it needs)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "source.spm", "spiece.model",
+                   "sentencepiece.bpe.model", "spm.model", "vocab.json")
 
 
 def config_files(folder: Path, kind: str) -> dict[str, str]:
@@ -143,15 +146,20 @@ def read_tokenizer(folder: Path, special: tuple[int, int, int, int]) -> JsonToke
     except ImportError:
         raise InteropError("reading a Hugging Face tokenizer needs transformers: pip install 'seqlab[hf]'") from None
     config = folder / "tokenizer_config.json"
+    present = [name for name in TOKENIZER_FILES if (folder / name).is_file()]
+    if not present:
+        raise InteropError(f"{folder}: no tokenizer files (none of {', '.join(TOKENIZER_FILES)}); copy the "
+                           "model's tokenizer files into the folder beside config.json")
     try:
         hf = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise InteropError(f"{folder}: transformers cannot load its tokenizer ({type(err).__name__}: "
-                           f"{str(err)[:200]}); a tokenizer.json, or the family's SentencePiece files with "
-                           f"{config.name}, must be in the folder") from None
+        raise InteropError(f"{folder}: transformers cannot load its tokenizer from {', '.join(present)} "
+                           f"({type(err).__name__}: {str(err)[:200]}); a tokenizer.json, or the family's "
+                           f"SentencePiece files with {config.name}, must be in the folder") from None
     pad, _, start, eos = special
+    named = config if config.is_file() else folder  # what an error names: a file that is there
     if (hf.pad_token_id, hf.eos_token_id) != (pad, eos):
-        raise InteropError(f"{config}: the tokenizer's pad and eos ids ({hf.pad_token_id}, {hf.eos_token_id}) are "
+        raise InteropError(f"{named}: the tokenizer's pad and eos ids ({hf.pad_token_id}, {hf.eos_token_id}) are "
                            f"not config.json's ({pad}, {eos}); the folder mixes two models")
     special = (pad, int(hf.unk_token_id if hf.unk_token_id is not None else pad), start, eos)
     layout = learn_layout(hf, folder)
@@ -171,7 +179,7 @@ def read_tokenizer(folder: Path, special: tuple[int, int, int, int]) -> JsonToke
                                vocab_pieces(hf, layout.languages), None, special, layout)
         where = folder / "vocab.json"
     else:
-        raise InteropError(f"{config}: {kind} is neither a tokenizers-library tokenizer nor one seqlab "
+        raise InteropError(f"{named}: {kind} is neither a tokenizers-library tokenizer nor one seqlab "
                            "reimplements (Marian, M2M100); seqlab cannot store it exactly")
     check_same(hf, ours, layout, where)
     ours.hf_files = config_files(folder, kind)

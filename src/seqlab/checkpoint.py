@@ -21,7 +21,7 @@ from seqlab.data.mapped import AnyTokenizer
 from seqlab.data.mapped import from_checkpoint as tokenizer_from_checkpoint
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.io import atomic_write
-from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.model import Model, ModelConfig, build_model
 from seqlab.provenance import git_state
 
 CKPT_SUFFIX = ".ckpt"
@@ -115,7 +115,7 @@ def read_checkpoint(path: Path | str) -> dict[str, Any]:
 
 
 def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
-                       ) -> tuple[Seq2SeqTransformer, AnyTokenizer, CheckpointInfo]:
+                       ) -> tuple[Model, AnyTokenizer, CheckpointInfo]:
     """Rebuild the model (eval mode) and tokenizer from the checkpoint file alone."""
     path = resolve(path)
     state = read_checkpoint(path)
@@ -130,7 +130,7 @@ def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
         cfg = ModelConfig.from_dict(meta["model_config"])
     except (ConfigError, TypeError, ValueError) as err:
         raise CheckpointError(f"{path}: invalid model_config in the checkpoint: {err}") from None
-    model = Seq2SeqTransformer(cfg)
+    model = build_model(cfg)
     weights = {k.removeprefix("model."): v for k, v in state["state_dict"].items() if k.startswith("model.")}
     try:
         missing, unexpected = model.load_state_dict(weights, strict=False)

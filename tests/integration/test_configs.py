@@ -28,7 +28,7 @@ def test_every_experiment_builds_its_typed_configs(make_cfg, tmp_path, experimen
     cfg = make_cfg("train", [f"experiment={experiment}"])
     cfg.data.cache_dir = str(tmp_path / "untouched")
     spec = train_spec(cfg)
-    assert spec.model.d_model > 0 and spec.loop.val_every_n_steps >= 1
+    assert spec.model.d_model > 0 and spec.train.val_every_n_steps >= 1
     assert not (tmp_path / "untouched").exists()
 
 
@@ -71,7 +71,7 @@ def test_optim_and_loop_defaults_are_the_dataclasses(make_cfg):
     cfg = make_cfg("train", ["experiment=mt_bible_small"])
     spec = train_spec(cfg)  # the experiment's deltas on the dataclass defaults, and nothing else
     assert spec.optim == replace(OptimConfig(), lr=1e-3, warmup_steps=500)
-    assert spec.loop == replace(TrainConfig(), val_every_n_steps=300)
+    assert spec.train == replace(TrainConfig(), val_every_n_steps=300)
     assert set(cfg.optim) == {f.name for f in fields(OptimConfig)}
     assert set(cfg.train) == {f.name for f in fields(TrainConfig)}
 

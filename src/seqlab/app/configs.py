@@ -28,7 +28,7 @@ class TrainSpec:
     model: ModelConfig  # vocabulary sizes are placeholders until the tokenizer exists
     data: DataConfig
     optim: OptimConfig
-    loop: TrainConfig
+    train: TrainConfig
     tracking: TrackingConfig
 
 
@@ -55,11 +55,11 @@ def train_spec(cfg: DictConfig) -> TrainSpec:
     optim_values = plain(cfg.optim)
     optim_values["betas"] = tuple(optim_values["betas"])  # YAML has lists; the config is frozen, hashable
     optim = typed(OptimConfig, optim_values, "optim")
-    loop = typed(TrainConfig, plain(cfg.train), "train")
+    train = typed(TrainConfig, plain(cfg.train), "train")
     check_trainer(cfg)
     check_fused_clipping(optim.fused, optim.clip_norm, cfg.trainer.get("precision"))
-    check_bf16_weights(loop.bf16_weights, str(cfg.trainer.get("precision")))  # auto: checked once resolved
-    return TrainSpec(model, data, optim, loop, tracking_config(cfg))
+    check_bf16_weights(train.bf16_weights, str(cfg.trainer.get("precision")))  # auto: checked once resolved
+    return TrainSpec(model, data, optim, train, tracking_config(cfg))
 
 
 def check_trainer(cfg: DictConfig) -> None:

@@ -11,9 +11,9 @@ from dataclasses import fields
 from typing import get_args, get_type_hints
 
 from seqlab.app import cli
+from seqlab.model import build_model
 from seqlab.model.config import ModelConfig
 from seqlab.model.params import count_parameters, param_table
-from seqlab.model.transformer import Seq2SeqTransformer
 
 SIZES = ("d_model", "n_heads", "encoder_layers", "decoder_layers", "d_ff")
 CHOICES = ("tie_embeddings", "positions", "norm_position", "norm", "activation")
@@ -40,5 +40,5 @@ def body(args: argparse.Namespace) -> int:
     values = vars(args)
     values["bias"] = not values.pop("no_bias")
     cfg = ModelConfig(src_vocab_size=values.pop("vocab"), **values)  # ConfigError: exit status 2, naming the key
-    print(param_table(cfg, count_parameters(Seq2SeqTransformer(cfg))))
+    print(param_table(cfg, count_parameters(build_model(cfg))))
     return 0

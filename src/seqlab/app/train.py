@@ -79,7 +79,7 @@ def auto_trainer_precision(cfg: DictConfig, spec: TrainSpec) -> str | None:
         return None
     precision, why = auto_precision(str(cfg.trainer.get("accelerator", "cpu")))
     log.info("trainer.precision=auto -> %s (%s); set trainer.precision to choose", precision, why)
-    check_bf16_weights(spec.loop.bf16_weights, precision, f"auto: {why}")
+    check_bf16_weights(spec.train.bf16_weights, precision, f"auto: {why}")
     return precision
 
 
@@ -91,15 +91,15 @@ def trainer_arguments(cfg: DictConfig, spec: TrainSpec, out_dir: Path, loggers: 
     bar = sys.stderr.isatty() if bar is None else bool(bar)  # a bar on a terminal; ETA log lines otherwise
     arguments = dict(
         enable_progress_bar=bar,
-        callbacks=[*checkpoint_callbacks(out_dir, spec.loop.checkpoint_every_n_steps, spec.loop.monitor,
-                                         spec.loop.monitor_mode, spec.loop.keep_last_checkpoints),
+        callbacks=[*checkpoint_callbacks(out_dir, spec.train.checkpoint_every_n_steps, spec.train.monitor,
+                                         spec.train.monitor_mode, spec.train.keep_last_checkpoints),
                    *([] if bar else [ProgressLog(cfg.trainer.log_every_n_steps)]),
                    GracefulStop(checkpoint_file(out_dir, LAST)),
                    FinalCheckpoint(checkpoint_file(out_dir, LAST)), *quick_eval, *extra_callbacks(cfg)],
         logger=loggers or False,
         plugins=[atomic_checkpoint_io()],
         default_root_dir=str(out_dir),
-        val_check_interval=spec.loop.val_every_n_steps,
+        val_check_interval=spec.train.val_every_n_steps,
         check_val_every_n_epoch=None,
         use_distributed_sampler=False,  # the token-budget sampler shards by rank itself
     )
@@ -111,20 +111,20 @@ def trainer_arguments(cfg: DictConfig, spec: TrainSpec, out_dir: Path, loggers: 
 def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, Any]:
     precision = auto_trainer_precision(cfg, spec)
     runs_root = Path(cfg.paths.log_dir) / cfg.task_name / cfg.run_name
-    ckpt_path = find_resume(spec.loop.resume, runs_root, out_dir)
-    check_fresh_start(out_dir, ckpt_path, spec.loop.overwrite)
+    ckpt_path = find_resume(spec.train.resume, runs_root, out_dir)
+    check_fresh_start(out_dir, ckpt_path, spec.train.overwrite)
     if ckpt_path is not None:
         remove_stale_temporaries(Path(ckpt_path).parent)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
-    init = load_for_inference(spec.loop.init_from) if spec.loop.init_from else None
+    init = load_for_inference(spec.train.init_from) if spec.train.init_from else None
     datamodule = Seq2SeqDataModule(spec.data, tokenizer=init[1] if init else None)
     datamodule.setup()
     tok = datamodule.tokenizer
     if init is not None:
         model_cfg = init[0].cfg  # its decoder start the tokenizer's (checkpoint.start_from)
         log.info("fine-tuning %s (%s): its model and tokenizer; the model group is not used",
-                 spec.loop.init_from, init[2].run_config.get("run_name", "?"))
+                 spec.train.init_from, init[2].run_config.get("run_name", "?"))
     else:
         model_cfg = replace(spec.model, src_vocab_size=tok.src_vocab_size,
                             tgt_vocab_size=None if tok.joint else tok.tgt_vocab_size)
@@ -141,10 +141,10 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     meta = checkpoint_meta(tok, spec.data.to_dict(), resolved, tracking)
     if init is not None:
         meta["decoding"] = init[2].decoding  # the pretrained model's generation defaults travel with it
-    module = Seq2SeqModule(model_cfg, spec.optim, spec.loop, seed=cfg.seed, meta=meta)
+    module = Seq2SeqModule(model_cfg, spec.optim, spec.train, seed=cfg.seed, meta=meta)
     if init is not None and ckpt_path is None:  # a fresh start takes the pretrained weights; a resume its own
         module.model.load_state_dict(init[0].state_dict())
-    quick_eval = [QuickEval.from_datamodule(datamodule, spec.loop)] if spec.loop.quick_eval_size > 0 else []
+    quick_eval = [QuickEval.from_datamodule(datamodule, spec.train)] if spec.train.quick_eval_size > 0 else []
 
     loggers = [logger, metric_history(out_dir, resumed_at)] if spec.tracking.kind == "wandb" else [logger]
     trainer: L.Trainer = hydra.utils.instantiate(cfg.trainer, **trainer_arguments(

@@ -39,6 +39,12 @@ SPECIALS = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}
 
 def check_exportable(cfg: ModelConfig) -> None:
     """Fail, naming the key, on what CTranslate2's Transformer specification cannot express."""
+    if cfg.one_stack:
+        raise InteropError(f"model.architecture={cfg.architecture}: seqlab exports encoder-decoders to CTranslate2's "
+                           "Transformer specification; its decoder-only Generator is not written yet")
+    if cfg.kv_heads is not None or cfg.qkv_bias is not None:
+        raise InteropError(f"model.kv_heads={cfg.kv_heads}, model.qkv_bias={cfg.qkv_bias}: the export writes fused "
+                           "multi-head projections with one bias rule; set both to null")
     if cfg.copy_attention:
         raise InteropError("model.copy_attention=true: CTranslate2's Transformer has no copy attention "
                            "(pointer-generator output); export a model trained with model.copy_attention=false")

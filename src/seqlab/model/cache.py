@@ -170,11 +170,16 @@ class DecoderCache:
     """Everything incremental decoding keeps between steps; rows along dim 0."""
 
     def __init__(self, cross_kv: tuple[KV, ...], cross_mask: Tensor, group: int = 1, capacity: int = 64,
-                 copy: CopySource | None = None) -> None:
-        slab = Slab(len(cross_kv), capacity)
-        self.layers = [KVBuffer(capacity, slab, i) for i in range(len(cross_kv))]
+                 copy: CopySource | None = None, layers: int | None = None, prompt_length: int = 0) -> None:
+        """`layers`: the self-attention layers (default: one per cross-attention). A one-stack model (no
+        cross-attention) keeps its prompt's key mask (G, 1, 1, P) as `cross_mask`, the per-source mask that
+        moves with the sources, and `prompt_length` = P, the positions the prompt takes in the buffers."""
+        n = len(cross_kv) if layers is None else layers
+        slab = Slab(n, capacity)
+        self.layers = [KVBuffer(capacity, slab, i) for i in range(n)]
         self.cross_kv, self.cross_mask, self.group = cross_kv, cross_mask, group  # cross: (G, H, S, Dh)
         self.copy = copy  # per source, like cross_kv
+        self.prompt_length = prompt_length
 
     @property
     def length(self) -> int:
@@ -281,7 +286,7 @@ class DecoderCache:
     def _with_sources(self, layers: list[KVBuffer], group: int, pick: Callable[[Tensor], Tensor]) -> DecoderCache:
         """A cache with these self-attention buffers and every per-source tensor passed through `pick`."""
         out = DecoderCache.__new__(DecoderCache)
-        out.layers, out.group = layers, group
+        out.layers, out.group, out.prompt_length = layers, group, self.prompt_length
         out.cross_kv = tuple((pick(k), pick(v)) for k, v in self.cross_kv)
         out.cross_mask = pick(self.cross_mask)
         out.copy = CopySource(pick(self.copy.keys), pick(self.copy.ids)) if self.copy is not None else None

@@ -25,6 +25,11 @@ SinusoidLayout = Literal["marian", "fairseq"]
 # how a learned position table starts: small = N(0, d^-1/2) (fairseq's, like the token embeddings before their
 # sqrt(d) scale); unit = N(0, 1) (the scale of the scaled token embeddings); sinusoid = the sinusoid table
 PositionInit = Literal["small", "unit", "sinusoid"]
+# encoder_decoder: an encoder and a cross-attending decoder (Vaswani et al. 2017); decoder_only: one causal stack
+# over source and target as one sequence, the target after the decoder start token (a language model);
+# prefix_lm: the same stack, the source part attending to all of itself (Raffel et al. 2020's prefix LM)
+Architecture = Literal["encoder_decoder", "decoder_only", "prefix_lm"]
+ONE_STACK = ("decoder_only", "prefix_lm")
 AttentionKernel = Literal["auto", "sdpa", "math"]
 DropoutKernel = Literal["auto", "torch", "bits"]
 
@@ -50,6 +55,7 @@ class ModelConfig:
 
     src_vocab_size: int
     tgt_vocab_size: int | None = None
+    architecture: Architecture = "encoder_decoder"
     d_model: int = 512
     n_heads: int = 8
     encoder_layers: int = 6
@@ -64,6 +70,10 @@ class ModelConfig:
     bias: bool = True
     scale_attention: bool = True
     d_head: int | None = None
+    # grouped-query attention (Ainslie et al. 2023): key/value heads shared by n_heads / kv_heads query heads
+    # each (Llama 2 70B, Llama 3, Mistral, Qwen2); null = n_heads (multi-head attention), 1 = multi-query
+    kv_heads: int | None = None
+    qkv_bias: bool | None = None  # biases on the q, k, v projections alone (Qwen2); null = as `bias` says
     max_positions: int = 1024
     position_offset: int = 0
     sinusoid_layout: SinusoidLayout = "marian"
@@ -117,9 +127,17 @@ class ModelConfig:
         if self.tgt_vocab_size is not None and self.tgt_vocab_size < 1:
             raise ConfigError(f"{own}.tgt_vocab_size={self.tgt_vocab_size} must be positive, "
                               "or null for a shared vocabulary")
-        for name in ("encoder_layers", "decoder_layers"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{own}.{name}={getattr(self, name)} must be at least 1")
+        check_choice(own, "architecture", self.architecture, Architecture)
+        if self.architecture in ONE_STACK:
+            self._check_one_stack(own)
+        elif self.encoder_layers < 1:
+            raise ConfigError(f"{own}.encoder_layers={self.encoder_layers} must be at least 1 (or use "
+                              f"{own}.architecture=decoder_only for a model without an encoder)")
+        if self.decoder_layers < 1:
+            raise ConfigError(f"{own}.decoder_layers={self.decoder_layers} must be at least 1")
+        if self.kv_heads is not None and not (1 <= self.kv_heads <= self.n_heads and self.n_heads % self.kv_heads == 0):
+            raise ConfigError(f"{own}.kv_heads={self.kv_heads} must divide {own}.n_heads={self.n_heads} (each "
+                              "key/value head serves n_heads / kv_heads query heads); null = n_heads")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{own}.{name}={getattr(self, name)} must be in [0, 1)")
@@ -150,6 +168,23 @@ class ModelConfig:
         for name in ("pad_id", "bos_id", "eos_id"):
             if not 0 <= getattr(self, name) < min(self.src_vocab_size, self.target_vocab_size):
                 raise ConfigError(f"{own}.{name}={getattr(self, name)} is outside the vocabulary")
+
+    def _check_one_stack(self, own: str) -> None:
+        """A decoder-only or prefix LM reads source and target as one sequence of one vocabulary."""
+        arch = f"{own}.architecture={self.architecture}"
+        if self.encoder_layers != 0:
+            raise ConfigError(f"{own}.encoder_layers={self.encoder_layers} with {arch}: the model is one stack of "
+                              f"{own}.decoder_layers layers; set {own}.encoder_layers=0")
+        if not self.shared_vocab:
+            raise ConfigError(f"{arch} reads source and target as one sequence, which needs one vocabulary "
+                              f"(tgt_vocab_size={self.tgt_vocab_size}): train a joint tokenizer "
+                              "(data.tokenizer.joint=true)")
+        if self.copy_attention:
+            raise ConfigError(f"{own}.copy_attention=true copies from an encoder's source; {arch} has none: set "
+                              f"{own}.copy_attention=false")
+        if self.tie_embeddings == "inputs":
+            raise ConfigError(f"{own}.tie_embeddings=inputs ties an encoder's and a decoder's input tables; {arch} has "
+                              f"one: use all (its output tied to it) or none")
 
     def _check_absolute_keys(self, own: str) -> None:
         """The offset and layout belong to the absolute tables that read them."""
@@ -223,6 +258,25 @@ class ModelConfig:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads if self.d_head is None else self.d_head
+
+    @property
+    def one_stack(self) -> bool:
+        """A decoder-only or prefix LM: no encoder, source and target one sequence."""
+        return self.architecture in ONE_STACK
+
+    @property
+    def key_value_heads(self) -> int:
+        return self.n_heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def kv_dim(self) -> int:
+        """The width of the key (or value) heads together, kv_heads * d_head."""
+        return self.key_value_heads * self.head_dim
+
+    @property
+    def projection_bias(self) -> bool:
+        """Whether the q, k, v projections have biases."""
+        return self.bias if self.qkv_bias is None else self.qkv_bias
 
     @property
     def attention_dim(self) -> int:

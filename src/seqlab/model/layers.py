@@ -37,21 +37,29 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, cfg: ModelConfig, cross: bool) -> None:
         super().__init__()
         d, a, bias = cfg.d_model, cfg.attention_dim, cfg.bias  # a = n_heads * d_head, d_model unless set apart
-        self.n_heads, self.head_dim, self.cross = cfg.n_heads, cfg.head_dim, cross
+        kv, in_bias = cfg.kv_dim, cfg.projection_bias  # kv = kv_heads * d_head (grouped-query attention)
+        self.n_heads, self.kv_heads, self.head_dim, self.cross = cfg.n_heads, cfg.key_value_heads, cfg.head_dim, cross
         self.scale = cfg.attention_scale  # None: 1/sqrt(d_head)
         self.dropout = cfg.attention_dropout
         self.kernel, self.dropout_kernel = cfg.attention_kernel, cfg.dropout_kernel
+        self.split = (a, kv, kv)  # the fused projection's q, k, v blocks
         if cross:
-            self.q_proj = nn.Linear(d, a, bias=bias)
-            self.kv_proj = nn.Linear(d, 2 * a, bias=bias)
+            self.q_proj = nn.Linear(d, a, bias=in_bias)
+            self.kv_proj = nn.Linear(d, 2 * kv, bias=in_bias)
         else:
-            self.qkv_proj = nn.Linear(d, 3 * a, bias=bias)
+            self.qkv_proj = nn.Linear(d, a + 2 * kv, bias=in_bias)
         self.out_proj = nn.Linear(a, d, bias=bias)
         self.recorder: list[Tensor] | None = None  # set by seqlab.inference.inspection to collect attention weights
 
     def split_heads(self, x: Tensor) -> Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
+        b, t, width = x.shape
+        return x.view(b, t, width // self.head_dim, self.head_dim).transpose(1, 2)  # (B, H or KV heads, T, Dh)
+
+    def shared_heads(self, x: Tensor) -> Tensor:
+        """(B, KV, S, Dh) keys or values -> (B, H, S, Dh): each key/value head serves H / KV query heads in turn
+        (Hugging Face's `repeat_kv`); the same tensor under multi-head attention."""
+        repeats = self.n_heads // self.kv_heads
+        return x if repeats == 1 else x.repeat_interleave(repeats, dim=1)
 
     def memory_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         """Keys and values of the encoder output, each (B, H, S, Dh), contiguous.
@@ -77,11 +85,12 @@ class MultiHeadAttention(nn.Module):
             q = self.split_heads(self.q_proj(x))  # (B, H, T, Dh)
             k, v = kv
         else:
-            q, k, v = (self.split_heads(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
+            q, k, v = (self.split_heads(t) for t in self.qkv_proj(x).split(self.split, dim=-1))
             if rotary is not None:  # keys are cached rotated, at their own positions
                 q, k = rotate(q, rotary), rotate(k, rotary)
             if cache is not None:
-                k, v = cache.append(k, v)  # (B, H, T_past + T, Dh)
+                k, v = cache.append(k, v)  # (B, KV, T_past + T, Dh): the cache keeps the shared heads once
+        k, v = self.shared_heads(k), self.shared_heads(v)  # (B, H, S, Dh)
         b, h, t, dh = q.shape
         if self.recorder is not None:
             self.recorder.append(attention_weights(q, k, attn_mask, is_causal, group, self.scale))
@@ -282,9 +291,15 @@ class Embedder(nn.Module):
         self.dropout = Dropout(cfg.dropout, cfg.dropout_kernel)
         self.max_positions = cfg.max_positions
 
-    def forward(self, ids: Tensor, start: int | Tensor = 0) -> Tensor:
+    def forward(self, ids: Tensor, start: int | Tensor = 0, positions: Tensor | None = None) -> Tensor:
         """ids (B, T) at positions start..start+T-1; a (1,) tensor `start` is one step's position held on the
-        device (T = 1, its bound checked by the caller: a captured step cannot raise)."""
+        device (T = 1, its bound checked by the caller: a captured step cannot raise); `positions` (B, T):
+        each token's own position instead (a one-stack model's padded sequences, checked by the caller)."""
+        if positions is not None:
+            x = self.tokens(ids) * self.scale  # (B, T, d)
+            if self.positions is not None:
+                x = x + self.positions.rows(positions)
+            return self.dropout(self.norm(x) if self.norm is not None else x)
         length = ids.shape[1]
         if isinstance(start, int) and start + length > self.max_positions:
             raise ValueError(

@@ -3,6 +3,7 @@
 Per layer, with d = d_model, f = d_ff and a = n_heads * d_head (= d unless d_head is set), biases on every
 projection:
   attention      4da + 3a + d       (q, k, v: d -> a; out: a -> d)     = 4d^2 + 4d when a = d
+                 (grouped-query: k, v: d -> kv = kv_heads * d_head, 2da + 2d kv + a + 2kv + d)
   feed-forward   2df + f + d        gated: 3df + 2f + d (W_gate, W_up, W2)
   LayerNorm      2d                 (gain and bias; RMSNorm: d, gain only)
   encoder layer  4d^2 + 2df + f + 9d      = 12d^2 + 13d when f = 4d
@@ -12,6 +13,8 @@ Embeddings: |V|d per distinct matrix (1, 2 or 3 by tying; `inputs` ties the two 
 its own output matrix), plus learned positions 2(P + offset)d or T5's relative bias 2 x buckets x heads
 (one table per stack), a norm on embeddings 2 x norm, final norms 2 x norm, output bias |V_tgt|,
 copy attention 2d^2 + 3d + 1 (query, key, gate).
+A decoder-only or prefix LM is one stack of encoder-sized layers (self-attention and feed-forward), one
+token table (two untied), one position table, one final norm.
 """
 
 from __future__ import annotations
@@ -45,12 +48,20 @@ class ParamCounts:
 
 def analytic_counts(cfg: ModelConfig) -> ParamCounts:
     """The standard closed-form count for `cfg`."""
-    d, f, a = cfg.d_model, cfg.d_ff, cfg.attention_dim
+    d, f, a, kv = cfg.d_model, cfg.d_ff, cfg.attention_dim, cfg.kv_dim
     v_src, v_tgt = cfg.src_vocab_size, cfg.target_vocab_size
     b = 1 if cfg.bias else 0
-    attention = 4 * d * a + b * (3 * a + d)
+    attention = 2 * d * a + 2 * d * kv + (a + 2 * kv if cfg.projection_bias else 0) + b * d
     ffn = (3 * d * f + b * (2 * f + d)) if cfg.gated_ffn else (2 * d * f + b * (f + d))
     norm = 2 * d if cfg.norm == "layernorm" else d
+    if cfg.one_stack:  # one table (and a head of its own unless tied), one stack, one final norm
+        return ParamCounts(
+            embeddings=v_src * d * (1 if cfg.tie_embeddings in ("all", "decoder") else 2),
+            positions={"learned": cfg.position_rows * d, "t5": cfg.relative_buckets * cfg.n_heads}.get(
+                cfg.positions, 0),
+            encoder=0, decoder=cfg.decoder_layers * (attention + ffn + 2 * norm),
+            norms=(norm if cfg.layernorm_embedding else 0) + (norm if cfg.use_final_norm else 0),
+            output=v_tgt if cfg.output_bias else 0, copy=0)
     matrices = {"none": v_src * d + 2 * v_tgt * d, "decoder": (v_src + v_tgt) * d, "all": v_src * d,
                 "inputs": (v_src + v_tgt) * d}
     return ParamCounts(

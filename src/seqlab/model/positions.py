@@ -23,7 +23,10 @@ a target position has no distance to a source position.
   it).
 
 Right padding moves no real token's position, and padded keys are masked before the softmax, so a padded
-batch gives each sentence its own result under every scheme.
+batch gives each sentence its own result under every scheme. A one-stack model (model.causal) reads source
+and target as one sequence with the source's padding inside it: each token's position counts the real
+tokens before it (Hugging Face's `attention_mask.cumsum(-1) - 1`), and each scheme's `rows` computes from
+those per-row positions.
 """
 
 from __future__ import annotations
@@ -94,6 +97,10 @@ class SinusoidalPositions(nn.Module):
         """(1, d): the row of `position`, a (1,) long tensor (a step whose position lives on the device)."""
         return self.table.index_select(0, position + self.offset)
 
+    def rows(self, positions: Tensor) -> Tensor:
+        """(B, T, d): the rows of per-token positions (B, T) (a one-stack model's padded prompts)."""
+        return self.table[positions + self.offset]
+
 
 class LearnedPositions(nn.Module):
     """One learned vector per position (Gehring et al. 2017); position p reads row p + offset (BART keeps two
@@ -120,6 +127,10 @@ class LearnedPositions(nn.Module):
     def at(self, position: Tensor) -> Tensor:
         """(1, d): the row of `position`, a (1,) long tensor (a step whose position lives on the device)."""
         return self.weight.index_select(0, position + self.offset)
+
+    def rows(self, positions: Tensor) -> Tensor:
+        """(B, T, d): the rows of per-token positions (B, T) (a one-stack model's padded prompts)."""
+        return self.weight[positions + self.offset]
 
 
 def make_absolute(cfg: ModelConfig) -> nn.Module | None:
@@ -150,6 +161,11 @@ class RotaryPositions(nn.Module):
     def forward(self, start: int | Tensor, queries: int, keys: int) -> AttentionPositions:
         pos = query_positions(start, queries, self.inv_freq.device).double()
         angles = pos[:, None] * self.inv_freq  # (T, R/2)
+        return AttentionPositions(rotary=(angles.cos().float(), angles.sin().float()))
+
+    def rows(self, q_pos: Tensor, k_pos: Tensor) -> AttentionPositions:
+        """Per-row query positions (B, T): angles (B, 1, T, R/2), broadcast over the heads."""
+        angles = q_pos.double()[:, None, :, None] * self.inv_freq
         return AttentionPositions(rotary=(angles.cos().float(), angles.sin().float()))
 
 
@@ -191,6 +207,11 @@ class ALiBiPositions(nn.Module):
         rel = distances(start, queries, keys, self.slopes.device).abs().float()  # (T, S)
         return AttentionPositions(bias=(-self.slopes[:, None, None] * rel)[None])  # (1, H, T, S)
 
+    def rows(self, q_pos: Tensor, k_pos: Tensor) -> AttentionPositions:
+        """Per-row positions of queries (B, T) and keys (B, S): the bias (B, H, T, S)."""
+        rel = (k_pos[:, None, :] - q_pos[:, :, None]).abs().float()  # (B, T, S)
+        return AttentionPositions(bias=-self.slopes[None, :, None, None] * rel[:, None])
+
 
 def t5_bucket(relative: Tensor, bidirectional: bool, buckets: int, max_distance: int) -> Tensor:
     """T5's bucket of each relative position (key minus query): half the buckets per sign when bidirectional;
@@ -224,11 +245,20 @@ class T5Positions(nn.Module):
         bucket = t5_bucket(rel, self.bidirectional, self.buckets, self.max_distance)  # (T, S)
         return AttentionPositions(bias=self.bias(bucket).permute(2, 0, 1)[None].float())  # (1, H, T, S)
 
+    def rows(self, q_pos: Tensor, k_pos: Tensor) -> AttentionPositions:
+        """Per-row positions of queries (B, T) and keys (B, S): the bias (B, H, T, S)."""
+        bucket = t5_bucket(k_pos[:, None, :] - q_pos[:, :, None], self.bidirectional, self.buckets,
+                           self.max_distance)  # (B, T, S)
+        return AttentionPositions(bias=self.bias(bucket).permute(0, 3, 1, 2).float())
+
 
 class NoPositions(nn.Module):
     """No position information at all."""
 
     def forward(self, start: int | Tensor, queries: int, keys: int) -> AttentionPositions:
+        return AttentionPositions()
+
+    def rows(self, q_pos: Tensor, k_pos: Tensor) -> AttentionPositions:
         return AttentionPositions()
 
 

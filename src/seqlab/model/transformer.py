@@ -71,6 +71,35 @@ def with_bias(mask: Tensor | None, is_causal: bool, positions: AttentionPosition
     return bias, False
 
 
+def initialize(model: nn.Module) -> None:
+    """fairseq's initialization (Seq2SeqTransformer's docstring), for any model with seqlab's parts: the
+    encoder-decoder and the one-stack models alike."""
+    d = model.cfg.d_model
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=d**-0.5)
+        elif isinstance(module, LearnedPositions):
+            module.reset_parameters(model.cfg.position_init)
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            fused = module.kv_proj if module.cross else module.qkv_proj
+            for block in fused.weight.split(module.split[1:] if module.cross else module.split, dim=0):
+                nn.init.xavier_uniform_(block, gain=1 / math.sqrt(2))
+            if module.cross:
+                nn.init.xavier_uniform_(module.q_proj.weight, gain=1 / math.sqrt(2))
+        elif isinstance(module, FeedForward) and module.gated:
+            for half in module.fc1.weight.chunk(2, dim=0):
+                nn.init.xavier_uniform_(half)
+    nn.init.normal_(model.output.weight, mean=0.0, std=d**-0.5)
+    with torch.no_grad():
+        for emb in (model.src_embed.tokens, model.tgt_embed.tokens):
+            emb.weight[model.cfg.pad_id].zero_()
+
+
 class Seq2SeqTransformer(nn.Module):
     """Encoder-decoder Transformer (Vaswani et al. 2017) with the variants of ModelConfig.
 
@@ -113,30 +142,7 @@ class Seq2SeqTransformer(nn.Module):
             self.output.weight = tgt_tokens.weight
 
     def reset_parameters(self) -> None:
-        d = self.cfg.d_model
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.xavier_uniform_(module.weight)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, mean=0.0, std=d**-0.5)
-            elif isinstance(module, LearnedPositions):
-                module.reset_parameters(self.cfg.position_init)
-        for module in self.modules():
-            if isinstance(module, MultiHeadAttention):
-                fused = module.kv_proj if module.cross else module.qkv_proj
-                for block in fused.weight.split(self.cfg.attention_dim, dim=0):
-                    nn.init.xavier_uniform_(block, gain=1 / math.sqrt(2))
-                if module.cross:
-                    nn.init.xavier_uniform_(module.q_proj.weight, gain=1 / math.sqrt(2))
-            elif isinstance(module, FeedForward) and module.gated:
-                for half in module.fc1.weight.chunk(2, dim=0):
-                    nn.init.xavier_uniform_(half)
-        nn.init.normal_(self.output.weight, mean=0.0, std=d**-0.5)
-        with torch.no_grad():
-            for emb in (self.src_embed.tokens, self.tgt_embed.tokens):
-                emb.weight[self.cfg.pad_id].zero_()
+        initialize(self)
 
     def encode(self, src_ids: Tensor, src_pad_mask: Tensor) -> Tensor:
         """(B, S) ids and (B, S) pad mask -> memory (B, S, d)."""

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from seqlab.data.datamodule import Batch
-from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.model import ModelConfig, build_model
 from seqlab.train.config import OptimConfig, TrainConfig
 from seqlab.train.levers import compile_layers, step_loss, use_compile_cache
 from seqlab.train.optim import adamw
@@ -28,13 +28,13 @@ class NonFiniteLossError(RuntimeError):
 
 
 class Seq2SeqModule(L.LightningModule):
-    """Trains a Seq2SeqTransformer; the checkpoint carries everything needed to rebuild it."""
+    """Trains a seqlab model (either architecture); the checkpoint carries everything needed to rebuild it."""
 
-    def __init__(self, model_cfg: ModelConfig, optim: OptimConfig, loop: TrainConfig | None = None,
+    def __init__(self, model_cfg: ModelConfig, optim: OptimConfig, train_cfg: TrainConfig | None = None,
                  seed: int = 0, meta: dict[str, Any] | None = None) -> None:
         super().__init__()
-        self.model_cfg, self.optim, self.loop, self.seed = model_cfg, optim, loop or TrainConfig(), seed
-        self.model = Seq2SeqTransformer(model_cfg)
+        self.model_cfg, self.optim, self.train_cfg, self.seed = model_cfg, optim, train_cfg or TrainConfig(), seed
+        self.model = build_model(model_cfg)
         self.meta = meta or {}  # tokenizer, data config, resolved run config
         self.skipped_batches = 0
         self._last_time: float | None = None
@@ -42,13 +42,13 @@ class Seq2SeqModule(L.LightningModule):
 
     # -- training ---------------------------------------------------------------------------
     def on_fit_start(self) -> None:
-        if self.loop.compile != "none":
+        if self.train_cfg.compile != "none":
             use_compile_cache()
-            n = compile_layers(self.model) if self.loop.compiles_layers else 0
+            n = compile_layers(self.model) if self.train_cfg.compiles_layers else 0
             self._compile_start = time.perf_counter()
             log.info("train.compile=%s: %d layers%s compiled on first use (the first steps include the compile "
-                     "time, which is logged apart)", self.loop.compile, n,
-                     " and the loss" if self.loop.compiles_loss else "")
+                     "time, which is logged apart)", self.train_cfg.compile, n,
+                     " and the loss" if self.train_cfg.compiles_loss else "")
 
     def on_train_batch_end(self, outputs: Any, batch: Batch, batch_idx: int) -> None:
         if (started := self._compile_start) is not None:
@@ -63,10 +63,10 @@ class Seq2SeqModule(L.LightningModule):
         torch.manual_seed(hash((self.seed, self.current_epoch, batch_idx, self.global_rank)) % (2**63))
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor | None:
-        loss_sum, nll_sum, n_tgt = self._loss(batch, self.loop.bf16_weights)
+        loss_sum, nll_sum, n_tgt = self._loss(batch, self.train_cfg.bf16_weights)
         loss = loss_sum / n_tgt
         if not torch.isfinite(loss):
-            if self.loop.nan_policy == "skip":
+            if self.train_cfg.nan_policy == "skip":
                 self.skipped_batches += 1
                 self.log("train/skipped_batches", float(self.skipped_batches))
                 log.warning("non-finite loss at step %d; batch skipped (%d so far)", self.global_step,
@@ -86,7 +86,7 @@ class Seq2SeqModule(L.LightningModule):
         """`bf16`: the training step's bf16 weights (train.bf16_weights); validation scores the checkpoint's
         model as evaluation decodes it, under autocast."""
         return step_loss(self.model, batch.src_ids, batch.src_pad_mask, batch.tgt_in, batch.tgt_out,
-                         self.optim.label_smoothing, self.loop.fused_loss, self.loop.compiles_loss, bf16)
+                         self.optim.label_smoothing, self.train_cfg.fused_loss, self.train_cfg.compiles_loss, bf16)
 
     def _nan_message(self) -> str:
         found = {Path(p) for cb in self.trainer.checkpoint_callbacks for p in (cb.best_model_path, cb.last_model_path)
@@ -157,7 +157,7 @@ class Seq2SeqModule(L.LightningModule):
         checkpoint["seqlab"] = {
             "model_config": self.model_cfg.to_dict(),
             "optim_config": asdict(self.optim),
-            "loop_config": asdict(self.loop),
+            "train_config": asdict(self.train_cfg),
             "seed": self.seed,
             "step": self.global_step,
             "skipped_batches": self.skipped_batches,

@@ -36,11 +36,11 @@ class QuickEval(Callback):
         self.examples, self.tokenizer, self.decoding = examples, tokenizer, decoding
 
     @classmethod
-    def from_datamodule(cls, datamodule: Any, loop: TrainConfig) -> QuickEval:
-        examples = load_split(datamodule.cfg.corpus, VALIDATION)[: loop.quick_eval_size]
+    def from_datamodule(cls, datamodule: Any, train: TrainConfig) -> QuickEval:
+        examples = load_split(datamodule.cfg.corpus, VALIDATION)[: train.quick_eval_size]
         layout = getattr(datamodule.tokenizer, "layout", None)  # a family that opens the target with its code
         forced = layout.forced_first if layout is not None else None
-        return cls(examples, datamodule.tokenizer, DecodingConfig(max_length=loop.quick_eval_max_len,
+        return cls(examples, datamodule.tokenizer, DecodingConfig(max_length=train.quick_eval_max_len,
                                                                   forced_bos_token_id=forced))
 
     def metrics(self, module: Any) -> tuple[list[Any], dict[str, float]]:

@@ -1,0 +1,178 @@
+"""CausalTransformer: one stack over source and target as one sequence (decoder-only LM, prefix LM).
+
+It serves the same boundary as Seq2SeqTransformer, so every search, the scoring, training and the engines
+use it unchanged: `forward(src_ids, src_pad_mask, tgt_in_ids)` gives the logits of the target positions,
+`encode` and `start_cache` read the prompt (the source) into the cache, `decode` steps it. The sequence is
+the source (right-padded, as seqlab pads sources), then the decoder input: for a model trained by seqlab the
+decoder start token, which separates the target from the source, then the target; for an imported causal LM
+(`model.start=prompt`) the prompt's own last token, which the target continues. Padding inside the sequence
+is masked out of every key, and each token's position counts the real tokens before it (Hugging Face's
+`attention_mask.cumsum(-1) - 1` under left padding), so a padded batch gives each prompt its own result.
+
+decoder_only: causal attention throughout (Radford et al. 2018). prefix_lm: the source part attends to all
+of itself, the target causally to everything before it (Raffel et al. 2020, Section 3.2.1; Zhang et al.
+2022's prefix LM); the decoder start token belongs to the target.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from seqlab.model.cache import DecoderCache, KVBuffer
+from seqlab.model.config import ModelConfig
+from seqlab.model.layers import Embedder, FeedForward, MultiHeadAttention, Residual, make_norm
+from seqlab.model.positions import AttentionPositions, Rotary, make_relative
+from seqlab.model.transformer import initialize
+
+
+class StackLayer(nn.Module):
+    """Self-attention then feed-forward, each inside a residual block; the attention extends a cache."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg, cross=False)
+        self.self_attn_res = Residual(cfg)
+        self.ffn = FeedForward(cfg)
+        self.ffn_res = Residual(cfg)
+
+    def forward(self, x: Tensor, mask: Tensor, cache: KVBuffer | None, rotary: Rotary | None) -> Tensor:
+        x = self.self_attn_res(x, lambda h: self.self_attn(h, mask, cache=cache, rotary=rotary))
+        return self.ffn_res(x, self.ffn)
+
+
+def token_positions(valid: Tensor) -> Tensor:
+    """(B, L) bool, True at real tokens -> (B, L) long positions: each token counts the real ones before it
+    (padding gets the position of the token before it, or 0; padding is never attended to)."""
+    return (valid.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def stack_mask(valid_keys: Tensor, queries: int, past: int, source: int, prefix_lm: bool) -> Tensor:
+    """(B, 1, T, L) bool, True = attend: the T new tokens (at sequence indices past..past+T-1) over all L keys,
+    causally and never to padding; a prefix LM's source tokens (indices < `source`) also see the source after
+    them. Every token sees itself, so a padding query has a key to attend to (its output is never read)."""
+    length = valid_keys.shape[1]
+    q = torch.arange(past, past + queries, device=valid_keys.device)[:, None]  # (T, 1)
+    k = torch.arange(length, device=valid_keys.device)[None, :]  # (1, L)
+    allowed = k <= q
+    if prefix_lm:
+        allowed = allowed | ((q < source) & (k < source))
+    return ((allowed[None] & valid_keys[:, None, :]) | (k == q)[None])[:, None]  # (B, 1, T, L)
+
+
+class CausalTransformer(nn.Module):
+    """A decoder-only or prefix LM with the variants of ModelConfig (see the module docstring).
+
+    Initialization as Seq2SeqTransformer's. Its parts carry that model's names where they are the same parts
+    (`tgt_embed` = `src_embed`, the one table; `decoder_layers`, `decoder_norm`, `decoder_positions`,
+    `output`), so parameter counts, weight tables and engines read both alike.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        if not cfg.one_stack:
+            raise ValueError(f"CausalTransformer is one stack; model.architecture={cfg.architecture} is not")
+        self.cfg = cfg
+        d = cfg.d_model
+        padding_idx = None if cfg.bos_id == cfg.pad_id else cfg.pad_id
+        tokens = nn.Embedding(cfg.src_vocab_size, d, padding_idx=padding_idx)
+        self.tgt_embed = Embedder(cfg, tokens)
+        self.src_embed = self.tgt_embed
+        self.encoder_layers = nn.ModuleList()
+        self.encoder_positions, self.encoder_norm, self.pointer = None, nn.Identity(), None
+        self.decoder_layers = nn.ModuleList(StackLayer(cfg) for _ in range(cfg.decoder_layers))
+        self.decoder_positions = make_relative(cfg, causal=cfg.architecture == "decoder_only")
+        self.decoder_norm = make_norm(cfg) if cfg.use_final_norm else nn.Identity()
+        self.output_scale = d**-0.5 if cfg.rescale_output else None
+        self.output = nn.Linear(d, cfg.target_vocab_size, bias=cfg.output_bias)
+        self.reset_parameters()
+        if cfg.tie_embeddings in ("all", "decoder"):
+            self.output.weight = tokens.weight
+
+    def reset_parameters(self) -> None:
+        initialize(self)
+
+    @property
+    def prefix_lm(self) -> bool:
+        return self.cfg.architecture == "prefix_lm"
+
+    def _stack(self, ids: Tensor, valid: Tensor, past: int, source: int,
+               cache: DecoderCache | None) -> Tensor:
+        """Final states (B, T, d) of the T new tokens `ids` at sequence indices past..past+T-1; `valid` (B, L):
+        which of all L = past + T tokens are real; a cache, if given, holds the first `past` tokens' keys."""
+        positions = token_positions(valid)  # (B, L)
+        new = positions[:, past:]  # (B, T)
+        if new.numel() and int(new.max()) >= self.cfg.max_positions:
+            raise ValueError(f"sequence of {int(new.max()) + 1} tokens exceeds model.max_positions="
+                             f"{self.cfg.max_positions}; truncate the prompt or build a model with more positions")
+        mask = stack_mask(valid, ids.shape[1], past, source, self.prefix_lm)
+        attention = (AttentionPositions() if self.decoder_positions is None
+                     else self.decoder_positions.rows(new, positions))
+        if attention.bias is not None:
+            mask = attention.bias.masked_fill(~mask, float("-inf"))
+        x = self.tgt_embed(ids, positions=new)
+        buffers = cache.layers if cache is not None else [None] * len(self.decoder_layers)
+        for layer, buffer in zip(self.decoder_layers, buffers, strict=True):
+            x = layer(x, mask, buffer, attention.rotary)
+        return self.decoder_norm(x)
+
+    def output_input(self, h: Tensor) -> Tensor:
+        return h if self.output_scale is None else h * self.output_scale
+
+    def _sequence(self, src_ids: Tensor, src_pad_mask: Tensor, tgt_in_ids: Tensor) -> Tensor:
+        """Final states (B, T, d) of the target positions of source + target, teacher-forced."""
+        ids = torch.cat([src_ids, tgt_in_ids], dim=1)  # (B, S + T)
+        valid = torch.cat([~src_pad_mask, torch.ones_like(tgt_in_ids, dtype=torch.bool)], dim=1)
+        return self._stack(ids, valid, 0, src_ids.shape[1], None)[:, src_ids.shape[1]:]
+
+    def forward(self, src_ids: Tensor, src_pad_mask: Tensor, tgt_in_ids: Tensor) -> Tensor:
+        """Teacher-forced logits (B, T, V) of the target positions, given the source (B, S) and decoder inputs
+        (B, T). Target padding is on the right and hidden by causality, as in the encoder-decoder."""
+        return self.output(self.output_input(self._sequence(src_ids, src_pad_mask, tgt_in_ids)))
+
+    def output_states(self, src_ids: Tensor, src_pad_mask: Tensor, tgt_in_ids: Tensor) -> Tensor:
+        """What `forward` projects to logits (B, T, d), for a loss that fuses the projection."""
+        return self.output_input(self._sequence(src_ids, src_pad_mask, tgt_in_ids))
+
+    def encode(self, src_ids: Tensor, src_pad_mask: Tensor) -> Tensor:
+        """The prompt as `start_cache` reads it: a one-stack model has no encoder, so nothing is computed."""
+        return src_ids
+
+    def start_cache(self, memory: Tensor, src_pad_mask: Tensor, group: int = 1, capacity: int = 64,
+                    src_ids: Tensor | None = None) -> DecoderCache:
+        """A cache holding the prompt's keys and values (the prompt run once per source, then `group` rows per
+        source), with room for `capacity` more tokens."""
+        prompt = memory  # (G, P)
+        cache = DecoderCache((), (~src_pad_mask)[:, None, None, :], group=1, capacity=prompt.shape[1] + capacity,
+                             layers=len(self.decoder_layers), prompt_length=prompt.shape[1])
+        if prompt.shape[1]:
+            self._stack(prompt, ~src_pad_mask, 0, prompt.shape[1], cache)
+        if group > 1:
+            cache.expand_(group)
+        return cache
+
+    def copy_source(self, memory: Tensor, src_ids: Tensor | None) -> None:
+        return None
+
+    def decode(self, tgt_ids: Tensor, memory: Tensor | None, src_pad_mask: Tensor | None,
+               cache: DecoderCache | None = None, src_ids: Tensor | None = None,
+               states: list[Tensor] | None = None) -> tuple[Tensor, DecoderCache | None]:
+        """Logits (B, T, V) of the new tokens `tgt_ids` after the prompt in `cache` and the tokens already in it
+        (extended in place); without a cache, after the source `src_ids` (then `tgt_ids` is the whole target
+        so far). `states` receives the final states (B, T, d)."""
+        if cache is None:
+            h = self._sequence(src_ids, src_pad_mask, tgt_ids)
+        else:
+            prompt = cache.cross_mask[:, 0, 0, :]  # (G, P) the prompt's real tokens, per source
+            if cache.group > 1:
+                prompt = prompt.repeat_interleave(cache.group, 0)
+            past = cache.length
+            valid = torch.cat([prompt, prompt.new_ones(prompt.shape[0], past - cache.prompt_length
+                                                       + tgt_ids.shape[1])], dim=1)  # (N, L)
+            h = self._stack(tgt_ids, valid, past, cache.prompt_length, cache)
+        if states is not None:
+            states.append(h)
+        return self.output(self.output_input(h)), cache
+
+    def step_at_blocker(self) -> str | None:
+        return "a one-stack model's step (its keys' positions depend on the prompt's padding) is not captured"

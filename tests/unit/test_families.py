@@ -12,7 +12,8 @@ transformers = pytest.importorskip("transformers")
 
 from safetensors.torch import load_file, save_file  # noqa: E402
 
-from seqlab.interop.families import InteropError, model_config  # noqa: E402
+from seqlab.interop.catalog import model_config  # noqa: E402
+from seqlab.interop.families import InteropError  # noqa: E402
 from seqlab.interop.hf import from_state  # noqa: E402
 from seqlab.interop.hf_folder import read_json, read_weights, resolve_folder  # noqa: E402
 from tests.hf_families import FAMILIES, batch, build, save, targets  # noqa: E402
@@ -99,7 +100,9 @@ def test_a_pickle_with_code_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize(("config", "says"), [
-    ({"model_type": "gpt2", "is_encoder_decoder": False}, "not an encoder-decoder"),
+    ({"model_type": "mixtral"}, "mixture-of-experts"),
+    ({"model_type": "gpt2"}, "no 'n_embd', which a gpt2 config.json has"),
+    ({"model_type": "bloom"}, "not a family seqlab imports"),
     ({"model_type": "led", "is_encoder_decoder": True}, "Longformer"),
     ({"model_type": "prophetnet", "is_encoder_decoder": True}, "n-stream"),
     ({**build("bart").config.to_dict(), "activation_function": "quick_gelu"}, "activation_function"),

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from seqlab.config import ConfigError
-from seqlab.interop.families import FAMILIES, model_config
+from seqlab.interop.catalog import FAMILIES, model_config
 from seqlab.interop.hf_export import NOT_COMPARED, hf_model, mismatches
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 from tests import hf_families
@@ -27,7 +27,8 @@ ALTERNATIVES: dict[str, tuple] = {
     "t5_buckets": (16,), "t5_max_distance": (40,), "tie_embeddings": ("none", "decoder", "inputs", "all"),
     "scale_embedding": (False, True), "layernorm_embedding": (True, False), "final_norm": (False, True),
     "output_bias": (True, False), "rescale_output": (True, False), "copy_attention": (True,),
-    "layer_norm_eps": (1e-3,), "pad_id": (4,), "bos_id": (5,), "eos_id": (6,),
+    "layer_norm_eps": (1e-3,), "pad_id": (4,), "bos_id": (5,), "eos_id": (6,), "kv_heads": (2, 1),
+    "qkv_bias": (True, False), "architecture": ("decoder_only",), "start": ("prompt",),
 }
 # a field whose change alone breaks another the family ties to it: the refusal names that one
 COUPLED = {("m2m_100", "pad_id"): "position_offset",  # fairseq's positions start at pad_id + 1

@@ -119,7 +119,7 @@ def test_token_logprobs_equal_teacher_forcing(trained):
 
 
 def test_variants_marian_cannot_express_are_refused():
-    from seqlab.interop.families import FAMILIES
+    from seqlab.interop.catalog import FAMILIES
     from seqlab.interop.hf import InteropError
     from seqlab.interop.hf_export import hf_config
     from seqlab.model import ModelConfig, Seq2SeqTransformer

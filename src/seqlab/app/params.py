@@ -16,7 +16,7 @@ from seqlab.model.config import ModelConfig
 from seqlab.model.params import count_parameters, param_table
 
 SIZES = ("d_model", "n_heads", "encoder_layers", "decoder_layers", "d_ff")
-CHOICES = ("tie_embeddings", "positions", "norm_position", "norm", "activation")
+CHOICES = ("architecture", "tie_embeddings", "positions", "norm_position", "norm", "activation")
 FLAGS = {"copy_attention": "add a pointer-generator output", "gated_ffn": "a gated feed-forward (GEGLU, SwiGLU)",
          "no_bias": "no biases on the projections (bias=false)"}
 
@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in CHOICES:
         parser.add_argument(f"--{name}", default=defaults[name], choices=get_args(hints[name]))
     parser.add_argument("--d_head", type=int, default=None, help="each head's size (default d_model / n_heads)")
+    parser.add_argument("--kv_heads", type=int, default=None, help="key/value heads (grouped-query attention)")
     for name, text in FLAGS.items():
         parser.add_argument(f"--{name}", action="store_true", help=text)
     return cli.run("params", parser, argv, body)

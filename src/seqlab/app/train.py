@@ -60,7 +60,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 
 def check_lengths(data: DataConfig, model: ModelConfig) -> None:
-    """Sequences the data keeps must fit the model's positions (a pretrained model fixes them)."""
+    """Sequences the data keeps must fit the model's positions (a pretrained model fixes them); a one-stack
+    model reads source and target as one sequence."""
+    if model.one_stack:
+        total = data.max_source_len + data.max_target_len
+        if total > model.max_positions:
+            raise ConfigError(f"data.max_source_len + data.max_target_len = {total} does not fit model.max_positions="
+                              f"{model.max_positions}: model.architecture={model.architecture} reads source and "
+                              "target as one sequence; lower them or raise model.max_positions")
+        return
     for key in ("max_source_len", "max_target_len"):  # the decoder reads start + target[:-1]: as many
         if getattr(data, key) > model.max_positions:
             raise ConfigError(f"data.{key}={getattr(data, key)} does not fit the model's max_positions="
@@ -118,6 +126,7 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     L.seed_everything(cfg.seed, workers=True, verbose=False)
 
     init = load_for_inference(spec.train.init_from) if spec.train.init_from else None
+    check_lengths(spec.data, init[0].cfg if init else spec.model)  # before the data is prepared
     datamodule = Seq2SeqDataModule(spec.data, tokenizer=init[1] if init else None)
     datamodule.setup()
     tok = datamodule.tokenizer

@@ -39,6 +39,7 @@ from seqlab.decoding.search import (
     first_step_once,
     follow_parents,
     force_eos_,
+    start_tokens,
 )
 from seqlab.model import DecoderCache
 
@@ -112,7 +113,7 @@ class Hypothesis:
 def constrained_beam_search(
     step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int,
     length_penalty: LengthPenalty, processors: Sequence[LogitsProcessor],
-    constraints: Sequence[Sequence[Sequence[int]]], order: ConstraintOrder,
+    constraints: Sequence[Sequence[Sequence[int]]], order: ConstraintOrder, start: Tensor | None = None,
 ) -> GenerateOutput:
     """Beam search whose hypotheses contain each source's constraints (token id sequences): see the module
     docstring. cache holds one row per example, as for search.beam_search; max_new: (B,) per-example limits
@@ -121,7 +122,7 @@ def constrained_beam_search(
     b, k = max_new.shape[0], num_beams
     limit, device, eos = int(max_new.max()), max_new.device, ids.eos_id
     seq = torch.full((b, k, limit + 1), ids.pad_id, dtype=torch.long, device=device)
-    seq[:, :, 0] = ids.bos_id
+    seq[:, :, 0] = start_tokens(start, ids.bos_id, (b, k), device)
     beams = Beams(seq, torch.zeros((b, k, limit + 1), device=device), torch.zeros((b, k), device=device))
     states = [[start_state(c, order)] * k for c in constraints]  # per active example, per beam
     finished: list[list[Hypothesis]] = [[] for _ in range(b)]

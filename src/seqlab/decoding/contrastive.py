@@ -24,7 +24,7 @@ from torch import Tensor
 
 from seqlab.constants import ForceEOS, HasSpecialIds
 from seqlab.decoding.processors import LogitsProcessor, apply, for_examples
-from seqlab.decoding.search import GenerateOutput, force_eos_
+from seqlab.decoding.search import GenerateOutput, force_eos_, start_tokens
 from seqlab.model import DecoderCache, Seq2SeqTransformer
 
 
@@ -47,7 +47,7 @@ def degeneration_choice(context: Tensor, candidates: Tensor, probs: Tensor, alph
 
 def contrastive_search(model: Seq2SeqTransformer, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor,
                        processors: Sequence[LogitsProcessor], top_k: int, alpha: float,
-                       force_eos: ForceEOS | None = None) -> GenerateOutput:
+                       force_eos: ForceEOS | None = None, start: Tensor | None = None) -> GenerateOutput:
     """One hypothesis per row of `cache` (one row per source); max_new: (N,) per-row limits."""
     bos, eos, pad = ids.bos_id, ids.eos_id, ids.pad_id
     n, limit = max_new.shape[0], int(max_new.max())
@@ -55,10 +55,10 @@ def contrastive_search(model: Seq2SeqTransformer, cache: DecoderCache, *, ids: H
     tokens = torch.full((n, limit), pad, dtype=torch.long, device=device)
     logprobs = torch.zeros((n, limit), device=device)
     lengths = torch.zeros(n, dtype=torch.long, device=device)
-    prefix = torch.full((n, 1), bos, dtype=torch.long, device=device)
+    prefix = start_tokens(start, bos, (n, 1), device)
     active = torch.arange(n, device=device)  # the example index of each row still decoding
-    logits, start = state_step(model, prefix[:, -1], cache)
-    context = start[:, None]  # (A, L, d)
+    logits, first = state_step(model, prefix[:, -1], cache)
+    context = first[:, None]  # (A, L, d)
     for t in range(limit):
         a = active.shape[0]
         scores = apply(for_examples(processors, active), prefix, logits)

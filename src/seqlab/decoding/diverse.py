@@ -41,6 +41,7 @@ from seqlab.decoding.search import (
     is_done,
     merge_finished,
     select_running,
+    start_tokens,
 )
 from seqlab.model import DecoderCache
 
@@ -55,7 +56,7 @@ def hamming_penalty(chosen: Tensor, vocab: int, penalty: float) -> Tensor:
 def diverse_beam_search(
     step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int, num_groups: int,
     diversity_penalty: float, length_penalty: LengthPenalty, early_stopping: bool | str,
-    processors: Sequence[LogitsProcessor], force_eos: ForceEOS | None = None,
+    processors: Sequence[LogitsProcessor], force_eos: ForceEOS | None = None, start: Tensor | None = None,
 ) -> GenerateOutput:
     """Beam search in `num_groups` groups with a Hamming diversity penalty (see the module docstring).
 
@@ -65,7 +66,7 @@ def diverse_beam_search(
     b, k, g = max_new.shape[0], num_beams, num_beams // num_groups
     limit, device = int(max_new.max()), max_new.device
     seq = torch.full((b, num_groups, g, limit + 1), ids.pad_id, dtype=torch.long, device=device)
-    seq[..., 0] = ids.bos_id
+    seq[..., 0] = start_tokens(start, ids.bos_id, (b, num_groups, g), device)
     tok_lp = torch.zeros((b, num_groups, g, limit + 1), device=device)
     scores = torch.zeros((b, num_groups, g), device=device)
     scores[:, :, 1:] = NEG  # each group starts from one beam

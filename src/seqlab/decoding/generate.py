@@ -21,6 +21,7 @@ from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.diverse import diverse_beam_search
 from seqlab.decoding.graphs import step_fn
 from seqlab.decoding.processors import ForcedPrefix
+from seqlab.decoding.prompts import check_one_stack, position_room, split_prompt
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, beam_search, sample_or_greedy
@@ -123,7 +124,13 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
     if cfg.constraints is not None and target_prefix is not None:
         raise ConfigError("decoding.constraints and a target prefix do not combine: give one")
     ids = SpecialIds(model_cfg.pad_id, model_cfg.bos_id, model_cfg.eos_id)
+    check_one_stack(cfg, model_cfg)
+    start = None
+    if model_cfg.start == "prompt":  # a causal LM continues its prompt's last token
+        src_ids, src_pad_mask, start = split_prompt(src_ids, src_pad_mask, model_cfg.pad_id)
     limits = max_new_tokens(cfg, src_pad_mask, model_cfg.max_positions)
+    if model_cfg.one_stack:
+        limits = position_room(limits, src_pad_mask, model_cfg)
     beams = cfg.method == "beam"
     prefix = None if target_prefix is None else forced_prefix(target_prefix, limits, 1 if beams else
                                                               cfg.rows_per_source, model_cfg.pad_id)
@@ -143,11 +150,12 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                 check_constraints(c, f"source {i} of the batch", limit)
             result = constrained_beam_search(step, cache, ids=ids, max_new=limits, num_beams=cfg.num_beams,
                                              length_penalty=length_penalty(cfg), processors=processors,
-                                             constraints=given, order=cfg.constraints)
+                                             constraints=given, order=cfg.constraints, start=start)
             result = first_hypotheses(result, cfg.hypotheses_per_source)
         elif cfg.method == "beam":
             common = dict(ids=ids, max_new=limits, num_beams=cfg.num_beams, length_penalty=length_penalty(cfg),
-                          early_stopping=cfg.early_stopping, processors=processors, force_eos=cfg.force_eos or None)
+                          early_stopping=cfg.early_stopping, processors=processors, force_eos=cfg.force_eos or None,
+                          start=start)
             if cfg.num_beam_groups > 1:
                 result = diverse_beam_search(step, cache, num_groups=cfg.num_beam_groups,
                                              diversity_penalty=cfg.diversity_penalty, **common)
@@ -156,7 +164,7 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
             result = first_hypotheses(result, cfg.hypotheses_per_source)
         elif cfg.method == "contrastive":
             result = contrastive_search(model, cache, ids=ids, max_new=limits, processors=processors, top_k=cfg.top_k,
-                                        alpha=cfg.penalty_alpha, force_eos=cfg.force_eos or None)
+                                        alpha=cfg.penalty_alpha, force_eos=cfg.force_eos or None, start=start)
         else:
             cache = cache.ungroup()  # samples finish one by one: each row gets its own cross keys/values
             keys = None
@@ -165,7 +173,8 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                 keys = mix32(base.repeat_interleave(rows) * 0x01000193
                              + torch.arange(rows, device=base.device).repeat(len(base)))
             result = sample_or_greedy(step, cache, ids=ids, max_new=limits.repeat_interleave(rows),
-                                      processors=processors, keys=keys, seed=cfg.seed, force_eos=cfg.force_eos or None)
+                                      processors=processors, keys=keys, seed=cfg.seed, force_eos=cfg.force_eos or None,
+                                      start=None if start is None else start.repeat_interleave(rows))
             b = src_ids.shape[0]
             result.sequences = result.sequences.view(b, rows, -1)
             result.token_logprobs = result.token_logprobs.view(b, rows, -1)

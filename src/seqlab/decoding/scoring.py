@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from seqlab.decoding.prompts import split_prompt
 from seqlab.model import Seq2SeqTransformer
 
 
@@ -14,12 +15,16 @@ def score(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, tgt_
     """(B, T) log p(y_t | y_<t, x) of target ids (BOS excluded, EOS included), 0 at padding.
 
     tgt_ids are the tokens to score, right-padded with PAD; the decoder input is
-    BOS followed by all but the last of them.
+    BOS (a causal LM: its prompt's last token) followed by all but the last of them.
     """
     was_training = model.training
     model.eval()
     try:
-        bos = torch.full_like(tgt_ids[:, :1], model.cfg.bos_id)
+        if model.cfg.start == "prompt":  # a causal LM: the prompt's last token comes first (decoding.prompts)
+            src_ids, src_pad_mask, first = split_prompt(src_ids, src_pad_mask, model.cfg.pad_id)
+            bos = first[:, None]
+        else:
+            bos = torch.full_like(tgt_ids[:, :1], model.cfg.bos_id)
         logits = model(src_ids, src_pad_mask, torch.cat([bos, tgt_ids[:, :-1]], dim=1)).float()
         logprobs = F.log_softmax(logits, dim=-1).gather(2, tgt_ids[:, :, None]).squeeze(2)
     finally:

@@ -94,11 +94,12 @@ class StepBuffers:
 def sample_or_greedy(
     step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor,
     processors: Sequence[LogitsProcessor], keys: Tensor | None, seed: int, force_eos: ForceEOS | None = None,
-    on_step: Callable[[int, Tensor, Tensor, Tensor, Tensor], None] | None = None,
+    on_step: Callable[[int, Tensor, Tensor, Tensor, Tensor], None] | None = None, start: Tensor | None = None,
 ) -> GenerateOutput:
     """One hypothesis per row: argmax of the processed scores, or a keyed Gumbel-max sample.
 
     max_new: (N,) per-row limit on generated tokens. keys: (N,) per-row sampling keys or None (greedy).
+    start: (N,) each row's first decoder input (a causal LM's last prompt token); None: the decoder start.
     on_step(t, active, logits, scores, next_tok), if given, sees every step: the example index of each row,
     the model's (A, V) logits, the processed scores it chose from and the chosen tokens (for traces).
     """
@@ -107,7 +108,7 @@ def sample_or_greedy(
     device = max_new.device
     tokens = torch.full((n, limit), pad, dtype=torch.long, device=device)
     logprobs = torch.zeros((n, limit), device=device)
-    prefix = torch.full((n, 1), bos, dtype=torch.long, device=device)  # rows in the batch
+    prefix = start_tokens(start, bos, (n, 1), device)  # rows in the batch
     active = torch.arange(n, device=device)  # their example index
     running = torch.ones(n, dtype=torch.bool, device=device)  # not finished yet
     lengths = torch.zeros(n, dtype=torch.long, device=device)
@@ -147,6 +148,14 @@ def sample_or_greedy(
             active, prefix, running = active[keep], prefix[keep], running[keep]
             cache.compact_(keep)
     return GenerateOutput(tokens[:, None], logprobs[:, None].sum(-1), logprobs[:, None], lengths[:, None])
+
+
+def start_tokens(start: Tensor | None, bos: int, shape: tuple[int, ...], device: torch.device) -> Tensor:
+    """(B, ...) the first decoder input of every row: the decoder start token, or each source's own `start`
+    (B,) (a causal LM continues its prompt's last token)."""
+    if start is None:
+        return torch.full(shape, bos, dtype=torch.long, device=device)
+    return start.view(-1, *([1] * (len(shape) - 1))).expand(shape).clone()
 
 
 def _rows(x: Tensor, index: Tensor) -> Tensor:
@@ -371,7 +380,7 @@ def beam_search(
     step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int,
     length_penalty: LengthPenalty, early_stopping: bool | str, processors: Sequence[LogitsProcessor],
     force_eos: ForceEOS | None = None, on_step: Callable[[int, Tensor, Candidates], None] | None = None,
-    coverage: Coverage | None = None,
+    coverage: Coverage | None = None, start: Tensor | None = None,
 ) -> GenerateOutput:
     """Hugging Face's beam search (see DecodingConfig), with done examples dropped from the batch.
 
@@ -387,7 +396,7 @@ def beam_search(
     b, k = max_new.shape[0], num_beams
     limit, device = int(max_new.max()), max_new.device
     seq = torch.full((b, k, limit + 1), ids.pad_id, dtype=torch.long, device=device)
-    seq[:, :, 0] = ids.bos_id
+    seq[:, :, 0] = start_tokens(start, ids.bos_id, (b, k), device)
     start_scores = torch.zeros((b, k), device=device)
     start_scores[:, 1:] = NEG  # all beams start identical: expand only the first
     beams = Beams(seq, torch.zeros((b, k, limit + 1), device=device), start_scores)

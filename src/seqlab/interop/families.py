@@ -23,7 +23,6 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seqlab.config import ConfigError
 from seqlab.model import ModelConfig
 
 
@@ -252,7 +251,7 @@ def t5_weights(cfg: ModelConfig) -> WeightMap:
 
 
 BART_CHOICES = dict(positions="learned", position_offset=2, layernorm_embedding=True, output_bias=True)
-FAMILIES: dict[str, Family] = {
+ENCODER_DECODER: dict[str, Family] = {
     "marian": Family("marian", dict(norm_position="post", positions="sinusoidal", layernorm_embedding=False,
                                     final_norm=False, output_bias=True), marian_config, bart_weights, marian_export,
                      "MarianMTModel"),
@@ -270,61 +269,37 @@ FAMILIES: dict[str, Family] = {
                             scale_attention=False, scale_embedding=False), t5_config, t5_weights, t5_export,
                  "T5ForConditionalGeneration"),
 }
-FAMILIES["mt5"] = FAMILIES["t5"]  # mT5 is T5 v1.1's code with another vocabulary
-UNSUPPORTED = {"led": "Longformer's sliding-window attention", "longt5": "local/transient-global attention",
-               "prophetnet": "n-stream self-attention", "xlm-prophetnet": "n-stream self-attention",
-               "bigbird_pegasus": "block-sparse attention", "switch_transformers": "mixture-of-experts layers",
-               "umt5": "a relative bias in every layer", "fsmt": "separate source and target vocabularies with "
-               "fairseq's own layout", "blenderbot": "its own layer layout", "plbart": "its own tokenizer layout"}
-
-
-def family_of(c: Mapping[str, Any], where: str = "config.json") -> Family:
-    """The family of a config.json, or a refusal that says what to do."""
-    kind = c.get("model_type")
-    if kind in FAMILIES:
-        return FAMILIES[kind]
-    if kind in UNSUPPORTED:
-        raise InteropError(f"{where}: model_type={kind!r} has {UNSUPPORTED[kind]}, which seqlab's Transformer does "
-                           f"not compute; seqlab imports {sorted(FAMILIES)}")
-    if not c.get("is_encoder_decoder", False):
-        raise InteropError(f"{where}: model_type={kind!r} is not an encoder-decoder (a decoder-only model such as "
-                           f"GPT-2?); seqlab imports the encoder-decoder families {sorted(FAMILIES)}")
-    raise InteropError(f"{where}: model_type={kind!r} is not a family seqlab imports; it imports {sorted(FAMILIES)}")
-
-
-def model_config(c: Mapping[str, Any], where: str = "config.json") -> ModelConfig:
-    """The ModelConfig that computes what the config.json's model computes."""
-    family = family_of(c, where)
-    try:
-        return ModelConfig(**family.config(c, family.choices))
-    except (ConfigError, KeyError, TypeError, ValueError) as err:
-        if isinstance(err, InteropError):
-            raise
-        raise InteropError(f"{where}: the {family.name} config has no seqlab variant ({type(err).__name__}: "
-                           f"{err})") from None
-
-
 def untie_where_saved(cfg: ModelConfig, state: Mapping[str, Tensor], family: Family) -> ModelConfig:
     """Tying as the weights have it: transformers keeps a saved `lm_head.weight` that differs from the table
     it would be tied to (Flan-T5's head), so seqlab unties it too."""
     head = state.get("lm_head.weight")
     if head is None or cfg.tie_embeddings not in ("all", "decoder"):
         return cfg
-    table = dict(family.weights(cfg))["src_embed.tokens.weight" if cfg.tie_embeddings == "all"
-                                      else "tgt_embed.tokens.weight"][0]
+    # the table the head is tied to: the shared one, or the decoder's (a one-stack model's only one)
+    decoder = cfg.tie_embeddings == "decoder" or cfg.one_stack
+    table = dict(family.weights(cfg))["tgt_embed.tokens.weight" if decoder else "src_embed.tokens.weight"][0]
     names = [n for n in table.split("|") if n != "lm_head.weight"]
     tied_to = next((state[n] for n in names if n in state), None)
     if tied_to is None or torch.equal(tied_to, head):
         return cfg
-    return replace(cfg, tie_embeddings="inputs" if cfg.tie_embeddings == "all" else "none")
+    return replace(cfg, tie_embeddings="none" if decoder else "inputs")
+
+
+TRANSPOSED = "@T"  # a part stored as (in, out), as GPT-2's Conv1D keeps its weights: transposed both ways
+
+
+def stored_name(part: str) -> str:
+    """The name a weight table's part has in the family's state dict (the first of its candidates)."""
+    return part.split("|")[0].removesuffix(TRANSPOSED)
 
 
 def read(state: Mapping[str, Tensor], names: str) -> Tensor:
-    """The first of `a|b|c` present in the state dict."""
+    """The first of `a|b|c` present in the state dict, in seqlab's (out, in) layout."""
     for name in names.split("|"):
-        if name in state:
-            return state[name]
-    raise KeyError(names.split("|")[0])
+        if name.removesuffix(TRANSPOSED) in state:
+            tensor = state[name.removesuffix(TRANSPOSED)]
+            return tensor.t() if name.endswith(TRANSPOSED) else tensor
+    raise KeyError(stored_name(names))
 
 
 def seqlab_state(cfg: ModelConfig, family: Family, state: Mapping[str, Tensor], where: str) -> dict[str, Tensor]:

@@ -13,15 +13,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seqlab.interop.families import (
-    FAMILIES,
-    InteropError,
-    family_of,
-    model_config,
-    seqlab_state,
-    untie_where_saved,
-)
-from seqlab.model import Seq2SeqTransformer
+from seqlab.interop.catalog import FAMILIES, family_of, model_config
+from seqlab.interop.families import InteropError, seqlab_state, stored_name, untie_where_saved
+from seqlab.model import Seq2SeqTransformer, build_model
 
 __all__ = ["InteropError", "from_hf", "from_state", "to_hf"]
 
@@ -31,7 +25,7 @@ def from_state(config: dict[str, Any], state: dict[str, Tensor], where: str = "t
     computes."""
     family = family_of(config, where)
     cfg = untie_where_saved(model_config(config, where), state, family)
-    model = Seq2SeqTransformer(cfg)
+    model = build_model(cfg)
     ours = seqlab_state(cfg, family, state, where)
     if cfg.positions == "sinusoidal":
         check_sinusoids(model, state, where)
@@ -46,7 +40,7 @@ def from_state(config: dict[str, Any], state: dict[str, Tensor], where: str = "t
 def check_shapes(model: Seq2SeqTransformer, ours: dict[str, Tensor], family: str, where: str) -> None:
     """Every weight the shape config.json says it has (else the folder mixes a config and weights of two
     models), named by the family's own parameter names."""
-    names = {n: "+".join(p.split("|")[0] for p in parts) for n, parts in FAMILIES[family].weights(model.cfg)}
+    names = {n: "+".join(stored_name(p) for p in parts) for n, parts in FAMILIES[family].weights(model.cfg)}
     expected = {k: v.shape for k, v in model.state_dict().items()}
     wrong = [f"{names.get(k, k)}: {tuple(v.shape)} where config.json gives {tuple(expected[k])}"
              for k, v in ours.items() if k in expected and v.shape != expected[k]]

@@ -17,11 +17,13 @@ from typing import Any
 
 import torch
 
-from seqlab.interop.families import FAMILIES, Family, InteropError, model_config, untie_where_saved
+from seqlab.interop.catalog import FAMILIES, model_config
+from seqlab.interop.families import TRANSPOSED, Family, InteropError, stored_name, untie_where_saved
 from seqlab.io import atomic_write
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 
-EXPORT_ORDER = ("bart", "mbart", "pegasus", "m2m_100", "t5", "marian")  # Marian last: seqlab's own models
+# Marian last among the encoder-decoders: seqlab's own models; then the decoder-only families
+EXPORT_ORDER = ("bart", "mbart", "pegasus", "m2m_100", "t5", "marian", "gpt2", "qwen2", "llama")
 # How a model trains or which kernels compute it, not what it computes: not part of the comparison.
 NOT_COMPARED = ("dropout", "attention_dropout", "activation_dropout", "position_init", "attention_kernel",
                 "dropout_kernel")
@@ -46,7 +48,7 @@ def imported_back(cfg: ModelConfig, family: Family) -> ModelConfig:
     """The ModelConfig that importing `cfg`'s export to `family` gives: config.json through the importer's
     mapping, tying through the weights it would find (one marker tensor per seqlab parameter, so a head saved
     apart from its table reads as untied, as transformers reads it)."""
-    state = {part.split("|")[0]: torch.tensor([float(i)]) for i, (_, parts) in enumerate(family.weights(cfg))
+    state = {stored_name(part): torch.tensor([float(i)]) for i, (_, parts) in enumerate(family.weights(cfg))
              for part in parts}
     back = model_config({"model_type": family.name, **family.export(cfg)}, f"the {family.name} export")
     return untie_where_saved(back, state, family)
@@ -97,13 +99,22 @@ def hf_state(model: Seq2SeqTransformer, family: Family) -> dict[str, torch.Tenso
     ours, state = model.state_dict(), {}
     for name, parts in family.weights(model.cfg):
         names = [p.split("|")[0] for p in parts]  # a tied table under its first (shared) name
-        for part, chunk in zip(names, ours[name].chunk(len(names), dim=0), strict=True):
-            state[part] = chunk.clone()
+        sizes = part_sizes(model.cfg, name, ours[name].shape[0], len(names))
+        for part, chunk in zip(names, ours[name].split(sizes, dim=0), strict=True):
+            state[stored_name(part)] = (chunk.t() if part.endswith(TRANSPOSED) else chunk).clone()
     if "final_logits_bias" in state:
         state["final_logits_bias"] = state["final_logits_bias"].reshape(1, -1)
     elif family.choices.get("output_bias"):  # a family with an output bias, a model without one: zeros
         state["final_logits_bias"] = torch.zeros(1, model.cfg.target_vocab_size)
     return state
+
+
+def part_sizes(cfg: ModelConfig, name: str, rows: int, parts: int) -> list[int]:
+    """How a fused seqlab tensor of `rows` rows splits into the family's parts: q, k, v of their own widths
+    (grouped-query attention), else equal parts."""
+    if parts == 3 and name.endswith(("qkv_proj.weight", "qkv_proj.bias")):
+        return [cfg.attention_dim, cfg.kv_dim, cfg.kv_dim]
+    return [rows // parts] * parts
 
 
 def hf_model(model: Seq2SeqTransformer, family: str | None = None) -> Any:

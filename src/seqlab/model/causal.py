@@ -77,7 +77,6 @@ class CausalTransformer(nn.Module):
         padding_idx = None if cfg.bos_id == cfg.pad_id else cfg.pad_id
         tokens = nn.Embedding(cfg.src_vocab_size, d, padding_idx=padding_idx)
         self.tgt_embed = Embedder(cfg, tokens)
-        self.src_embed = self.tgt_embed
         self.encoder_layers = nn.ModuleList()
         self.encoder_positions, self.encoder_norm, self.pointer = None, nn.Identity(), None
         self.decoder_layers = nn.ModuleList(StackLayer(cfg) for _ in range(cfg.decoder_layers))
@@ -91,6 +90,11 @@ class CausalTransformer(nn.Module):
 
     def reset_parameters(self) -> None:
         initialize(self)
+
+    @property
+    def src_embed(self) -> Embedder:
+        """The source's embedder: the one table (a property, so that the state dict names it once)."""
+        return self.tgt_embed
 
     @property
     def prefix_lm(self) -> bool:

@@ -30,6 +30,10 @@ PositionInit = Literal["small", "unit", "sinusoid"]
 # prefix_lm: the same stack, the source part attending to all of itself (Raffel et al. 2020's prefix LM)
 Architecture = Literal["encoder_decoder", "decoder_only", "prefix_lm"]
 ONE_STACK = ("decoder_only", "prefix_lm")
+# What a one-stack model's target starts from: bos, the decoder start token after the source (a separator; the
+# models seqlab trains); prompt, the prompt's own last token, which the target continues (a causal LM's text:
+# GPT-2, Llama)
+Start = Literal["bos", "prompt"]
 AttentionKernel = Literal["auto", "sdpa", "math"]
 DropoutKernel = Literal["auto", "torch", "bits"]
 
@@ -56,6 +60,7 @@ class ModelConfig:
     src_vocab_size: int
     tgt_vocab_size: int | None = None
     architecture: Architecture = "encoder_decoder"
+    start: Start = "bos"
     d_model: int = 512
     n_heads: int = 8
     encoder_layers: int = 6
@@ -128,6 +133,10 @@ class ModelConfig:
             raise ConfigError(f"{own}.tgt_vocab_size={self.tgt_vocab_size} must be positive, "
                               "or null for a shared vocabulary")
         check_choice(own, "architecture", self.architecture, Architecture)
+        check_choice(own, "start", self.start, Start)
+        if self.start == "prompt" and self.architecture != "decoder_only":
+            raise ConfigError(f"{own}.start=prompt continues a prompt's text, a decoder-only LM's way; "
+                              f"{own}.architecture={self.architecture} starts its target from bos")
         if self.architecture in ONE_STACK:
             self._check_one_stack(own)
         elif self.encoder_layers < 1:

@@ -64,7 +64,6 @@ def position_room(limits: Tensor, src_pad_mask: Tensor, model: ModelConfig) -> T
     room = model.max_positions - (~src_pad_mask).sum(dim=1)
     full = (room < 1).nonzero()
     if full.numel():
-        i = int(full[0])
-        raise ConfigError(f"prompt {i} of the batch has {int((~src_pad_mask[i]).sum())} tokens, as many as "
-                          f"model.max_positions={model.max_positions} allows: shorten it")
+        raise ConfigError(f"prompt {int(full[0])} of the batch leaves no room for a new token within "
+                          f"model.max_positions={model.max_positions}: shorten it")
     return torch.minimum(limits, room)

@@ -120,11 +120,12 @@ def part_sizes(cfg: ModelConfig, name: str, rows: int, parts: int) -> list[int]:
 def hf_model(model: Seq2SeqTransformer, family: str | None = None) -> Any:
     """The transformers model (eval mode) of `model` in its family (`family`: the one to try first), loaded by
     `from_pretrained` from the folder `seqlab export` writes, so that it ties and unties as an export does."""
-    from transformers import AutoModelForSeq2SeqLM
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
+    auto = AutoModelForCausalLM if model.cfg.one_stack else AutoModelForSeq2SeqLM
     with tempfile.TemporaryDirectory(prefix="seqlab-hf-") as tmp:
         write_family(model, Path(tmp), family)
-        return AutoModelForSeq2SeqLM.from_pretrained(tmp).eval()
+        return auto.from_pretrained(tmp).eval()
 
 
 def write_family(model: Seq2SeqTransformer, out: Path, hint: str | None = None) -> Family:

@@ -1,0 +1,145 @@
+"""The decoder-only Hugging Face families, exact: tiny random GPT-2, Llama (grouped-query, heads of their own
+size), Mistral and Qwen2 (q/k/v biases; tied and untied heads) built from each family's config class. seqlab's
+per-token log-probs equal transformers' within 1e-4, left-padded and alone; greedy and beam search equal
+`generate` token for token; the export goes back to the family with the same logits."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from seqlab.data.sequences import pad_right
+from seqlab.decoding import DecodingConfig, generate, score
+from seqlab.interop.hf import from_hf, to_hf
+
+transformers = pytest.importorskip("transformers")
+VOCAB = 64
+LLAMA = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+             max_position_embeddings=64, bos_token_id=1, eos_token_id=2, pad_token_id=0, rope_theta=500.0)
+FAMILIES = {
+    "gpt2": (transformers.GPT2LMHeadModel, transformers.GPT2Config,
+             dict(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1, eos_token_id=2,
+                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)),
+    "llama": (transformers.LlamaForCausalLM, transformers.LlamaConfig,
+              dict(LLAMA, num_key_value_heads=2, head_dim=12)),
+    "llama_mha_tied": (transformers.LlamaForCausalLM, transformers.LlamaConfig, dict(LLAMA, tie_word_embeddings=True)),
+    "mistral": (transformers.MistralForCausalLM, transformers.MistralConfig,
+                dict(LLAMA, num_key_value_heads=1, sliding_window=None)),
+    "qwen2": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config,
+              dict(LLAMA, num_key_value_heads=2, tie_word_embeddings=True)),
+    "qwen2_untied": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config,
+                     dict(LLAMA, num_key_value_heads=2, tie_word_embeddings=False)),
+}
+
+
+def build(name: str):
+    model_cls, config_cls, config = FAMILIES[name]
+    torch.manual_seed(0)
+    model = model_cls(config_cls(**config)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))  # biases and norms off their init
+    return model
+
+
+def prompts(seed: int = 0) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(3, VOCAB, (n,), generator=g).tolist() for n in (6, 2, 4)]
+
+
+def left_padded(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face's batch: left padding, its attention mask."""
+    width = max(map(len, rows))
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    return ids, mask
+
+
+def hf_logprobs(hf, rows: list[list[int]], cont: list[list[int]], pad: int) -> list[torch.Tensor]:
+    """Per row, transformers' log-probs of `cont` after the prompt, in one left-padded batch."""
+    ids, mask = left_padded([p + c for p, c in zip(rows, cont, strict=True)], pad)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # what generate passes under left padding
+    with torch.no_grad():
+        logits = hf(input_ids=ids, attention_mask=mask, position_ids=positions).logits.float()
+    lps = torch.log_softmax(logits, dim=-1)
+    out = []
+    for i, c in enumerate(cont):
+        n = len(c)
+        out.append(lps[i, -n - 1 : -1].gather(1, torch.tensor(c)[:, None]).squeeze(1))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_token_logprobs_equal_transformers_left_padded_and_alone(name):
+    hf = build(name)
+    ours = from_hf(hf)
+    assert ours.cfg.architecture == "decoder_only" and ours.cfg.start == "prompt"
+    rows, pad = prompts(), ours.cfg.pad_id
+    cont = [torch.randint(3, VOCAB, (5,), generator=torch.Generator().manual_seed(i)).tolist() for i in range(3)]
+    src, src_pad = pad_right(rows, pad)
+    tgt, _ = pad_right(cont, pad)
+    got = score(ours, src, src_pad, tgt)
+    batched = hf_logprobs(hf, rows, cont, pad)
+    for i in range(3):
+        alone = hf_logprobs(hf, rows[i : i + 1], cont[i : i + 1], pad)[0]
+        assert torch.allclose(got[i], batched[i], atol=1e-4), (i, (got[i] - batched[i]).abs().max())
+        assert torch.allclose(got[i], alone, atol=1e-4), i
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+@pytest.mark.parametrize("beams", [1, 3])
+def test_greedy_and_beam_equal_generate(name, beams):
+    hf = build(name)
+    ours = from_hf(hf)
+    pad, eos = ours.cfg.pad_id, ours.cfg.eos_id
+    for i, row in enumerate(prompts(1)):  # one prompt at a time: transformers' own batch pads its processors
+        ids = torch.tensor([row])
+        with torch.no_grad():
+            theirs = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=8,
+                                 do_sample=False, num_beams=beams, early_stopping=True, length_penalty=1.0,
+                                 pad_token_id=pad, eos_token_id=eos)[0, len(row):].tolist()
+        theirs = theirs[: theirs.index(eos) + 1] if eos in theirs else theirs
+        cfg = DecodingConfig(method="beam" if beams > 1 else "greedy", num_beams=beams, max_length=8,
+                             suppress_special=False)
+        out = generate(ours, torch.tensor([row]), torch.zeros(1, len(row), dtype=torch.bool), cfg)
+        assert out.sequences[0, 0, : out.lengths[0, 0]].tolist() == theirs, i
+    src, src_pad = pad_right(prompts(1), pad)  # seqlab's batch: each prompt's own outputs
+    batch = generate(ours, src, src_pad, cfg)
+    for i, row in enumerate(prompts(1)):
+        alone = generate(ours, torch.tensor([row]), torch.zeros(1, len(row), dtype=torch.bool), cfg)
+        assert batch.sequences[i, 0, : batch.lengths[i, 0]].tolist() == \
+            alone.sequences[0, 0, : alone.lengths[0, 0]].tolist()
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_export_goes_back_to_the_family(name):
+    hf = build(name)
+    back = to_hf(from_hf(hf), hf.config.model_type)  # the family it came from (Mistral computes as Llama)
+    assert type(back).__name__ == type(hf).__name__
+    ids = torch.tensor([prompts(2)[0]])
+    with torch.no_grad():
+        assert torch.allclose(back(input_ids=ids).logits, hf(input_ids=ids).logits, atol=1e-4)
+
+
+def test_what_seqlab_does_not_compute_is_refused():
+    from seqlab.config import ConfigError
+    from seqlab.interop.catalog import model_config
+    from seqlab.interop.families import InteropError
+
+    llama = transformers.LlamaConfig(**LLAMA).to_dict()
+    with pytest.raises(InteropError, match="rope_scaling type 'linear'"):
+        model_config({**llama, "rope_scaling": {"rope_type": "linear", "factor": 2.0}})
+    with pytest.raises(InteropError, match="mixture-of-experts"):
+        model_config({**llama, "model_type": "mixtral"})
+    mistral = transformers.MistralConfig(**dict(LLAMA, num_key_value_heads=4, sliding_window=16)).to_dict()
+    assert model_config(mistral).max_positions == 16  # exact within the window; longer inputs are refused
+    ours = from_hf(build("gpt2"))
+    with pytest.raises(ConfigError, match="decoding.repetition_penalty=1.2: on a causal LM"):
+        generate(ours, torch.tensor([[5, 6]]), torch.zeros(1, 2, dtype=torch.bool),
+                 DecodingConfig(max_length=4, repetition_penalty=1.2))
+    with pytest.raises(ConfigError, match="set decoding.max_length"):
+        generate(ours, torch.tensor([[5, 6]]), torch.zeros(1, 2, dtype=torch.bool), DecodingConfig())
+    full = generate(ours, torch.full((1, 64), 5), torch.zeros(1, 64, dtype=torch.bool), DecodingConfig(max_length=4))
+    assert full.lengths.tolist() == [[1]]  # 64 positions: the last prompt token's, then one new token
+    with pytest.raises(ConfigError, match="prompt 0 of the batch leaves no room for a new token"):
+        generate(ours, torch.full((1, 65), 5), torch.zeros(1, 65, dtype=torch.bool), DecodingConfig(max_length=4))

@@ -158,7 +158,8 @@ def read_tokenizer(folder: Path, special: tuple[int, int, int, int]) -> JsonToke
                            f"SentencePiece files with {config.name}, must be in the folder") from None
     pad, _, start, eos = special
     named = config if config.is_file() else folder  # what an error names: a file that is there
-    if (hf.pad_token_id, hf.eos_token_id) != (pad, eos):
+    hf_pad = eos if hf.pad_token_id is None and pad == eos else hf.pad_token_id  # a causal LM pads with EOS
+    if (hf_pad, hf.eos_token_id) != (pad, eos):
         raise InteropError(f"{named}: the tokenizer's pad and eos ids ({hf.pad_token_id}, {hf.eos_token_id}) are "
                            f"not config.json's ({pad}, {eos}); the folder mixes two models")
     special = (pad, int(hf.unk_token_id if hf.unk_token_id is not None else pad), start, eos)

@@ -122,3 +122,28 @@ def test_impossible_combinations_name_the_key():
         ModelConfig(**base, encoder_layers=0, copy_attention=True)
     with pytest.raises(ConfigError, match="model.kv_heads=3 must divide"):
         ModelConfig(src_vocab_size=VOCAB, kv_heads=3)
+
+
+def test_seqlabs_engines_decode_a_one_stack_model_and_what_cannot_is_refused(tmp_path):
+    """oneDNN's packed fp32 products give the same outputs, int8 linear layers run; the CUDA-graph step, the
+    CTranslate2 export and a coverage penalty (which sums cross-attention) are refused by name."""
+    from seqlab.decoding.graphs import check_graphable
+    from seqlab.interop.ct2 import check_exportable
+    from seqlab.interop.hf import InteropError
+    from seqlab.model.onednn import onednn_available, onednn_linears
+    from seqlab.model.quantize import dynamic_int8
+
+    model = model_of("decoder_only", positions="rope")
+    src, pad, _ = batch(4)
+    cfg = DecodingConfig(method="beam", num_beams=3, max_length=6)
+    ours = generate(model, src, pad, cfg)
+    if onednn_available():
+        packed = generate(onednn_linears(model), src, pad, cfg)
+        assert torch.equal(packed.sequences, ours.sequences)
+    assert generate(dynamic_int8(model), src, pad, cfg).sequences.shape[0] == 3
+    with pytest.raises(ConfigError, match="one-stack model's step"):
+        check_graphable(model)
+    with pytest.raises(InteropError, match="model.architecture=decoder_only"):
+        check_exportable(model.cfg)
+    with pytest.raises(ConfigError, match="decoding.coverage_penalty=wu sums cross-attention"):
+        generate(model, src, pad, DecodingConfig(method="beam", num_beams=3, coverage_penalty="wu", coverage_beta=0.2))

@@ -33,9 +33,10 @@ from seqlab.model.cache import slabs
 
 def check_graphable(model: object, setting: str = "step graphs") -> None:
     """Fail, naming the reason, unless `model` can decode with a captured step."""
-    if not isinstance(model, Seq2SeqTransformer):
+    blocker = getattr(model, "step_at_blocker", None)  # the model boundary's; an ensemble has none
+    if blocker is None:
         raise ConfigError(f"{setting}: an ensemble decodes with each model's own step; use engine=seqlab")
-    if why := model.step_at_blocker():
+    if why := blocker():
         raise ConfigError(f"{setting}: {why}; use engine=seqlab for this model")
 
 

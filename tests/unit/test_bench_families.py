@@ -32,3 +32,18 @@ def test_every_family_shape_decodes_alike_in_every_engine(monkeypatch):
     assert bench_families.from_dict(bench_families.to_dict(rows)) == rows
     old = {k: v for k, v in bench_families.to_dict(rows)[0].items() if not k.endswith("onednn") and k != "onednn_s"}
     assert bench_families.from_dict([old])[0].onednn_x_ct2 is None  # a record from before the oneDNN column
+
+
+def test_the_causal_lm_bench_decodes_as_generate_does():
+    """seqlab's right-padded batch against generate's left-padded one, at shrunken GPT-2 and Llama shapes."""
+    from seqlab.analysis import bench_causal
+
+    small = {"gpt2": ("gpt2", dict(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1,
+                                   eos_token_id=2)),
+             "llama": ("llama", dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                     bos_token_id=1, eos_token_id=2, pad_token_id=2))}
+    rows = bench_causal.causal_bench(BenchConfig(decode_sources=5, seq_len=10, max_new_tokens=8), repeats=1,
+                                     shapes=small)
+    assert [(r.shape, r.decoding) for r in rows] == [(s, d) for s in small for d, _ in bench_families.DECODINGS]
+    assert all(r.equal_hf == r.sources == 5 for r in rows), rows

@@ -3,6 +3,7 @@
 
 seqlab bench [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [positions=true] [profile=true] [bench.batch=64 ...]
 seqlab bench families=true: decoding at t5-small's, bart-base's and opus-mt's shapes (analysis.bench_families)
+seqlab bench language_models=true: causal LMs at GPT-2 small's and SmolLM-135M's shapes (analysis.bench_causal)
 seqlab bench features=true: ensembles, the coverage penalty and contrastive search against the plain searches
 (analysis.bench_features)
 seqlab bench levers=true: each training lever (fused loss, compiled layers) against the plain step and HF
@@ -21,6 +22,7 @@ import torch
 from omegaconf import DictConfig
 
 from seqlab.analysis.bench import run_bench
+from seqlab.analysis.bench_causal import causal_bench
 from seqlab.analysis.bench_checkpoints import checkpoint_bench
 from seqlab.analysis.bench_checkpoints import to_dict as checkpoints_dict
 from seqlab.analysis.bench_families import family_bench, to_dict
@@ -43,6 +45,8 @@ def main(cfg: DictConfig) -> None:
         bench = typed(BenchConfig, plain(cfg.bench), "bench")
         if cfg.get("families"):
             record, text = families(bench)
+        elif cfg.get("language_models"):
+            record, text = families(bench, causal=True)
         elif cfg.get("features"):
             record, text = feature_costs(bench)
         elif cfg.get("levers"):
@@ -67,14 +71,14 @@ def measured(key: str, rows: list[dict], bench: BenchConfig, clock: CpuClock) ->
             "torch": torch.__version__, "others_busy_cores": clock.others_busy_cores(CpuClock.now())}
 
 
-def families(bench: BenchConfig) -> tuple[dict, str]:
-    """The families' decoding bench: its record and a text table."""
+def families(bench: BenchConfig, causal: bool = False) -> tuple[dict, str]:
+    """The families' decoding bench (the encoder-decoders', or the causal LMs'): its record and a text table."""
     clock = CpuClock.now()
-    rows = family_bench(bench)
+    rows = causal_bench(bench) if causal else family_bench(bench)
     lines = [f"{r.shape:<10}{r.decoding:<8}seqlab {r.tokens / r.seqlab_s:>8,.0f} tok/s  {r.x_hf:.2f}x generate"
              + (f"  {r.x_ct2:.2f}x CTranslate2" if r.x_ct2 is not None else "")
              + f"  ({r.equal_hf} of {r.sources} equal generate's)" for r in rows]
-    return measured("families", to_dict(rows), bench, clock), "\n".join(lines)
+    return measured("language_models" if causal else "families", to_dict(rows), bench, clock), "\n".join(lines)
 
 
 def feature_costs(bench: BenchConfig) -> tuple[dict, str]:

@@ -1,0 +1,84 @@
+"""Decoding speed of causal LMs at real shapes (`seqlab bench language_models=true`): GPT-2 small and SmolLM-135M
+(Llama's code: RMSNorm, RoPE, SwiGLU, grouped-query attention), built with random weights from the family's
+transformers config class (nothing downloaded) and imported into seqlab (interop.hf.from_hf). Each continues
+the same random prompts greedily and with beam 5 under one rule set (no forced or banned tokens, HF's early
+stopping, length penalty 1), seqlab's right-padded batch against `generate`'s left-padded one; outputs
+compared. CTranslate2's `Generator` has no column yet: seqlab exports encoder-decoders to it only.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import Any
+
+import torch
+
+from seqlab.analysis.bench_families import DECODINGS, FamilyTiming, random_sources, timed_seqlab, until_eos
+from seqlab.analysis.speed import BenchConfig
+from seqlab.decoding import DecodingConfig
+from seqlab.hardware import best_of
+
+log = logging.getLogger("seqlab.bench")
+
+SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
+    "gpt2": ("gpt2", dict(vocab_size=50257, n_embd=768, n_layer=12, n_head=12, n_positions=1024,
+                          bos_token_id=50256, eos_token_id=50256)),
+    "smollm-135m": ("llama", dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                                  num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=2048,
+                                  tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=2)),
+}
+
+
+def left_padded(src: torch.Tensor, mask: torch.Tensor, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """generate's batch of the same prompts: each row's tokens moved to the right, its padding to the left."""
+    lengths = (~mask).sum(1)
+    ids = torch.full_like(src, pad)
+    for i, n in enumerate(lengths.tolist()):
+        ids[i, src.shape[1] - n :] = src[i, :n]
+    attention = torch.arange(src.shape[1])[None, :] >= (src.shape[1] - lengths)[:, None]
+    return ids, attention.long()
+
+
+def timed_generate(hf: Any, ids: torch.Tensor, attention: torch.Tensor, eos: int) -> tuple[list[list[int]], float]:
+    import time
+
+    start = time.perf_counter()
+    with torch.no_grad():
+        out = hf.generate(input_ids=ids, attention_mask=attention)
+    seconds = time.perf_counter() - start
+    return [until_eos(row[ids.shape[1]:], eos) for row in out.tolist()], seconds
+
+
+def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | None = None) -> list[FamilyTiming]:
+    """Every shape, greedy and beam 5: seqlab against generate (CPU, fp32)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
+
+    from seqlab.interop.hf import from_hf
+
+    rows = []
+    for shape, (kind, values) in (shapes or SHAPES).items():
+        torch.manual_seed(cfg.seed)
+        hf = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **values)).eval()
+        model = from_hf(hf)
+        pad, eos = model.cfg.pad_id, model.cfg.eos_id
+        src, mask = random_sources(cfg.decode_sources, cfg.seq_len, model.cfg.src_vocab_size, pad, eos,
+                                   torch.Generator().manual_seed(cfg.seed))
+        left, attention = left_padded(src, mask, pad)
+        for name, beams in DECODINGS:
+            decoding = DecodingConfig(method="beam" if beams > 1 else "greedy", num_beams=beams,
+                                      max_length=cfg.max_new_tokens, early_stopping=True, suppress_special=False)
+            beam_rules = dict(early_stopping=True, length_penalty=1.0) if beams > 1 else {}
+            hf.generation_config = GenerationConfig(num_beams=beams, max_new_tokens=cfg.max_new_tokens,
+                                                    do_sample=False, pad_token_id=pad, eos_token_id=eos, **beam_rules)
+            runs = {"seqlab": partial(timed_seqlab, model, src, mask, decoding),
+                    "hf": partial(timed_generate, hf, left, attention, eos)}
+            for run in runs.values():  # warm-up
+                run()
+            best = best_of(runs, repeats or cfg.decode_repeats)
+            ours = best["seqlab"][0]
+            equal = sum(a == b for a, b in zip(ours, best["hf"][0], strict=True))
+            rows.append(FamilyTiming(shape, name, len(ours), sum(map(len, ours)), best["seqlab"][1], best["hf"][1],
+                                     None, equal, None))
+            log.info("%s %s: seqlab %.2fs, HF %.2fs", shape, name, rows[-1].seqlab_s, rows[-1].hf_s)
+    return rows

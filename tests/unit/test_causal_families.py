@@ -111,6 +111,43 @@ def test_greedy_and_beam_equal_generate(name, beams):
             alone.sequences[0, 0, : alone.lengths[0, 0]].tolist()
 
 
+PROMPT_READERS = [dict(repetition_penalty=1.3), dict(repetition_penalty=0.7), dict(no_repeat_ngram_size=2),
+                  dict(no_repeat_ngram_size=1), dict(bad_words_ids=[[7], [9, 11]]),
+                  dict(sequence_bias=[[[7], 2.0], [[9, 11], -3.0]]), dict(min_new_tokens=4)]
+
+
+@pytest.mark.parametrize("setting", PROMPT_READERS, ids=[repr(s) for s in PROMPT_READERS])
+@pytest.mark.parametrize("beams", [1, 3])
+def test_processors_read_the_prompt_as_hugging_faces_do(setting, beams):
+    """HF's decoder-only processors see the prompt in input_ids; seqlab's see it too, each prompt's own tokens
+    (so a batch equals each prompt alone, as `generate` on one prompt)."""
+    hf = build("gpt2")
+    ours = from_hf(hf)
+    eos = ours.cfg.eos_id
+    hf_setting = dict(setting)
+    if "sequence_bias" in hf_setting:
+        hf_setting["sequence_bias"] = [[list(ids), b] for ids, b in hf_setting["sequence_bias"]]
+    mine = {("min_length" if k == "min_new_tokens" else k): v for k, v in setting.items()}
+    cfg = DecodingConfig(method="beam" if beams > 1 else "greedy", num_beams=beams, max_length=10,
+                         suppress_special=False, **mine)
+    rows = [[7, 9, 11, 7, 9], [11, 9], [9, 11, 9, 11, 7, 7, 9]]  # prompts that repeat what the settings read
+    for row in rows:
+        ids = torch.tensor([row])
+        with torch.no_grad():
+            theirs = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=10,
+                                 do_sample=False, num_beams=beams, early_stopping=True, length_penalty=1.0,
+                                 pad_token_id=eos, eos_token_id=eos, **hf_setting)[0, len(row):].tolist()
+        theirs = theirs[: theirs.index(eos) + 1] if eos in theirs else theirs
+        out = generate(ours, ids, torch.zeros_like(ids, dtype=torch.bool), cfg)
+        assert out.sequences[0, 0, : out.lengths[0, 0]].tolist() == theirs, row
+    src, pad = pad_right(rows, eos)
+    batch = generate(ours, src, pad, cfg)
+    for i, row in enumerate(rows):
+        alone = generate(ours, torch.tensor([row]), torch.zeros(1, len(row), dtype=torch.bool), cfg)
+        assert batch.sequences[i, 0, : batch.lengths[i, 0]].tolist() == \
+            alone.sequences[0, 0, : alone.lengths[0, 0]].tolist()
+
+
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_export_goes_back_to_the_family(name):
     hf = build(name)
@@ -134,9 +171,6 @@ def test_what_seqlab_does_not_compute_is_refused():
     mistral = transformers.MistralConfig(**dict(LLAMA, num_key_value_heads=4, sliding_window=16)).to_dict()
     assert model_config(mistral).max_positions == 16  # exact within the window; longer inputs are refused
     ours = from_hf(build("gpt2"))
-    with pytest.raises(ConfigError, match="decoding.repetition_penalty=1.2: on a causal LM"):
-        generate(ours, torch.tensor([[5, 6]]), torch.zeros(1, 2, dtype=torch.bool),
-                 DecodingConfig(max_length=4, repetition_penalty=1.2))
     with pytest.raises(ConfigError, match="set decoding.max_length"):
         generate(ours, torch.tensor([[5, 6]]), torch.zeros(1, 2, dtype=torch.bool), DecodingConfig())
     full = generate(ours, torch.full((1, 64), 5), torch.zeros(1, 64, dtype=torch.bool), DecodingConfig(max_length=4))

@@ -21,7 +21,7 @@ from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.diverse import diverse_beam_search
 from seqlab.decoding.graphs import step_fn
 from seqlab.decoding.processors import ForcedPrefix
-from seqlab.decoding.prompts import check_one_stack, position_room, split_prompt
+from seqlab.decoding.prompts import check_one_stack, in_prompt, position_room, prompt_context, split_prompt
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, beam_search, sample_or_greedy
@@ -135,6 +135,9 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
     prefix = None if target_prefix is None else forced_prefix(target_prefix, limits, 1 if beams else
                                                               cfg.rows_per_source, model_cfg.pad_id)
     processors = build_processors(cfg, model_cfg, prefix)
+    if start is not None:  # a causal LM's processors read its prompt, as Hugging Face's do (decoding.prompts)
+        context = prompt_context(src_ids, src_pad_mask).repeat_interleave(1 if beams else cfg.rows_per_source, 0)
+        processors = in_prompt(processors, context)
     was_training = model.training
     model.eval()
     try:

@@ -171,8 +171,9 @@ class ForcedPrefix(Ban):
 
 
 def for_examples(processors: Sequence[LogitsProcessor], examples: Tensor) -> list[LogitsProcessor]:
-    """The processors with each per-example one bound to the examples of the rows a search decodes now."""
-    return [p.for_examples(examples) if isinstance(p, ForcedPrefix) else p for p in processors]
+    """The processors with each per-example one (one with `for_examples`: a forced prefix, a prompt's reader)
+    bound to the examples of the rows a search decodes now."""
+    return [p.for_examples(examples) if hasattr(p, "for_examples") else p for p in processors]
 
 
 class LogitNormalization(LogitsProcessor):
@@ -227,7 +228,8 @@ class NoRepeatNGram(Ban):
         n, length = self.n, prefix.shape[1]
         for i, tokens in enumerate(prefix.tolist()):
             context = tuple(tokens[length + 1 - n :]) if n > 1 else ()
-            banned = [tokens[j + n - 1] for j in range(length - n + 1) if tuple(tokens[j : j + n - 1]) == context]
+            banned = [tokens[j + n - 1] for j in range(length - n + 1) if tuple(tokens[j : j + n - 1]) == context
+                      and tokens[j + n - 1] >= 0]  # a negative id pads a prompt's context (decoding.prompts)
             if banned:
                 scores[i, banned] = NEG_INF
 

@@ -95,3 +95,28 @@ def test_an_imported_causal_lm_continues_its_prompts_as_generate_does(family, tm
     cfg = make_cfg("translate", [f"ckpt={ckpt}", "decoding_from_checkpoint=true"])
     run_translate(cfg, stdin=io.StringIO("".join(p + "\n" for p in PROMPTS)), stdout=out)
     assert out.getvalue().split("\n")[:-1] == [e.replace("\n", " ") for e in expected]
+
+
+def test_a_prompt_template_asks_the_task_as_gpt2s_tldr_does(tmp_path, make_cfg):
+    """`prompt_template='{source}\\nTL;DR:'`: every source in the template, then continued, as `generate` on the
+    templated text; a template without its slot is refused naming the key."""
+    from seqlab.config import ConfigError
+
+    path, hf = family_folder("gpt2", tmp_path)
+    ckpt = tmp_path / "imported.ckpt"
+    assert main(["--hf", str(path), "--out", str(ckpt)]) == 0
+    hf_tok = transformers.AutoTokenizer.from_pretrained(path)
+    expected = []
+    for prompt in PROMPTS:
+        ids = hf_tok(f"{prompt}\nTL;DR:", return_tensors="pt")
+        with torch.no_grad():
+            new = hf.generate(**ids)[:, ids["input_ids"].shape[1]:]
+        expected.append(hf_tok.batch_decode(new, skip_special_tokens=True)[0].replace("\n", " "))
+    out = io.StringIO()
+    cfg = make_cfg("translate", [f"ckpt={ckpt}", "decoding_from_checkpoint=true",
+                                 "prompt_template='{source}\nTL;DR:'"])
+    run_translate(cfg, stdin=io.StringIO("".join(p + "\n" for p in PROMPTS)), stdout=out)
+    assert out.getvalue().split("\n")[:-1] == expected
+    with pytest.raises(ConfigError, match="translate.prompt_template='TL;DR:' must hold {source} exactly once"):
+        run_translate(make_cfg("translate", [f"ckpt={ckpt}", "prompt_template='TL;DR:'"]),
+                      stdin=io.StringIO("a\n"), stdout=io.StringIO())

@@ -89,7 +89,7 @@ def result_dir(cfg: DictConfig, tests: TestSet, label: str, engine: str) -> tupl
     decoding = "checkpoint" if cfg.decoding_from_checkpoint else setting_decoding(cfg)
     members = [str(c) for c in cfg.get("ensemble") or ()]
     ensemble = {"checkpoints": members, "rule": str(cfg.ensemble_rule)} if members else None
-    languages = {k: plain(cfg[k]) for k in LANGUAGE_KEYS if cfg.get(k) is not None}
+    languages = {k: plain(cfg[k]) for k in (*LANGUAGE_KEYS, "prompt_template") if cfg.get(k) is not None}
     return ResultDir.for_evaluation(Path(cfg.results_dir), str(cfg.ckpt), label, cfg.split, cfg.limit, decoding,
                                     str(cfg.precision), engine, tests.key(), ensemble, languages or None)
 

@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 from seqlab.app.configs import checkpoint_decoding, plain
 from seqlab.checkpoint import AnyTokenizer, CheckpointInfo, load_for_inference, resolve, start_from
 from seqlab.config import ConfigError, check_choice, check_types, resolve_device, typed
+from seqlab.data.prompting import Templated, check_template
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.ensemble import Combination, Ensemble, check_members, ensemble_label
 from seqlab.decoding.generate import DecodePrecision
@@ -51,6 +52,9 @@ class InferenceSettings:
     src_lang: str | None = None
     tgt_lang: str | None = None
     task_prefix: str | None = None
+    # every source put in this template's {source} slot before tokenizing: a causal LM asked a task, GPT-2's
+    # "{source}\nTL;DR:" (data.prompting); null: the source as it is
+    prompt_template: str | None = None
     # further checkpoints decoded together with ckpt as one model (decoding.ensemble), sharing its tokenizer;
     # their distributions combined by ensemble_rule: mean_prob (fairseq) | mean_logprob (OpenNMT-py)
     ensemble: list[str] = field(default_factory=list)
@@ -62,6 +66,8 @@ class InferenceSettings:
         check_choice(owner, "precision", self.precision, DecodePrecision)
         check_choice(owner, "engine", self.engine, Engine)
         check_choice(owner, "ensemble_rule", self.ensemble_rule, Combination)
+        if self.prompt_template is not None:
+            check_template(self.prompt_template, f"{owner}.prompt_template")
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,7 @@ class InferenceRequest:
     languages: tuple[str | None, str | None, str | None] = (None, None, None)  # src_lang, tgt_lang, task_prefix
     ensemble: tuple[str, ...] = ()  # further checkpoints decoded with `checkpoint` as one model
     ensemble_rule: Combination = "mean_prob"
+    prompt_template: str | None = None  # the sources in this template's slot (data.prompting)
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, command: str, settings_cls: type[InferenceSettings] = InferenceSettings,
@@ -131,7 +138,7 @@ class InferenceRequest:
             check_members(decoding, settings.engine, command)
         return cls(command, settings.ckpt, decoding, settings.precision, settings.engine,
                    settings.decoding_from_checkpoint, (settings.src_lang, settings.tgt_lang, settings.task_prefix),
-                   tuple(settings.ensemble), settings.ensemble_rule)
+                   tuple(settings.ensemble), settings.ensemble_rule, settings.prompt_template)
 
     @property
     def label(self) -> str:
@@ -196,6 +203,8 @@ def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: 
         check_members(decoding, request.engine, request.command)
     tokenizer, decoding = with_languages(tokenizer, decoding, request, path)
     model = start_from(model, tokenizer)
+    if request.prompt_template is not None:
+        tokenizer = Templated(tokenizer, request.prompt_template)
     if not task_checked and info.data_config:
         corpus = info.data_config["corpus"]
         check_task(decoding.mbr, corpus["task"], f"the checkpoint's corpus {corpus['name']}")

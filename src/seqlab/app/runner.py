@@ -48,7 +48,8 @@ NEUTRAL: dict[str, dict[str, Any]] = {
               "position_offset": 0, "sinusoid_layout": "marian", "rescale_output": False, "position_init": "small",
               "architecture": "encoder_decoder", "start": "bos", "kv_heads": None, "qkv_bias": None},
     "decoding": digest_neutral(DecodingConfig),  # each option's own declaration (decoding.options: in_digest=False)
-    "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
+    "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "prompt_template": None,
+         "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
          "ensemble_rule": "mean_prob", "levers": False, "language_models": False},
     "train": {"init_from": None, "fused_loss": False, "compile": "none", "bf16_weights": False},
 }

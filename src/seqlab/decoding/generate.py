@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
@@ -102,7 +102,8 @@ def first_hypotheses(out: GenerateOutput, n: int) -> GenerateOutput:
 def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingConfig,
              sample_keys: Tensor | None = None,
              target_prefix: Sequence[Sequence[int]] | None = None,
-             constraints: Sequence[Sequence[Sequence[int]]] | None = None, graphs: bool = False) -> GenerateOutput:
+             constraints: Sequence[Sequence[Sequence[int]]] | None = None, graphs: bool = False,
+             on_step: Callable[..., None] | None = None) -> GenerateOutput:
     """Decode a batch. src_ids (B, S) long; src_pad_mask (B, S) bool, True at padding.
 
     sample_keys: optional (B,) ints identifying each source for sampling; by default
@@ -113,6 +114,8 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
     None: no source has any.
     graphs: replay the decoder step as a CUDA graph (decoding.graphs; a GPU and absolute positions). Contrastive
     search, which reads the model's hidden states, decodes eagerly.
+    on_step: a hook that sees every step of greedy search, sampling and plain beam search (the searches'
+    `on_step`; inference.inspection draws its traces with it).
     """
     model_cfg = model.cfg
     if constraints is not None and cfg.constraints is None:
@@ -123,6 +126,9 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                           "decode it without step graphs (engine=seqlab)")
     if cfg.constraints is not None and target_prefix is not None:
         raise ConfigError("decoding.constraints and a target prefix do not combine: give one")
+    if on_step is not None and (cfg.constraints is not None or cfg.num_beam_groups > 1 or cfg.method == "contrastive"):
+        raise ConfigError("step traces follow greedy search, sampling and plain beam search, not "
+                          f"{cfg.label}: decode it without a step hook")
     ids = SpecialIds(model_cfg.pad_id, model_cfg.bos_id, model_cfg.eos_id)
     check_one_stack(cfg, model_cfg)
     start = None
@@ -159,6 +165,8 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
             common = dict(ids=ids, max_new=limits, num_beams=cfg.num_beams, length_penalty=length_penalty(cfg),
                           early_stopping=cfg.early_stopping, processors=processors, force_eos=cfg.force_eos or None,
                           start=start)
+            if on_step is not None:
+                common["on_step"] = on_step
             if cfg.num_beam_groups > 1:
                 result = diverse_beam_search(step, cache, num_groups=cfg.num_beam_groups,
                                              diversity_penalty=cfg.diversity_penalty, **common)
@@ -177,7 +185,7 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                              + torch.arange(rows, device=base.device).repeat(len(base)))
             result = sample_or_greedy(step, cache, ids=ids, max_new=limits.repeat_interleave(rows),
                                       processors=processors, keys=keys, seed=cfg.seed, force_eos=cfg.force_eos or None,
-                                      start=None if start is None else start.repeat_interleave(rows))
+                                      start=None if start is None else start.repeat_interleave(rows), on_step=on_step)
             b = src_ids.shape[0]
             result.sequences = result.sequences.view(b, rows, -1)
             result.token_logprobs = result.token_logprobs.view(b, rows, -1)

@@ -1,5 +1,9 @@
 """Inside the model and the search, for one source: attention maps and a step-by-step decoding trace.
 
+For a one-stack model (decoder-only, prefix LM) the stack's attention is shown in its three parts: the
+source over itself (as an encoder's), the target over the target, and the target over the source (as
+cross-attention, which the alignment averages).
+
 `seqlab inspect --ckpt RUN --text "..." [--num-beams 4] [--out page.html]`
 (`make inspect`) writes one HTML page: per layer a grid of heat maps (one per head) of the encoder
 self-attention, decoder self-attention and cross-attention over subword pieces, the cross-attention
@@ -26,9 +30,8 @@ from torch import Tensor
 
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate
-from seqlab.decoding.generate import length_penalty, max_new_tokens, plain_beam_search
-from seqlab.decoding.registry import build_processors
-from seqlab.decoding.search import NEG, model_step, sample_or_greedy
+from seqlab.decoding.prompts import split_prompt
+from seqlab.decoding.search import NEG
 from seqlab.inference.evaluation import decode_texts
 from seqlab.model import Seq2SeqTransformer
 from seqlab.model.layers import MultiHeadAttention
@@ -65,7 +68,7 @@ def record_attention(model: Seq2SeqTransformer) -> Iterator[dict[str, list[Tenso
     found: dict[str, list[Tensor]] = {k: [] for k in KINDS}
     modules = [(m, "encoder") for layer in model.encoder_layers for m in [layer.self_attn]]
     modules += [(layer.self_attn, "decoder_self") for layer in model.decoder_layers]
-    modules += [(layer.cross_attn, "cross") for layer in model.decoder_layers]
+    modules += [(layer.cross_attn, "cross") for layer in model.decoder_layers if hasattr(layer, "cross_attn")]
     for module, kind in modules:
         module.recorder = found[kind]
     try:
@@ -97,10 +100,19 @@ def attention_maps(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str,
         tgt = out.sequences[0, 0, : out.lengths[0, 0]].tolist()
     else:
         tgt = tokenizer.encode_target([target])[0][: model.cfg.max_positions - 1]
-    tgt_in = torch.tensor([[model.cfg.bos_id, *tgt[:-1]]])
+    first = model.cfg.bos_id
+    if model.cfg.start == "prompt":  # a causal LM: the prompt's last token opens the target (decoding.prompts)
+        src, pad, start = split_prompt(src, pad, model.cfg.pad_id)
+        first = int(start[0])
+    tgt_in = torch.tensor([[first, *tgt[:-1]]])
     with record_attention(model) as found:
         model(src, pad, tgt_in)
     weights = {kind: [w[0] for w in found[kind]] for kind in KINDS}
+    if model.cfg.one_stack:  # one stack over source and target: its parts play the three kinds' roles
+        s = src.shape[1]
+        whole = weights["decoder_self"]  # per layer (H, S + T, S + T)
+        weights = {"encoder": [w[:, :s, :s] for w in whole], "decoder_self": [w[:, s:, s:] for w in whole],
+                   "cross": [w[:, s:, :s] for w in whole]}
     return AttentionMaps(pieces(tokenizer, src[0].tolist(), "src"), pieces(tokenizer, tgt_in[0].tolist(), "tgt"),
                          weights, model.cfg.positions, position_bias(model, src.shape[1], tgt_in.shape[1]))
 
@@ -108,6 +120,8 @@ def attention_maps(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str,
 def position_bias(model: Seq2SeqTransformer, src_len: int, tgt_len: int) -> dict[str, Tensor] | None:
     """The logit bias a relative scheme adds in each stack's self-attention (ALiBi, T5), (H, T, T) per stack
     (the decoder's with later keys at -inf, as its mask has them); None for schemes without one."""
+    if model.cfg.one_stack:  # its bias spans source and target; the page shows the attention alone
+        return None
     stacks = {"encoder": (model.encoder_positions, src_len), "decoder_self": (model.decoder_positions, tgt_len)}
     out = {}
     for kind, (module, n) in stacks.items():
@@ -153,12 +167,7 @@ def trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg: Dec
         steps.append(TraceStep(t + 1, tokenizer.id_to_piece(token), token, float(p_raw[token]), top(p_raw),
                                top(p_after)))
 
-    memory = model.encode(src, pad)
-    limits = max_new_tokens(cfg, pad, model.cfg.max_positions)  # generate's own limit
-    cache = model.start_cache(memory, pad, capacity=int(limits.max()) + 1, src_ids=src)
-    sample_or_greedy(model_step(model), cache, ids=model.cfg, max_new=limits,
-                     processors=build_processors(cfg, model.cfg), keys=None, seed=cfg.seed,
-                     force_eos=cfg.force_eos or None, on_step=record)
+    generate(model, src, pad, cfg, on_step=record)  # generate's own setup: limits, prompts, processors
     return steps
 
 
@@ -200,12 +209,7 @@ def beam_trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg
                                   tokenizer.id_to_piece(int(cand.seq[row, slot, t + 1])),
                                   float(cand.scores[row, slot]), fate))
 
-    memory = model.encode(src, pad)
-    limits = max_new_tokens(cfg, pad, model.cfg.max_positions)
-    cache = model.start_cache(memory, pad, capacity=int(limits.max()) + 1, src_ids=src)
-    plain_beam_search(model, model_step(model), cache, cfg, pad, ids=model.cfg, max_new=limits, num_beams=k,
-                      length_penalty=length_penalty(cfg), early_stopping=cfg.early_stopping,
-                      processors=build_processors(cfg, model.cfg), force_eos=cfg.force_eos or None, on_step=record)
+    generate(model, src, pad, cfg, on_step=record)
     return nodes
 
 

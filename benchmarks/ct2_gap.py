@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from seqlab.analysis.speed import BenchConfig, decode_sources
+from seqlab.bench.speed import BenchConfig, decode_sources
 from seqlab.checkpoint import load_for_inference
 from seqlab.data import DataConfig, load_split
 from seqlab.decoding import DecodingConfig, generate

@@ -16,7 +16,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from seqlab.analysis.speed import BenchConfig
+from seqlab.bench.speed import BenchConfig
 from seqlab.hardware import best_ms, cpu_description
 from seqlab.memory import keep_freed_memory
 from seqlab.model import Seq2SeqTransformer

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from seqlab.analysis.speed import BenchConfig, bench_optimizer, random_batch, run_train_step, seqlab_train_step
+from seqlab.bench.speed import BenchConfig, bench_optimizer, random_batch, run_train_step, seqlab_train_step
 from seqlab.hardware import best_ms, cpu_description
 from seqlab.memory import keep_freed_memory
 from seqlab.model import Seq2SeqTransformer

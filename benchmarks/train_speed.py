@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from seqlab.analysis.speed import bench_optimizer, run_train_step, seqlab_train_step
+from seqlab.bench.speed import bench_optimizer, run_train_step, seqlab_train_step
 from seqlab.checkpoint import load_for_inference
 from seqlab.data import DataConfig
 from seqlab.data.datamodule import Batch, Seq2SeqDataModule

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pipelines.core import trained_then_decoded
 from pipelines.tables import commit_of, table
-from seqlab.analysis.bench_result import ENGINES, BenchResult
+from seqlab.bench.result import ENGINES, BenchResult
 from seqlab.hardware import bf16_flags
 from seqlab.pipeline.core import Pipeline, Stage, Table
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pipelines.bench import bench_records, side_heading
 from pipelines.tables import table
-from seqlab.analysis.bench_families import from_dict
+from seqlab.bench.families import from_dict
 from seqlab.pipeline.core import Pipeline, Stage, Table
 
 DOC = "docs/performance.md"

@@ -14,7 +14,7 @@ from pathlib import Path
 from pipelines.bench import bench_records, measures, positions_table
 from pipelines.bench_levers import heading, levers_table
 from pipelines.tables import commit_of, table
-from seqlab.analysis.bench_result import BenchResult
+from seqlab.bench.result import BenchResult
 from seqlab.pipeline.core import Pipeline, Stage, Table
 
 DOC = "docs/performance.md"
@@ -28,7 +28,7 @@ TOP = 5
 
 def profile_summary(text: str) -> tuple[float, float, list[tuple[str, float]]]:
     """(host ms, device ms, the TOP operators by device self time with their share in %) from a
-    torch.profiler table (`seqlab.analysis.speed.profile_table`); a CPU's table has no device: nan, and the
+    torch.profiler table (`seqlab.bench.speed.profile_table`); a CPU's table has no device: nan, and the
     operators by host time."""
     host = total_ms(text, "CPU")
     device = total_ms(text, "CUDA") if "Self CUDA time total" in text else float("nan")

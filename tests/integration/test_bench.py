@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from seqlab.analysis.bench import run_bench
-from seqlab.analysis.bench_result import DECODINGS, BenchResult
-from seqlab.analysis.speed import BenchConfig, train_flops
 from seqlab.app.configs import plain, typed
+from seqlab.bench.result import DECODINGS, BenchResult
+from seqlab.bench.run import run_bench
+from seqlab.bench.speed import BenchConfig, train_flops
 from seqlab.hardware import QUIET_CORES, CpuClock, busy_warning, cores_busy_s
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def test_train_flops_count_every_product_of_a_real_training_step():
 
     from torch.utils.flop_counter import FlopCounterMode
 
-    from seqlab.analysis.speed import random_batch, seqlab_train_step
+    from seqlab.bench.speed import random_batch, seqlab_train_step
     from seqlab.model import Seq2SeqTransformer
 
     cfg = BenchConfig(d_model=64, n_heads=2, layers=2, d_ff=256, vocab=500, batch=4, seq_len=16)
@@ -200,8 +200,8 @@ def test_trained_checkpoints_decode_their_test_sentences_against_the_first(smoke
     of another corpus is refused naming it."""
     import torch
 
-    from seqlab.analysis.bench_checkpoints import checkpoint_bench, from_dict, to_dict
-    from seqlab.analysis.speed import BenchConfig
+    from seqlab.bench.checkpoints import checkpoint_bench, from_dict, to_dict
+    from seqlab.bench.speed import BenchConfig
     from seqlab.config import ConfigError
 
     cfg = BenchConfig(decode_sources=6, decode_repeats=1)
@@ -222,7 +222,7 @@ def test_levers_bench_times_each_lever_keeps_the_loss_and_renders(tmp_path):
     """`seqlab bench levers=true` on this CPU: every lever, both together and HF timed; each lever's first-batch
     loss the plain step's up to rounding; the pipeline's table reads the record."""
     from pipelines.bench_levers import levers_table
-    from seqlab.analysis.bench_levers import LEVERS, lever_bench, to_dict
+    from seqlab.bench.levers import LEVERS, lever_bench, to_dict
 
     precision, rows, profiles = lever_bench(replace(TINY, train_steps=2, warmup_steps=1, train_repeats=1), profile=True)
     timed = [n for n, (*_, bf16) in LEVERS.items() if precision == "bf16-mixed" or not bf16]

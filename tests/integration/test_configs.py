@@ -7,10 +7,10 @@ from dataclasses import fields, replace
 import pytest
 from omegaconf import OmegaConf
 
-from seqlab.analysis.speed import BenchConfig
 from seqlab.app.configs import plain, train_spec, typed
 from seqlab.app.infer import InferenceSettings, TranslateSettings
 from seqlab.app.store import defaults
+from seqlab.bench.speed import BenchConfig
 from seqlab.data import DataConfig
 from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig

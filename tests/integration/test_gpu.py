@@ -25,7 +25,7 @@ def smoke_training(make_cfg, tmp_path, trainer: str, precision: str, *extra: str
 
 
 def test_bench_runs_both_toolkits_on_the_gpu():
-    from seqlab.analysis.bench import run_bench
+    from seqlab.bench.run import run_bench
 
     from .test_bench import TINY
 

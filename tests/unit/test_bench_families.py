@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from seqlab.analysis import bench_families  # noqa: E402
-from seqlab.analysis.speed import BenchConfig  # noqa: E402
+from seqlab.bench import families as bench_families  # noqa: E402
+from seqlab.bench.speed import BenchConfig  # noqa: E402
 
 
 def test_every_family_shape_decodes_alike_in_every_engine(monkeypatch):
@@ -36,7 +36,7 @@ def test_every_family_shape_decodes_alike_in_every_engine(monkeypatch):
 
 def test_the_causal_lm_bench_decodes_as_generate_does():
     """seqlab's right-padded batch against generate's left-padded one, at shrunken GPT-2 and Llama shapes."""
-    from seqlab.analysis import bench_causal
+    from seqlab.bench import causal as bench_causal
 
     small = {"gpt2": ("gpt2", dict(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1,
                                    eos_token_id=2)),

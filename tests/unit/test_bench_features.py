@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from seqlab.analysis.bench_features import feature_bench, from_dict, to_dict
-from seqlab.analysis.speed import BenchConfig
+from seqlab.bench.features import feature_bench, from_dict, to_dict
+from seqlab.bench.speed import BenchConfig
 
 
 def test_every_feature_is_timed_against_its_plain_search():

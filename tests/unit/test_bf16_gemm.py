@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import seqlab.bf16_gemm as bg
-from seqlab.analysis.speed import bench_optimizer, run_train_step, seqlab_train_step
+from seqlab.bench.speed import bench_optimizer, run_train_step, seqlab_train_step
 from seqlab.bf16_gemm import GEMMS, Bf16GemmsInFp32, bf16_autocast, bf16_gemms
 from seqlab.decoding import precision_context
 from seqlab.model import ModelConfig, Seq2SeqTransformer

@@ -1,14 +1,14 @@
 """`make bench`: seqlab against Hugging Face MarianMTModel, same shapes, batches and precision
-(seqlab.analysis.bench measures; this command writes the JSON and prints the table).
+(seqlab.bench.run measures; this command writes the JSON and prints the table).
 
 seqlab bench [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [positions=true] [profile=true] [bench.batch=64 ...]
-seqlab bench families=true: decoding at t5-small's, bart-base's and opus-mt's shapes (analysis.bench_families)
-seqlab bench language_models=true: causal LMs at GPT-2 small's and SmolLM-135M's shapes (analysis.bench_causal)
+seqlab bench families=true: decoding at t5-small's, bart-base's and opus-mt's shapes (bench.families)
+seqlab bench language_models=true: causal LMs at GPT-2 small's and SmolLM-135M's shapes (bench.causal)
 seqlab bench features=true: ensembles, the coverage penalty and contrastive search against the plain searches
-(analysis.bench_features)
+(bench.features)
 seqlab bench levers=true: each training lever (fused loss, compiled layers) against the plain step and HF
-(analysis.bench_levers)
-seqlab bench checkpoints=[A,B,...]: trained checkpoints decoding their test sentences (analysis.bench_checkpoints)
+(bench.levers)
+seqlab bench checkpoints=[A,B,...]: trained checkpoints decoding their test sentences (bench.checkpoints)
 """
 
 from __future__ import annotations
@@ -21,19 +21,19 @@ import hydra
 import torch
 from omegaconf import DictConfig
 
-from seqlab.analysis.bench import run_bench
-from seqlab.analysis.bench_causal import causal_bench
-from seqlab.analysis.bench_checkpoints import checkpoint_bench
-from seqlab.analysis.bench_checkpoints import to_dict as checkpoints_dict
-from seqlab.analysis.bench_families import family_bench, to_dict
-from seqlab.analysis.bench_features import feature_bench
-from seqlab.analysis.bench_features import to_dict as features_dict
-from seqlab.analysis.bench_levers import lever_bench
-from seqlab.analysis.bench_levers import to_dict as levers_dict
-from seqlab.analysis.speed import BenchConfig
 from seqlab.app.cli import reraise
 from seqlab.app.configs import plain, typed
 from seqlab.app.store import CONF_DIR
+from seqlab.bench.causal import causal_bench
+from seqlab.bench.checkpoints import checkpoint_bench
+from seqlab.bench.checkpoints import to_dict as checkpoints_dict
+from seqlab.bench.families import family_bench, to_dict
+from seqlab.bench.features import feature_bench
+from seqlab.bench.features import to_dict as features_dict
+from seqlab.bench.levers import lever_bench
+from seqlab.bench.levers import to_dict as levers_dict
+from seqlab.bench.run import run_bench
+from seqlab.bench.speed import BenchConfig
 from seqlab.config import resolve_device
 from seqlab.hardware import CpuClock, cpu_description
 from seqlab.io import atomic_write_text

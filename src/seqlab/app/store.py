@@ -15,8 +15,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from seqlab.analysis.speed import BenchConfig
 from seqlab.app.infer import InferenceSettings, TranslateSettings
+from seqlab.bench.speed import BenchConfig
 from seqlab.data import DataConfig
 from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig

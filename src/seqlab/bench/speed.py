@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from seqlab.analysis.bench_result import Throughput
+from seqlab.bench.result import Throughput
 from seqlab.bf16_gemm import bf16_gemms
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 from seqlab.data.sequences import pad_right

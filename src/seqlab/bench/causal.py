@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from seqlab.analysis.bench_families import DECODINGS, FamilyTiming, random_sources, timed_seqlab, until_eos
-from seqlab.analysis.speed import BenchConfig
+from seqlab.bench.families import DECODINGS, FamilyTiming, random_sources, timed_seqlab, until_eos
+from seqlab.bench.speed import BenchConfig
 from seqlab.decoding import DecodingConfig
 from seqlab.hardware import best_of
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from seqlab.analysis.speed import BenchConfig, decode_sources
+from seqlab.bench.speed import BenchConfig, decode_sources
 from seqlab.decoding import DecodingConfig, generate
 from seqlab.decoding.ensemble import Ensemble
 from seqlab.hardware import best_of

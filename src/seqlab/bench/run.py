@@ -1,5 +1,5 @@
 """`seqlab bench`'s measurement: seqlab against Hugging Face MarianMTModel with identical weights, batches,
-threads and precision, and seqlab's other engines and CTranslate2 beside them (seqlab.analysis.speed has
+threads and precision, and seqlab's other engines and CTranslate2 beside them (seqlab.bench.speed has
 the single measurements, bench_result the typed result).
 
 Every time is the fastest of its repeats, the sides alternating within each repeat (`hardware.best_of`).
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from seqlab.analysis.bench_result import (
+from seqlab.bench.result import (
     BenchResult,
     DecodeComparison,
     EngineRun,
@@ -26,7 +26,7 @@ from seqlab.analysis.bench_result import (
     Throughput,
     TrainComparison,
 )
-from seqlab.analysis.speed import (
+from seqlab.bench.speed import (
     BenchConfig,
     bench_optimizer,
     ct2_decode,

@@ -11,7 +11,7 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from seqlab.analysis.speed import BenchConfig
+from seqlab.bench.speed import BenchConfig
 from seqlab.checkpoint import load_for_inference, resolve
 from seqlab.config import ConfigError
 from seqlab.data import DataConfig

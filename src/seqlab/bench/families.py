@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from seqlab.analysis.speed import BenchConfig
+from seqlab.bench.speed import BenchConfig
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate
 from seqlab.hardware import best_of

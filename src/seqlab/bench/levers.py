@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from seqlab.analysis.speed import (
+from seqlab.bench.speed import (
     BenchConfig,
     bench_optimizer,
     hf_train_step,

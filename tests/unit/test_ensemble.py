@@ -11,7 +11,8 @@ import torch
 from seqlab.config import ConfigError
 from seqlab.constants import SpecialIds
 from seqlab.decoding import DecodingConfig, generate
-from seqlab.decoding.ensemble import Ensemble, check_members, combine, ensemble_label
+from seqlab.decoding.ensemble import Ensemble, check_members, combine
+from seqlab.decoding.labels import run_label
 from seqlab.decoding.processors import SuppressTokens
 from seqlab.decoding.search import LengthPenalty, beam_search, sample_or_greedy
 from seqlab.model import Seq2SeqTransformer
@@ -134,5 +135,6 @@ def test_refusals_and_labels():
         check_members(DecodingConfig(method="contrastive", penalty_alpha=0.5, top_k=3), "seqlab", "translate")
     with pytest.raises(ConfigError, match="ensemble_rule='vote'"):
         Ensemble([trained_toy_model(steps=1)], "vote")  # type: ignore[arg-type]
-    assert (ensemble_label(0, "mean_prob"), ensemble_label(2, "mean_prob"), ensemble_label(1, "mean_logprob")) == \
+    assert tuple(run_label("", "fp32", "seqlab", extra, rule)
+                 for extra, rule in ((0, "mean_prob"), (2, "mean_prob"), (1, "mean_logprob"))) == \
         ("", "_ens3", "_ens2_meanlp")

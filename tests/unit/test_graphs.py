@@ -141,7 +141,8 @@ def test_every_imported_family_decodes_with_the_static_step_as_transformers_does
 
 
 def test_the_graphs_engine_is_checked_before_loading_and_labelled():
-    from seqlab.engines.choice import check_engine, run_label
+    from seqlab.decoding.labels import run_label
+    from seqlab.engines.choice import check_engine
 
     for precision in ("fp32", "bf16"):
         check_engine("eval", "seqlab_graphs", precision, DecodingConfig())

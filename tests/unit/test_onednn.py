@@ -9,7 +9,8 @@ from torch import nn
 
 from seqlab.config import ConfigError
 from seqlab.decoding import DecodingConfig, generate
-from seqlab.engines.choice import check_engine, run_label
+from seqlab.decoding.labels import run_label
+from seqlab.engines.choice import check_engine
 from seqlab.model.onednn import PackedLinear, onednn_available, onednn_linears
 
 from ..helpers import toy_batch, trained_toy_model

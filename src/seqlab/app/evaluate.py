@@ -24,9 +24,9 @@ from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError
 from seqlab.data import CorpusConfig, DataConfig, Example
 from seqlab.decoding import DecodingConfig
-from seqlab.decoding.ensemble import Ensemble, ensemble_label
+from seqlab.decoding.ensemble import Ensemble
+from seqlab.decoding.labels import run_label
 from seqlab.decoding.mbr import check_task
-from seqlab.engines.choice import run_label
 from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.inference.inspection import alignment_images
 from seqlab.inference.testset import TestSet
@@ -100,8 +100,8 @@ def setting_label(cfg: DictConfig, engine: str) -> tuple[InferenceRequest | None
     try:
         request = InferenceRequest.from_cfg(cfg, "eval", engine=engine)
     except ConfigError as err:
-        raw = (run_label(str(cfg.decoding.get("name") or cfg.decoding.get("method")), str(cfg.precision), engine)
-               + ensemble_label(len(cfg.get("ensemble") or ()), str(cfg.get("ensemble_rule"))))
+        raw = run_label(str(cfg.decoding.get("name") or cfg.decoding.get("method")), str(cfg.precision), engine,
+                        len(cfg.get("ensemble") or ()), str(cfg.get("ensemble_rule")))
         return None, raw, err
     return request, request.label, None
 

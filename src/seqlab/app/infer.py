@@ -20,10 +20,11 @@ from seqlab.checkpoint import AnyTokenizer, CheckpointInfo, load_for_inference, 
 from seqlab.config import ConfigError, check_choice, check_types, resolve_device, typed
 from seqlab.data.prompting import Templated, check_template
 from seqlab.decoding import DecodingConfig
-from seqlab.decoding.ensemble import Combination, Ensemble, check_members, ensemble_label
+from seqlab.decoding.ensemble import Combination, Ensemble, check_members
 from seqlab.decoding.generate import DecodePrecision
+from seqlab.decoding.labels import run_label
 from seqlab.decoding.mbr import check_task
-from seqlab.engines.choice import Engine, check_engine, choose_engine, make_engine, run_label
+from seqlab.engines.choice import Engine, check_engine, choose_engine, make_engine
 from seqlab.inference.text import Format
 from seqlab.model import Seq2SeqTransformer
 
@@ -147,9 +148,8 @@ class InferenceRequest:
         record keeps), the target language when one is asked for, the precision and engine, and the
         ensemble's size and rule (docs/reliability.md, "Compatibility")."""
         decoding = "checkpoint" if self.from_checkpoint else self.decoding.label
-        target = f"_{self.languages[1]}" if self.languages[1] else ""
-        return (run_label(decoding + target, self.precision, self.engine)
-                + ensemble_label(len(self.ensemble), self.ensemble_rule))
+        return run_label(decoding, self.precision, self.engine, len(self.ensemble), self.ensemble_rule,
+                         self.languages[1])
 
 
 @dataclass

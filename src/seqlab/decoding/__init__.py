@@ -7,9 +7,8 @@ from seqlab.decoding.generate import (
     check_precision,
     generate,
     precision_context,
-    precision_label,
 )
 from seqlab.decoding.scoring import score
 
 __all__ = ["DecodingConfig", "GenerateOutput", "build_processors", "check_precision", "generate", "precision_context",
-           "precision_label", "score"]
+           "score"]

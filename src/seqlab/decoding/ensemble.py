@@ -111,13 +111,6 @@ class Ensemble(nn.Module):
                         for m in self.members], self.rule, owned=True)
 
 
-def ensemble_label(extra: int, rule: Combination) -> str:
-    """What a run label gains for an ensemble of 1 + `extra` models: _ens3, or _ens3_meanlp (OpenNMT-py's rule)."""
-    if not extra:
-        return ""
-    return f"_ens{extra + 1}" + ("_meanlp" if rule == "mean_logprob" else "")
-
-
 def check_members(decoding: DecodingConfig, engine: str, owner: str) -> None:
     """Fail, naming the key, on what an ensemble cannot decode with."""
     if engine in ("ctranslate2", "seqlab_graphs"):  # CTranslate2's model, or one model's captured step

@@ -48,11 +48,6 @@ def precision_context(precision: str, device: torch.device | str) -> AbstractCon
     return bf16_autocast(torch.device(device).type, precision == "bf16")
 
 
-def precision_label(label: str, precision: str) -> str:
-    """A setting's label with its precision when not fp32 (e.g. beam5_lp1_bf16)."""
-    return label if precision == "fp32" else f"{label}_{precision}"
-
-
 def max_new_tokens(cfg: DecodingConfig, src_pad_mask: Tensor, max_positions: int) -> Tensor:
     """(B,) generation limit per example: max_length, or floor(a * src_len + b); < max_positions."""
     src_len = (~src_pad_mask).sum(dim=1)
@@ -197,5 +192,4 @@ def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, c
                           result.lengths)
 
 
-__all__ = ["GenerateOutput", "build_processors", "check_precision", "generate", "precision_context",
-           "precision_label"]
+__all__ = ["GenerateOutput", "build_processors", "check_precision", "generate", "precision_context"]

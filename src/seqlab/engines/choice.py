@@ -25,7 +25,7 @@ from torch import Tensor
 
 from seqlab.config import ConfigError, check_choice
 from seqlab.data.tokenizer import Tokenizer
-from seqlab.decoding import DecodingConfig, GenerateOutput, generate, precision_context, precision_label
+from seqlab.decoding import DecodingConfig, GenerateOutput, generate, precision_context
 from seqlab.decoding.graphs import check_graphable
 from seqlab.engines.ct2 import CT2Engine, check_decodable
 from seqlab.hardware import cpu_model
@@ -38,7 +38,6 @@ from seqlab.model.quantize import dynamic_int8
 # auto: the fastest of seqlab and seqlab_onednn on this machine (choose_engine)
 # seqlab_graphs: seqlab's search with the decoder step as a CUDA graph (decoding.graphs)
 Engine = Literal["auto", "seqlab", "seqlab_onednn", "seqlab_graphs", "ctranslate2"]
-LABEL_SUFFIX = {"seqlab": "", "seqlab_onednn": "_onednn", "seqlab_graphs": "_graphs", "ctranslate2": "_ct2"}
 # precision -> (CTranslate2 weight quantization at export, compute_type)
 CT2_PRECISION = {"fp32": (None, "float32"), "bf16": (None, "bfloat16"), "int8": ("int8", "int8")}
 
@@ -101,13 +100,6 @@ def choose_engine(precision: str, device: str, cache_dir: Path | None) -> Engine
     where = f"probe of {cached[key]['date']}" + (f", cached in {path}" if path is not None else "")
     return EngineChoice(engine, f"oneDNN's packed products {speedup:.2f}x MKL's at decoding shapes ({where}); "
                                 f"oneDNN is taken at {AUTO_MARGIN}x or more")
-
-
-def run_label(label: str, precision: str, engine: str) -> str:
-    """A setting's label with its precision when not fp32 and its engine when not seqlab's
-    (e.g. beam5_lp1_int8_ct2, beam5_lp1_onednn). An unknown engine gets a label too: it fails later, by
-    name, once its result folder exists to record the failure."""
-    return precision_label(label, precision) + LABEL_SUFFIX.get(engine, f"_{engine}")
 
 
 class VariantEngine:

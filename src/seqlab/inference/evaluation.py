@@ -18,9 +18,10 @@ import torch
 from seqlab.data.corpora import Example
 from seqlab.data.sequences import pad_right, truncate
 from seqlab.data.tokenizer import Tokenizer
-from seqlab.decoding import DecodingConfig, generate, precision_context, precision_label, score
+from seqlab.decoding import DecodingConfig, generate, precision_context, score
 from seqlab.decoding.constraints import check_constraints
 from seqlab.decoding.generate import max_new_tokens
+from seqlab.decoding.labels import run_label
 from seqlab.decoding.mbr import MBRChoice, choose, ranked_distinct
 from seqlab.inference.constraints import met, reference_words
 from seqlab.metrics import (
@@ -223,7 +224,7 @@ def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence
              cfg: DecodingConfig, settings: EvalSettings, engine: Any = None) -> tuple[list[Record], dict[str, Any]]:
     """Decode `examples`, score references, and return per-example records and corpus metrics.
     engine: None for seqlab's search, or a CTranslate2 engine (engines.choice)."""
-    progress = Progress(len(examples), f"decoding {precision_label(cfg.label, settings.precision)}")
+    progress = Progress(len(examples), f"decoding {run_label(cfg.label, settings.precision)}")
     # fairseq's --prefix-size: the first tokens of each reference are forced, the model goes on from there
     prefixes = prefix_ids(tokenizer, [e.target for e in examples], cfg.prefix_size) if cfg.prefix_size else None
     # Post & Vilar 2018's setting: words of each reference as the constraints of its source

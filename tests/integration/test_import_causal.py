@@ -120,3 +120,19 @@ def test_a_prompt_template_asks_the_task_as_gpt2s_tldr_does(tmp_path, make_cfg):
     with pytest.raises(ConfigError, match="translate.prompt_template='TL;DR:' must hold {source} exactly once"):
         run_translate(make_cfg("translate", [f"ckpt={ckpt}", "prompt_template='TL;DR:'"]),
                       stdin=io.StringIO("a\n"), stdout=io.StringIO())
+
+
+def test_several_end_tokens_are_refused_and_the_generation_configs_one_wins(tmp_path, capsys):
+    """generation_config.json's eos_token_id wins over config.json's, as in `generate`; a list of several (Llama
+    3's) is refused naming the key, since seqlab's searches end at one."""
+    import json
+
+    path, _ = family_folder("gpt2", tmp_path)
+    settings = json.loads((path / "generation_config.json").read_text())
+    (path / "generation_config.json").write_text(json.dumps({**settings, "eos_token_id": [settings["eos_token_id"],
+                                                                                          7]}))
+    assert main(["--hf", str(path), "--out", str(tmp_path / "x.ckpt")]) == 2
+    assert "eos_token_id=[0, 7] lists 2 end tokens" in capsys.readouterr().err
+    (path / "generation_config.json").write_text(json.dumps({**settings, "eos_token_id": [7]}))
+    assert main(["--hf", str(path), "--out", str(tmp_path / "y.ckpt")]) == 0
+    assert load_for_inference(tmp_path / "y.ckpt")[0].cfg.eos_id == 7

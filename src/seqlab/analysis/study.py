@@ -75,6 +75,13 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "no_bias": ("model.bias=false",),
     "modern": ("model.norm=rmsnorm", "model.activation=silu", "model.gated_ffn=true", "model.d_ff=683",
                "model.bias=false", "model.norm_position=pre", "model.positions=rope"),
+    # the architecture question (Raffel et al. 2020; Zhang et al. 2022; Gao et al. 2022): one stack of 6 layers over
+    # source, BOS and target at the 3+3 model's parameter count (d_ff 1,281: 7,577,606 against 7,577,600), the
+    # loss on the target; decoder-only attends causally, the prefix LM's source part to all of itself
+    "decoder_only": ("model.architecture=decoder_only", "model.encoder_layers=0", "model.decoder_layers=6",
+                     "model.d_ff=1281"),
+    "prefix_lm": ("model.architecture=prefix_lm", "model.encoder_layers=0", "model.decoder_layers=6",
+                  "model.d_ff=1281"),
     # the trained recipe's budget comes from this run's validation curve (curve_budget)
     "curve": ("trainer.max_steps=6300",),
 }
@@ -99,6 +106,7 @@ VARIANT_DESCRIPTIONS = {
     "sinusoidal_noscale": "sinusoidal, embeddings unscaled",
     "rmsnorm": "RMSNorm", "swiglu": "SwiGLU, d_ff 683", "no_bias": "no biases",
     "modern": "pre-RMSNorm, SwiGLU, no biases, RoPE",
+    "decoder_only": "decoder-only LM, 6 layers", "prefix_lm": "prefix LM, 6 layers",
 }
 # the grid (`seqlab study --grid`, `make sweep-arch`): every combination of these
 GRID: dict[str, tuple[str, ...]] = {"model.norm_position": ("pre", "post"),

@@ -177,6 +177,19 @@ QUESTIONS: dict[str, Question] = {
                       "few changes improve on the original across tasks", ("baseline", "modern"),
                       ("equivalent", "worse"), ("better",))),
         recipes=("trained",)),
+    # judged on quality here; decoding speed against the baseline is measured apart on a quiet machine
+    "architecture": Question(
+        "Encoder-decoder, decoder-only LM or prefix LM, at equal parameters",
+        ["baseline", "decoder_only", "prefix_lm"], [("baseline", "decoder_only"), ("baseline", "prefix_lm")],
+        claims=(Claim("A prefix LM matches the encoder-decoder at equal parameters", "Raffel et al. 2020",
+                      "EnDe BLEU 26.28 (prefix LM) vs 26.27 (encoder-decoder), LM objective, Table 2",
+                      *_better(("baseline", "prefix_lm"))),
+                Claim("A decoder-only LM trails the encoder-decoder at equal parameters", "Raffel et al. 2020",
+                      "EnDe BLEU 25.23 (LM) vs 26.27, Table 2", ("baseline", "decoder_only"), ("worse",),
+                      ("equivalent", "better")),
+                Claim("A concatenated-input decoder-only LM is on par with the encoder-decoder", "Gao et al. 2022",
+                      "on par in BLEU on supervised MT", *_better(("baseline", "decoder_only")))),
+        by_length=True, recipes=("trained",)),
 }
 STUDY = ("norm_warmup", "tying", "positions")  # `seqlab study all`: the design questions
 

@@ -38,6 +38,19 @@ def decoding_defaults(folder: Path, config: dict[str, Any]) -> DecodingConfig:
         raise InteropError(f"{path}: a generation setting seqlab cannot reproduce ({err})") from None
 
 
+def end_token(folder: Path, config: dict[str, Any], eos: int) -> int:
+    """The id generation ends at: generation_config.json's `eos_token_id` where it has one (it wins over
+    config.json's, as in `generate`), else the model's. seqlab ends at one id: a list of several is refused."""
+    path = folder / "generation_config.json"
+    given = read_json(path).get("eos_token_id") if path.is_file() else config.get("eos_token_id")
+    ids = sorted({int(i) for i in given}) if isinstance(given, list) else ([int(given)] if given is not None else [])
+    if len(ids) > 1:
+        raise InteropError(f"{path if path.is_file() else folder / 'config.json'}: eos_token_id={given} lists "
+                           f"{len(ids)} end tokens; seqlab's searches end at one (model.eos_id), so this model's "
+                           "outputs would run past the others: keep one of them there")
+    return ids[0] if ids else eos
+
+
 def import_hf(source: str | Path, task_prefix: str | None = None, src_lang: str | None = None,
               tgt_lang: str | None = None) -> dict[str, Any]:
     """The checkpoint dict (weights + seqlab description) of a Hugging Face encoder-decoder folder."""
@@ -56,6 +69,7 @@ def import_hf(source: str | Path, task_prefix: str | None = None, src_lang: str 
             raise InteropError(f"{folder}: the tokenizer has {pieces} {side} pieces but the model only {rows} "
                                "embedding rows; the tokenizer belongs to another model")
     cfg = start_from(model, tokenizer).cfg  # mBART-cc25 starts from its target language's code
+    cfg = replace(cfg, eos_id=end_token(folder, config, cfg.eos_id))
     decoding = decoding_defaults(folder, config)
     forced = tokenizer.layout.forced_first
     if forced is not None and decoding.forced_bos_token_id is None:  # the target language's code comes first

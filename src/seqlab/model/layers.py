@@ -90,10 +90,14 @@ class MultiHeadAttention(nn.Module):
                 q, k = rotate(q, rotary), rotate(k, rotary)
             if cache is not None:
                 k, v = cache.append(k, v)  # (B, KV, T_past + T, Dh): the cache keeps the shared heads once
-        k, v = self.shared_heads(k), self.shared_heads(v)  # (B, H, S, Dh)
         b, h, t, dh = q.shape
         if self.recorder is not None:
-            self.recorder.append(attention_weights(q, k, attn_mask, is_causal, group, self.scale))
+            self.recorder.append(attention_weights(q, self.shared_heads(k), attn_mask, is_causal, group, self.scale))
+        shared = self.kv_heads != h and group == 1 and not is_causal  # grouped-query: fold, not copy, the heads
+        if shared:
+            q, attn_mask = fold_heads(q, attn_mask, self.kv_heads)  # (B, KV, H/KV * T, Dh)
+        else:
+            k, v = self.shared_heads(k), self.shared_heads(v)  # (B, H, S, Dh)
         if group > 1:  # one source's beams form one group of queries over its keys: (G, H, K*T, Dh)
             q = q.view(b // group, group, h, t, dh).transpose(1, 2).reshape(b // group, h, group * t, dh)
         p_drop = self.dropout if self.training else 0.0
@@ -106,8 +110,25 @@ class MultiHeadAttention(nn.Module):
                                                  scale=self.scale)
         if group > 1:
             out = out.view(b // group, h, group, t, dh).transpose(1, 2).reshape(b, h, t, dh)
+        if shared:
+            out = out.reshape(b, h, t, dh)  # (B, KV, H/KV * T, Dh) is (B, H, T, Dh) in memory order
         out = out.transpose(1, 2).reshape(b, t, h * dh)  # (B, T, d)
         return self.out_proj(out)
+
+
+def fold_heads(q: Tensor, mask: Tensor | None, kv_heads: int) -> tuple[Tensor, Tensor | None]:
+    """Grouped-query attention without copying keys and values: the H / KV query heads that share a key/value
+    head become one longer run of queries over it, (B, H, T, Dh) -> (B, KV, H/KV * T, Dh), query head j of
+    group i at rows j*T..j*T+T-1; the mask (B or 1, 1 or H, T, S) follows. The same numbers as repeating each
+    key/value head (Hugging Face's `repeat_kv`), read in place."""
+    b, h, t, dh = q.shape
+    g = h // kv_heads
+    q = q.reshape(b, kv_heads, g * t, dh)
+    if mask is None or (mask.shape[1] == 1 and mask.shape[2] == 1):
+        return q, mask  # broadcasts over every query row
+    if mask.shape[1] == 1:
+        return q, mask.repeat(1, 1, g, 1)  # (B, 1, g * T, S)
+    return q, mask.reshape(mask.shape[0], kv_heads, g * mask.shape[2], mask.shape[3])  # per head: (B, KV, g*T, S)
 
 
 def uses_math_attention(kernel: AttentionKernel, q: Tensor, queries: int) -> bool:

@@ -19,26 +19,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from seqlab.model.cache import DecoderCache, KVBuffer
+from seqlab.model.cache import DecoderCache
 from seqlab.model.config import ModelConfig
-from seqlab.model.layers import Embedder, FeedForward, MultiHeadAttention, Residual, make_norm
-from seqlab.model.positions import AttentionPositions, Rotary, make_relative
-from seqlab.model.transformer import initialize
-
-
-class StackLayer(nn.Module):
-    """Self-attention then feed-forward, each inside a residual block; the attention extends a cache."""
-
-    def __init__(self, cfg: ModelConfig) -> None:
-        super().__init__()
-        self.self_attn = MultiHeadAttention(cfg, cross=False)
-        self.self_attn_res = Residual(cfg)
-        self.ffn = FeedForward(cfg)
-        self.ffn_res = Residual(cfg)
-
-    def forward(self, x: Tensor, mask: Tensor, cache: KVBuffer | None, rotary: Rotary | None) -> Tensor:
-        x = self.self_attn_res(x, lambda h: self.self_attn(h, mask, cache=cache, rotary=rotary))
-        return self.ffn_res(x, self.ffn)
+from seqlab.model.layers import Embedder, make_norm
+from seqlab.model.positions import AttentionPositions, make_relative
+from seqlab.model.transformer import EncoderLayer, initialize
 
 
 def token_positions(valid: Tensor) -> Tensor:
@@ -79,7 +64,7 @@ class CausalTransformer(nn.Module):
         self.tgt_embed = Embedder(cfg, tokens)
         self.encoder_layers = nn.ModuleList()
         self.encoder_positions, self.encoder_norm, self.pointer = None, nn.Identity(), None
-        self.decoder_layers = nn.ModuleList(StackLayer(cfg) for _ in range(cfg.decoder_layers))
+        self.decoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.decoder_layers))
         self.decoder_positions = make_relative(cfg, causal=cfg.architecture == "decoder_only")
         self.decoder_norm = make_norm(cfg) if cfg.use_final_norm else nn.Identity()
         self.output_scale = d**-0.5 if cfg.rescale_output else None
@@ -117,7 +102,7 @@ class CausalTransformer(nn.Module):
         x = self.tgt_embed(ids, positions=new)
         buffers = cache.layers if cache is not None else [None] * len(self.decoder_layers)
         for layer, buffer in zip(self.decoder_layers, buffers, strict=True):
-            x = layer(x, mask, buffer, attention.rotary)
+            x = layer(x, mask, attention.rotary, buffer)
         return self.decoder_norm(x)
 
     def output_input(self, h: Tensor) -> Tensor:

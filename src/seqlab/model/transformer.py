@@ -23,7 +23,8 @@ from seqlab.model.positions import AttentionPositions, LearnedPositions, Rotary,
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each inside a residual block."""
+    """Self-attention then feed-forward, each inside a residual block (the encoder's layer, and a one-stack
+    model's, whose self-attention extends a cache: model.causal)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -32,8 +33,9 @@ class EncoderLayer(nn.Module):
         self.ffn = FeedForward(cfg)
         self.ffn_res = Residual(cfg)
 
-    def forward(self, x: Tensor, attn_mask: Tensor, rotary: Rotary | None = None) -> Tensor:
-        x = self.self_attn_res(x, lambda h: self.self_attn(h, attn_mask, rotary=rotary))
+    def forward(self, x: Tensor, attn_mask: Tensor, rotary: Rotary | None = None,
+                cache: KVBuffer | None = None) -> Tensor:
+        x = self.self_attn_res(x, lambda h: self.self_attn(h, attn_mask, cache=cache, rotary=rotary))
         return self.ffn_res(x, self.ffn)
 
 

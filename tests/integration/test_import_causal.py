@@ -4,6 +4,7 @@ built here in each family's own layout: `seqlab translate` continues each prompt
 
 from __future__ import annotations
 
+import importlib.util
 import io
 from pathlib import Path
 
@@ -95,6 +96,11 @@ def test_an_imported_causal_lm_continues_its_prompts_as_generate_does(family, tm
     cfg = make_cfg("translate", [f"ckpt={ckpt}", "decoding_from_checkpoint=true"])
     run_translate(cfg, stdin=io.StringIO("".join(p + "\n" for p in PROMPTS)), stdout=out)
     assert out.getvalue().split("\n")[:-1] == [e.replace("\n", " ") for e in expected]
+    if importlib.util.find_spec("ctranslate2") is not None:  # the same text from CTranslate2's Generator
+        out = io.StringIO()
+        cfg = make_cfg("translate", [f"ckpt={ckpt}", "decoding_from_checkpoint=true", "engine=ctranslate2"])
+        run_translate(cfg, stdin=io.StringIO("".join(p + "\n" for p in PROMPTS)), stdout=out)
+        assert out.getvalue().split("\n")[:-1] == [e.replace("\n", " ") for e in expected]
 
 
 def test_a_prompt_template_asks_the_task_as_gpt2s_tldr_does(tmp_path, make_cfg):

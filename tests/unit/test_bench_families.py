@@ -35,7 +35,8 @@ def test_every_family_shape_decodes_alike_in_every_engine(monkeypatch):
 
 
 def test_the_causal_lm_bench_decodes_as_generate_does():
-    """seqlab's right-padded batch against generate's left-padded one, at shrunken GPT-2 and Llama shapes."""
+    """seqlab's right-padded batch against generate's left-padded one, and CTranslate2's Generator's greedy
+    outputs, at shrunken GPT-2 and Llama shapes."""
     from seqlab.bench import causal as bench_causal
 
     small = {"gpt2": ("gpt2", dict(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1,
@@ -47,3 +48,5 @@ def test_the_causal_lm_bench_decodes_as_generate_does():
                                      shapes=small)
     assert [(r.shape, r.decoding) for r in rows] == [(s, d) for s in small for d, _ in bench_families.DECODINGS]
     assert all(r.equal_hf == r.sources == 5 for r in rows), rows
+    greedy = [r for r in rows if r.decoding == "greedy"]  # CTranslate2's Generator, where installed
+    assert all(r.equal_ct2 in (None, r.sources) and (r.ct2_s is None) == (r.equal_ct2 is None) for r in greedy), rows

@@ -125,8 +125,9 @@ def test_impossible_combinations_name_the_key():
 
 
 def test_seqlabs_engines_decode_a_one_stack_model_and_what_cannot_is_refused(tmp_path):
-    """oneDNN's packed fp32 products give the same outputs, int8 linear layers run; the CUDA-graph step, the
-    CTranslate2 export and a coverage penalty (which sums cross-attention) are refused by name."""
+    """oneDNN's packed fp32 products give the same outputs, int8 linear layers run; the CUDA-graph step, a
+    prefix LM's CTranslate2 export (its Generator is causal) and a coverage penalty (which sums
+    cross-attention) are refused by name."""
     from seqlab.decoding.graphs import check_graphable
     from seqlab.interop.ct2 import check_exportable
     from seqlab.interop.hf import InteropError
@@ -143,7 +144,7 @@ def test_seqlabs_engines_decode_a_one_stack_model_and_what_cannot_is_refused(tmp
     assert generate(dynamic_int8(model), src, pad, cfg).sequences.shape[0] == 3
     with pytest.raises(ConfigError, match="one-stack model's step"):
         check_graphable(model)
-    with pytest.raises(InteropError, match="model.architecture=decoder_only"):
-        check_exportable(model.cfg)
+    with pytest.raises(InteropError, match="model.architecture=prefix_lm: CTranslate2's decoder-only model"):
+        check_exportable(model_of("prefix_lm").cfg)
     with pytest.raises(ConfigError, match="decoding.coverage_penalty=wu sums cross-attention"):
         generate(model, src, pad, DecodingConfig(method="beam", num_beams=3, coverage_penalty="wu", coverage_beta=0.2))

@@ -165,3 +165,33 @@ def test_ter_and_chrfpp_paired_tests_equal_sacrebleus_and_ter_improves_downwards
     assert iv.score == pytest.approx(TER().corpus_score(systems[0].hypotheses, systems[0].references).score)
     table = significance_table(report, systems)
     assert "ter: lower is better" in table and "bleu" not in table
+
+
+def test_remembered_statistics_give_sacrebleus_own_paired_test_numbers(files: dict[str, Path]) -> None:
+    """A page tests one baseline against many systems, so each system's statistics are extracted once per
+    process; the second, remembered comparison gives exactly what sacreBLEU's PairedTest gives afresh."""
+    from sacrebleu.metrics import CHRF
+    from sacrebleu.significance import PairedTest
+
+    from seqlab.metrics.significance import _segment_statistics, sacrebleu_seed
+
+    systems = from_text_files([files["ref"]], [files["base"], files["better"]])
+    _segment_statistics.cache_clear()
+    first = compare(systems, n_ar=200, metrics=("bleu", "chrf"))
+    again = compare(systems, n_ar=200, metrics=("bleu", "chrf"))
+    assert _segment_statistics.cache_info().hits >= 4  # both systems, both metrics, the second time
+    named = [(s.name, s.hypotheses) for s in systems]
+    with sacrebleu_seed(12345):
+        _, bs = PairedTest(named, {"bleu": BLEU(), "chrf": CHRF()}, systems[0].references, test_type="bs",
+                           n_samples=1000)()
+        _, ar = PairedTest(named, {"bleu": BLEU(), "chrf": CHRF()}, systems[0].references, test_type="ar",
+                           n_samples=200)()
+    for report in (first, again):
+        by_metric = {c.metric: c for c in report.comparisons}
+        for metric, key in (("bleu", "BLEU"), ("chrf", "chrF2")):
+            assert by_metric[metric].p_bootstrap == bs[key][1].p_value
+            assert by_metric[metric].p_ar == ar[key][1].p_value
+            for i, s in enumerate(systems):
+                iv = report.intervals[s.name][metric]
+                assert (iv.score, iv.low, iv.high) == (bs[key][i].score, bs[key][i].mean - bs[key][i].ci,
+                                                       bs[key][i].mean + bs[key][i].ci)

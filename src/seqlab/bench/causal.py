@@ -2,8 +2,10 @@
 (Llama's code: RMSNorm, RoPE, SwiGLU, grouped-query attention), built with random weights from the family's
 transformers config class (nothing downloaded) and imported into seqlab (interop.hf.from_hf). Each continues
 the same random prompts greedily and with beam 5 under one rule set (no forced or banned tokens, HF's early
-stopping, length penalty 1), seqlab's right-padded batch against `generate`'s left-padded one; outputs
-compared. CTranslate2's `Generator` has no column yet: seqlab exports encoder-decoders to it only.
+stopping, length penalty 1), seqlab's right-padded batch against `generate`'s left-padded one and against
+CTranslate2's `Generator` (fp32) on an export of the same model, all prompts in one call (its own batching:
+beam search there forces the longer prompts' last tokens through the search, so some beam outputs may differ);
+outputs compared with seqlab's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 import torch
 
-from seqlab.bench.families import DECODINGS, FamilyTiming, random_sources, timed_seqlab, until_eos
+from seqlab.bench.families import DECODINGS, FamilyTiming, ct2_engine, random_sources, timed_ct2, timed_seqlab, until_eos
 from seqlab.bench.speed import BenchConfig
 from seqlab.decoding import DecodingConfig
 from seqlab.hardware import best_of
@@ -51,7 +53,7 @@ def timed_generate(hf: Any, ids: torch.Tensor, attention: torch.Tensor, eos: int
 
 
 def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | None = None) -> list[FamilyTiming]:
-    """Every shape, greedy and beam 5: seqlab against generate (CPU, fp32)."""
+    """Every shape, greedy and beam 5: seqlab against generate and CTranslate2's Generator (CPU, fp32)."""
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
     from seqlab.interop.hf import from_hf
@@ -65,6 +67,7 @@ def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | No
         src, mask = random_sources(cfg.decode_sources, cfg.seq_len, model.cfg.src_vocab_size, pad, eos,
                                    torch.Generator().manual_seed(cfg.seed))
         left, attention = left_padded(src, mask, pad)
+        engine = ct2_engine(model)
         for name, beams in DECODINGS:
             decoding = DecodingConfig(method="beam" if beams > 1 else "greedy", num_beams=beams,
                                       max_length=cfg.max_new_tokens, early_stopping=True, suppress_special=False)
@@ -73,12 +76,19 @@ def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | No
                                                     do_sample=False, pad_token_id=pad, eos_token_id=eos, **beam_rules)
             runs = {"seqlab": partial(timed_seqlab, model, src, mask, decoding),
                     "hf": partial(timed_generate, hf, left, attention, eos)}
+            if engine is not None:
+                runs["ct2"] = partial(timed_ct2, engine, src, mask, decoding)
             for run in runs.values():  # warm-up
                 run()
             best = best_of(runs, repeats or cfg.decode_repeats)
             ours = best["seqlab"][0]
-            equal = sum(a == b for a, b in zip(ours, best["hf"][0], strict=True))
+
+            def equal(other: str, best: dict = best) -> int:
+                return sum(a == b for a, b in zip(best["seqlab"][0], best[other][0], strict=True))
+
             rows.append(FamilyTiming(shape, name, len(ours), sum(map(len, ours)), best["seqlab"][1], best["hf"][1],
-                                     None, equal, None))
-            log.info("%s %s: seqlab %.2fs, HF %.2fs", shape, name, rows[-1].seqlab_s, rows[-1].hf_s)
+                                     best["ct2"][1] if engine else None, equal("hf"),
+                                     equal("ct2") if engine else None))
+            log.info("%s %s: seqlab %.2fs, HF %.2fs, CTranslate2 %s", shape, name, rows[-1].seqlab_s, rows[-1].hf_s,
+                     f"{rows[-1].ct2_s:.2f}s" if engine else "-")
     return rows

@@ -103,14 +103,36 @@ def _ct2_ban(key: str) -> Check:
     return check
 
 
+def _one_stack(ids: HasSpecialIds) -> bool:
+    """Whether the model is decoded by CTranslate2's Generator (a ModelConfig says; bare special ids are an
+    encoder-decoder's)."""
+    return bool(getattr(ids, "one_stack", False))
+
+
+PROMPT_BLIND = ("CTranslate2's Generator matches {what} within the generated tokens only, where seqlab and Hugging "
+                "Face read the prompt before them: turn decoding.{key}={value!r} off")
+
+
 def _ct2_no_repeat(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
     """CTranslate2 leaves the decoder start token out of the n-grams it blocks, Hugging Face (and seqlab)
-    count it: the same only where the start token can never be emitted again (banned, or EOS itself)."""
+    count it: the same only where the start token can never be emitted again (banned, or EOS itself). Its
+    Generator also leaves a causal LM's prompt out of them (measured: no-repeat 1 and 2 on GPT-2 shapes)."""
+    if cfg.no_repeat_ngram_size and _one_stack(ids):
+        return PROMPT_BLIND.format(what="no-repeat n-grams", key="no_repeat_ngram_size",
+                                   value=cfg.no_repeat_ngram_size)
     if not cfg.no_repeat_ngram_size or ids.bos_id == ids.eos_id or ids.bos_id in suppressed(cfg, ids):
         return _ct2_ban("no_repeat_ngram_size")(cfg, ids)
     return (f"CTranslate2's no-repeat n-grams leave out the decoder start token (id {ids.bos_id}), which "
             f"decoding.no_repeat_ngram_size={cfg.no_repeat_ngram_size} counts and which may be emitted here: "
             f"ban it (decoding.suppress_special=true or suppress_tokens=[{ids.bos_id}])")
+
+
+def _ct2_bad_words(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+    """A banned sequence of several tokens may begin in a causal LM's prompt, which CTranslate2's Generator
+    does not match (single tokens are the same either way)."""
+    if _one_stack(ids) and any(len(s) > 1 for s in cfg.bad_words_ids or []):
+        return PROMPT_BLIND.format(what="banned sequences", key="bad_words_ids", value=cfg.bad_words_ids)
+    return _ct2_ban("bad_words_ids")(cfg, ids)
 
 
 def _hf_force_eos(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
@@ -167,7 +189,7 @@ OPTIONS: dict[str, Option] = {
     "edt_base": Option(REFUSED, REFUSED),
     "penalty_alpha": Option(REFUSED, MAPPED, in_digest=False),
     "force_eos": Option(REFUSED, _hf_force_eos),
-    "bad_words_ids": Option(_ct2_ban("bad_words_ids"), MAPPED, in_digest=False, label="ban"),
+    "bad_words_ids": Option(_ct2_bad_words, MAPPED, in_digest=False, label="ban"),
     "sequence_bias": Option(REFUSED, MAPPED, in_digest=False, label="bias"),
     "suppress_tokens": Option(_ct2_ban("suppress_tokens"), MAPPED, in_digest=False, label="supp"),
     "forced_bos_token_id": Option(REFUSED, MAPPED, in_digest=False),

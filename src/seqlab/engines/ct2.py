@@ -22,11 +22,12 @@ from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, score
 from seqlab.decoding.generate import max_new_tokens
 from seqlab.decoding.options import refusals
+from seqlab.decoding.prompts import check_one_stack, position_room
 from seqlab.decoding.registry import suppressed
 from seqlab.decoding.search import normalized
 from seqlab.digest import file_digest
 from seqlab.interop.ct2 import export_ctranslate2, vocabulary
-from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.model import Model, ModelConfig
 
 
 def check_decodable(cfg: DecodingConfig, ids: HasSpecialIds = DEFAULT_IDS) -> None:
@@ -38,16 +39,20 @@ def check_decodable(cfg: DecodingConfig, ids: HasSpecialIds = DEFAULT_IDS) -> No
                                          if len(problems) > 1 else ""))
 
 
-def limit_groups(limits: list[int], cfg: DecodingConfig) -> list[tuple[int, list[int]]]:
+def limit_groups(limits: list[int], cfg: DecodingConfig, lengths: list[int] | None = None
+                 ) -> list[tuple[int, list[int]]]:
     """(length limit, the sources' indices) per call of CTranslate2, which takes one limit per batch: greedy
     search decodes the batch to its longest limit and cuts each output at its own (the same tokens); beam
-    search decodes each limit's sources apart, since where a beam ends changes which beams survive."""
+    search decodes each limit's sources apart, since where a beam ends changes which beams survive. `lengths`
+    (a Generator's prompt lengths): beam search also decodes each prompt length apart, since the Generator
+    forwards only the batch's shortest prompt length at once and forces the rest of each prompt through its
+    search, where those tokens' log-probs join the beams' scores."""
     if cfg.method != "beam":
         return [(max(limits), list(range(len(limits))))]
-    groups: dict[int, list[int]] = {}
+    groups: dict[tuple[int, int], list[int]] = {}
     for i, limit in enumerate(limits):
-        groups.setdefault(limit, []).append(i)
-    return sorted(groups.items())
+        groups.setdefault((limit, lengths[i] if lengths is not None else 0), []).append(i)
+    return [(limit, rows) for (limit, _), rows in sorted(groups.items())]
 
 
 def banned_ids(cfg: DecodingConfig, model: ModelConfig) -> list[list[int]]:
@@ -63,13 +68,18 @@ def requests(cfg: DecodingConfig, model: ModelConfig, src_pad_mask: torch.Tensor
     """The calls of `translate_batch` that decode a batch as seqlab's search would (refused by name where
     decoding.options says CTranslate2 cannot)."""
     limits = max_new_tokens(cfg, src_pad_mask, model.max_positions).tolist()
-    return [request(cfg, model, rows, [limits[i] for i in rows], limit) for limit, rows in limit_groups(limits, cfg)]
+    if model.one_stack:
+        limits = position_room(torch.tensor(limits), src_pad_mask, model).tolist()
+    lengths = (~src_pad_mask).sum(1).tolist() if model.one_stack else None
+    return [request(cfg, model, rows, [limits[i] for i in rows], limit)
+            for limit, rows in limit_groups(limits, cfg, lengths)]
 
 
 def request(cfg: DecodingConfig, model: ModelConfig, rows: list[int], limits: list[int], top: int) -> Request:
     """One call for `rows` decoded to `top` tokens, each cut at its own limit; refused by name where
     decoding.options says CTranslate2 cannot decode `cfg`."""
     check_decodable(cfg, model)
+    check_one_stack(cfg, model)
     options = dict(beam_size=cfg.num_beams if cfg.method == "beam" else 1, num_hypotheses=cfg.n_best,
                    length_penalty=cfg.length_penalty, min_decoding_length=cfg.min_length,
                    no_repeat_ngram_size=cfg.no_repeat_ngram_size or 0, return_scores=False,
@@ -88,29 +98,53 @@ class Request:
     banned: list[list[int]]
 
 
+# translate_batch's names of the options, as generate_batch (a Generator's) names them
+GENERATOR_OPTIONS = {"max_decoding_length": "max_length", "min_decoding_length": "min_length"}
+
+
+def generator_prompt(source: list[int], cfg: ModelConfig) -> list[int]:
+    """What a Generator continues for a decoder-only model's source: an imported causal LM's prompt as it is
+    (model.start=prompt), or a model seqlab trained followed by its decoder start token (model.start=bos), the
+    sequence seqlab's own search continues."""
+    return list(source) if cfg.start == "prompt" else [*source, cfg.bos_id]
+
+
 class CT2Engine:
-    """A CTranslate2 translator of one exported checkpoint, used like `seqlab.decoding.generate`.
+    """A CTranslate2 Translator (an encoder-decoder) or Generator (a decoder-only model) of one exported
+    checkpoint, used like `seqlab.decoding.generate`.
 
     Its tokens come from CTranslate2's search; their token log-probs and the reported scores are
     seqlab's (teacher-forced by the same weights in fp32), so metrics mean the same for both
     engines.
     """
 
-    def __init__(self, path: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer | None,
-                 compute_type: str = "float32",
+    def __init__(self, path: Path, model: Model, tokenizer: Tokenizer | None, compute_type: str = "float32",
                  threads: int | None = None, device: str = "cpu", device_index: int = 0) -> None:
         import ctranslate2
 
         self.path, self.model = Path(path), model
-        self.translator = ctranslate2.Translator(str(path), device=device, device_index=device_index,
-                                                 compute_type=compute_type,
-                                                 intra_threads=threads or torch.get_num_threads())
+        kind = ctranslate2.Generator if model.cfg.one_stack else ctranslate2.Translator
+        self.engine = kind(str(path), device=device, device_index=device_index, compute_type=compute_type,
+                           intra_threads=threads or torch.get_num_threads())
         self.src_tokens = vocabulary(tokenizer, "src", model.cfg.src_vocab_size, model.cfg)
         tgt = vocabulary(tokenizer, "tgt", model.cfg.target_vocab_size, model.cfg)
         self.tgt_pieces, self.tgt_index = tgt, {t: i for i, t in enumerate(tgt)}
 
+    def search(self, sources: list[list[int]], options: dict[str, Any],
+               banned: list[list[str]] | None) -> list[list[list[str]]]:
+        """Per source, CTranslate2's hypotheses as pieces (without their end token)."""
+        if not self.model.cfg.one_stack:
+            results = self.engine.translate_batch([[self.src_tokens[i] for i in s] for s in sources],
+                                                  suppress_sequences=banned, **options)
+        else:
+            named = {GENERATOR_OPTIONS.get(k, k): v for k, v in options.items()}
+            prompts = [[self.tgt_pieces[i] for i in generator_prompt(s, self.model.cfg)] for s in sources]
+            results = self.engine.generate_batch(prompts, suppress_sequences=banned, include_prompt_in_result=False,
+                                                 **named)
+        return [r.sequences if hasattr(r, "sequences") else r.hypotheses for r in results]
+
     @classmethod
-    def for_checkpoint(cls, checkpoint: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, cache_dir: Path,
+    def for_checkpoint(cls, checkpoint: Path, model: Model, tokenizer: Tokenizer, cache_dir: Path,
                        quantization: str | None = None, compute_type: str = "float32") -> CT2Engine:
         """Export the checkpoint once into cache_dir (keyed on the file's digest and the quantization)."""
         folder = Path(cache_dir) / "ctranslate2" / f"{file_digest(checkpoint)[:16]}-{quantization or 'float32'}"
@@ -122,11 +156,10 @@ class CT2Engine:
         """Per source of the request, its n-best token ids within its own limit (EOS appended where the
         hypothesis ended before CTranslate2's limit)."""
         banned = [[self.tgt_pieces[i] for i in seq] for seq in request.banned]
-        results = self.translator.translate_batch([[self.src_tokens[i] for i in sources[r]] for r in request.rows],
-                                                  suppress_sequences=banned or None, **request.options)
+        results = self.search([sources[r] for r in request.rows], request.options, banned or None)
         eos, top = self.model.cfg.eos_id, request.options["max_decoding_length"]
-        return [[([self.tgt_index[t] for t in h] + ([eos] if len(h) < top else []))[:limit] for h in r.hypotheses]
-                for r, limit in zip(results, request.limits, strict=True)]
+        return [[([self.tgt_index[t] for t in h] + ([eos] if len(h) < top else []))[:limit] for h in hyps]
+                for hyps, limit in zip(results, request.limits, strict=True)]
 
     def translate_ids(self, sources: list[list[int]], cfg: DecodingConfig, max_length: int) -> list[list[list[int]]]:
         """Per source, its n-best token ids, every source decoded to one length limit (the bench's)."""
@@ -134,7 +167,7 @@ class CT2Engine:
         return self.nbest(sources, request(cfg, self.model.cfg, rows, [max_length] * len(rows), max_length))
 
     @torch.no_grad()
-    def generate(self, model: Seq2SeqTransformer, src_ids: torch.Tensor, src_pad_mask: torch.Tensor,
+    def generate(self, model: Model, src_ids: torch.Tensor, src_pad_mask: torch.Tensor,
                  cfg: DecodingConfig, target_prefix: Any = None, constraints: Any = None) -> GenerateOutput:
         """`generate`'s output for a batch: (B, n, T) sequences, seqlab's scores and token log-probs."""
         if target_prefix is not None:

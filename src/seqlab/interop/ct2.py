@@ -28,7 +28,7 @@ import torch
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.interop.hf import InteropError
-from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.model import Model, ModelConfig
 
 # CTranslate2's weight types (`ctranslate2.Translator(compute_type=...)` picks the computation)
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16")
@@ -38,17 +38,17 @@ SPECIALS = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}
 
 
 def check_exportable(cfg: ModelConfig) -> None:
-    """Fail, naming the key, on what CTranslate2's Transformer specification cannot express."""
-    if cfg.one_stack:
-        raise InteropError(f"model.architecture={cfg.architecture}: seqlab exports encoder-decoders to CTranslate2's "
-                           "Transformer specification; its decoder-only Generator is not written yet")
-    if cfg.kv_heads is not None or cfg.qkv_bias is not None:
-        raise InteropError(f"model.kv_heads={cfg.kv_heads}, model.qkv_bias={cfg.qkv_bias}: the export writes fused "
-                           "multi-head projections with one bias rule; set both to null")
+    """Fail, naming the key, on what CTranslate2's Transformer specifications cannot express."""
+    if cfg.architecture == "prefix_lm":
+        raise InteropError("model.architecture=prefix_lm: CTranslate2's decoder-only model (its Generator) attends "
+                           "causally throughout, never bidirectionally over a prefix; decode it with engine=seqlab")
+    if not cfg.one_stack and (cfg.kv_heads is not None or cfg.qkv_bias is not None):
+        raise InteropError(f"model.kv_heads={cfg.kv_heads}, model.qkv_bias={cfg.qkv_bias}: the encoder-decoder "
+                           "export writes fused multi-head projections with one bias rule; set both to null")
     if cfg.copy_attention:
         raise InteropError("model.copy_attention=true: CTranslate2's Transformer has no copy attention "
                            "(pointer-generator output); export a model trained with model.copy_attention=false")
-    if cfg.positions == "alibi":
+    if cfg.positions == "alibi" and not cfg.one_stack:
         raise InteropError("model.positions=alibi: CTranslate2 has ALiBi in decoders only, not in the encoder; "
                            "export a model trained with model.positions=rope, t5, sinusoidal or learned")
     if cfg.norm_position == "post" and cfg.use_final_norm:
@@ -162,20 +162,38 @@ def _ffn(spec: Any, layer: Any) -> None:
     _norm(spec.layer_norm, layer.ffn_res.norm)
 
 
-def to_spec(model: Seq2SeqTransformer, tokenizer: Tokenizer | None) -> Any:
-    """The CTranslate2 TransformerSpec holding the model's weights, vocabularies and special tokens."""
-    from ctranslate2.specs import common_spec, transformer_spec
+def _stack_options(cfg: ModelConfig) -> dict[str, Any]:
+    """The options every CTranslate2 stack specification of this model takes."""
+    from ctranslate2.specs import common_spec
 
-    cfg = model.cfg
-    check_exportable(cfg)
-    pre = cfg.norm_position == "pre"
-    common = dict(pre_norm=pre, activation=getattr(common_spec.Activation, ACTIVATIONS[cfg.activation]),
+    common = dict(pre_norm=cfg.norm_position == "pre",
+                  activation=getattr(common_spec.Activation, ACTIVATIONS[cfg.activation]),
                   layernorm_embedding=cfg.layernorm_embedding, no_final_norm=not cfg.use_final_norm,
-                  ffn_glu=cfg.gated_ffn, rms_norm=cfg.norm == "rmsnorm",
-                  head_dim=cfg.d_head)
+                  ffn_glu=cfg.gated_ffn, rms_norm=cfg.norm == "rmsnorm", head_dim=cfg.d_head)
     if cfg.positions == "rope":
         common.update(rotary_dim=cfg.rotary_dim, rotary_interleave=False, rotary_base=cfg.rotary_base)
     common["relative_attention_bias"] = cfg.positions == "t5"
+    return common
+
+
+def _head(spec: Any, model: Any) -> None:
+    """The output projection (and T5 v1.0's rescaling of a tied head's input: h * d^-1/2)."""
+    _linear(spec.projection, model.output.weight, model.output.bias)
+    if model.output_scale is not None:
+        spec.scale_outputs = np.dtype("float32").type(model.output_scale)
+
+
+def to_spec(model: Model, tokenizer: Tokenizer | None) -> Any:
+    """The CTranslate2 specification holding the model's weights, vocabularies and special tokens: a
+    TransformerSpec for an encoder-decoder (its Translator), a TransformerDecoderModelSpec for a decoder-only
+    model (its Generator)."""
+    from ctranslate2.specs import transformer_spec
+
+    cfg = model.cfg
+    check_exportable(cfg)
+    if cfg.one_stack:
+        return _generator_spec(model, tokenizer)
+    common = _stack_options(cfg)
     encoder = transformer_spec.TransformerEncoderSpec(cfg.encoder_layers, cfg.n_heads, **common)
     decoder = transformer_spec.TransformerDecoderSpec(cfg.decoder_layers, cfg.n_heads, **common)
     _embeddings(encoder, model.src_embed, cfg, encoder.embeddings[0])
@@ -192,9 +210,7 @@ def to_spec(model: Seq2SeqTransformer, tokenizer: Tokenizer | None) -> Any:
     if cfg.use_final_norm:
         _norm(encoder.layer_norm, model.encoder_norm)
         _norm(decoder.layer_norm, model.decoder_norm)
-    _linear(decoder.projection, model.output.weight, model.output.bias)
-    if model.output_scale is not None:  # T5 v1.0's tied head reads h * d^-1/2
-        decoder.scale_outputs = np.dtype("float32").type(model.output_scale)
+    _head(decoder, model)
     spec = transformer_spec.TransformerSpec(encoder, decoder)
     spec.config.layer_norm_epsilon = cfg.layer_norm_eps
     spec.config.add_source_bos = spec.config.add_source_eos = False  # seqlab's source ids are passed as they are
@@ -206,7 +222,38 @@ def to_spec(model: Seq2SeqTransformer, tokenizer: Tokenizer | None) -> Any:
     return spec
 
 
-def export_ctranslate2(model: Seq2SeqTransformer, tokenizer: Tokenizer | None, out: str | Path,
+def _generator_spec(model: Model, tokenizer: Tokenizer | None) -> Any:
+    """A decoder-only model as CTranslate2's TransformerDecoderModelSpec: the one stack's self-attention layers
+    (grouped-query heads as `num_heads_kv`; the fused q;k;v projection is seqlab's layout, its biases
+    included), ALiBi with the slopes CTranslate2 computes as seqlab does, and the one vocabulary. A model
+    seqlab trained (model.start=bos) is given its source, then the decoder start token; an imported causal LM
+    its prompt (engines.ct2.generator_prompts)."""
+    from ctranslate2.specs import transformer_spec
+
+    cfg = model.cfg
+    decoder = transformer_spec.TransformerDecoderSpec(
+        cfg.decoder_layers, cfg.n_heads, with_encoder_attention=False, alibi=cfg.positions == "alibi",
+        num_heads_kv=cfg.kv_heads, **_stack_options(cfg))
+    _embeddings(decoder, model.tgt_embed, cfg, decoder.embeddings)
+    for spec, layer in zip(decoder.layer, model.decoder_layers, strict=True):
+        _attention(spec.self_attention, layer.self_attn, layer.self_attn_res.norm)
+        _relative_bias(spec.self_attention, model.decoder_positions, cfg)
+        _ffn(spec.ffn, layer)
+    if cfg.use_final_norm:
+        _norm(decoder.layer_norm, model.decoder_norm)
+    _head(decoder, model)
+    spec = transformer_spec.TransformerDecoderModelSpec(decoder)
+    spec.config.layer_norm_epsilon = cfg.layer_norm_eps
+    pieces = vocabulary(tokenizer, "tgt", cfg.target_vocab_size, cfg)
+    names = {i: p for i, p in enumerate(pieces)}
+    spec.config.unk_token = names[special_ids(cfg, tokenizer)["unk"]]
+    spec.config.eos_token = names[cfg.eos_id]
+    spec.config.bos_token = names[cfg.bos_id]
+    spec.register_vocabulary(pieces)
+    return spec
+
+
+def export_ctranslate2(model: Model, tokenizer: Tokenizer | None, out: str | Path,
                        quantization: str | None = None) -> Path:
     """Write a CTranslate2 model directory; nothing is left at `out` unless the whole export succeeds."""
     if quantization is not None and quantization not in QUANTIZATIONS:

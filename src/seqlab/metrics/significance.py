@@ -25,6 +25,7 @@ zero difference is reported with p = 1: there is no difference to explain.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -110,6 +111,28 @@ def sacrebleu_metric(name: str):  # noqa: ANN201  (a sacrebleu Metric)
     return {K.BLEU: BLEU, K.CHRF: CHRF, K.CHRFPP: lambda: CHRF(word_order=2), K.TER: TER}[name]()
 
 
+@functools.lru_cache(maxsize=256)
+def _segment_statistics(name: str, hyps: tuple[str, ...], refs: tuple[tuple[str, ...], ...]) -> tuple:
+    """sacreBLEU's sufficient statistics of one system (and its metric's reference count), once per process:
+    a page of comparisons tests one baseline against many systems, and sacreBLEU tokenizes the references and
+    the baseline again in every test (most of a paired test's time). The statistics are read, never written."""
+    metric = sacrebleu_metric(name)
+    return metric._extract_corpus_statistics(list(hyps), [list(r) for r in refs]), metric.num_refs
+
+
+def remembering(name: str):  # noqa: ANN201  (a sacrebleu Metric)
+    """`sacrebleu_metric(name)` whose corpus statistics come from `_segment_statistics`: the same numbers,
+    computed once for each system and references."""
+    metric = sacrebleu_metric(name)
+
+    def statistics(hyps: Sequence[str], refs: Sequence[Sequence[str]]):  # noqa: ANN202
+        stats, metric.num_refs = _segment_statistics(name, tuple(hyps), tuple(tuple(r) for r in refs))
+        return stats
+
+    metric._extract_corpus_statistics = statistics
+    return metric
+
+
 def sacrebleu_interval(name: str, hyps: Sequence[str], refs: Sequence[Sequence[str]],
                        seed: int = SACREBLEU_DEFAULT_SEED, n: int = N_BOOTSTRAP) -> Interval:
     """A sacreBLEU metric (BLEU, chrF, chrF++, TER) with sacreBLEU's bootstrap interval; `refs` is a list of
@@ -168,9 +191,9 @@ def sacrebleu_paired(systems: Sequence[tuple[str, Sequence[str]]], refs: Sequenc
     named = [(name, list(hyps)) for name, hyps in systems]
     streams = [list(r) for r in refs]
     with sacrebleu_seed(seed), sacrebleu_quiet():
-        _, bs = PairedTest(named, {m: sacrebleu_metric(m) for m in metrics}, streams, test_type="bs",
+        _, bs = PairedTest(named, {m: remembering(m) for m in metrics}, streams, test_type="bs",
                            n_samples=n_bootstrap)()
-        ar = PairedTest(named, {m: sacrebleu_metric(m) for m in metrics}, streams, test_type="ar",
+        ar = PairedTest(named, {m: remembering(m) for m in metrics}, streams, test_type="ar",
                         n_samples=n_ar)()[1] if len(systems) > 1 and n_ar else {}
     intervals: dict[str, dict[str, Interval]] = {name: {} for name in names}
     comparisons = []

@@ -228,9 +228,21 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if self.gated:
-            gate, up = self.fc1(x).chunk(2, dim=-1)  # (B, T, f) each
+            gate, up = self.gate_and_up(x)  # (B, T, f) each
             return self.fc2(self.dropout(self.act(gate) * up))
         return self.fc2(self.dropout(self.act(self.fc1(x))))
+
+    def gate_and_up(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """x W_gate and x W_up. Training takes them as one product and two views of it; inference (no
+        gradients: a decoding step of a few rows) as two products over the halves of fc1's weight, each output
+        contiguous, which decodes SmolLM-135M's shape about 5% faster on a CPU than the one product whose halves
+        the activation then reads strided (the same weights: checkpoints are unchanged). An engine's own fc1
+        (packed or int8, not an nn.Linear) keeps its one product."""
+        if torch.is_grad_enabled() or type(self.fc1) is not nn.Linear:
+            return self.fc1(x).chunk(2, dim=-1)
+        f = self.fc1.out_features // 2
+        w, b = self.fc1.weight, self.fc1.bias
+        return (F.linear(x, w[:f], None if b is None else b[:f]), F.linear(x, w[f:], None if b is None else b[f:]))
 
 
 def identity(x: Tensor) -> Tensor:

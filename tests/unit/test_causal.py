@@ -148,3 +148,34 @@ def test_seqlabs_engines_decode_a_one_stack_model_and_what_cannot_is_refused(tmp
         check_exportable(model_of("prefix_lm").cfg)
     with pytest.raises(ConfigError, match="decoding.coverage_penalty=wu sums cross-attention"):
         generate(model, src, pad, DecodingConfig(method="beam", num_beams=3, coverage_penalty="wu", coverage_beta=0.2))
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_forced_prefixes_constraints_forced_eos_and_ensembles_on_a_one_stack_model(architecture):
+    """What the searches add around the model's step, on one stack: a forced target prefix starts every
+    output; constrained beam search puts each source's constraint in its outputs; both forced-EOS rules end an
+    output at its limit; an ensemble of a model with itself decodes as the model. Each output's token log-probs
+    equal teacher-forced scoring of it."""
+    from seqlab.decoding.ensemble import Ensemble
+
+    model = model_of(architecture, positions="rope")
+    src, pad, _ = batch(5)
+    beam = DecodingConfig(method="beam", num_beams=3, max_length=7)
+    prefixed = generate(model, src, pad, beam, target_prefix=[[9, 11], [], [13]])
+    assert [prefixed.sequences[i, 0, :n].tolist() for i, n in enumerate((2, 0, 1))] == [[9, 11], [], [13]]
+    wanted = [[[21, 22]], [[30]], []]
+    constrained = generate(model, src, pad, DecodingConfig(method="beam", num_beams=4, max_length=8,
+                                                           constraints="ordered"), constraints=wanted)
+    for i, c in enumerate(wanted):
+        out = constrained.sequences[i, 0, : constrained.lengths[i, 0]].tolist()
+        assert all(any(out[j:j + len(p)] == p for j in range(len(out))) for p in c), (i, out)
+    for rule in ("hf", "fairseq"):
+        ended = generate(model, src, pad, DecodingConfig(method="beam", num_beams=3, max_length=4, force_eos=rule))
+        assert bool((ended.sequences[torch.arange(3), 0, ended.lengths[:, 0] - 1] == model.cfg.eos_id).all()), rule
+    alone, doubled = generate(model, src, pad, beam), generate(Ensemble([model, model]), src, pad, beam)
+    assert torch.equal(alone.sequences, doubled.sequences)
+    for out in (prefixed, constrained, alone):
+        n = out.sequences.shape[1]
+        lps = score(model, src.repeat_interleave(n, 0), pad.repeat_interleave(n, 0), out.sequences.view(3 * n, -1))
+        within = torch.arange(out.sequences.shape[2])[None] < out.lengths.view(-1)[:, None]
+        assert torch.allclose(lps * within, out.token_logprobs.view(3 * n, -1), atol=1e-4)

@@ -47,9 +47,8 @@ def trained_shape(**variant):
 
 
 def imported(family: str):
-    from tests.unit.test_causal_families import build
-
     from seqlab.interop.hf import from_hf
+    from tests.unit.test_causal_families import build
 
     return from_hf(build(family))
 

@@ -1,6 +1,6 @@
 """`seqlab import --hf DIR_OR_NAME --out FILE.ckpt` (`make import`): a Hugging Face encoder-decoder (Marian, BART,
-mBART, PEGASUS, T5 / Flan-T5 / mT5, M2M100, NLLB) as a seqlab checkpoint. A hub name is read from the local
-Hugging Face cache, never downloaded."""
+mBART, PEGASUS, T5 / Flan-T5 / mT5, M2M100, NLLB) or causal LM (GPT-2, Llama / TinyLlama / SmolLM, Mistral,
+Qwen2) as a seqlab checkpoint. A hub name is read from the local Hugging Face cache, never downloaded."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from seqlab.decoding.labels import run_label
 from seqlab.decoding.mbr import check_task
 from seqlab.engines.choice import Engine, check_engine, choose_engine, make_engine
 from seqlab.inference.text import Format
-from seqlab.model import Seq2SeqTransformer
+from seqlab.model import Model
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ class Loaded:
     """A checkpoint ready to decode: the model on its device, and the engine that decodes for it (None:
     seqlab's own search in fp32 or bf16 autocast)."""
 
-    model: Seq2SeqTransformer
+    model: Model
     tokenizer: AnyTokenizer
     info: CheckpointInfo
     decoding: DecodingConfig  # the request's, or the checkpoint's own
@@ -212,7 +212,7 @@ def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: 
     return Loaded(model, tokenizer, info, decoding, engine, device)
 
 
-def ensemble_of(model: Seq2SeqTransformer, tokenizer: AnyTokenizer, path: Path, request: InferenceRequest,
+def ensemble_of(model: Model, tokenizer: AnyTokenizer, path: Path, request: InferenceRequest,
                 device: str) -> Ensemble:
     """`model` and the request's further checkpoints as one Ensemble, each checked against the first: the same
     tokenizer (so the same source ids and target pieces) and special ids, before anything is decoded."""

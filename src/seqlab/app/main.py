@@ -33,8 +33,8 @@ COMMANDS: dict[str, Command] = {
     "report": Command("report", "the local HTML report of every evaluation result on disk"),
     "inspect": Command("inspect", "attention maps and a step-by-step decoding trace of one sentence"),
     "export": Command("export", "a checkpoint as a Hugging Face folder or a CTranslate2 model"),
-    "import": Command("import_hf", "a Hugging Face encoder-decoder folder (Marian, BART, mBART, PEGASUS, T5, "
-                                   "M2M100, NLLB) as a seqlab checkpoint"),
+    "import": Command("import_hf", "a Hugging Face folder (Marian, BART, mBART, PEGASUS, T5, M2M100, NLLB; "
+                                   "GPT-2, Llama, Mistral, Qwen2) as a seqlab checkpoint"),
     "average": Command("average", "average checkpoints' parameters (fairseq's average_checkpoints)"),
     "params": Command("params", "parameter counts, analytic against counted, for a model shape"),
     "baselines": Command("baselines", "the lead baseline's ROUGE on a summarization corpus"),

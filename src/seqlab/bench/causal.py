@@ -16,7 +16,15 @@ from typing import Any
 
 import torch
 
-from seqlab.bench.families import DECODINGS, FamilyTiming, ct2_engine, random_sources, timed_ct2, timed_seqlab, until_eos
+from seqlab.bench.families import (
+    DECODINGS,
+    FamilyTiming,
+    ct2_engine,
+    random_sources,
+    timed_ct2,
+    timed_seqlab,
+    until_eos,
+)
 from seqlab.bench.speed import BenchConfig
 from seqlab.decoding import DecodingConfig
 from seqlab.hardware import best_of

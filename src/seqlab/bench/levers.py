@@ -38,7 +38,7 @@ from seqlab.bf16_gemm import bf16_autocast
 from seqlab.config import resolve_device
 from seqlab.hardware import auto_precision, best_of, sync
 from seqlab.interop import to_hf
-from seqlab.model import Seq2SeqTransformer
+from seqlab.model import Model, Seq2SeqTransformer
 from seqlab.train.levers import compile_layers, step_loss, use_compile_cache
 
 log = logging.getLogger("seqlab.bench")
@@ -110,7 +110,7 @@ def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[str, list[Leve
     return precision, rows, profiles
 
 
-def first_loss(model: Seq2SeqTransformer, batch: dict[str, torch.Tensor], cfg: BenchConfig, fused: bool,
+def first_loss(model: Model, batch: dict[str, torch.Tensor], cfg: BenchConfig, fused: bool,
                precision: str, compiled_loss: bool = False, bf16: bool = False) -> float:
     """The mean loss of one batch in `precision`, dropout off: what each lever must keep."""
     model.eval()

@@ -52,7 +52,7 @@ from seqlab.hardware import CpuClock, best_of, busy_warning, cpu_description
 from seqlab.interop import to_hf
 from seqlab.interop.ct2 import export_ctranslate2
 from seqlab.memory import keep_freed_memory
-from seqlab.model import Seq2SeqTransformer
+from seqlab.model import Model, Seq2SeqTransformer
 from seqlab.model.onednn import onednn_available, onednn_linears
 from seqlab.model.quantize import dynamic_int8
 
@@ -98,7 +98,7 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool
         engine_auto=auto.engine, engine_auto_reason=auto.reason, others_busy_cores=others, profiles=profiled)
 
 
-def train_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[dict[str, torch.Tensor]],
+def train_comparison(cfg: BenchConfig, model: Model, batches: list[dict[str, torch.Tensor]],
                      precision: str, step_flops: float) -> TrainComparison:
     """Training tokens/s of seqlab and HF (fresh copies of `model`: training changes weights), and seqlab
     with PyTorch's fused attention throughout (the attention-kernel lever alone; only a CPU has the choice)."""
@@ -122,7 +122,7 @@ def train_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[
     return TrainComparison(best["seqlab"], best["hf"], best.get("sdpa"), peak, step_flops)
 
 
-def profiles(cfg: BenchConfig, model: Seq2SeqTransformer, batches: list[dict[str, torch.Tensor]],
+def profiles(cfg: BenchConfig, model: Model, batches: list[dict[str, torch.Tensor]],
              src: torch.Tensor, pad: torch.Tensor) -> dict[str, str]:
     """Where the time goes when a goal is missed (`seqlab bench profile=true`): torch.profiler's operator
     tables of a bf16 training step, seqlab's and HF's (fresh copies, a few steps each), and of seqlab's
@@ -150,14 +150,14 @@ def same(a: Seqs, b: Seqs) -> int:
     return sum(x == y for x, y in zip(a, b, strict=True))
 
 
-def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor
+def decode_comparison(cfg: BenchConfig, model: Model, src: torch.Tensor, pad: torch.Tensor
                       ) -> dict[str, DecodeComparison]:
     """Each setting: seqlab fp32 and HF (outputs compared), then seqlab in bf16, on a CPU seqlab's int8 and
     oneDNN engines and CTranslate2 in fp32 and int8, on a GPU seqlab with CUDA graphs in fp32 and bf16 (their
     outputs compared with seqlab's or HF's: `ENGINES`)."""
     model.eval()
     hf = to_hf(model).to(src.device).eval()
-    variants: dict[str, Seq2SeqTransformer] = {}
+    variants: dict[str, Model] = {}
     if src.device.type == "cpu":
         variants["int8"] = dynamic_int8(model)
         if onednn_available():
@@ -196,7 +196,7 @@ def decode_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Te
     return result
 
 
-def ct2_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor,
+def ct2_comparison(cfg: BenchConfig, model: Model, src: torch.Tensor, pad: torch.Tensor,
                    result: dict[str, DecodeComparison], reference: dict[str, Seqs]) -> None:
     """CTranslate2 fp32 and int8 on the same sources, threads and settings, on the same device (the deployment
     peer on a GPU too), added to each setting's engines and compared with seqlab's fp32 outputs (`reference`);
@@ -232,7 +232,7 @@ def ct2_comparison(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tenso
                          result[name].seqlab_s)
 
 
-def scaling_table(cfg: BenchConfig, model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor) -> dict:
+def scaling_table(cfg: BenchConfig, model: Model, src: torch.Tensor, pad: torch.Tensor) -> dict:
     """seqlab alone: training step time against sequence length and model size, decoding against beams."""
     g = torch.Generator().manual_seed(cfg.seed + 1)
     device = src.device
@@ -272,7 +272,7 @@ def positions_table(cfg: BenchConfig, device: torch.device | str, src: torch.Ten
     beams = best_of({s: lambda m=m: seqlab_decode(m, src, pad, cfg.num_beams, cfg.max_new_tokens, memory=False)[:2]
                      for s, m in models.items()}, cfg.decode_repeats)
 
-    def train(m: Seq2SeqTransformer) -> tuple[float, float]:
+    def train(m: Model) -> tuple[float, float]:
         step_s = train_throughput(m, seqlab_train_step(m, cfg.label_smoothing), batches, "bf16-mixed",
                                   cfg.warmup_steps).step_s
         return step_s, step_s

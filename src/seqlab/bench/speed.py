@@ -26,7 +26,7 @@ from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate, precision_context
 from seqlab.hardware import gemm_rate, sync
 from seqlab.memory import release_freed_memory
-from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.model import Model, ModelConfig
 from seqlab.train.levers import step_loss
 from seqlab.train.optim import adamw
 
@@ -139,7 +139,7 @@ def random_batch(cfg: BenchConfig, g: torch.Generator, seq_len: int | None = Non
 
 
 # -- training -------------------------------------------------------------------------------
-def seqlab_train_step(model: Seq2SeqTransformer, eps: float, fused_loss: bool = False, compiled_loss: bool = False,
+def seqlab_train_step(model: Model, eps: float, fused_loss: bool = False, compiled_loss: bool = False,
                       bf16: bool = False) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
     def step(b: dict[str, torch.Tensor]) -> torch.Tensor:
         loss, _, n = step_loss(model, b["src"], b["pad"], b["tgt_in"], b["tgt"], eps, fused_loss, compiled_loss,
@@ -228,7 +228,7 @@ def decode_sources(cfg: BenchConfig, g: torch.Generator, tokenizer: Any = None, 
     return src.to(device), pad.to(device)
 
 
-def seqlab_decode(model: Seq2SeqTransformer, src: torch.Tensor, pad: torch.Tensor, beams: int,
+def seqlab_decode(model: Model, src: torch.Tensor, pad: torch.Tensor, beams: int,
                   max_new: int, bf16: bool = False, memory: bool = True, graphs: bool = False
                   ) -> tuple[list[list[int]], float, float]:
     """Decode (greedy or beam), optionally in bf16 (`precision_context`) and with the decoder step replayed as a

@@ -25,10 +25,10 @@ from torch import Tensor
 from seqlab.constants import ForceEOS, HasSpecialIds
 from seqlab.decoding.processors import LogitsProcessor, apply, for_examples
 from seqlab.decoding.search import GenerateOutput, force_eos_, start_tokens
-from seqlab.model import DecoderCache, Seq2SeqTransformer
+from seqlab.model import DecoderCache, Model
 
 
-def state_step(model: Seq2SeqTransformer, last: Tensor, cache: DecoderCache) -> tuple[Tensor, Tensor]:
+def state_step(model: Model, last: Tensor, cache: DecoderCache) -> tuple[Tensor, Tensor]:
     """One decoder step on (N,) tokens: (N, V) fp32 logits and (N, d) fp32 last hidden states."""
     states: list[Tensor] = []
     logits, _ = model.decode(last[:, None], None, None, cache, states=states)
@@ -45,7 +45,7 @@ def degeneration_choice(context: Tensor, candidates: Tensor, probs: Tensor, alph
     return ((1.0 - alpha) * probs - alpha * penalty).max(dim=-1)[1]
 
 
-def contrastive_search(model: Seq2SeqTransformer, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor,
+def contrastive_search(model: Model, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor,
                        processors: Sequence[LogitsProcessor], top_k: int, alpha: float,
                        force_eos: ForceEOS | None = None, start: Tensor | None = None) -> GenerateOutput:
     """One hypothesis per row of `cache` (one row per source); max_new: (N,) per-row limits."""

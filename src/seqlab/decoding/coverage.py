@@ -23,7 +23,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from seqlab.model import Seq2SeqTransformer
+from seqlab.model import Model
 
 CoverageRule = Literal["wu", "summary"]
 
@@ -45,7 +45,7 @@ class Coverage:
         self.recorded: list[Tensor] = []
 
     @contextmanager
-    def recording(self, model: Seq2SeqTransformer) -> Iterator[Coverage]:
+    def recording(self, model: Model) -> Iterator[Coverage]:
         """Record the last decoder layer's cross-attention weights while the block runs."""
         layer = model.decoder_layers[-1].cross_attn
         layer.recorder = self.recorded

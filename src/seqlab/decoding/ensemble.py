@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from seqlab.config import ConfigError, check_choice
 from seqlab.decoding.config import DecodingConfig
-from seqlab.model import DecoderCache, ModelConfig, Seq2SeqTransformer
+from seqlab.model import DecoderCache, Model, ModelConfig
 
 Combination = Literal["mean_prob", "mean_logprob"]
 
@@ -74,7 +74,7 @@ class Ensemble(nn.Module):
     """Models decoded as one (see the module docstring). `cfg` is the first model's, with the shortest
     position limit of all, so a length every member can take."""
 
-    def __init__(self, models: Sequence[Seq2SeqTransformer], rule: Combination = "mean_prob") -> None:
+    def __init__(self, models: Sequence[Model], rule: Combination = "mean_prob") -> None:
         super().__init__()
         if not models:
             raise ConfigError("an ensemble needs at least one model")

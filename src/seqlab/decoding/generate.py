@@ -25,7 +25,7 @@ from seqlab.decoding.prompts import check_one_stack, in_prompt, position_room, p
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, beam_search, sample_or_greedy
-from seqlab.model import DecoderCache, Seq2SeqTransformer
+from seqlab.model import DecoderCache, Model
 
 DecodePrecision = Literal["fp32", "bf16", "int8"]  # int8: an int8 engine (engines.choice), not autocast
 
@@ -63,7 +63,7 @@ def length_penalty(cfg: DecodingConfig) -> LengthPenalty:
     return LengthPenalty(cfg.length_penalty, cfg.length_rule)
 
 
-def plain_beam_search(model: Seq2SeqTransformer, step: StepFn, cache: DecoderCache, cfg: DecodingConfig,
+def plain_beam_search(model: Model, step: StepFn, cache: DecoderCache, cfg: DecodingConfig,
                       src_pad_mask: Tensor, **search: Any) -> GenerateOutput:
     """search.beam_search over the model's `step`, with cfg's coverage penalty where set (which records the
     last decoder layer's cross-attention while it runs)."""
@@ -94,7 +94,7 @@ def first_hypotheses(out: GenerateOutput, n: int) -> GenerateOutput:
 
 
 @torch.no_grad()
-def generate(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingConfig,
+def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingConfig,
              sample_keys: Tensor | None = None,
              target_prefix: Sequence[Sequence[int]] | None = None,
              constraints: Sequence[Sequence[Sequence[int]]] | None = None, graphs: bool = False,

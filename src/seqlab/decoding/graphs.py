@@ -4,7 +4,7 @@ On a GPU a step of a Transformer decoder is bound by the host: each of its ~20 o
 Python call and a kernel launch, and the archived GPU record (docs/performance.md "On a GPU") measured two
 beam-5 searches at four times as much host time as GPU time. A CUDA graph replays a captured sequence of
 kernels with one launch. It needs shapes and addresses that stay the same from step to step, so the
-captured step is `Seq2SeqTransformer.step_at`: its position is a device tensor, attention reads the cache's
+captured step is the encoder-decoder's `step_at`: its position is a device tensor, attention reads the cache's
 whole capacity (later positions masked), and it always computes the rows it was captured with. The searches
 move rows in place in the same buffers (beams following their parents, finished rows leaving: `compact_`),
 so a search keeps its graph; rows past the live ones compute numbers nobody reads.
@@ -27,7 +27,7 @@ from torch import Tensor
 
 from seqlab.config import ConfigError
 from seqlab.decoding.search import StepFn, model_step
-from seqlab.model import DecoderCache, Seq2SeqTransformer
+from seqlab.model import DecoderCache, Model
 from seqlab.model.cache import slabs
 
 
@@ -55,7 +55,7 @@ class GraphedStep:
     on machines without a GPU.
     """
 
-    def __init__(self, model: Seq2SeqTransformer, capture: bool = True) -> None:
+    def __init__(self, model: Model, capture: bool = True) -> None:
         check_graphable(model)
         if capture and next(model.parameters()).device.type != "cuda":
             raise ConfigError("step graphs are CUDA graphs: decode on a GPU (device=cuda), or use engine=seqlab")
@@ -121,6 +121,6 @@ class GraphedStep:
         self.captures += 1
 
 
-def step_fn(model: Seq2SeqTransformer, graphs: bool) -> StepFn:
+def step_fn(model: Model, graphs: bool) -> StepFn:
     """The decoder step a search calls: eager (`model_step`), or captured as a CUDA graph (`graphs`)."""
     return GraphedStep(model) if graphs else model_step(model)

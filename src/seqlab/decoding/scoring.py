@@ -7,11 +7,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from seqlab.decoding.prompts import split_prompt
-from seqlab.model import Seq2SeqTransformer
+from seqlab.model import Model
 
 
 @torch.no_grad()
-def score(model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor, tgt_ids: Tensor) -> Tensor:
+def score(model: Model, src_ids: Tensor, src_pad_mask: Tensor, tgt_ids: Tensor) -> Tensor:
     """(B, T) log p(y_t | y_<t, x) of target ids (BOS excluded, EOS included), 0 at padding.
 
     tgt_ids are the tokens to score, right-padded with PAD; the decoder input is

@@ -1,4 +1,4 @@
-"""Search strategies over a Seq2SeqTransformer: greedy/sampling (one token per row) and beam search.
+"""Search strategies over a model (`seqlab.model.Model`, either architecture): greedy/sampling (one token per row) and beam search.
 
 Both work on a whole batch with beams folded into the batch axis, reuse the
 model's KV cache, and drop examples that are done from the batch (their cache
@@ -19,7 +19,7 @@ from seqlab.constants import ForceEOS, HasSpecialIds
 from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.processors import NEG_INF, Ban, LogitsProcessor, apply, for_examples, split_bans
 from seqlab.decoding.sampling import gumbel_noise
-from seqlab.model import DecoderCache, Seq2SeqTransformer
+from seqlab.model import DecoderCache, Model
 from seqlab.model.cache import in_place_order, shared_prefix
 
 NEG = -1.0e9  # HF's "impossible" score: finite, so sums and top-k stay well defined
@@ -44,7 +44,7 @@ class GenerateOutput:
 StepFn = Callable[[Tensor, DecoderCache], tuple[Tensor, DecoderCache]]
 
 
-def model_step(model: Seq2SeqTransformer) -> StepFn:
+def model_step(model: Model) -> StepFn:
     """One decoder step: (N,) last tokens -> (N, V) fp32 logits and the extended cache."""
 
     def step(last: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:

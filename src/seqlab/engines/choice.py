@@ -30,7 +30,7 @@ from seqlab.decoding.graphs import check_graphable
 from seqlab.engines.ct2 import CT2Engine, check_decodable
 from seqlab.hardware import cpu_model
 from seqlab.io import atomic_write_text
-from seqlab.model import Seq2SeqTransformer
+from seqlab.model import Model
 from seqlab.model.onednn import onednn_available, onednn_linears, packed_speedup
 from seqlab.model.quantize import dynamic_int8
 
@@ -106,13 +106,13 @@ class VariantEngine:
     """seqlab's own search on another form of the model that runs on a CPU only (int8 linear layers, or fp32
     ones on oneDNN's packed weights), used like `generate`."""
 
-    def __init__(self, model: Seq2SeqTransformer, variant: Callable[[Seq2SeqTransformer], Seq2SeqTransformer],
+    def __init__(self, model: Model, variant: Callable[[Model], Model],
                  setting: str, kernels: str, on_gpu: str) -> None:
         if next(model.parameters()).device.type != "cpu":
             raise ConfigError(f"{setting} runs on a CPU ({kernels}); use device=cpu, or {on_gpu} on a GPU")
         self.model = variant(model)
 
-    def generate(self, model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor,
+    def generate(self, model: Model, src_ids: Tensor, src_pad_mask: Tensor,
                  cfg: DecodingConfig, target_prefix: Sequence[Sequence[int]] | None = None,
                  constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> GenerateOutput:
         return generate(self.model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix, constraints=constraints)
@@ -122,13 +122,13 @@ class GraphEngine:
     """seqlab's own search with its decoder step replayed as a CUDA graph (decoding.graphs), used like
     `generate`; checked before decoding (a GPU, a model whose step has fixed shapes)."""
 
-    def __init__(self, model: Seq2SeqTransformer, precision: str) -> None:
+    def __init__(self, model: Model, precision: str) -> None:
         if next(model.parameters()).device.type != "cuda":
             raise ConfigError("engine=seqlab_graphs replays CUDA graphs: use device=cuda, or engine=seqlab on a CPU")
         check_graphable(model, "engine=seqlab_graphs")
         self.precision = precision
 
-    def generate(self, model: Seq2SeqTransformer, src_ids: Tensor, src_pad_mask: Tensor,
+    def generate(self, model: Model, src_ids: Tensor, src_pad_mask: Tensor,
                  cfg: DecodingConfig, target_prefix: Sequence[Sequence[int]] | None = None,
                  constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> GenerateOutput:
         with precision_context(self.precision, src_ids.device):
@@ -136,7 +136,7 @@ class GraphEngine:
                             graphs=True)
 
 
-def make_engine(engine: str, checkpoint: Path, model: Seq2SeqTransformer, tokenizer: Tokenizer, cache_dir: Path,
+def make_engine(engine: str, checkpoint: Path, model: Model, tokenizer: Tokenizer, cache_dir: Path,
                 precision: str) -> CT2Engine | VariantEngine | GraphEngine | None:
     """None for seqlab's own search (fp32 or bf16 autocast), seqlab on int8 or oneDNN-packed linear layers,
     or CTranslate2 on an export of `checkpoint` (made once, cached)."""

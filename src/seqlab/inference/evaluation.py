@@ -37,7 +37,7 @@ from seqlab.metrics import (
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import N_BOOTSTRAP, SACREBLEU_DEFAULT_SEED
 from seqlab.metrics.text import DEFAULT_METRICS, ROUGE, check_metrics
-from seqlab.model import Seq2SeqTransformer
+from seqlab.model import Model
 from seqlab.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ def source_lengths(src_ids: Sequence[Sequence[int]], eos_id: int) -> list[int]:
     return [len(s) - (bool(s) and s[-1] == eos_id) for s in src_ids]
 
 
-def decode_texts(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: Sequence[str], cfg: DecodingConfig,
+def decode_texts(model: Model, tokenizer: Tokenizer, sources: Sequence[str], cfg: DecodingConfig,
                  max_tokens: int, on_batch: Any = None, precision: str = "fp32", engine: Any = None,
                  prefixes: Sequence[Sequence[int]] | None = None,
                  constraints: Sequence[Sequence[Sequence[int]]] | None = None,
@@ -220,7 +220,7 @@ def apply_mbr(decoded: Decoded, tokenizer: Tokenizer, cfg: DecodingConfig) -> No
     decoded.mbr_seconds = time.perf_counter() - start
 
 
-def evaluate(model: Seq2SeqTransformer, tokenizer: Tokenizer, examples: Sequence[Example],
+def evaluate(model: Model, tokenizer: Tokenizer, examples: Sequence[Example],
              cfg: DecodingConfig, settings: EvalSettings, engine: Any = None) -> tuple[list[Record], dict[str, Any]]:
     """Decode `examples`, score references, and return per-example records and corpus metrics.
     engine: None for seqlab's search, or a CTranslate2 engine (engines.choice)."""
@@ -345,7 +345,7 @@ def mbr_summary(decoded: Decoded) -> dict[str, float]:
     }
 
 
-def score_references(model: Seq2SeqTransformer, tokenizer: Tokenizer, refs: Sequence[str],
+def score_references(model: Model, tokenizer: Tokenizer, refs: Sequence[str],
                      src_ids: Sequence[list[int]], max_tokens: int) -> list[list[float]]:
     """Per-token log-probs of each reference by teacher forcing (EOS included)."""
     device = next(model.parameters()).device

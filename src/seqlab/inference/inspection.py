@@ -33,7 +33,7 @@ from seqlab.decoding import DecodingConfig, generate
 from seqlab.decoding.prompts import split_prompt
 from seqlab.decoding.search import NEG
 from seqlab.inference.evaluation import decode_texts
-from seqlab.model import Seq2SeqTransformer
+from seqlab.model import Model, Seq2SeqTransformer
 from seqlab.model.layers import MultiHeadAttention
 from seqlab.model.transformer import with_bias
 from seqlab.tracking.decoding_sections import candidates_table
@@ -63,7 +63,7 @@ class AttentionMaps:
 
 
 @contextmanager
-def record_attention(model: Seq2SeqTransformer) -> Iterator[dict[str, list[Tensor]]]:
+def record_attention(model: Model) -> Iterator[dict[str, list[Tensor]]]:
     """Collect the attention weights of every layer while the block runs: kind -> list of (B, H, T, S)."""
     found: dict[str, list[Tensor]] = {k: [] for k in KINDS}
     modules = [(m, "encoder") for layer in model.encoder_layers for m in [layer.self_attn]]
@@ -79,7 +79,7 @@ def record_attention(model: Seq2SeqTransformer) -> Iterator[dict[str, list[Tenso
                 module.recorder = None
 
 
-def one_source(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str) -> tuple[Tensor, Tensor]:
+def one_source(model: Model, tokenizer: Tokenizer, source: str) -> tuple[Tensor, Tensor]:
     """(1, S) ids of one source, truncated to the model's positions, and its (1, S) pad mask (all False)."""
     src = torch.tensor([tokenizer.encode_source([source])[0][: model.cfg.max_positions]])
     return src, torch.zeros_like(src, dtype=torch.bool)
@@ -90,7 +90,7 @@ def pieces(tokenizer: Tokenizer, ids: list[int], side: str) -> list[str]:
 
 
 @torch.no_grad()
-def attention_maps(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, target: str | None = None,
+def attention_maps(model: Model, tokenizer: Tokenizer, source: str, target: str | None = None,
                    cfg: DecodingConfig | None = None) -> AttentionMaps:
     """Teacher-forced attention over `target` (the model's own hypothesis under `cfg` when None)."""
     model.eval()
@@ -117,7 +117,7 @@ def attention_maps(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str,
                          weights, model.cfg.positions, position_bias(model, src.shape[1], tgt_in.shape[1]))
 
 
-def position_bias(model: Seq2SeqTransformer, src_len: int, tgt_len: int) -> dict[str, Tensor] | None:
+def position_bias(model: Model, src_len: int, tgt_len: int) -> dict[str, Tensor] | None:
     """The logit bias a relative scheme adds in each stack's self-attention (ALiBi, T5), (H, T, T) per stack
     (the decoder's with later keys at -inf, as its mask has them); None for schemes without one."""
     if model.cfg.one_stack:  # its bias spans source and target; the page shows the attention alone
@@ -146,7 +146,7 @@ class TraceStep:
 
 
 @torch.no_grad()
-def trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg: DecodingConfig,
+def trace(model: Model, tokenizer: Tokenizer, source: str, cfg: DecodingConfig,
           k: int = 5) -> list[TraceStep]:
     """Greedy decoding of one source, step by step, with what the processors changed.
 
@@ -184,7 +184,7 @@ class BeamNode:
 
 
 @torch.no_grad()
-def beam_trace(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg: DecodingConfig) -> list[BeamNode]:
+def beam_trace(model: Model, tokenizer: Tokenizer, source: str, cfg: DecodingConfig) -> list[BeamNode]:
     """Every step of beam search on one source: which candidates were kept, finished or pruned.
 
     The search is seqlab's own (`beam_search` with a step hook), so the finished hypotheses are
@@ -218,7 +218,7 @@ def alignment_png(maps: AttentionMaps) -> str:
     return heatmap_grid(maps.alignment()[None], maps.tgt_pieces, maps.src_pieces, "alignment")
 
 
-def alignment_images(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: list[str], decoding: DecodingConfig,
+def alignment_images(model: Model, tokenizer: Tokenizer, sources: list[str], decoding: DecodingConfig,
                      folder: Path) -> list[Path]:
     """The alignment (cross-attention over the model's greedy hypothesis, within `decoding`'s length limits) of
     each source, as PNG files attention-<i>.png in `folder`."""
@@ -232,7 +232,7 @@ def alignment_images(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: l
     return paths
 
 
-def inspect_section(model: Seq2SeqTransformer, tokenizer: Tokenizer, sources: list[str], title: str,
+def inspect_section(model: Model, tokenizer: Tokenizer, sources: list[str], title: str,
                     cfg: DecodingConfig | None = None) -> str:
     """HTML for a few sources of one checkpoint: each one's alignment and its greedy trace (for reports)."""
     cfg = cfg or DecodingConfig(max_length=40)
@@ -286,7 +286,7 @@ def inspect_page(maps: AttentionMaps, steps: list[TraceStep], title: str,
             + "".join(body) + "</body></html>")
 
 
-def mbr_candidates(model: Seq2SeqTransformer, tokenizer: Tokenizer, source: str, cfg: DecodingConfig) -> str:
+def mbr_candidates(model: Model, tokenizer: Tokenizer, source: str, cfg: DecodingConfig) -> str:
     """HTML: MBR's candidates for one source under `cfg` (a DecodingConfig with mbr), the choice marked."""
     assert cfg.mbr is not None
     choice = (decode_texts(model, tokenizer, [source], cfg, max_tokens=8000).mbr or [])[0]

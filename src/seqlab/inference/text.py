@@ -19,7 +19,7 @@ from seqlab.config import ConfigError
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
 from seqlab.inference.evaluation import constraint_ids, decode_texts, prefix_ids
-from seqlab.model import Seq2SeqTransformer
+from seqlab.model import Model
 
 Format = Literal["plain", "fairseq"]
 LN2 = math.log(2)
@@ -76,7 +76,7 @@ def split_constraints(tokenizer: Tokenizer, lines: Sequence[str], numbers: Seque
     return [f[0] for f in fields], constraint_ids(tokenizer, [f[1:] for f in fields])
 
 
-def translate(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: Sequence[str], cfg: DecodingConfig,
+def translate(model: Model, tokenizer: Tokenizer, lines: Sequence[str], cfg: DecodingConfig,
               max_tokens: int = 8000, on_batch: Callable[[int], None] | None = None,
               engine: Any = None, prefix: TargetPrefix = NO_PREFIX, first_line: int = 1) -> list[list[Hypothesis]]:
     """The n-best hypotheses of every line (none for a blank line), in input order (engine: engines.choice)."""
@@ -124,7 +124,7 @@ def chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
-def translate_stream(model: Seq2SeqTransformer, tokenizer: Tokenizer, lines: Iterable[str], out: TextIO,
+def translate_stream(model: Model, tokenizer: Tokenizer, lines: Iterable[str], out: TextIO,
                      cfg: DecodingConfig, fmt: Format = "plain", max_tokens: int = 8000, chunk_size: int = 2000,
                      on_batch: Callable[[int], None] | None = None, engine: Any = None,
                      prefix: TargetPrefix = NO_PREFIX) -> int:

@@ -1,4 +1,4 @@
-"""Hugging Face encoder-decoder models <-> Seq2SeqTransformer.
+"""Hugging Face encoder-decoder models <-> Model.
 
 `from_state` builds the seqlab model of any family interop.families knows from a config.json and a state
 dict, fusing q/k/v; `from_hf` does it from a loaded transformers model; `to_hf` is the inverse, the model's
@@ -15,12 +15,12 @@ from torch import Tensor
 
 from seqlab.interop.catalog import FAMILIES, family_of, model_config
 from seqlab.interop.families import InteropError, seqlab_state, stored_name, untie_where_saved
-from seqlab.model import Seq2SeqTransformer, build_model
+from seqlab.model import Model, build_model
 
 __all__ = ["InteropError", "from_hf", "from_state", "to_hf"]
 
 
-def from_state(config: dict[str, Any], state: dict[str, Tensor], where: str = "the model") -> Seq2SeqTransformer:
+def from_state(config: dict[str, Any], state: dict[str, Tensor], where: str = "the model") -> Model:
     """A Seq2SeqTransformer (eval mode) computing what a Hugging Face model of this config.json and state dict
     computes."""
     family = family_of(config, where)
@@ -37,7 +37,7 @@ def from_state(config: dict[str, Any], state: dict[str, Tensor], where: str = "t
     return model.eval()
 
 
-def check_shapes(model: Seq2SeqTransformer, ours: dict[str, Tensor], family: str, where: str) -> None:
+def check_shapes(model: Model, ours: dict[str, Tensor], family: str, where: str) -> None:
     """Every weight the shape config.json says it has (else the folder mixes a config and weights of two
     models), named by the family's own parameter names."""
     names = {n: "+".join(stored_name(p) for p in parts) for n, parts in FAMILIES[family].weights(model.cfg)}
@@ -49,7 +49,7 @@ def check_shapes(model: Seq2SeqTransformer, ours: dict[str, Tensor], family: str
                            f"e.g. {'; '.join(wrong[:3])}; the weights and config.json belong to different models")
 
 
-def check_sinusoids(model: Seq2SeqTransformer, state: dict[str, Tensor], where: str) -> None:
+def check_sinusoids(model: Model, state: dict[str, Tensor], where: str) -> None:
     """A saved sinusoid table (Marian and PEGASUS keep theirs in the weights) must be the one seqlab computes:
     seqlab keeps positions fixed and cannot load trained ones."""
     ours = model.src_embed.positions.table
@@ -61,12 +61,12 @@ def check_sinusoids(model: Seq2SeqTransformer, state: dict[str, Tensor], where: 
                                "seqlab keeps positions fixed and cannot load trained ones")
 
 
-def from_hf(hf_model: Any) -> Seq2SeqTransformer:
+def from_hf(hf_model: Any) -> Model:
     """A Seq2SeqTransformer that computes the same logits as a transformers encoder-decoder (eval mode)."""
     return from_state(hf_model.config.to_dict(), hf_model.state_dict(), type(hf_model).__name__)
 
 
-def to_hf(model: Seq2SeqTransformer, family: str | None = None) -> Any:
+def to_hf(model: Model, family: str | None = None) -> Any:
     """The transformers model that computes the same logits as `model`: its Hugging Face family's (the one
     `seqlab export` writes; `family` is tried first), refused by name where no family computes it."""
     from seqlab.interop.hf_export import hf_model

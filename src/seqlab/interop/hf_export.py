@@ -20,7 +20,7 @@ import torch
 from seqlab.interop.catalog import FAMILIES, model_config
 from seqlab.interop.families import TRANSPOSED, Family, InteropError, stored_name, untie_where_saved
 from seqlab.io import atomic_write
-from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.model import Model, ModelConfig
 
 # Marian last among the encoder-decoders: seqlab's own models; then the decoder-only families
 EXPORT_ORDER = ("bart", "mbart", "pegasus", "m2m_100", "t5", "marian", "gpt2", "qwen2", "llama")
@@ -94,7 +94,7 @@ def hf_config(cfg: ModelConfig, family: Family) -> dict[str, Any]:
     return family.export(cfg)
 
 
-def hf_state(model: Seq2SeqTransformer, family: Family) -> dict[str, torch.Tensor]:
+def hf_state(model: Model, family: Family) -> dict[str, torch.Tensor]:
     """The family's state dict: every fused seqlab tensor split back into the family's parameters."""
     ours, state = model.state_dict(), {}
     for name, parts in family.weights(model.cfg):
@@ -117,7 +117,7 @@ def part_sizes(cfg: ModelConfig, name: str, rows: int, parts: int) -> list[int]:
     return [rows // parts] * parts
 
 
-def hf_model(model: Seq2SeqTransformer, family: str | None = None) -> Any:
+def hf_model(model: Model, family: str | None = None) -> Any:
     """The transformers model (eval mode) of `model` in its family (`family`: the one to try first), loaded by
     `from_pretrained` from the folder `seqlab export` writes, so that it ties and unties as an export does."""
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
@@ -128,7 +128,7 @@ def hf_model(model: Seq2SeqTransformer, family: str | None = None) -> Any:
         return auto.from_pretrained(tmp).eval()
 
 
-def write_family(model: Seq2SeqTransformer, out: Path, hint: str | None = None) -> Family:
+def write_family(model: Model, out: Path, hint: str | None = None) -> Family:
     """config.json and model.safetensors of `model` as its family saves them (tied tables under their shared
     name, an untied head as lm_head), so that `from_pretrained` ties and unties exactly as for the family's own
     checkpoints. Returns the family."""

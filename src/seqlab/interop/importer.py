@@ -53,7 +53,8 @@ def end_token(folder: Path, config: dict[str, Any], eos: int) -> int:
 
 def import_hf(source: str | Path, task_prefix: str | None = None, src_lang: str | None = None,
               tgt_lang: str | None = None) -> dict[str, Any]:
-    """The checkpoint dict (weights + seqlab description) of a Hugging Face encoder-decoder folder."""
+    """The checkpoint dict (weights + seqlab description) of a Hugging Face folder of a family seqlab computes
+    (interop.catalog: the encoder-decoders and the causal LMs)."""
     folder = resolve_folder(source)
     config = read_json(folder / "config.json")
     model = from_state(config, read_weights(folder), str(folder / "config.json"))

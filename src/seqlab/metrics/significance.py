@@ -103,12 +103,21 @@ def sacrebleu_quiet() -> Iterator[None]:
         logger.setLevel(previous)
 
 
-def sacrebleu_metric(name: str):  # noqa: ANN201  (a sacrebleu Metric)
+def sacrebleu_metric(name: str, references: Sequence[Sequence[str]] | None = None):  # noqa: ANN201  (a Metric)
     """sacreBLEU's metric object for a seqlab metric name, with sacreBLEU's defaults (chrF++: word_order=2,
-    as `sacrebleu -m chrf --chrf-word-order 2`; TER: tercom tokenization, case-insensitive)."""
+    as `sacrebleu -m chrf --chrf-word-order 2`; TER: tercom tokenization, case-insensitive); `references`, if
+    given, held in its own reference cache."""
     from sacrebleu.metrics import BLEU, CHRF, TER
 
-    return {K.BLEU: BLEU, K.CHRF: CHRF, K.CHRFPP: lambda: CHRF(word_order=2), K.TER: TER}[name]()
+    kind, options = {K.BLEU: (BLEU, {}), K.CHRF: (CHRF, {}), K.CHRFPP: (CHRF, {"word_order": 2}),
+                     K.TER: (TER, {})}[name]
+    return kind(**options, references=references)
+
+
+@functools.lru_cache(maxsize=16)
+def _with_references(name: str, refs: tuple[tuple[str, ...], ...]):  # noqa: ANN202  (a sacrebleu Metric)
+    """The metric holding these references' n-grams, once per process."""
+    return sacrebleu_metric(name, [list(r) for r in refs])
 
 
 @functools.lru_cache(maxsize=256)
@@ -116,8 +125,8 @@ def _segment_statistics(name: str, hyps: tuple[str, ...], refs: tuple[tuple[str,
     """sacreBLEU's sufficient statistics of one system (and its metric's reference count), once per process:
     a page of comparisons tests one baseline against many systems, and sacreBLEU tokenizes the references and
     the baseline again in every test (most of a paired test's time). The statistics are read, never written."""
-    metric = sacrebleu_metric(name)
-    return metric._extract_corpus_statistics(list(hyps), [list(r) for r in refs]), metric.num_refs
+    metric = _with_references(name, refs)
+    return metric._extract_corpus_statistics(list(hyps), None), metric.num_refs
 
 
 def remembering(name: str):  # noqa: ANN201  (a sacrebleu Metric)

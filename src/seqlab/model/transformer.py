@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
@@ -230,10 +231,19 @@ class Seq2SeqTransformer(nn.Module):
             is_causal = False
         positions = self.self_attention_positions(self.decoder_positions, start, n_new)
         self_mask, is_causal = with_bias(self_mask, is_causal, positions)
+        h = self._stack(tgt_ids, start, self_mask, is_causal, positions, buffers, cross_kv, cross_mask, group)
+        return h, cache, (copy, cross_mask, group)
+
+    def _stack(self, tgt_ids: Tensor, start: int | Tensor, self_mask: Tensor | None, is_causal: bool,
+               positions: AttentionPositions, buffers: Sequence[KVBuffer | StaticKV | None], cross_kv: Sequence[KV],
+               cross_mask: Tensor | None, group: int) -> Tensor:
+        """The decoder's one forward, final states (B, T, d) of `tgt_ids` embedded from position `start` (an int,
+        or `step_at`'s (1,) device tensor): the eager decoder and the step a CUDA graph captures both run it,
+        each with its own masks and key/value buffers."""
         x = self.tgt_embed(tgt_ids, start)
         for layer, buffer, kv in zip(self.decoder_layers, buffers, cross_kv, strict=True):
             x = layer(x, self_mask, is_causal, buffer, kv, cross_mask, group, positions.rotary)
-        return self.decoder_norm(x), cache, (copy, cross_mask, group)
+        return self.decoder_norm(x)
 
     def step_at(self, tgt_ids: Tensor, position: Tensor, cache: DecoderCache, rows: int) -> Tensor:
         """One decoding step at a position held in a (1,) long device tensor: logits (rows, 1, V) for the last
@@ -248,11 +258,10 @@ class Seq2SeqTransformer(nn.Module):
         positions = AttentionPositions() if self.decoder_positions is None else self.decoder_positions(
             position, 1, capacity)
         self_mask, _ = with_bias(self_mask, False, positions)  # a float (1, H, 1, C) mask with a position bias
-        x = self.tgt_embed(tgt_ids, position)
-        for layer, buffer, kv in zip(self.decoder_layers, cache.layers, cache.cross_kv, strict=True):
-            x = layer(x, self_mask, False, StaticKV(buffer, position, rows), kv, cache.cross_mask, cache.group,
-                      positions.rotary)
-        return self.output(self.output_input(self.decoder_norm(x)))  # (rows, 1, V)
+        buffers = [StaticKV(buffer, position, rows) for buffer in cache.layers]
+        h = self._stack(tgt_ids, position, self_mask, False, positions, buffers, cache.cross_kv, cache.cross_mask,
+                        cache.group)
+        return self.output(self.output_input(h))  # (rows, 1, V)
 
     def step_at_blocker(self) -> str | None:
         """Why this model cannot decode with `step_at`, or None: copy attention mixes in a distribution over the

@@ -15,12 +15,12 @@ import torch
 from torch import Tensor
 
 from seqlab.config import ConfigError
-from seqlab.model import Seq2SeqTransformer
+from seqlab.model import Model
 from seqlab.train.losses import label_smoothed_nll
 from seqlab.train.output_loss import fused_label_smoothed_nll
 
 
-def step_loss(model: Seq2SeqTransformer, src: Tensor, pad: Tensor, tgt_in: Tensor, tgt: Tensor, epsilon: float,
+def step_loss(model: Model, src: Tensor, pad: Tensor, tgt_in: Tensor, tgt: Tensor, epsilon: float,
               fused: bool = False, compiled: bool = False, bf16: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """Summed label-smoothed loss, summed NLL and target-token count of one teacher-forced batch; `fused`
     projects and scores a block of rows at a time (`seqlab.train.output_loss`), never holding the logits,
@@ -47,7 +47,7 @@ def check_bf16_weights(bf16: bool, precision: str, why: str = "") -> None:
 
 
 @contextmanager
-def bf16_weights(model: Seq2SeqTransformer) -> Iterator[dict[int, Tensor]]:
+def bf16_weights(model: Model) -> Iterator[dict[int, Tensor]]:
     """`train.bf16_weights`: within the block the model's fp32 parameters and buffers are bf16 copies, each
     made once (yields them by the original's id); on leaving, the originals are back in place.
 
@@ -95,7 +95,7 @@ def use_compile_cache() -> None:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(compile_cache_dir()))
 
 
-def compile_layers(model: Seq2SeqTransformer) -> int:
+def compile_layers(model: Model) -> int:
     """Compile every encoder and decoder layer in place (`nn.Module.compile`: the parameters, their names and
     the checkpoints stay as they are); the number of layers compiled.
 

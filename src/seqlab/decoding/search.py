@@ -1,4 +1,4 @@
-"""Search strategies over a model (`seqlab.model.Model`, either architecture): greedy/sampling (one token per row) and beam search.
+"""Search strategies over a model (`seqlab.model.Model`): greedy/sampling (one token per row) and beam search.
 
 Both work on a whole batch with beams folded into the batch axis, reuse the
 model's KV cache, and drop examples that are done from the batch (their cache

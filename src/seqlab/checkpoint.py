@@ -159,11 +159,11 @@ def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
     return model.to(device).eval(), tokenizer, info
 
 
-def start_from(model: Any, tokenizer: Any) -> Any:
+def start_from(model: Any, tokenizer: AnyTokenizer | None) -> Any:
     """The model (or ensemble) with the tokenizer's decoder start as its own: where a family's target language
     code starts the decoder (mBART-cc25: data.layout), the code of the language chosen, for decoding and
     teacher forcing alike; other models are returned as they are."""
-    start = getattr(tokenizer, "bos_id", model.cfg.bos_id)
+    start = tokenizer.bos_id if tokenizer is not None else model.cfg.bos_id
     if start != model.cfg.bos_id:
         model.cfg = replace(model.cfg, bos_id=start)
     return model

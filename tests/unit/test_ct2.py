@@ -31,7 +31,10 @@ VARIANTS = [
 
 
 class Pieces:
-    """A tokenizer stand-in: piece i is TOKENS[i] (ids 0-3 are the specials whatever their pieces)."""
+    """A tokenizer stand-in (what interop.ct2 reads of data.protocol.TextTokenizer): piece i is TOKENS[i] (ids
+    0-3 are the specials whatever their pieces), seqlab's own layout."""
+
+    layout, unk_id, src_vocab_size, tgt_vocab_size = None, 1, VOCAB, VOCAB
 
     def id_to_piece(self, i: int, side: str = "tgt") -> str:
         return f"t{i}"

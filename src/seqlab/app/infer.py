@@ -172,12 +172,12 @@ def settings_of(cfg: DictConfig, cls: type, owner: str) -> Any:
     return settings
 
 
-def with_languages(tokenizer: Any, decoding: DecodingConfig, request: InferenceRequest, path: Path
+def with_languages(tokenizer: AnyTokenizer, decoding: DecodingConfig, request: InferenceRequest, path: Path
                    ) -> tuple[Any, DecodingConfig]:
     """The tokenizer with the request's language pair and task prefix, and the decoding with the target code
     forced first where the family opens the target with it (the request's tgt_lang wins over a stored one)."""
     src_lang, tgt_lang, prefix = request.languages
-    if not hasattr(tokenizer, "with_settings"):
+    if not tokenizer.languages:
         given = [k for k, v in zip(("src_lang", "tgt_lang", "task_prefix"), request.languages, strict=True) if v]
         if given:
             raise ConfigError(f"{request.command}.{given[0]}: {path} has seqlab's own tokenizer, which has no "

@@ -12,9 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from seqlab.data.layout import TextLayout, clean_up_tokenization
+from seqlab.io import atomic_write_text
 
 KIND = "tokenizers"  # the checkpoint record's `kind`
 
@@ -24,6 +26,7 @@ class JsonTokenizer:
     bos being the decoder start (`bos_id`: the layout's, where the target language's code is the start)."""
 
     joint = True
+    languages = True
 
     def __init__(self, tokenizer_json: str, layout: TextLayout, special: tuple[int, int, int, int]) -> None:
         from tokenizers import Tokenizer as Backend
@@ -43,6 +46,12 @@ class JsonTokenizer:
                             self.special)
         out.hf_files = self.hf_files
         return out
+
+    def write_hf(self, out: Path) -> None:
+        """The family's config files and its tokenizer.json, as they came."""
+        for name, text in self.hf_files.items():
+            atomic_write_text(out / name, text)
+        atomic_write_text(out / "tokenizer.json", self.tokenizer_json)
 
     @property
     def digest(self) -> str:

@@ -21,6 +21,7 @@ import sentencepiece as spm
 from seqlab.data.hf_tokenizer import KIND as JSON_KIND
 from seqlab.data.hf_tokenizer import JsonTokenizer
 from seqlab.data.layout import TEXT, TextLayout
+from seqlab.data.protocol import TextTokenizer
 from seqlab.data.tokenizer import Tokenizer, models_from_checkpoint
 
 
@@ -32,6 +33,8 @@ def appended_eos(special: Sequence[int]) -> TextLayout:
 
 class MappedTokenizer(Tokenizer):
     """SentencePiece segmentation with ids from a vocabulary list; `special` = (pad, unk, bos, eos) ids."""
+
+    languages = True
 
     def __init__(self, src_model: bytes, tgt_model: bytes | None, pieces: Sequence[str],
                  tgt_pieces: Sequence[str] | None, special: tuple[int, int, int, int],
@@ -89,6 +92,11 @@ class MappedTokenizer(Tokenizer):
         table = self.pieces if side == "src" or self.tgt_pieces is None else self.tgt_pieces
         return table[int(i)] if 0 <= int(i) < len(table) else "<unk>"
 
+    def vocabulary(self, side: Literal["src", "tgt"]) -> dict[str, int]:
+        """The family's own numbering (its vocab.json)."""
+        table = self.pieces if side == "src" or self.tgt_pieces is None else self.tgt_pieces
+        return {p: i for i, p in enumerate(table)}
+
     def _decode(self, ids: Sequence[int], side: Literal["src", "tgt"]) -> str:
         out, skipped = [], set(self.layout.skipped)
         for i in ids:
@@ -109,7 +117,7 @@ class MappedTokenizer(Tokenizer):
                 "special": list(self.special), "layout": self.layout.to_dict(), "hf_files": dict(self.hf_files)}
 
 
-AnyTokenizer = Tokenizer | JsonTokenizer  # seqlab's own, a mapped one (a Tokenizer), or an imported family's
+AnyTokenizer = TextTokenizer  # seqlab's own, a mapped one (a Tokenizer), or an imported family's, by one protocol
 
 
 def from_checkpoint(state: dict[str, Any]) -> AnyTokenizer:

@@ -22,7 +22,7 @@ import sentencepiece as spm
 from seqlab.config import ConfigError, check_choice, check_types
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from seqlab.digest import cache_key
-from seqlab.io import publish_once
+from seqlab.io import atomic_write, atomic_write_text, publish_once
 
 log = logging.getLogger(__name__)
 ModelType = Literal["unigram", "bpe"]
@@ -57,9 +57,12 @@ class Tokenizer:
     """Source and target SentencePiece processors (one and the same when joint)."""
 
     pad_id, unk_id, bos_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID  # fixed at training (a mapped one has its own)
+    layout = None  # seqlab's own text layout: the text, then EOS (a mapped one has its family's)
+    languages = False  # no language codes or task prefix (a mapped one has them)
 
     def __init__(self, src_model: bytes, tgt_model: bytes | None = None) -> None:
         self.src_model, self.tgt_model = src_model, tgt_model
+        self.hf_files: dict[str, str] = {}  # seqlab's own has no family's config files
         self.src = spm.SentencePieceProcessor(model_proto=src_model)
         self.tgt = self.src if tgt_model is None else spm.SentencePieceProcessor(model_proto=tgt_model)
         for sp in (self.src, self.tgt):
@@ -115,6 +118,38 @@ class Tokenizer:
 
     def id_to_piece(self, i: int, side: Literal["src", "tgt"] = "tgt") -> str:
         return (self.src if side == "src" else self.tgt).id_to_piece(int(i))
+
+    def with_settings(self, src_lang: str | None = None, tgt_lang: str | None = None,
+                      task_prefix: str | None = None) -> Tokenizer:
+        """This tokenizer: it has no language codes or task prefix to set (`languages` is False)."""
+        if src_lang or tgt_lang or task_prefix:
+            raise ConfigError("seqlab's own tokenizer has no language codes or task prefix")
+        return self
+
+    def vocabulary(self, side: Literal["src", "tgt"]) -> dict[str, int]:
+        """piece -> id of one side, as `vocab.json` holds it."""
+        processor = self.src if side == "src" else self.tgt
+        return {processor.id_to_piece(i): i for i in range(processor.get_piece_size())}
+
+    def write_hf(self, out: Path) -> None:
+        """The family's config files as imported, then M2M100's `sentencepiece.bpe.model` (where its
+        `vocab.json` came with them), or Marian's layout: `source.spm`, `target.spm`, `vocab.json` (+
+        `target_vocab.json` for separate vocabularies) and, for seqlab's own, a MarianTokenizer config."""
+        for name, text in self.hf_files.items():
+            atomic_write_text(out / name, text)
+        if "vocab.json" in self.hf_files:  # M2M100's layout: its vocab.json numbers the pieces
+            atomic_write(out / "sentencepiece.bpe.model", lambda f: f.write(self.src_model))
+            return
+        src_model, tgt_model = self.src_model, self.tgt_model or self.src_model
+        atomic_write(out / "source.spm", lambda f: f.write(src_model))
+        atomic_write(out / "target.spm", lambda f: f.write(tgt_model))
+        atomic_write_text(out / "vocab.json", json.dumps(self.vocabulary("src"), ensure_ascii=False))
+        if not self.joint:
+            atomic_write_text(out / "target_vocab.json", json.dumps(self.vocabulary("tgt"), ensure_ascii=False))
+        if not self.hf_files:
+            config = {"tokenizer_class": "MarianTokenizer", "unk_token": "<unk>", "eos_token": "</s>",
+                      "pad_token": "<pad>", "separate_vocabs": not self.joint}
+            atomic_write_text(out / "tokenizer_config.json", json.dumps(config, indent=1))
 
     def to_dict(self) -> dict[str, Any]:
         return {"src_model": self.src_model, "tgt_model": self.tgt_model}

@@ -293,7 +293,7 @@ def target_parts(tokenizer: Tokenizer, texts: Sequence[str]) -> list[tuple[list[
     imported family's opening language code or BOS (`TextLayout.split`), then the text; EOS and whatever
     follows the text (mBART-cc25's code) never. seqlab's own targets are the text and EOS."""
     encoded = tokenizer.encode_target(list(texts))
-    layout = getattr(tokenizer, "layout", None)
+    layout = tokenizer.layout
     if layout is None:
         eos = tokenizer.eos_id
         return [([], [t for t in ids if t != eos]) for ids in encoded]

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from seqlab.data.tokenizer import Tokenizer
+from seqlab.data.protocol import TextTokenizer
 from seqlab.interop.hf import InteropError
 from seqlab.model import Model, ModelConfig
 
@@ -56,23 +56,22 @@ def check_exportable(cfg: ModelConfig) -> None:
                            "only for pre-LN stacks; use model.final_norm=null (none for post-LN)")
 
 
-def special_ids(cfg: ModelConfig, tokenizer: Any) -> dict[str, int]:
+def special_ids(cfg: ModelConfig, tokenizer: TextTokenizer | None) -> dict[str, int]:
     """The model's ids of CTranslate2's special tokens: seqlab's 0-3, or an imported family's own (BART's
     decoder start is its EOS, T5's its pad)."""
-    unk = getattr(tokenizer, "unk_id", UNK_ID) if tokenizer is not None else UNK_ID
+    unk = tokenizer.unk_id if tokenizer is not None else UNK_ID
     ids = {"pad": cfg.pad_id, "unk": unk, "eos": cfg.eos_id}
     if cfg.bos_id not in ids.values() and not language_start(cfg, tokenizer):
         ids["bos"] = cfg.bos_id
     return ids
 
 
-def language_start(cfg: ModelConfig, tokenizer: Any) -> bool:
+def language_start(cfg: ModelConfig, tokenizer: TextTokenizer | None) -> bool:
     """Whether the decoder starts from the target language's code (mBART-cc25), a piece like any other."""
-    layout = getattr(tokenizer, "layout", None)
-    return layout is not None and layout.decoder_start == cfg.bos_id
+    return tokenizer is not None and tokenizer.layout is not None and tokenizer.layout.decoder_start == cfg.bos_id
 
 
-def start_token(cfg: ModelConfig, tokenizer: Any) -> str:
+def start_token(cfg: ModelConfig, tokenizer: TextTokenizer | None) -> str:
     """The name CTranslate2 starts decoding from: the special token at the model's decoder start id, or the
     target language's code."""
     if language_start(cfg, tokenizer):
@@ -80,11 +79,11 @@ def start_token(cfg: ModelConfig, tokenizer: Any) -> str:
     return SPECIALS[next(name for name, i in special_ids(cfg, tokenizer).items() if i == cfg.bos_id)]
 
 
-def vocabulary(tokenizer: Any, side: str, size: int, cfg: ModelConfig | None = None) -> list[str]:
+def vocabulary(tokenizer: TextTokenizer | None, side: str, size: int, cfg: ModelConfig | None = None) -> list[str]:
     """The pieces by id, the model's special ids carrying CTranslate2's special tokens (seqlab's 0-3 by
     default). Without a tokenizer (a benchmark's random model) piece i is named `t<i>`; ids past the
     tokenizer's pieces (T5's spare embedding rows) `<extra_row_i>`."""
-    known = getattr(tokenizer, "src_vocab_size" if side == "src" else "tgt_vocab_size", size)
+    known = size if tokenizer is None else tokenizer.src_vocab_size if side == "src" else tokenizer.tgt_vocab_size
     pieces = [tokenizer.id_to_piece(i, side) if tokenizer is not None and i < known else
               (f"t{i}" if tokenizer is None else f"<extra_row_{i}>") for i in range(size)]
     specials = special_ids(cfg, tokenizer) if cfg is not None else {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID,
@@ -183,7 +182,7 @@ def _head(spec: Any, model: Any) -> None:
         spec.scale_outputs = np.dtype("float32").type(model.output_scale)
 
 
-def to_spec(model: Model, tokenizer: Tokenizer | None) -> Any:
+def to_spec(model: Model, tokenizer: TextTokenizer | None) -> Any:
     """The CTranslate2 specification holding the model's weights, vocabularies and special tokens: a
     TransformerSpec for an encoder-decoder (its Translator), a TransformerDecoderModelSpec for a decoder-only
     model (its Generator)."""
@@ -222,7 +221,7 @@ def to_spec(model: Model, tokenizer: Tokenizer | None) -> Any:
     return spec
 
 
-def _generator_spec(model: Model, tokenizer: Tokenizer | None) -> Any:
+def _generator_spec(model: Model, tokenizer: TextTokenizer | None) -> Any:
     """A decoder-only model as CTranslate2's TransformerDecoderModelSpec: the one stack's self-attention layers
     (grouped-query heads as `num_heads_kv`; the fused q;k;v projection is seqlab's layout, its biases
     included), ALiBi with the slopes CTranslate2 computes as seqlab does, and the one vocabulary. A model
@@ -253,7 +252,7 @@ def _generator_spec(model: Model, tokenizer: Tokenizer | None) -> Any:
     return spec
 
 
-def export_ctranslate2(model: Model, tokenizer: Tokenizer | None, out: str | Path,
+def export_ctranslate2(model: Model, tokenizer: TextTokenizer | None, out: str | Path,
                        quantization: str | None = None) -> Path:
     """Write a CTranslate2 model directory; nothing is left at `out` unless the whole export succeeds."""
     if quantization is not None and quantization not in QUANTIZATIONS:

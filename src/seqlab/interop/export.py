@@ -14,20 +14,15 @@ reproduce seqlab's tokenization and outputs (tested).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from seqlab.checkpoint import load_for_inference, read_checkpoint
 from seqlab.config import ConfigError
-from seqlab.data.hf_tokenizer import JsonTokenizer
-from seqlab.data.mapped import MappedTokenizer
-from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.options import refusals
 from seqlab.decoding.registry import suppressed
 from seqlab.interop.hf_export import write_family
-from seqlab.io import atomic_write, atomic_write_text
 from seqlab.model import ModelConfig
 
 
@@ -65,44 +60,6 @@ def generation_config(cfg: DecodingConfig, model: ModelConfig) -> dict[str, Any]
     return out
 
 
-def write_tokenizer(tokenizer: Any, out: Path) -> None:
-    """An imported family's tokenizer files as they came; seqlab's own in MarianTokenizer's layout."""
-    for name, text in getattr(tokenizer, "hf_files", {}).items():
-        atomic_write_text(out / name, text)
-    if isinstance(tokenizer, JsonTokenizer):
-        atomic_write_text(out / "tokenizer.json", tokenizer.tokenizer_json)
-        return
-    if getattr(tokenizer, "hf_files", None) and "vocab.json" in tokenizer.hf_files:  # M2M100's layout
-        atomic_write(out / "sentencepiece.bpe.model", lambda f: f.write(tokenizer.src_model))
-        return
-    write_marian_tokenizer(tokenizer, out, keep_config=bool(getattr(tokenizer, "hf_files", None)))
-
-
-def write_marian_tokenizer(tokenizer: Tokenizer, out: Path, keep_config: bool = False) -> None:
-    """source.spm, target.spm and vocab.json (+ target_vocab.json) in MarianTokenizer's layout."""
-    def vocab(processor: Any) -> str:
-        return json.dumps({processor.id_to_piece(i): i for i in range(processor.get_piece_size())},
-                          ensure_ascii=False)
-
-    src_model, tgt_model = tokenizer.src_model, tokenizer.tgt_model or tokenizer.src_model
-    atomic_write(out / "source.spm", lambda f: f.write(src_model))
-    atomic_write(out / "target.spm", lambda f: f.write(tgt_model))
-    if isinstance(tokenizer, MappedTokenizer):  # an imported Marian: its own numbering
-        atomic_write_text(out / "vocab.json", json.dumps({p: i for i, p in enumerate(tokenizer.pieces)},
-                                                         ensure_ascii=False))
-        if tokenizer.tgt_pieces is not None:
-            atomic_write_text(out / "target_vocab.json", json.dumps(
-                {p: i for i, p in enumerate(tokenizer.tgt_pieces)}, ensure_ascii=False))
-        return
-    atomic_write_text(out / "vocab.json", vocab(tokenizer.src))
-    config = {"tokenizer_class": "MarianTokenizer", "unk_token": "<unk>", "eos_token": "</s>", "pad_token": "<pad>",
-              "separate_vocabs": not tokenizer.joint}
-    if not tokenizer.joint:
-        atomic_write_text(out / "target_vocab.json", vocab(tokenizer.tgt))
-    if not keep_config:
-        atomic_write_text(out / "tokenizer_config.json", json.dumps(config, indent=1))
-
-
 def export(checkpoint: str | Path, out: str | Path, decoding: DecodingConfig | None = None) -> Path:
     """Write the save_pretrained folder of a seqlab checkpoint; returns the folder."""
     from transformers import GenerationConfig
@@ -113,5 +70,5 @@ def export(checkpoint: str | Path, out: str | Path, decoding: DecodingConfig | N
     if decoding is None:  # the checkpoint's own defaults (an imported model's generation config), else greedy
         decoding = DecodingConfig(**info.decoding) if info.decoding else DecodingConfig()
     GenerationConfig(**generation_config(decoding, model.cfg)).save_pretrained(out)
-    write_tokenizer(tokenizer, out)
+    tokenizer.write_hf(out)
     return out

@@ -23,7 +23,7 @@ FORMAT ?= hf
 export THP_MEM_ALLOC_ENABLE ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: experiments pipeline render help install install-browser train eval translate sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench gpu-check params test test-full lint clean
+.PHONY: experiments pipeline render check-docs help install install-browser train eval translate sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench gpu-check params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -91,6 +91,9 @@ pipeline: $(STAMP) ## Run an experiment's stages its archive lacks, then render 
 
 render: $(STAMP) ## Write every generated table in README/docs from the archives in results/
 	$(BIN)/python -m pipelines render
+
+check-docs: $(STAMP) ## Fail if a generated table in README/docs differs from what its archive renders now (CI runs it)
+	$(BIN)/python -m pipelines render --check
 
 study-norm: $(STAMP) ## Study question: post-LN vs pre-LN x warm-up {0, default}
 	$(BIN)/seqlab study norm_warmup --seeds $(or $(SEEDS),3) $(ARGS)

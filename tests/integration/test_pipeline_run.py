@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import seqlab.app.runner
 import seqlab.pipeline.core
 from pipelines.core import compared
@@ -18,6 +20,7 @@ from seqlab.pipeline.core import Pipeline, Stage, Table
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_a_pipeline_trains_decodes_compares_and_archives(tmp_path, monkeypatch):
     monkeypatch.setattr(seqlab.pipeline.core, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(seqlab.app.runner, "OUTPUTS", tmp_path / "outputs")

@@ -93,6 +93,7 @@ def test_corrupt_truncated_and_foreign_checkpoints(make_cfg, tmp_path):
     assert not marker.exists(), "loading must never run code from the file"
 
 
+@pytest.mark.slow
 def test_wandb_key_never_written_and_offline_fallback(tmp_path, shared_cache):
     key = "0123456789abcdef0123456789abcdef01234567"
     env = {**os.environ, "WANDB_API_KEY": key, "WANDB_SILENT": "true"}

@@ -37,6 +37,7 @@ def smoke_ckpt(tmp_path_factory) -> tuple[Path, Path]:
     return tmp / "run", cache
 
 
+@pytest.mark.slow
 def test_train_multirun_gives_one_offline_wandb_run_per_job_in_one_group(tmp_path, smoke_ckpt):
     _, cache = smoke_ckpt
     sweep = tmp_path / "sweep"
@@ -50,6 +51,7 @@ def test_train_multirun_gives_one_offline_wandb_run_per_job_in_one_group(tmp_pat
     assert len({r.parent.name for r in runs}) == 4
 
 
+@pytest.mark.slow
 def test_eval_sweep_records_failure_goes_on_and_skips_finished(tmp_path, smoke_ckpt):
     ckpt, cache = smoke_ckpt
     common = ["-m", "seqlab", "evaluate", "-m", f"ckpt={ckpt}", "limit=6", "decoding.max_length=12", "logger=wandb",

@@ -83,6 +83,7 @@ def test_gradients_are_clipped_once_through_lightnings_hook(make_cfg, tmp_path, 
     assert (change > 1e-5) == moves, change
 
 
+@pytest.mark.slow
 def test_bf16_mixed_on_a_cpu_without_bf16_kernels_multiplies_in_fp32(make_cfg, tmp_path, monkeypatch):
     """Training and validation products go through seqlab.bf16_gemm's mode there (fp32 products of the bf16
     operands); the run ends as near the native kernels' run as an fp32 run does (the same roundings, in other

@@ -135,6 +135,7 @@ def test_a_blocks_arithmetic_out_of_place_is_the_in_place_one(dtype):
     assert block_loss(logits, target, keep, 1 - 0.1 - eps_i, eps_i, False)[2] is None
 
 
+@pytest.mark.slow
 def test_the_compiled_fused_loss_keeps_the_loss_and_every_gradient(monkeypatch):
     """`train.compile=loss`: each block through torch.compile (inductor on this CPU) gives the eager fused
     loss's values and gradients up to the compiler's reordering of fp32 sums."""

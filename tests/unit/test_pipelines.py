@@ -99,6 +99,7 @@ def places(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_every_experiment_resolves_to_fixed_stages():
     for pipeline in PIPELINES.values():
         planned = plan(pipeline)
@@ -219,6 +220,7 @@ def test_tables_render_between_markers_and_a_hand_edit_is_caught(places):
     assert render([pipeline], check=True, root=places) == ["doc.md: table toy"]
 
 
+@pytest.mark.slow
 def test_every_generated_table_in_the_docs_is_current():
     assert render(list(PIPELINES.values()), check=True) == []
 

@@ -467,6 +467,7 @@ def test_the_machines_table_says_which_cpu_trained_which_run_and_how_fast() -> N
     assert machines_table({}) == ("", {})
 
 
+@pytest.mark.slow
 def test_the_trained_studys_page_shows_a_question_once_all_its_runs_are_archived(tmp_path: Path) -> None:
     from pipelines.arch_study_trained import claims, design, headline, section
 
@@ -496,6 +497,7 @@ def test_the_trained_studys_page_shows_a_question_once_all_its_runs_are_archived
     assert "| tie_none (no tying) | 3.510 ± 0.010 |" in readme and readme.count("\n| ") == 8
 
 
+@pytest.mark.slow
 def test_seqlab_study_prints_the_tables_the_docs_render_and_draws_the_curves(tmp_path: Path, capsys) -> None:
     """`seqlab study QUESTION --from-archive` prints the asked questions' tables and claims by the functions and
     tests the docs are rendered with, draws the figures into the archive and writes no other file there."""

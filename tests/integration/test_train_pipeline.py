@@ -8,6 +8,8 @@ from hydra.errors import ConfigCompositionException
 
 from seqlab.app.train import train
 from seqlab.checkpoint import load_for_inference, read_checkpoint
+from seqlab.decoding import DecodingConfig
+from seqlab.inference.text import translate
 from seqlab.model import ConfigError
 
 SMOKE = ["experiment=smoke", "logger=none"]
@@ -30,9 +32,17 @@ def test_smoke_training_leaves_best_and_last_checkpoints(make_cfg, tmp_path):
     assert [g["fused"] for g in groups] == [True, True]  # AdamW's fused kernel on CPU (optim.fused=null)
 
 
-def test_resume_matches_uninterrupted_training(make_cfg, tmp_path):
-    common = [*SMOKE, "model.dropout=0.1", "train.quick_eval_size=0", "train.checkpoint_every_n_steps=4",
-              "train.val_every_n_steps=3"]
+ONE_STACK = ["model.encoder_layers=0", "model.max_positions=512"]  # source and target share the positions
+ARCHITECTURES = {"encoder_decoder": [], "decoder_only": ["model.architecture=decoder_only", *ONE_STACK],
+                 "prefix_lm": ["model.architecture=prefix_lm", *ONE_STACK]}
+
+
+@pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
+def test_resume_matches_uninterrupted_training(make_cfg, tmp_path, architecture):
+    """For every architecture: training resumed from a checkpoint ends with the weights of training straight
+    through, and the checkpoint decodes through the one model boundary."""
+    common = [*SMOKE, *ARCHITECTURES[architecture], "model.dropout=0.1", "train.quick_eval_size=0",
+              "train.checkpoint_every_n_steps=4", "train.val_every_n_steps=3"]
     straight = train(make_cfg("train", [*common, "trainer.max_steps=8"], out=tmp_path / "straight"))
     first = train(make_cfg("train", [*common, "trainer.max_steps=4"], out=tmp_path / "first"))
     resumed = train(make_cfg("train", [*common, "trainer.max_steps=8", f"train.resume={first['last']}"],
@@ -42,6 +52,11 @@ def test_resume_matches_uninterrupted_training(make_cfg, tmp_path):
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
     c = weights(first["last"])
     assert max((a[k] - c[k]).abs().max().item() for k in a) > 1e-4, "the second half must have trained"
+    model, tokenizer, _ = load_for_inference(resumed["last"])
+    assert model.cfg.architecture == architecture
+    hyps = translate(model, tokenizer, ["a short source", "another one"], DecodingConfig(method="beam", num_beams=2,
+                                                                                      max_length=8))
+    assert len(hyps) == 2
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from seqlab.config import ConfigError
+from seqlab.decoding.config import DecodingConfig
 from seqlab.decoding.processors import BadWords, Ban, LogitsProcessor, NoRepeatNGram, RepetitionPenalty, SequenceBias
 from seqlab.model import ModelConfig
 
@@ -27,8 +28,8 @@ PROMPT_READERS = (RepetitionPenalty, NoRepeatNGram, BadWords, SequenceBias)
 NO_TOKEN = -1  # context padding that no token sequence matches
 
 
-def check_one_stack(cfg: object, model: ModelConfig) -> None:
-    """Fail, naming the key, on a decoding option a one-stack model cannot take (`cfg`: a DecodingConfig)."""
+def check_one_stack(cfg: DecodingConfig, model: ModelConfig) -> None:
+    """Fail, naming the key, on a decoding option a one-stack model cannot take."""
     if not model.one_stack:
         return
     arch = f"model.architecture={model.architecture}"

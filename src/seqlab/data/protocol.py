@@ -9,16 +9,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from seqlab.constants import HasSpecialIds
 from seqlab.data.layout import TextLayout
 
 Side = Literal["src", "tgt"]
 
 
-class TextTokenizer(Protocol):
-    pad_id: int
+class TextTokenizer(HasSpecialIds, Protocol):
+    """Its pad, decoder start (an imported family's target language code where that starts it) and end ids are
+    HasSpecialIds'; `unk_id` besides."""
+
     unk_id: int
-    bos_id: int  # the decoder start (an imported family's target language code where that starts it)
-    eos_id: int
     layout: TextLayout | None  # an imported family's special tokens and language codes; None: seqlab's own
     hf_files: dict[str, str]  # the family's tokenizer config files as imported, written back on export
     languages: bool  # whether `with_settings` takes language codes and a task prefix (an imported family's)

@@ -50,3 +50,27 @@ def test_the_causal_lm_bench_decodes_as_generate_does():
     assert all(r.equal_hf == r.sources == 5 for r in rows), rows
     greedy = [r for r in rows if r.decoding == "greedy"]  # CTranslate2's Generator, where installed
     assert all(r.equal_ct2 in (None, r.sources) and (r.ct2_s is None) == (r.equal_ct2 is None) for r in greedy), rows
+    oned = [r for r in rows if r.onednn_s is not None]  # seqlab's oneDNN engine, where torch has it
+    assert all(r.equal_onednn == r.sources for r in oned if r.decoding == "greedy"), oned
+
+
+def test_the_architectures_train_at_equal_layer_parameters_on_the_same_batches():
+    """The bench's decoder-only and prefix LMs hold the encoder-decoder's layer parameters to within a few (the
+    d_ff of conf/model/decoder_only_small.yaml at the reference shape); each row's MFU is its FLOPs over its
+    time, and the one stack over 80 tokens costs more FLOPs than 3 + 3 layers over 40 and 40."""
+    from omegaconf import OmegaConf
+
+    from seqlab.bench import architectures
+
+    shapes = architectures.architecture_models(BenchConfig())
+    assert {s.d_ff for s in list(shapes.values())[1:]} == {OmegaConf.load("conf/model/decoder_only_small.yaml").d_ff}
+    rows = architectures.architecture_training(BenchConfig(d_model=32, n_heads=2, layers=1, d_ff=64, vocab=50,
+                                                           batch=4, seq_len=6, train_steps=1, warmup_steps=1,
+                                                           train_repeats=1))
+    assert [r.architecture for r in rows[:3]] == list(architectures.ARCHITECTURES)
+    counts = {r.layer_parameters for r in rows}
+    assert max(counts) - min(counts) < 2 * 32  # within one unit of d_ff of the stack
+    encoder_decoder, decoder_only = rows[0], rows[1]
+    assert decoder_only.step_flops > encoder_decoder.step_flops
+    assert all(r.mfu == r.step_flops / r.step_s / r.matmul_peak_flops and r.tokens_per_s > 0 for r in rows)
+    assert architectures.from_dict(architectures.to_dict(rows)) == rows

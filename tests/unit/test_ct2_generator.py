@@ -119,3 +119,33 @@ def test_what_the_generator_reads_otherwise_is_refused_by_name(tmp_path):
         export_ctranslate2(build_model(ModelConfig(src_vocab_size=VOCAB, d_model=16, n_heads=2, encoder_layers=0,
                                                    decoder_layers=1, d_ff=32, architecture="prefix_lm")), None, out)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_the_generator_gets_the_limit_seqlabs_search_has_at_the_end_of_the_positions(tmp_path, family):
+    """A prompt that ends near model.max_positions: its last token is the first step's input (model.start=prompt),
+    so both engines have room for max_positions - len(prompt) + 1 new tokens, and decode to it alike."""
+    from seqlab.decoding.generate import search_limits
+
+    model = imported(family)
+    room = 3
+    rows = [[5 + (i * 7 + j) % 50 for j in range(model.cfg.max_positions - room + 1)] for i in range(2)]
+    rows += [row[:10] for row in rows] * 7  # 14 short ones: the long ones' rows stay in seqlab's batch
+    cfg = DecodingConfig(max_length=30, suppress_special=False, suppress_tokens=[model.cfg.eos_id])
+    _, pad = pad_right(rows, model.cfg.pad_id)
+    assert search_limits(cfg, model.cfg, pad).tolist() == [room, room] + [30] * 14
+    for setting in (cfg, DecodingConfig(max_length=30, suppress_special=False, method="beam", num_beams=3)):
+        ours, theirs = decoded(model, rows, setting, tmp_path)
+        assert [len(h[0]) for h in ours[:2]] == [room, room]
+        assert ours == theirs
+
+
+def test_scoring_a_pair_past_a_one_stack_models_positions_is_refused_naming_its_row():
+    model = trained_shape()
+    top = model.cfg.max_positions
+    src, pad = pad_right([[5] * 4, [6] * (top - 3)], model.cfg.pad_id)
+    targets, _ = pad_right([[7] * 3, [8] * 3], model.cfg.pad_id)  # row 1: top - 3 + 3 fits; 4 more do not
+    assert score(model, src, pad, targets).shape == (2, 3)
+    targets, _ = pad_right([[7] * 3, [8] * 4], model.cfg.pad_id)
+    with pytest.raises(ValueError, match="row 1: source and target take 65 positions"):
+        score(model, src, pad, targets)

@@ -3,7 +3,8 @@
 
 seqlab bench [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [positions=true] [profile=true] [bench.batch=64 ...]
 seqlab bench families=true: decoding at t5-small's, bart-base's and opus-mt's shapes (bench.families)
-seqlab bench language_models=true: causal LMs at GPT-2 small's and SmolLM-135M's shapes (bench.causal)
+seqlab bench language_models=true: causal LMs at GPT-2 small's and SmolLM-135M's shapes (bench.causal), and the
+decoder-only and prefix LMs trained beside the encoder-decoder at equal parameters (bench.architectures)
 seqlab bench features=true: ensembles, the coverage penalty and contrastive search against the plain searches
 (bench.features)
 seqlab bench levers=true: each training lever (fused loss, compiled layers) against the plain step and HF
@@ -24,6 +25,8 @@ from omegaconf import DictConfig
 from seqlab.app.cli import reraise
 from seqlab.app.configs import plain, typed
 from seqlab.app.store import CONF_DIR
+from seqlab.bench.architectures import architecture_training
+from seqlab.bench.architectures import to_dict as architectures_dict
 from seqlab.bench.causal import causal_bench
 from seqlab.bench.checkpoints import checkpoint_bench
 from seqlab.bench.checkpoints import to_dict as checkpoints_dict
@@ -78,7 +81,13 @@ def families(bench: BenchConfig, causal: bool = False) -> tuple[dict, str]:
     lines = [f"{r.shape:<10}{r.decoding:<8}seqlab {r.tokens / r.seqlab_s:>8,.0f} tok/s  {r.x_hf:.2f}x generate"
              + (f"  {r.x_ct2:.2f}x CTranslate2" if r.x_ct2 is not None else "")
              + f"  ({r.equal_hf} of {r.sources} equal generate's)" for r in rows]
-    return measured("language_models" if causal else "families", to_dict(rows), bench, clock), "\n".join(lines)
+    if not causal:
+        return measured("families", to_dict(rows), bench, clock), "\n".join(lines)
+    trained = architecture_training(bench)  # the decoder-only and prefix LMs trained beside the encoder-decoder
+    lines += [f"train {t.precision} {t.architecture:<16}{t.tokens_per_s:>8,.0f} tok/s  MFU {t.mfu:.1%}"
+              for t in trained]
+    record = measured("language_models", to_dict(rows), bench, clock)
+    return {**record, "architectures": architectures_dict(trained)}, "\n".join(lines)
 
 
 def feature_costs(bench: BenchConfig) -> tuple[dict, str]:

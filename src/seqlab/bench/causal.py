@@ -23,6 +23,7 @@ from seqlab.bench.families import (
     random_sources,
     timed_ct2,
     timed_seqlab,
+    timing_row,
     until_eos,
 )
 from seqlab.bench.speed import BenchConfig
@@ -61,10 +62,12 @@ def timed_generate(hf: Any, ids: torch.Tensor, attention: torch.Tensor, eos: int
 
 
 def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | None = None) -> list[FamilyTiming]:
-    """Every shape, greedy and beam 5: seqlab against generate and CTranslate2's Generator (CPU, fp32)."""
+    """Every shape, greedy and beam 5: seqlab (its default engine and its oneDNN engine) against generate and
+    CTranslate2's Generator (CPU, fp32)."""
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
     from seqlab.interop.hf import from_hf
+    from seqlab.model.onednn import onednn_available, onednn_linears
 
     rows = []
     for shape, (kind, values) in (shapes or SHAPES).items():
@@ -76,6 +79,7 @@ def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | No
                                    torch.Generator().manual_seed(cfg.seed))
         left, attention = left_padded(src, mask, pad)
         engine = ct2_engine(model)
+        packed = onednn_linears(model) if onednn_available() else None
         for name, beams in DECODINGS:
             decoding = DecodingConfig(method="beam" if beams > 1 else "greedy", num_beams=beams,
                                       max_length=cfg.max_new_tokens, early_stopping=True, suppress_special=False)
@@ -86,17 +90,9 @@ def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | No
                     "hf": partial(timed_generate, hf, left, attention, eos)}
             if engine is not None:
                 runs["ct2"] = partial(timed_ct2, engine, src, mask, decoding)
+            if packed is not None:
+                runs["onednn"] = partial(timed_seqlab, packed, src, mask, decoding)
             for run in runs.values():  # warm-up
                 run()
-            best = best_of(runs, repeats or cfg.decode_repeats)
-            ours = best["seqlab"][0]
-
-            def equal(other: str, best: dict = best) -> int:
-                return sum(a == b for a, b in zip(best["seqlab"][0], best[other][0], strict=True))
-
-            rows.append(FamilyTiming(shape, name, len(ours), sum(map(len, ours)), best["seqlab"][1], best["hf"][1],
-                                     best["ct2"][1] if engine else None, equal("hf"),
-                                     equal("ct2") if engine else None))
-            log.info("%s %s: seqlab %.2fs, HF %.2fs, CTranslate2 %s", shape, name, rows[-1].seqlab_s, rows[-1].hf_s,
-                     f"{rows[-1].ct2_s:.2f}s" if engine else "-")
+            rows.append(timing_row(shape, name, best_of(runs, repeats or cfg.decode_repeats)))
     return rows

@@ -90,6 +90,26 @@ def until_eos(row: list[int], eos: int) -> list[int]:
     return row[: row.index(eos) + 1] if eos in row else row
 
 
+def timing_row(shape: str, name: str, best: dict[str, tuple[list[list[int]], float]]) -> FamilyTiming:
+    """One decoding's row from the best run of each engine (`hardware.best_of`: outputs and seconds): seqlab's,
+    generate's, and CTranslate2's and seqlab's oneDNN engine's where they ran, with the sources each decoded
+    as seqlab (oneDNN: as generate) did."""
+
+    def equal(other: str, mine: str = "seqlab") -> int | None:
+        """Sources on which engine `mine` and `other` decoded the same tokens (None: one did not run)."""
+        if mine not in best or other not in best:
+            return None
+        return sum(a == b for a, b in zip(best[mine][0], best[other][0], strict=True))
+
+    ours, ct2, oned = best["seqlab"][0], best.get("ct2"), best.get("onednn")
+    row = FamilyTiming(shape, name, len(ours), sum(map(len, ours)), best["seqlab"][1], best["hf"][1],
+                       ct2[1] if ct2 else None, equal("hf"), equal("ct2"), oned[1] if oned else None,
+                       equal("hf", "onednn"))
+    log.info("%s %s: seqlab %.2fs, HF %.2fs, CTranslate2 %s, oneDNN %s", shape, name, row.seqlab_s, row.hf_s,
+             f"{row.ct2_s:.2f}s" if ct2 else "-", f"{row.onednn_s:.2f}s" if oned else "-")
+    return row
+
+
 def family_bench(cfg: BenchConfig, repeats: int | None = None) -> list[FamilyTiming]:
     """Every shape in SHAPES, greedy and beam 5, seqlab (its default engine and its oneDNN engine) against
     generate and CTranslate2 (CPU, fp32)."""
@@ -128,19 +148,7 @@ def time_shape(shape: str, kind: str, values: dict[str, Any], cfg: BenchConfig, 
             runs["onednn"] = partial(timed_seqlab, packed, src, mask, decoding)
         for run in runs.values():  # warm-up
             run()
-        best = best_of(runs, repeats)
-        ours = best["seqlab"][0]
-
-        def equal(other: str, mine: str = "seqlab", best: dict = best) -> int:
-            """Sources on which engine `mine` and `other` decoded the same tokens."""
-            return sum(a == b for a, b in zip(best[mine][0], best[other][0], strict=True))
-
-        oned = best.get("onednn")
-        rows.append(FamilyTiming(shape, name, len(ours), sum(map(len, ours)), best["seqlab"][1], best["hf"][1],
-                                 best["ct2"][1] if engine else None, equal("hf"), equal("ct2") if engine else None,
-                                 oned[1] if oned else None, equal("hf", "onednn") if oned else None))
-        log.info("%s %s: seqlab %.2fs, HF %.2fs, CTranslate2 %s", shape, name, rows[-1].seqlab_s, rows[-1].hf_s,
-                 f"{rows[-1].ct2_s:.2f}s" if engine else "-")
+        rows.append(timing_row(shape, name, best_of(runs, repeats)))
     return rows
 
 

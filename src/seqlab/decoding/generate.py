@@ -25,7 +25,7 @@ from seqlab.decoding.prompts import check_one_stack, in_prompt, position_room, p
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, beam_search, sample_or_greedy
-from seqlab.model import DecoderCache, Model
+from seqlab.model import DecoderCache, Model, ModelConfig
 
 DecodePrecision = Literal["fp32", "bf16", "int8"]  # int8: an int8 engine (engines.choice), not autocast
 
@@ -56,6 +56,21 @@ def max_new_tokens(cfg: DecodingConfig, src_pad_mask: Tensor, max_positions: int
     else:
         limit = torch.floor(cfg.max_len_a * src_len.double() + cfg.max_len_b).long()
     return limit.clamp(min=max(1, cfg.min_length), max=max_positions - 1)
+
+
+def search_limits(cfg: DecodingConfig, model_cfg: ModelConfig, src_pad_mask: Tensor) -> Tensor:
+    """(B,) each source's limit on new tokens (EOS included), as the search counts it: `max_new_tokens`, and for
+    a one-stack model the room its positions leave after the source (or prompt). src_pad_mask: (B, S) of the
+    whole source or prompt; a causal LM continuing its prompt (model.start=prompt) feeds the prompt's last token
+    as its first decoder input, so that token's position is the first step's, not the prompt's. Every engine
+    and check that needs a limit reads it here."""
+    if model_cfg.start == "prompt":
+        lengths = (~src_pad_mask).sum(dim=1)
+        rows = (lengths > 0).nonzero().squeeze(1)  # an empty prompt is refused by split_prompt
+        src_pad_mask = src_pad_mask.clone()
+        src_pad_mask[rows, lengths[rows] - 1] = True  # the first decoder input
+    limits = max_new_tokens(cfg, src_pad_mask, model_cfg.max_positions)
+    return position_room(limits, src_pad_mask, model_cfg) if model_cfg.one_stack else limits
 
 
 def length_penalty(cfg: DecodingConfig) -> LengthPenalty:
@@ -126,12 +141,10 @@ def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingC
                           f"{cfg.label}: decode it without a step hook")
     ids = SpecialIds(model_cfg.pad_id, model_cfg.bos_id, model_cfg.eos_id)
     check_one_stack(cfg, model_cfg)
+    limits = search_limits(cfg, model_cfg, src_pad_mask)
     start = None
     if model_cfg.start == "prompt":  # a causal LM continues its prompt's last token
         src_ids, src_pad_mask, start = split_prompt(src_ids, src_pad_mask, model_cfg.pad_id)
-    limits = max_new_tokens(cfg, src_pad_mask, model_cfg.max_positions)
-    if model_cfg.one_stack:
-        limits = position_room(limits, src_pad_mask, model_cfg)
     beams = cfg.method == "beam"
     prefix = None if target_prefix is None else forced_prefix(target_prefix, limits, 1 if beams else
                                                               cfg.rows_per_source, model_cfg.pad_id)

@@ -20,9 +20,9 @@ from seqlab.constants import DEFAULT_IDS, HasSpecialIds
 from seqlab.data.sequences import pad_right
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, score
-from seqlab.decoding.generate import max_new_tokens
+from seqlab.decoding.generate import search_limits
 from seqlab.decoding.options import refusals
-from seqlab.decoding.prompts import check_one_stack, position_room
+from seqlab.decoding.prompts import check_one_stack
 from seqlab.decoding.registry import suppressed
 from seqlab.decoding.search import normalized
 from seqlab.digest import file_digest
@@ -46,12 +46,15 @@ def limit_groups(limits: list[int], cfg: DecodingConfig, lengths: list[int] | No
     search decodes each limit's sources apart, since where a beam ends changes which beams survive. `lengths`
     (a Generator's prompt lengths): beam search also decodes each prompt length apart, since the Generator
     forwards only the batch's shortest prompt length at once and forces the rest of each prompt through its
-    search, where those tokens' log-probs join the beams' scores."""
-    if cfg.method != "beam":
+    search, where those tokens' log-probs join the beams' scores. A Generator's greedy search decodes each
+    limit apart as well: a limit can be the room a prompt leaves in the positions, which a longer one would
+    pass."""
+    if cfg.method != "beam" and lengths is None:
         return [(max(limits), list(range(len(limits))))]
     groups: dict[tuple[int, int], list[int]] = {}
     for i, limit in enumerate(limits):
-        groups.setdefault((limit, lengths[i] if lengths is not None else 0), []).append(i)
+        length = lengths[i] if lengths is not None and cfg.method == "beam" else 0
+        groups.setdefault((limit, length), []).append(i)
     return [(limit, rows) for (limit, _), rows in sorted(groups.items())]
 
 
@@ -67,9 +70,7 @@ def banned_ids(cfg: DecodingConfig, model: ModelConfig) -> list[list[int]]:
 def requests(cfg: DecodingConfig, model: ModelConfig, src_pad_mask: torch.Tensor) -> list[Request]:
     """The calls of `translate_batch` that decode a batch as seqlab's search would (refused by name where
     decoding.options says CTranslate2 cannot)."""
-    limits = max_new_tokens(cfg, src_pad_mask, model.max_positions).tolist()
-    if model.one_stack:
-        limits = position_room(torch.tensor(limits), src_pad_mask, model).tolist()
+    limits = search_limits(cfg, model, src_pad_mask).tolist()
     lengths = (~src_pad_mask).sum(1).tolist() if model.one_stack else None
     return [request(cfg, model, rows, [limits[i] for i in rows], limit)
             for limit, rows in limit_groups(limits, cfg, lengths)]

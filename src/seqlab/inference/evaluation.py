@@ -20,7 +20,7 @@ from seqlab.data.sequences import pad_right, truncate
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate, precision_context, score
 from seqlab.decoding.constraints import check_constraints
-from seqlab.decoding.generate import max_new_tokens
+from seqlab.decoding.generate import search_limits
 from seqlab.decoding.labels import run_label
 from seqlab.decoding.mbr import MBRChoice, choose, ranked_distinct
 from seqlab.inference.constraints import met, reference_words
@@ -37,7 +37,7 @@ from seqlab.metrics import (
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import N_BOOTSTRAP, SACREBLEU_DEFAULT_SEED
 from seqlab.metrics.text import DEFAULT_METRICS, ROUGE, check_metrics
-from seqlab.model import Model
+from seqlab.model import Model, ModelConfig
 from seqlab.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -164,7 +164,7 @@ def decode_texts(model: Model, tokenizer: Tokenizer, sources: Sequence[str], cfg
     device = next(model.parameters()).device
     src_ids, truncated = encode_sources(tokenizer, sources, model.cfg.max_positions, model.cfg.eos_id)
     if constraints is not None:
-        check_all_constraints(cfg, model.cfg.max_positions, src_ids, constraints, names)
+        check_all_constraints(cfg, model.cfg, src_ids, constraints, names)
     outputs: list[Any] = [None] * len(src_ids)
     generated, start = 0, time.perf_counter()
     for idx in length_batches([len(s) for s in src_ids], max_tokens, cfg.rows_per_source):
@@ -189,13 +189,13 @@ def decode_texts(model: Model, tokenizer: Tokenizer, sources: Sequence[str], cfg
     return decoded
 
 
-def check_all_constraints(cfg: DecodingConfig, max_positions: int, src_ids: Sequence[Sequence[int]],
+def check_all_constraints(cfg: DecodingConfig, model_cfg: ModelConfig, src_ids: Sequence[Sequence[int]],
                           constraints: Sequence[Sequence[Sequence[int]]], names: Sequence[str] | None) -> None:
     """Every source's constraints against its own length limit, before any decoding (a refusal names the
     source as the user knows it: its input line, its test example)."""
     lengths = torch.tensor([len(s) for s in src_ids])
     pad = torch.arange(max(map(len, src_ids), default=1))[None, :] >= lengths[:, None]  # (N, S) True at padding
-    limits = max_new_tokens(cfg, pad, max_positions).tolist()
+    limits = search_limits(cfg, model_cfg, pad).tolist()
     for i, (c, limit) in enumerate(zip(constraints, limits, strict=True)):
         check_constraints(c, names[i] if names is not None else f"source {i}", limit)
 

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from seqlab.model.cache import DecoderCache
 from seqlab.model.config import ModelConfig
 from seqlab.model.layers import Embedder, make_norm
+from seqlab.model.packing import Packing
 from seqlab.model.positions import AttentionPositions, make_relative
 from seqlab.model.transformer import EncoderLayer, initialize
 
@@ -89,21 +90,30 @@ class CausalTransformer(nn.Module):
                cache: DecoderCache | None) -> Tensor:
         """Final states (B, T, d) of the T new tokens `ids` at sequence indices past..past+T-1; `valid` (B, L):
         which of all L = past + T tokens are real; a cache, if given, holds the first `past` tokens' keys."""
+        top = self.cfg.max_positions - 1
         positions = token_positions(valid)  # (B, L)
-        new = positions[:, past:]  # (B, T)
-        if new.numel() and int(new.max()) >= self.cfg.max_positions:
-            raise ValueError(f"sequence of {int(new.max()) + 1} tokens exceeds model.max_positions="
+        if past == 0 and source and int(positions[:, :source].max()) > top:
+            raise ValueError(f"a source of {int(positions[:, :source].max()) + 1} tokens exceeds model.max_positions="
                              f"{self.cfg.max_positions}; truncate the prompt or build a model with more positions")
+        # Past the last position are only tokens nobody reads: a target's right padding in a batch of ragged
+        # targets, the steps a batched search runs on a row after its limit (which keeps every row's own tokens
+        # within its room: decoding.prompts.position_room); they take the last position.
+        positions = positions.clamp(max=top)
+        new = positions[:, past:]  # (B, T)
         mask = stack_mask(valid, ids.shape[1], past, source, self.prefix_lm)
         attention = (AttentionPositions() if self.decoder_positions is None
                      else self.decoder_positions.rows(new, positions))
         if attention.bias is not None:
             mask = attention.bias.masked_fill(~mask, float("-inf"))
-        x = self.tgt_embed(ids, positions=new)
+        x = self.tgt_embed(ids, positions=new)  # (B, T, d)
+        packing = Packing.of(valid[:, past:])  # a padded prompt or source: the layers compute its real tokens
+        if packing is not None:
+            x = packing.pack(x)  # (R, d)
         buffers = cache.layers if cache is not None else [None] * len(self.decoder_layers)
         for layer, buffer in zip(self.decoder_layers, buffers, strict=True):
-            x = layer(x, mask, attention.rotary, buffer)
-        return self.decoder_norm(x)
+            x = layer(x, mask, attention.rotary, buffer, packing)
+        x = self.decoder_norm(x)
+        return x if packing is None else packing.unpack(x)
 
     def output_input(self, h: Tensor) -> Tensor:
         return h if self.output_scale is None else h * self.output_scale

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from seqlab.model.cache import KVBuffer, StaticKV
 from seqlab.model.config import AttentionKernel, DropoutKernel, ModelConfig
 from seqlab.model.dropout import Dropout, dropout
+from seqlab.model.packing import Packing
 from seqlab.model.positions import Rotary, make_absolute, rotate
 
 
@@ -80,12 +81,14 @@ class MultiHeadAttention(nn.Module):
         cache: KVBuffer | StaticKV | None = None,  # self: the keys/values of earlier steps, extended in place
         group: int = 1,  # cross: consecutive rows sharing one source (beams)
         rotary: Rotary | None = None,  # self, RoPE: the angles of these T positions
+        packing: Packing | None = None,  # self: x holds only the real tokens (R, d); the output too
     ) -> Tensor:
         if self.cross:
             q = self.split_heads(self.q_proj(x))  # (B, H, T, Dh)
             k, v = kv
         else:
-            q, k, v = (self.split_heads(t) for t in self.qkv_proj(x).split(self.split, dim=-1))
+            qkv = self.qkv_proj(x) if packing is None else packing.unpack(self.qkv_proj(x))  # (B, T, a + 2kv)
+            q, k, v = (self.split_heads(t) for t in qkv.split(self.split, dim=-1))
             if rotary is not None:  # keys are cached rotated, at their own positions
                 q, k = rotate(q, rotary), rotate(k, rotary)
             if cache is not None:
@@ -113,7 +116,7 @@ class MultiHeadAttention(nn.Module):
         if shared:
             out = out.reshape(b, h, t, dh)  # (B, KV, H/KV * T, Dh) is (B, H, T, Dh) in memory order
         out = out.transpose(1, 2).reshape(b, t, h * dh)  # (B, T, d)
-        return self.out_proj(out)
+        return self.out_proj(out if packing is None else packing.pack(out))
 
 
 def fold_heads(q: Tensor, mask: Tensor | None, kv_heads: int) -> tuple[Tensor, Tensor | None]:

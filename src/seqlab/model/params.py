@@ -76,6 +76,22 @@ def analytic_counts(cfg: ModelConfig) -> ParamCounts:
     )
 
 
+def equal_parameter_stack(cfg: ModelConfig, architecture: str) -> ModelConfig:
+    """A one-stack model (`decoder_only` or `prefix_lm`) of cfg's encoder-decoder's layers in one stack, its
+    feed-forward width chosen so that its layers hold as many parameters as the encoder's and decoder's
+    together (the nearest integer d_ff; every other field as in cfg): Raffel et al.'s and Zhang et al.'s
+    comparison at equal parameters. The embeddings are not matched (one table against cfg's tying)."""
+    from dataclasses import replace
+
+    layers = cfg.encoder_layers + cfg.decoder_layers
+    target = analytic_counts(cfg)
+    stack = replace(cfg, architecture=architecture, encoder_layers=0, decoder_layers=layers)
+    at = {f: analytic_counts(replace(stack, d_ff=f)).decoder for f in (1, 2)}
+    per_unit = at[2] - at[1]  # the stack's parameters per unit of d_ff
+    d_ff = round((target.encoder + target.decoder - at[1]) / per_unit) + 1
+    return replace(stack, d_ff=d_ff)
+
+
 def count_parameters(model: nn.Module) -> ParamCounts:
     """Count a built Seq2SeqTransformer's parameters by component (shared storage once)."""
     seen: set[int] = set()

@@ -20,6 +20,7 @@ from seqlab.model.layers import (
     make_norm,
     padding_to_attn_mask,
 )
+from seqlab.model.packing import Packing
 from seqlab.model.positions import AttentionPositions, LearnedPositions, Rotary, make_relative
 
 
@@ -35,8 +36,10 @@ class EncoderLayer(nn.Module):
         self.ffn_res = Residual(cfg)
 
     def forward(self, x: Tensor, attn_mask: Tensor, rotary: Rotary | None = None,
-                cache: KVBuffer | None = None) -> Tensor:
-        x = self.self_attn_res(x, lambda h: self.self_attn(h, attn_mask, cache=cache, rotary=rotary))
+                cache: KVBuffer | None = None, packing: Packing | None = None) -> Tensor:
+        """x: (B, T, d), or its real tokens (R, d) where `packing` says where they sit."""
+        x = self.self_attn_res(x, lambda h: self.self_attn(h, attn_mask, cache=cache, rotary=rotary,
+                                                           packing=packing))
         return self.ffn_res(x, self.ffn)
 
 

@@ -1,4 +1,5 @@
-"""Two-process DDP on CPU (gloo): ranks see disjoint data and end with identical weights."""
+"""Two-process DDP on CPU (gloo): ranks see disjoint data and end with identical weights, for the encoder-decoder
+and the one-stack architectures alike."""
 
 from __future__ import annotations
 
@@ -37,13 +38,19 @@ def bible_data(tmp_path: Path) -> DataConfig:
                       cache_dir=str(tmp_path / "cache"))
 
 
+STACKS = {"encoder_decoder": dict(encoder_layers=1, decoder_layers=1),
+          "decoder_only": dict(architecture="decoder_only", encoder_layers=0, decoder_layers=2),
+          "prefix_lm": dict(architecture="prefix_lm", encoder_layers=0, decoder_layers=2)}
+
+
 @pytest.mark.slow
-def test_two_process_ddp_on_cpu(tmp_path):
+@pytest.mark.parametrize("architecture", list(STACKS))
+def test_two_process_ddp_on_cpu(tmp_path, architecture):
     data_cfg = bible_data(tmp_path)
     dm = Seq2SeqDataModule(data_cfg)
     dm.setup()  # tokenizer and token ids cached once, before the processes start
-    model_cfg = ModelConfig(src_vocab_size=dm.tokenizer.src_vocab_size, d_model=32, n_heads=4, encoder_layers=1,
-                            decoder_layers=1, d_ff=64, max_positions=256, dropout=0.1)
+    model_cfg = ModelConfig(src_vocab_size=dm.tokenizer.src_vocab_size, d_model=32, n_heads=4, d_ff=64,
+                            max_positions=512, dropout=0.1, **STACKS[architecture])
     module = Seq2SeqModule(model_cfg, OptimConfig(warmup_steps=2), TrainConfig(quick_eval_size=0))
     trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp_spawn", max_steps=4, logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, use_distributed_sampler=False,

@@ -11,10 +11,11 @@ import torch
 from seqlab.config import ConfigError
 from seqlab.constants import SpecialIds
 from seqlab.decoding import DecodingConfig, generate
+from seqlab.decoding.beam import beam_search
 from seqlab.decoding.ensemble import Ensemble, check_members, combine
 from seqlab.decoding.labels import run_label
 from seqlab.decoding.processors import SuppressTokens
-from seqlab.decoding.search import LengthPenalty, beam_search, sample_or_greedy
+from seqlab.decoding.search import LengthPenalty, sample_or_greedy
 from seqlab.model import Seq2SeqTransformer
 from tests.helpers import trained_toy_model
 from tests.unit.test_decoding import hyps, sources

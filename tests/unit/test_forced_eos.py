@@ -17,8 +17,9 @@ import torch
 from seqlab.config import ConfigError
 from seqlab.constants import SpecialIds
 from seqlab.decoding import DecodingConfig
+from seqlab.decoding.beam import beam_search
 from seqlab.decoding.processors import SuppressTokens
-from seqlab.decoding.search import LengthPenalty, beam_search, force_eos_, sample_or_greedy
+from seqlab.decoding.search import LengthPenalty, force_eos_, sample_or_greedy
 
 EOS, W1, W2 = 2, 4, 5
 IDS = SpecialIds(pad_id=1, bos_id=0, eos_id=EOS)

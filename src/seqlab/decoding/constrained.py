@@ -27,20 +27,10 @@ import torch
 from torch import Tensor
 
 from seqlab.constants import HasSpecialIds
+from seqlab.decoding.beam import Beams, beam_loop, candidate_scores
 from seqlab.decoding.constraints import ConstraintOrder, ConstraintState, start_state
-from seqlab.decoding.processors import NEG_INF, LogitsProcessor, for_examples, split_bans
-from seqlab.decoding.search import (
-    Beams,
-    GenerateOutput,
-    LengthPenalty,
-    StepBuffers,
-    StepFn,
-    beam_scores,
-    first_step_once,
-    follow_parents,
-    force_eos_,
-    start_tokens,
-)
+from seqlab.decoding.processors import NEG_INF, LogitsProcessor
+from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepBuffers, StepFn, start_tokens
 from seqlab.model import DecoderCache
 
 BANK_WEIGHT = -100.0  # fairseq's MAX_SCORE: a bank counts as 100 nats in the first sort
@@ -110,63 +100,91 @@ class Hypothesis:
     ended: bool = True  # False: held at the length limit without EOS, its constraints unmet
 
 
+class ConstrainedBeams:
+    """fairseq's lexically constrained beam search as a `beam_loop` strategy (see the module docstring)."""
+
+    once_first = True
+
+    def __init__(self, ids: HasSpecialIds, max_new: Tensor, num_beams: int, length_penalty: LengthPenalty,
+                 constraints: Sequence[Sequence[Sequence[int]]], order: ConstraintOrder, start: Tensor | None) -> None:
+        b, k = max_new.shape[0], num_beams
+        limit, device = int(max_new.max()), max_new.device
+        self.width, self.ids, self.max_new, self.length_penalty = k, ids, max_new, length_penalty
+        seq = torch.full((b, k, limit + 1), ids.pad_id, dtype=torch.long, device=device)
+        seq[:, :, 0] = start_tokens(start, ids.bos_id, (b, k), device)
+        self.beams = Beams(seq, torch.zeros((b, k, limit + 1), device=device), torch.zeros((b, k), device=device))
+        self.states = [[start_state(c, order)] * k for c in constraints]  # per active example, per beam
+        self.finished: list[list[Hypothesis]] = [[] for _ in range(b)]
+        self.going: list[list[Candidate]] = []
+        self.work = StepBuffers()
+
+    def prefix(self, t: int) -> Tensor:
+        return self.beams.seq[:, :, : t + 1].reshape(-1, t + 1)
+
+    def choose(self, t: int, logits: Tensor, prefix: Tensor, processors: Sequence[LogitsProcessor],
+               active: Tensor) -> tuple[Tensor, Tensor]:
+        a, k, eos, device = active.shape[0], self.width, self.ids.eos_id, logits.device
+        at_limit = t + 1 >= self.max_new[active]
+        # at an example's last step only EOS may follow, keeping its own score (fairseq's rule)
+        raw_lp, scores = candidate_scores(logits, prefix, self.beams.scores, processors, at_limit, eos, "fairseq",
+                                          self.work)  # (A * rows, V), (A, K, V)
+        if t > 0:  # a hypothesis ends only once its constraints are met (fairseq: from the second step)
+            unmet = [e * k + j for e, example in enumerate(self.states) for j, s in enumerate(example)
+                     if not s.finished]
+            if unmet:
+                scores.view(a * k, -1)[torch.tensor(unmet, device=device), eos] = NEG_INF
+        limits = at_limit.tolist()
+        self.going, done = [], []
+        for e, gathered in enumerate(gather_candidates(scores, self.states, t)):
+            cands = allocate(gathered, self.states[e], 2 * k, len(self.states[e][0].tokens))
+            ending = [c[2] == eos and c[0] != NEG_INF for c in cands]  # EOS with a finite score
+            hyps = self.finished[int(active[e])]
+            for score, beam, _, _ in (c for c, ends in zip(cands[:k], ending, strict=False) if ends):
+                if len(hyps) < k:  # fairseq's finalize_hypos: in candidate order, K at most
+                    hyps.append(self.ended(e, beam, score, raw_lp, t))
+            if limits[e] and len(hyps) < k:  # constraints unmet within the limit: the beams held, without EOS
+                hyps.extend(self.held(e, j, t) for j in range(k - len(hyps)))
+            self.going.append([c for c, ends in zip(cands, ending, strict=True) if not ends][:k])
+            done.append(len(hyps) >= k)
+        done_t = torch.tensor(done, device=device)
+        if bool(done_t.all()):
+            return torch.zeros((a, k), dtype=torch.long, device=device), done_t
+        self.beams, parent = continue_beams(self.beams, self.going, raw_lp, t)
+        return parent, done_t
+
+    def ended(self, e: int, beam: int, score: float, raw_lp: Tensor, t: int) -> Hypothesis:
+        """Beam `beam` of example row `e` ending in EOS at step t, with its running score `score`."""
+        tok_lp = self.beams.tok_lp[e, beam].clone()
+        tok_lp[t + 1] = raw_lp[e if t == 0 else e * self.width + beam, self.ids.eos_id]
+        seq = self.beams.seq[e, beam].clone()
+        seq[t + 1] = self.ids.eos_id
+        return Hypothesis(float(self.length_penalty(torch.tensor(score), t + 1.0)), seq, tok_lp, t + 1)
+
+    def held(self, e: int, beam: int, t: int) -> Hypothesis:
+        """Beam `beam` of example row `e` as it stands at its limit, without EOS."""
+        return Hypothesis(float(self.length_penalty(self.beams.scores[e, beam], float(t))),
+                          self.beams.seq[e, beam].clone(), self.beams.tok_lp[e, beam].clone(), t, ended=False)
+
+    def moved(self, stay: Tensor, parents: Tensor) -> None:
+        self.states = [[c[3] for c in self.going[i]] for i in stay.tolist()]
+
+    def leave(self, stay: Tensor, done: Tensor, active: Tensor) -> None:
+        self.beams = Beams(self.beams.seq[stay], self.beams.tok_lp[stay], self.beams.scores[stay])
+
+    def result(self, active: Tensor) -> GenerateOutput:
+        return collect(self.finished, self.width, self.ids.pad_id, self.beams.seq.shape[-1], self.max_new.device)
+
+
 def constrained_beam_search(
     step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int,
     length_penalty: LengthPenalty, processors: Sequence[LogitsProcessor],
     constraints: Sequence[Sequence[Sequence[int]]], order: ConstraintOrder, start: Tensor | None = None,
 ) -> GenerateOutput:
-    """Beam search whose hypotheses contain each source's constraints (token id sequences): see the module
-    docstring. cache holds one row per example, as for search.beam_search; max_new: (B,) per-example limits
-    (EOS included); at an example's last step only EOS may follow, keeping its own score (fairseq's rule).
-    """
-    b, k = max_new.shape[0], num_beams
-    limit, device, eos = int(max_new.max()), max_new.device, ids.eos_id
-    seq = torch.full((b, k, limit + 1), ids.pad_id, dtype=torch.long, device=device)
-    seq[:, :, 0] = start_tokens(start, ids.bos_id, (b, k), device)
-    beams = Beams(seq, torch.zeros((b, k, limit + 1), device=device), torch.zeros((b, k), device=device))
-    states = [[start_state(c, order)] * k for c in constraints]  # per active example, per beam
-    finished: list[list[Hypothesis]] = [[] for _ in range(b)]
-    active = torch.arange(b, device=device)
-    work = StepBuffers()
-    for t in range(limit):
-        a = active.shape[0]
-        head, bans = split_bans(for_examples(processors, active))
-        prefix = beams.seq[:, :, : t + 1].reshape(a * k, t + 1)
-        logits, cache = first_step_once(step, prefix, cache, t, k)
-        raw_lp, scores = beam_scores(logits, prefix, beams.scores, head, bans, work)  # (A * rows, V), (A, K, V)
-        flat = scores.view(a * k, -1)
-        at_limit = (t + 1 >= max_new[active]).tolist()
-        if t > 0:  # a hypothesis ends only once its constraints are met (fairseq: from the second step)
-            unmet = [e * k + j for e, example in enumerate(states) for j, s in enumerate(example) if not s.finished]
-            if unmet:
-                flat[torch.tensor(unmet, device=device), eos] = NEG_INF
-        force_eos_(flat, torch.tensor(at_limit, device=device).repeat_interleave(k), eos, "fairseq")
-        going, done = [], []
-        for e, gathered in enumerate(gather_candidates(scores, states, t)):
-            cands = allocate(gathered, states[e], 2 * k, len(states[e][0].tokens))
-            ending = [c[2] == eos and c[0] != NEG_INF for c in cands]  # EOS with a finite score
-            hyps = finished[int(active[e])]
-            for score, beam, _, _ in (c for c, ends in zip(cands[:k], ending, strict=False) if ends):
-                if len(hyps) < k:  # fairseq's finalize_hypos: in candidate order, K at most
-                    tok_lp = beams.tok_lp[e, beam].clone()
-                    tok_lp[t + 1] = raw_lp[e if t == 0 else e * k + beam, eos]
-                    hyp_seq = beams.seq[e, beam].clone()
-                    hyp_seq[t + 1] = eos
-                    hyps.append(Hypothesis(float(length_penalty(torch.tensor(score), t + 1.0)), hyp_seq, tok_lp, t + 1))
-            if at_limit[e] and len(hyps) < k:  # constraints unmet within the limit: the beams held, without EOS
-                hyps.extend(Hypothesis(float(length_penalty(beams.scores[e, j], float(t))), beams.seq[e, j].clone(),
-                                       beams.tok_lp[e, j].clone(), t, ended=False) for j in range(k - len(hyps)))
-            going.append([c for c, ends in zip(cands, ending, strict=True) if not ends][:k])
-            done.append(len(hyps) >= k)
-        if all(done):
-            break
-        beams, parent = continue_beams(beams, going, raw_lp, t)
-        stay, _ = follow_parents(cache, prefix, parent, torch.tensor(done, device=device))
-        states = [[c[3] for c in going[i]] for i in stay.tolist()]
-        if stay.shape[0] < a:
-            active = active[stay]
-            beams = Beams(beams.seq[stay], beams.tok_lp[stay], beams.scores[stay])
-    return collect(finished, k, ids.pad_id, seq.shape[-1], device)
+    """Beam search whose hypotheses contain each source's constraints (token id sequences, `ConstrainedBeams`):
+    see the module docstring. cache holds one row per example, as for beam.beam_search; max_new: (B,)
+    per-example limits (EOS included)."""
+    strategy = ConstrainedBeams(ids, max_new, num_beams, length_penalty, constraints, order, start)
+    return beam_loop(strategy, step, cache, processors, int(max_new.max()), max_new.shape[0], max_new.device)
 
 
 def continue_beams(beams: Beams, going: list[list[Candidate]], raw_lp: Tensor, t: int) -> tuple[Beams, Tensor]:

@@ -22,27 +22,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from seqlab.constants import ForceEOS, HasSpecialIds
-from seqlab.decoding.processors import LogitsProcessor, apply, for_examples
-from seqlab.decoding.search import (
-    NEG,
+from seqlab.decoding.beam import (
     Beams,
     Finished,
-    GenerateOutput,
-    LengthPenalty,
-    StepFn,
+    beam_loop,
+    candidate_scores,
     expand,
     finalize,
-    follow_parents,
-    force_eos_,
     is_done,
     merge_finished,
     select_running,
-    start_tokens,
 )
+from seqlab.decoding.processors import LogitsProcessor
+from seqlab.decoding.search import NEG, GenerateOutput, LengthPenalty, StepBuffers, StepFn, start_tokens
 from seqlab.model import DecoderCache
 
 
@@ -53,70 +48,89 @@ def hamming_penalty(chosen: Tensor, vocab: int, penalty: float) -> Tensor:
     return penalty * counts
 
 
+class DiverseBeams:
+    """Diverse beam search as a `beam_loop` strategy (see the module docstring). The cache holds B * K rows
+    from the start (example-major, group-major within an example): every group's first beam is decoded."""
+
+    once_first = False
+
+    def __init__(self, ids: HasSpecialIds, max_new: Tensor, num_beams: int, num_groups: int,
+                 diversity_penalty: float, length_penalty: LengthPenalty, early_stopping: bool | str,
+                 force_eos: ForceEOS | None, start: Tensor | None) -> None:
+        b, g = max_new.shape[0], num_beams // num_groups
+        limit, device = int(max_new.max()), max_new.device
+        self.width, self.groups, self.group_width, self.ids = num_beams, num_groups, g, ids
+        self.max_new, self.diversity_penalty, self.force_eos = max_new, diversity_penalty, force_eos
+        self.length_penalty, self.early_stopping = length_penalty, early_stopping
+        self.seq = torch.full((b, num_groups, g, limit + 1), ids.pad_id, dtype=torch.long, device=device)
+        self.seq[..., 0] = start_tokens(start, ids.bos_id, (b, num_groups, g), device)
+        self.tok_lp = torch.zeros((b, num_groups, g, limit + 1), device=device)
+        self.scores = torch.zeros((b, num_groups, g), device=device)
+        self.scores[:, :, 1:] = NEG  # each group starts from one beam
+        # Finished sets per (example, group): row example * num_groups + group, for all B examples.
+        self.fin = Finished.empty(self.seq.view(b * num_groups, g, -1), self.tok_lp.view(b * num_groups, g, -1))
+        self.done = torch.zeros((b, num_groups), dtype=torch.bool, device=device)
+        self.work = StepBuffers()
+
+    def prefix(self, t: int) -> Tensor:
+        return self.seq[..., : t + 1].reshape(-1, t + 1).clone()  # a copy: the groups change seq in `choose`
+
+    def choose(self, t: int, logits: Tensor, prefix: Tensor, processors: Sequence[LogitsProcessor],
+               active: Tensor) -> tuple[Tensor, Tensor]:
+        a, g, groups, eos = active.shape[0], self.group_width, self.groups, self.ids.eos_id
+        by_group = logits.view(a, groups, g, -1)
+        vocab = by_group.shape[-1]
+        chosen = torch.zeros((a, self.width), dtype=torch.long, device=logits.device)  # this step's, group by group
+        origin = torch.zeros((a, groups, g), dtype=torch.long, device=logits.device)
+        at_limit = t + 1 >= self.max_new[active]
+        for j in range(groups):
+            beams = Beams(self.seq[:, j], self.tok_lp[:, j], self.scores[:, j])  # (A, g, ...)
+            penalty = (hamming_penalty(chosen[:, : j * g], vocab, self.diversity_penalty).repeat_interleave(g, 0)
+                       if j > 0 and self.diversity_penalty else None)
+            raw_lp, total = candidate_scores(by_group[:, j].reshape(a * g, vocab),
+                                             beams.seq[:, :, : t + 1].reshape(a * g, t + 1), beams.scores,
+                                             processors, at_limit, eos, self.force_eos, self.work, penalty)
+            cand = expand(beams, total, raw_lp, t, eos, torch.zeros_like(at_limit))
+            kept, origin[:, j] = select_running(cand, g)
+            rows = active * groups + j
+            was_done = self.done[active, j]
+            finalize(self.fin, rows, cand, t, self.length_penalty, ~was_done)
+            self.done[active, j] = was_done | is_done(self.fin, rows, cand.scores[:, 0], t, self.max_new[active],
+                                                      self.length_penalty, self.early_stopping)
+            chosen[:, j * g: (j + 1) * g] = torch.where(was_done[:, None], self.ids.pad_id, kept.seq[:, :, t + 1])
+            self.seq[:, j], self.tok_lp[:, j], self.scores[:, j] = kept.seq, kept.tok_lp, kept.scores
+        if at_limit.any():  # open groups of examples at their limit add their running beams (HF's finalize)
+            for j in range(groups):
+                new = (at_limit & ~self.done[active, j])[:, None].expand(-1, g)
+                merge_finished(self.fin, active * groups + j, self.seq[:, j], self.tok_lp[:, j], self.scores[:, j],
+                               t, self.length_penalty, new)
+        parents = (torch.arange(groups, device=logits.device)[None, :, None] * g + origin).view(a, self.width)
+        return parents, self.done[active].all(dim=1) | at_limit
+
+    def moved(self, stay: Tensor, parents: Tensor) -> None:
+        return None
+
+    def leave(self, stay: Tensor, done: Tensor, active: Tensor) -> None:
+        self.seq, self.tok_lp, self.scores = self.seq[stay], self.tok_lp[stay], self.scores[stay]
+
+    def result(self, active: Tensor) -> GenerateOutput:
+        b = self.max_new.shape[0]
+        return _ranked(self.fin, b, self.width, int(self.max_new.max()))
+
+
 def diverse_beam_search(
     step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int, num_groups: int,
     diversity_penalty: float, length_penalty: LengthPenalty, early_stopping: bool | str,
     processors: Sequence[LogitsProcessor], force_eos: ForceEOS | None = None, start: Tensor | None = None,
 ) -> GenerateOutput:
-    """Beam search in `num_groups` groups with a Hamming diversity penalty (see the module docstring).
+    """Beam search in `num_groups` groups with a Hamming diversity penalty (`DiverseBeams`).
 
     cache holds B * num_beams rows, example-major, group-major within an example. max_new: (B,).
     Returns all num_beams hypotheses per source, best first.
     """
-    b, k, g = max_new.shape[0], num_beams, num_beams // num_groups
-    limit, device = int(max_new.max()), max_new.device
-    seq = torch.full((b, num_groups, g, limit + 1), ids.pad_id, dtype=torch.long, device=device)
-    seq[..., 0] = start_tokens(start, ids.bos_id, (b, num_groups, g), device)
-    tok_lp = torch.zeros((b, num_groups, g, limit + 1), device=device)
-    scores = torch.zeros((b, num_groups, g), device=device)
-    scores[:, :, 1:] = NEG  # each group starts from one beam
-    # Finished sets per (example, group): row example * num_groups + group.
-    fin = Finished.empty(seq.view(b * num_groups, g, -1), tok_lp.view(b * num_groups, g, -1))
-    done = torch.zeros((b, num_groups), dtype=torch.bool, device=device)
-    active = torch.arange(b, device=device)  # examples still searching; seq/tok_lp/scores hold their rows only
-    for t in range(limit):
-        a = active.shape[0]
-        logits, cache = step(seq[..., t].reshape(a * k), cache)  # (A*K, V)
-        prefix_all = seq[..., : t + 1].reshape(a * k, t + 1).clone()  # the groups change seq below
-        raw_lp = F.log_softmax(logits, dim=-1).view(a, num_groups, g, -1)
-        vocab = raw_lp.shape[-1]
-        chosen = torch.zeros((a, k), dtype=torch.long, device=device)  # this step's tokens, group by group
-        origin = torch.zeros((a, num_groups, g), dtype=torch.long, device=device)
-        at_limit = t + 1 >= max_new[active]
-        for j in range(num_groups):
-            beams = Beams(seq[:, j], tok_lp[:, j], scores[:, j])  # (A, g, ...)
-            prefix = beams.seq[:, :, : t + 1].reshape(a * g, t + 1)
-            lp = raw_lp[:, j].reshape(a * g, vocab)
-            if j > 0 and diversity_penalty:
-                lp = lp - hamming_penalty(chosen[:, : j * g], vocab, diversity_penalty).repeat_interleave(g, 0)
-            processed = apply(for_examples(processors, active), prefix, lp)
-            if force_eos is not None:
-                processed = force_eos_(processed.clone() if processed is lp else processed,
-                                       at_limit.repeat_interleave(g), ids.eos_id, force_eos)
-            total = processed.view(a, g, vocab) + beams.scores[:, :, None]
-            cand = expand(beams, total, raw_lp[:, j].reshape(a * g, vocab), t, ids.eos_id,
-                          torch.zeros_like(at_limit))
-            kept, origin[:, j] = select_running(cand, g)
-            rows = active * num_groups + j
-            was_done = done[active, j]
-            finalize(fin, rows, cand, t, length_penalty, ~was_done)
-            done[active, j] = was_done | is_done(fin, rows, cand.scores[:, 0], t, max_new[active],
-                                                 length_penalty, early_stopping)
-            chosen[:, j * g: (j + 1) * g] = torch.where(was_done[:, None], ids.pad_id, kept.seq[:, :, t + 1])
-            seq[:, j], tok_lp[:, j], scores[:, j] = kept.seq, kept.tok_lp, kept.scores
-        if at_limit.any():  # open groups of examples at their limit add their running beams (HF's finalize)
-            for j in range(num_groups):
-                rows = active * num_groups + j
-                new = (at_limit & ~done[active, j])[:, None].expand(-1, g)
-                merge_finished(fin, rows, seq[:, j], tok_lp[:, j], scores[:, j], t, length_penalty, new)
-        stop = done[active].all(dim=1) | at_limit
-        if bool(stop.all()):
-            break
-        parents = (torch.arange(num_groups, device=device)[None, :, None] * g + origin).view(a, k)
-        stay, _ = follow_parents(cache, prefix_all, parents, stop)
-        if stay.shape[0] < a:
-            active, seq, tok_lp, scores = active[stay], seq[stay], tok_lp[stay], scores[stay]
-    return _ranked(fin, b, k, limit)
+    strategy = DiverseBeams(ids, max_new, num_beams, num_groups, diversity_penalty, length_penalty, early_stopping,
+                            force_eos, start)
+    return beam_loop(strategy, step, cache, processors, int(max_new.max()), max_new.shape[0], max_new.device)
 
 
 def _ranked(fin: Finished, b: int, k: int, limit: int) -> GenerateOutput:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
@@ -13,6 +14,7 @@ from seqlab.bf16_gemm import bf16_autocast
 from seqlab.config import ConfigError, check_choice
 from seqlab.constants import SpecialIds
 from seqlab.data.sequences import pad_right
+from seqlab.decoding.beam import beam_search
 from seqlab.decoding.config import DecodingConfig
 from seqlab.decoding.constrained import constrained_beam_search
 from seqlab.decoding.constraints import check_constraints
@@ -24,7 +26,7 @@ from seqlab.decoding.processors import ForcedPrefix
 from seqlab.decoding.prompts import check_one_stack, in_prompt, position_room, prompt_context, split_prompt
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
-from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, beam_search, sample_or_greedy
+from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, sample_or_greedy
 from seqlab.model import DecoderCache, Model, ModelConfig
 
 DecodePrecision = Literal["fp32", "bf16", "int8"]  # int8: an int8 engine (engines.choice), not autocast
@@ -78,17 +80,6 @@ def length_penalty(cfg: DecodingConfig) -> LengthPenalty:
     return LengthPenalty(cfg.length_penalty, cfg.length_rule)
 
 
-def plain_beam_search(model: Model, step: StepFn, cache: DecoderCache, cfg: DecodingConfig,
-                      src_pad_mask: Tensor, **search: Any) -> GenerateOutput:
-    """search.beam_search over the model's `step`, with cfg's coverage penalty where set (which records the
-    last decoder layer's cross-attention while it runs)."""
-    if cfg.coverage_penalty is None:
-        return beam_search(step, cache, **search)
-    coverage = Coverage(src_pad_mask, cfg.num_beams, cfg.coverage_penalty, cfg.coverage_beta)
-    with coverage.recording(model):
-        return beam_search(step, cache, coverage=coverage, **search)
-
-
 def forced_prefix(prefixes: Sequence[Sequence[int]], limits: Tensor, rows: int, pad_id: int) -> ForcedPrefix:
     """The sources' target prefixes as a processor, one row per decoder row where rows are their own examples
     (samples; beam search binds a source's beams to it). Fails, naming the source, where a prefix leaves no
@@ -128,6 +119,36 @@ def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingC
     `on_step`; inference.inspection draws its traces with it).
     """
     model_cfg = model.cfg
+    check_request(cfg, graphs, constraints, target_prefix, on_step)
+    check_one_stack(cfg, model_cfg)
+    limits = search_limits(cfg, model_cfg, src_pad_mask)
+    start = None
+    if model_cfg.start == "prompt":  # a causal LM continues its prompt's last token
+        src_ids, src_pad_mask, start = split_prompt(src_ids, src_pad_mask, model_cfg.pad_id)
+    rows = 1 if cfg.method == "beam" else cfg.rows_per_source  # a beam search binds a source's beams to it
+    prefix = None if target_prefix is None else forced_prefix(target_prefix, limits, rows, model_cfg.pad_id)
+    processors = build_processors(cfg, model_cfg, prefix)
+    if start is not None:  # a causal LM's processors read its prompt, as Hugging Face's do (decoding.prompts)
+        processors = in_prompt(processors, prompt_context(src_ids, src_pad_mask).repeat_interleave(rows, 0))
+    was_training = model.training
+    model.eval()
+    try:
+        memory = model.encode(src_ids, src_pad_mask)
+        plain_beam = cfg.method == "beam" and cfg.num_beam_groups == 1  # makes its beams after the first step
+        cache = model.start_cache(memory, src_pad_mask, group=1 if plain_beam else cfg.rows_per_source,
+                                  capacity=int(limits.max()) + 1, src_ids=src_ids)
+        search = Search(model, step_fn(model, graphs), cache, cfg, src_ids, src_pad_mask, limits, processors, start)
+        result = search.run(sample_keys, constraints, on_step)
+    finally:
+        model.train(was_training)
+    width = max(1, int(result.lengths.max()))
+    return GenerateOutput(result.sequences[..., :width], result.scores, result.token_logprobs[..., :width],
+                          result.lengths)
+
+
+def check_request(cfg: DecodingConfig, graphs: bool, constraints: Sequence | None, target_prefix: Sequence | None,
+                  on_step: Callable[..., None] | None) -> None:
+    """Fail, naming what to change, where generate's arguments and `cfg` do not combine."""
     if constraints is not None and cfg.constraints is None:
         raise ConfigError("lexical constraints were given but decoding.constraints is null: set it to ordered "
                           "(in the order given) or unordered")
@@ -139,70 +160,85 @@ def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingC
     if on_step is not None and (cfg.constraints is not None or cfg.num_beam_groups > 1 or cfg.method == "contrastive"):
         raise ConfigError("step traces follow greedy search, sampling and plain beam search, not "
                           f"{cfg.label}: decode it without a step hook")
-    ids = SpecialIds(model_cfg.pad_id, model_cfg.bos_id, model_cfg.eos_id)
-    check_one_stack(cfg, model_cfg)
-    limits = search_limits(cfg, model_cfg, src_pad_mask)
-    start = None
-    if model_cfg.start == "prompt":  # a causal LM continues its prompt's last token
-        src_ids, src_pad_mask, start = split_prompt(src_ids, src_pad_mask, model_cfg.pad_id)
-    beams = cfg.method == "beam"
-    prefix = None if target_prefix is None else forced_prefix(target_prefix, limits, 1 if beams else
-                                                              cfg.rows_per_source, model_cfg.pad_id)
-    processors = build_processors(cfg, model_cfg, prefix)
-    if start is not None:  # a causal LM's processors read its prompt, as Hugging Face's do (decoding.prompts)
-        context = prompt_context(src_ids, src_pad_mask).repeat_interleave(1 if beams else cfg.rows_per_source, 0)
-        processors = in_prompt(processors, context)
-    was_training = model.training
-    model.eval()
-    try:
-        memory = model.encode(src_ids, src_pad_mask)
-        step = step_fn(model, graphs)
-        rows = cfg.rows_per_source
-        plain_beam = cfg.method == "beam" and cfg.num_beam_groups == 1  # makes its beams after the first step
-        cache = model.start_cache(memory, src_pad_mask, group=1 if plain_beam else rows,
-                                  capacity=int(limits.max()) + 1, src_ids=src_ids)
+
+
+@dataclass
+class Search:
+    """One batch's search, set up by `generate`: the model, its step and cache, the limits (B,), the processors
+    and each source's first decoder input (a causal LM's last prompt token; None: the decoder start)."""
+
+    model: Model
+    step: StepFn
+    cache: DecoderCache
+    cfg: DecodingConfig
+    src_ids: Tensor  # (B, S) (a causal LM's prompt without its last token)
+    src_pad_mask: Tensor  # (B, S)
+    limits: Tensor  # (B,)
+    processors: list
+    start: Tensor | None
+
+    @property
+    def ids(self) -> SpecialIds:
+        c = self.model.cfg
+        return SpecialIds(c.pad_id, c.bos_id, c.eos_id)
+
+    def run(self, sample_keys: Tensor | None, constraints: Sequence[Sequence[Sequence[int]]] | None,
+            on_step: Callable[..., None] | None) -> GenerateOutput:
+        """The search `cfg` names, its hypotheses per source (B, n, ...)."""
+        cfg = self.cfg
         if cfg.constraints is not None:
-            given = constraints if constraints is not None else [[] for _ in range(src_ids.shape[0])]
-            for i, (c, limit) in enumerate(zip(given, limits.tolist(), strict=True)):
-                check_constraints(c, f"source {i} of the batch", limit)
-            result = constrained_beam_search(step, cache, ids=ids, max_new=limits, num_beams=cfg.num_beams,
-                                             length_penalty=length_penalty(cfg), processors=processors,
-                                             constraints=given, order=cfg.constraints, start=start)
-            result = first_hypotheses(result, cfg.hypotheses_per_source)
-        elif cfg.method == "beam":
-            common = dict(ids=ids, max_new=limits, num_beams=cfg.num_beams, length_penalty=length_penalty(cfg),
-                          early_stopping=cfg.early_stopping, processors=processors, force_eos=cfg.force_eos or None,
-                          start=start)
-            if on_step is not None:
-                common["on_step"] = on_step
-            if cfg.num_beam_groups > 1:
-                result = diverse_beam_search(step, cache, num_groups=cfg.num_beam_groups,
-                                             diversity_penalty=cfg.diversity_penalty, **common)
-            else:
-                result = plain_beam_search(model, step, cache, cfg, src_pad_mask, **common)
-            result = first_hypotheses(result, cfg.hypotheses_per_source)
-        elif cfg.method == "contrastive":
-            result = contrastive_search(model, cache, ids=ids, max_new=limits, processors=processors, top_k=cfg.top_k,
-                                        alpha=cfg.penalty_alpha, force_eos=cfg.force_eos or None, start=start)
-        else:
-            cache = cache.ungroup()  # samples finish one by one: each row gets its own cross keys/values
-            keys = None
-            if cfg.method == "sample":
-                base = source_keys(src_ids, src_pad_mask) if sample_keys is None else sample_keys.long()
-                keys = mix32(base.repeat_interleave(rows) * 0x01000193
-                             + torch.arange(rows, device=base.device).repeat(len(base)))
-            result = sample_or_greedy(step, cache, ids=ids, max_new=limits.repeat_interleave(rows),
-                                      processors=processors, keys=keys, seed=cfg.seed, force_eos=cfg.force_eos or None,
-                                      start=None if start is None else start.repeat_interleave(rows), on_step=on_step)
-            b = src_ids.shape[0]
-            result.sequences = result.sequences.view(b, rows, -1)
-            result.token_logprobs = result.token_logprobs.view(b, rows, -1)
-            result.scores, result.lengths = result.scores.view(b, rows), result.lengths.view(b, rows)
-    finally:
-        model.train(was_training)
-    width = max(1, int(result.lengths.max()))
-    return GenerateOutput(result.sequences[..., :width], result.scores, result.token_logprobs[..., :width],
-                          result.lengths)
+            return first_hypotheses(self.constrained(constraints), cfg.hypotheses_per_source)
+        if cfg.method == "beam":
+            return first_hypotheses(self.beams(on_step), cfg.hypotheses_per_source)
+        if cfg.method == "contrastive":
+            return contrastive_search(self.model, self.cache, ids=self.ids, max_new=self.limits,
+                                      processors=self.processors, top_k=cfg.top_k, alpha=cfg.penalty_alpha,
+                                      force_eos=cfg.force_eos or None, start=self.start)
+        return self.rows(sample_keys, on_step)
+
+    def constrained(self, constraints: Sequence[Sequence[Sequence[int]]] | None) -> GenerateOutput:
+        """Lexically constrained beam search, each source's constraints checked against its limit first."""
+        given = constraints if constraints is not None else [[] for _ in range(self.src_ids.shape[0])]
+        for i, (c, limit) in enumerate(zip(given, self.limits.tolist(), strict=True)):
+            check_constraints(c, f"source {i} of the batch", limit)
+        return constrained_beam_search(self.step, self.cache, ids=self.ids, max_new=self.limits,
+                                       num_beams=self.cfg.num_beams, length_penalty=length_penalty(self.cfg),
+                                       processors=self.processors, constraints=given, order=self.cfg.constraints,
+                                       start=self.start)
+
+    def beams(self, on_step: Callable[..., None] | None) -> GenerateOutput:
+        """Plain beam search (with cfg's coverage penalty where set), or diverse beam search in groups."""
+        cfg = self.cfg
+        common: dict[str, Any] = dict(ids=self.ids, max_new=self.limits, num_beams=cfg.num_beams,
+                                      length_penalty=length_penalty(cfg), early_stopping=cfg.early_stopping,
+                                      processors=self.processors, force_eos=cfg.force_eos or None, start=self.start)
+        if cfg.num_beam_groups > 1:
+            return diverse_beam_search(self.step, self.cache, num_groups=cfg.num_beam_groups,
+                                       diversity_penalty=cfg.diversity_penalty, **common)
+        if on_step is not None:
+            common["on_step"] = on_step
+        if cfg.coverage_penalty is None:
+            return beam_search(self.step, self.cache, **common)
+        # the penalty records the last decoder layer's cross-attention while the search runs
+        coverage = Coverage(self.src_pad_mask, cfg.num_beams, cfg.coverage_penalty, cfg.coverage_beta)
+        with coverage.recording(self.model):
+            return beam_search(self.step, self.cache, coverage=coverage, **common)
+
+    def rows(self, sample_keys: Tensor | None, on_step: Callable[..., None] | None) -> GenerateOutput:
+        """Greedy search or sampling: each source's rows (samples) decoded as examples of their own."""
+        cfg, b, rows = self.cfg, self.src_ids.shape[0], self.cfg.rows_per_source
+        cache = self.cache.ungroup()  # samples finish one by one: each row gets its own cross keys/values
+        keys = None
+        if cfg.method == "sample":
+            base = source_keys(self.src_ids, self.src_pad_mask) if sample_keys is None else sample_keys.long()
+            keys = mix32(base.repeat_interleave(rows) * 0x01000193
+                         + torch.arange(rows, device=base.device).repeat(len(base)))
+        result = sample_or_greedy(self.step, cache, ids=self.ids, max_new=self.limits.repeat_interleave(rows),
+                                  processors=self.processors, keys=keys, seed=cfg.seed,
+                                  force_eos=cfg.force_eos or None, on_step=on_step,
+                                  start=None if self.start is None else self.start.repeat_interleave(rows))
+        return GenerateOutput(result.sequences.view(b, rows, -1), result.scores.view(b, rows),
+                              result.token_logprobs.view(b, rows, -1), result.lengths.view(b, rows))
 
 
 __all__ = ["GenerateOutput", "build_processors", "check_precision", "generate", "precision_context"]

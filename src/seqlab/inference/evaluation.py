@@ -239,7 +239,7 @@ def evaluate(model: Model, tokenizer: Tokenizer, examples: Sequence[Example],
                                names=[f"test example {e.id}" for e in examples])
     finally:
         progress.close()
-    src_ids, truncated, generated = decoded.src_ids, decoded.n_truncated, decoded.generated_tokens
+    src_ids = decoded.src_ids
     lengths = source_lengths(src_ids, model.cfg.eos_id)
     records = []
     for i, (ex, hyps) in enumerate(zip(examples, decoded.hypotheses, strict=True)):
@@ -252,13 +252,28 @@ def evaluate(model: Model, tokenizer: Tokenizer, examples: Sequence[Example],
                               pseudo_references=decoded.pseudo_references[i] if decoded.pseudo_references else None,
                               constraints=words[i] if words is not None else None))
 
+    metrics = corpus_metrics(records, examples, decoded, cfg, settings)
+    if constraints is not None:
+        metrics.update(constraint_summary([hyps[0][0] for hyps in decoded.hypotheses], constraints))
+    if settings.score_references:
+        ref_lps = score_references(model, tokenizer, [r.reference for r in records], src_ids, settings.max_tokens)
+        for record, lps in zip(records, ref_lps, strict=True):
+            record.reference_token_logprobs = lps
+        metrics.update(logprob_summary(ref_lps, "ref"))
+    return records, metrics
+
+
+def corpus_metrics(records: Sequence[Record], examples: Sequence[Example], decoded: Decoded, cfg: DecodingConfig,
+                   settings: EvalSettings) -> dict[str, Any]:
+    """The test set's metrics from its records: sacreBLEU's (and ROUGE) with intervals, by source length,
+    log-probs, diversity and repetition, lengths, speed, and MBR's where it chose."""
     hyps_text = [r.hypothesis for r in records]
-    refs_text = [r.reference for r in records]  # the first reference: lengths, teacher-forced scores
+    refs_text = [r.reference for r in records]  # the first reference: lengths
     streams = [list(refs) for refs in zip(*(e.references for e in examples), strict=True)]  # (n_refs, N)
-    metrics: dict[str, Any] = {"n_examples": len(records), "n_truncated_sources": truncated}
+    metrics: dict[str, Any] = {"n_examples": len(records), "n_truncated_sources": decoded.n_truncated}
     metrics["n_references"] = len(streams)
     metrics.update(sacrebleu_scores(hyps_text, streams, settings.metrics))
-    metrics.update(by_source_length(hyps_text, streams, lengths, settings.metrics))
+    metrics.update(by_source_length(hyps_text, streams, [r.source_tokens for r in records], settings.metrics))
     if ROUGE in settings.metrics:
         metrics.update(rouge_scores(hyps_text, streams))
     if settings.n_bootstrap > 1:
@@ -273,19 +288,12 @@ def evaluate(model: Model, tokenizer: Tokenizer, examples: Sequence[Example],
     metrics.update(short_outputs(hyps_text, refs_text))
     if cfg.rows_per_source > 1:
         metrics.update(sample_diversity([[n["text"] for n in r.nbest] for r in records]))
-    metrics[K.TOKENS_PER_S] = generated / decoded.seconds
+    metrics[K.TOKENS_PER_S] = decoded.generated_tokens / decoded.seconds
     metrics[K.SENTENCES_PER_S] = len(records) / decoded.total_seconds
     metrics[K.DECODE_SECONDS] = decoded.total_seconds
     if decoded.mbr is not None:
         metrics.update(mbr_summary(decoded))
-    if constraints is not None:
-        metrics.update(constraint_summary([hyps[0][0] for hyps in decoded.hypotheses], constraints))
-    if settings.score_references:
-        ref_lps = score_references(model, tokenizer, refs_text, src_ids, settings.max_tokens)
-        for record, lps in zip(records, ref_lps, strict=True):
-            record.reference_token_logprobs = lps
-        metrics.update(logprob_summary(ref_lps, "ref"))
-    return records, metrics
+    return metrics
 
 
 def target_parts(tokenizer: Tokenizer, texts: Sequence[str]) -> list[tuple[list[int], list[int]]]:

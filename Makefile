@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt torch
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,hf,ct2]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,hf,ct2,lora]'
 	touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install seqlab with its dev tools (idempotent)

@@ -22,6 +22,7 @@ from seqlab.data.mapped import from_checkpoint as tokenizer_from_checkpoint
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.io import atomic_write
 from seqlab.model import Model, ModelConfig, build_model
+from seqlab.model.adapters import has_adapters, merge_adapters
 from seqlab.provenance import git_state
 
 CKPT_SUFFIX = ".ckpt"
@@ -132,6 +133,11 @@ def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
         raise CheckpointError(f"{path}: invalid model_config in the checkpoint: {err}") from None
     model = build_model(cfg)
     weights = {k.removeprefix("model."): v for k, v in state["state_dict"].items() if k.startswith("model.")}
+    if has_adapters(weights):  # trained with train.lora: decoded, scored and exported merged
+        if not isinstance(meta.get("lora"), dict):
+            raise CheckpointError(f"{path}: holds LoRA adapters but not their settings (r, alpha); the file is "
+                                  "damaged; use another checkpoint")
+        weights = merge_adapters(weights, meta["lora"])
     try:
         missing, unexpected = model.load_state_dict(weights, strict=False)
     except RuntimeError as err:

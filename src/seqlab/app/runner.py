@@ -53,7 +53,9 @@ NEUTRAL: dict[str, dict[str, Any]] = {
     "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "prompt_template": None,
          "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
          "ensemble_rule": "mean_prob", "levers": False, "language_models": False},
-    "train": {"init_from": None, "fused_loss": False, "compile": "none", "bf16_weights": False},
+    "train": {"init_from": None, "fused_loss": False, "compile": "none", "bf16_weights": False,
+              "activation_checkpointing": False,
+              "lora": {"r": 0, "alpha": 16.0, "dropout": 0.0, "targets": "attention"}},
 }
 
 

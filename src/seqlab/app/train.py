@@ -152,7 +152,7 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
         meta["decoding"] = init[2].decoding  # the pretrained model's generation defaults travel with it
     module = Seq2SeqModule(model_cfg, spec.optim, spec.train, seed=cfg.seed, meta=meta)
     if init is not None and ckpt_path is None:  # a fresh start takes the pretrained weights; a resume its own
-        module.model.load_state_dict(init[0].state_dict())
+        module.load_base_weights(init[0].state_dict())
     quick_eval = [QuickEval.from_datamodule(datamodule, spec.train)] if spec.train.quick_eval_size > 0 else []
 
     loggers = [logger, metric_history(out_dir, resumed_at)] if spec.tracking.kind == "wandb" else [logger]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 from seqlab.model.cache import KV, DecoderCache, KVBuffer, StaticKV
 from seqlab.model.config import ModelConfig
@@ -24,7 +25,23 @@ from seqlab.model.packing import Packing
 from seqlab.model.positions import AttentionPositions, LearnedPositions, Rotary, make_relative
 
 
-class EncoderLayer(nn.Module):
+class Checkpointable(nn.Module):
+    """A layer that activation checkpointing can wrap (Chen et al. 2016, "Training deep nets with sublinear
+    memory cost"): with `checkpointed` set (train.activation_checkpointing, `train.levers.checkpoint_layers`), a
+    training forward keeps only the layer's inputs and recomputes its activations in the backward, under the
+    same dropout masks (the RNG state is replayed), so the gradients are the plain step's. Inference (eval mode
+    or no gradients) runs the plain forward. A flag, not a wrapper module: parameter names and checkpoints stay
+    as they are, and a copy of the model is checkpointed as its original."""
+
+    checkpointed = False
+
+    def __call__(self, *args: object, **kwargs: object) -> Tensor:
+        if self.checkpointed and self.training and torch.is_grad_enabled():
+            return checkpoint(super().__call__, *args, use_reentrant=False, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class EncoderLayer(Checkpointable):
     """Self-attention then feed-forward, each inside a residual block (the encoder's layer, and a one-stack
     model's, whose self-attention extends a cache: model.causal)."""
 
@@ -43,7 +60,7 @@ class EncoderLayer(nn.Module):
         return self.ffn_res(x, self.ffn)
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(Checkpointable):
     """Masked self-attention, cross-attention over the encoder output, feed-forward."""
 
     def __init__(self, cfg: ModelConfig) -> None:

@@ -2,15 +2,44 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
-from seqlab.config import ConfigError, check_choice, check_types
+from seqlab.config import ConfigError, check_choice, check_types, typed
 from seqlab.train.schedule import Schedule
 
 NanPolicy = Literal["stop", "skip"]
 MonitorMode = Literal["min", "max"]
 Compile = Literal["none", "layers", "loss", "all"]
+LoraTargets = Literal["attention", "ffn", "all"]
+
+
+@dataclass(frozen=True)
+class LoraConfig:
+    """Low-rank adapters (Hu et al. 2021, "LoRA") through peft: each targeted projection W keeps its weights
+    frozen and learns W + (alpha / r) B A, B (out, r) starting at zero, A (r, in); everything else is frozen
+    (embeddings, norms, the output layer). r=0: off, every weight trained. targets: attention (the query, key,
+    value and output projections), ffn (both feed-forward layers) or all. The checkpoint keeps the adapter
+    apart from the frozen weights; decoding and every export read the merged model (`model.adapters`)."""
+
+    r: int = 0
+    alpha: float = 16.0
+    dropout: float = 0.0  # on the adapter's input (peft's lora_dropout)
+    targets: LoraTargets = "attention"
+
+    def __post_init__(self) -> None:
+        check_types(self, "train.lora")
+        check_choice("train.lora", "targets", self.targets, LoraTargets)
+        if self.r < 0:
+            raise ConfigError(f"train.lora.r={self.r} must be >= 0 (0: no adapters)")
+        if self.alpha <= 0:
+            raise ConfigError(f"train.lora.alpha={self.alpha} must be positive")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ConfigError(f"train.lora.dropout={self.dropout} must be in [0, 1)")
+
+    @property
+    def enabled(self) -> bool:
+        return self.r > 0
 
 
 @dataclass(frozen=True)
@@ -75,14 +104,27 @@ class TrainConfig:
     fused_loss: bool = False
     compile: Compile = "none"
     bf16_weights: bool = False
+    # activation checkpointing per layer: each layer's activations recomputed in the backward instead of kept
+    # (`seqlab.train.levers.checkpoint_layers`); the same gradients, less memory, one more forward a step
+    activation_checkpointing: bool = False
+    lora: LoraConfig = field(default_factory=LoraConfig)  # train.lora.r=8 trains low-rank adapters only
 
     def __post_init__(self) -> None:
+        if isinstance(self.lora, dict):  # from a composed config or a checkpoint's record
+            object.__setattr__(self, "lora", typed(LoraConfig, dict(self.lora), "train.lora"))
         check_types(self, "train")
         check_choice("train", "nan_policy", self.nan_policy, NanPolicy)
         check_choice("train", "compile", self.compile, Compile)
         if self.compiles_loss and not self.fused_loss:
             raise ConfigError(f"train.compile={self.compile} compiles the fused loss's arithmetic; set "
                               "train.fused_loss=true too, or train.compile=layers")
+        if self.lora.enabled and (self.bf16_weights or self.compiles_layers):
+            raise ConfigError(f"train.lora.r={self.lora.r} trains peft's adapter layers, which "
+                              f"train.bf16_weights={self.bf16_weights} and train.compile={self.compile} do not "
+                              "cover here: turn those off")
+        if self.activation_checkpointing and self.compiles_layers:
+            raise ConfigError(f"train.activation_checkpointing=true with train.compile={self.compile}: compiled "
+                              "layers are not checkpointed here; set one of them")
         check_choice("train", "monitor_mode", self.monitor_mode, MonitorMode)
         if self.monitor.startswith("val/greedy_") and self.quick_eval_size == 0:
             raise ConfigError(f"train.monitor={self.monitor} is logged by the quick validation decode, which "

@@ -16,7 +16,8 @@ from torch import Tensor
 from seqlab.data.datamodule import Batch
 from seqlab.model import ModelConfig, build_model
 from seqlab.train.config import OptimConfig, TrainConfig
-from seqlab.train.levers import compile_layers, step_loss, use_compile_cache
+from seqlab.train.levers import checkpoint_layers, compile_layers, step_loss, use_compile_cache
+from seqlab.train.lora import add_adapters, base_names
 from seqlab.train.optim import adamw
 from seqlab.train.schedule import lr_multiplier
 
@@ -35,6 +36,12 @@ class Seq2SeqModule(L.LightningModule):
         super().__init__()
         self.model_cfg, self.optim, self.train_cfg, self.seed = model_cfg, optim, train_cfg or TrainConfig(), seed
         self.model = build_model(model_cfg)
+        if self.train_cfg.lora.enabled:  # before anything reads the parameters: the optimizer takes the adapters'
+            trainable, total = add_adapters(self.model, self.train_cfg.lora)
+            log.info("train.lora: %s of %s parameters trainable (r=%d, targets=%s)", f"{trainable:,}", f"{total:,}",
+                     self.train_cfg.lora.r, self.train_cfg.lora.targets)
+        if self.train_cfg.activation_checkpointing:
+            checkpoint_layers(self.model)
         self.meta = meta or {}  # tokenizer, data config, resolved run config
         self.skipped_batches = 0
         self._last_time: float | None = None
@@ -125,7 +132,8 @@ class Seq2SeqModule(L.LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         decay, no_decay = [], []
         for name, p in self.model.named_parameters():
-            (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
+            if p.requires_grad:  # with train.lora, the adapters only
+                (no_decay if p.ndim < 2 or "norm" in name else decay).append(p)
         precision = str(self.trainer.precision)
         opt = adamw([{"params": decay, "weight_decay": self.optim.weight_decay},
                      {"params": no_decay, "weight_decay": 0.0}],
@@ -163,6 +171,19 @@ class Seq2SeqModule(L.LightningModule):
             "skipped_batches": self.skipped_batches,
             **self.meta,
         }
+        if self.train_cfg.lora.enabled:  # the adapters are kept apart: what merging them needs (model.adapters)
+            checkpoint["seqlab"]["lora"] = asdict(self.train_cfg.lora)
+
+    def load_base_weights(self, state: dict[str, Tensor]) -> None:
+        """Start from a plain state dict (`train.init_from`'s model): with adapters, into their frozen base
+        weights; every weight of the model must be there (the adapters start as peft initializes them)."""
+        if self.train_cfg.lora.enabled:
+            missing, unexpected = self.model.load_state_dict(base_names(self.model, state), strict=False)
+            if unexpected or any(".lora_" not in k for k in missing):
+                raise RuntimeError(f"the model to fine-tune does not fit: missing {missing[:5]}, unexpected "
+                                   f"{unexpected[:5]}")
+        else:
+            self.model.load_state_dict(state)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.skipped_batches = checkpoint.get("seqlab", {}).get("skipped_batches", 0)

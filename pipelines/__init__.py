@@ -17,6 +17,7 @@ from pipelines import (
     bench,
     bench_families,
     bench_features,
+    bench_finetune,
     bench_gpu,
     bench_language_models,
     bench_levers,
@@ -32,4 +33,5 @@ from seqlab.pipeline.core import Pipeline
 
 PIPELINES: dict[str, Pipeline] = {m.PIPELINE.name: m.PIPELINE for m in (
     mt_bible_small, sum_debian_small, decoding_sweep, truncation, mbr, beam_curse, no_repeat, constraints, arch_study,
-    arch_study_trained, bench, bench_families, bench_features, bench_gpu, bench_levers, bench_language_models)}
+    arch_study_trained, bench, bench_families, bench_features, bench_gpu, bench_levers, bench_language_models,
+    bench_finetune)}

@@ -9,6 +9,8 @@ seqlab bench features=true: ensembles, the coverage penalty and contrastive sear
 (bench.features)
 seqlab bench levers=true: each training lever (fused loss, compiled layers) against the plain step and HF
 (bench.levers)
+seqlab bench finetune=true: a fine-tuning step at mBART-large's, NLLB-1.3B's and flan-t5-large's shapes, full, LoRA
+and LoRA with activation checkpointing, against HF with peft: memory and speed (bench.finetune)
 seqlab bench checkpoints=[A,B,...]: trained checkpoints decoding their test sentences (bench.checkpoints)
 """
 
@@ -33,6 +35,8 @@ from seqlab.bench.checkpoints import to_dict as checkpoints_dict
 from seqlab.bench.families import family_bench, to_dict
 from seqlab.bench.features import feature_bench
 from seqlab.bench.features import to_dict as features_dict
+from seqlab.bench.finetune import finetune_bench
+from seqlab.bench.finetune import to_dict as finetune_dict
 from seqlab.bench.levers import lever_bench
 from seqlab.bench.levers import to_dict as levers_dict
 from seqlab.bench.run import run_bench
@@ -54,6 +58,8 @@ def main(cfg: DictConfig) -> None:
             record, text = feature_costs(bench)
         elif cfg.get("levers"):
             record, text = lever_speeds(bench, bool(cfg.profile))
+        elif cfg.get("finetune"):
+            record, text = finetune_costs(bench)
         elif cfg.get("checkpoints"):
             record, text = checkpoint_speeds(bench, [str(c) for c in cfg.checkpoints])
         else:
@@ -112,6 +118,17 @@ def lever_speeds(bench: BenchConfig, profile: bool) -> tuple[dict, str]:
     record["device"] = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     record["profiles"], record["precision"] = profiles, precision
     return record, "\n".join(lines)
+
+
+def finetune_costs(bench: BenchConfig) -> tuple[dict, str]:
+    """The fine-tuning bench: its record and a text table."""
+    clock = CpuClock.now()
+    rows = finetune_bench(bench)
+    lines = [f"{r.shape:<14}{r.mode:<22}{r.side:<8}" + (f"skipped: {r.skipped}" if r.skipped else
+                                                       f"{r.tokens_per_s:>8,.0f} tok/s  {r.peak_mb:>9,.0f} MiB  "
+                                                       f"{r.trainable:,} of {r.parameters:,} trained")
+             for r in rows]
+    return measured("finetune", finetune_dict(rows), bench, clock), "\n".join(lines)
 
 
 def checkpoint_speeds(bench: BenchConfig, checkpoints: list[str]) -> tuple[dict, str]:

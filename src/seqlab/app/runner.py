@@ -52,7 +52,7 @@ NEUTRAL: dict[str, dict[str, Any]] = {
     "decoding": digest_neutral(DecodingConfig),  # each option's own declaration (decoding.options: in_digest=False)
     "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "prompt_template": None,
          "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
-         "ensemble_rule": "mean_prob", "levers": False, "language_models": False},
+         "ensemble_rule": "mean_prob", "levers": False, "language_models": False, "finetune": False},
     "train": {"init_from": None, "fused_loss": False, "compile": "none", "bf16_weights": False,
               "activation_checkpointing": False,
               "lora": {"r": 0, "alpha": 16.0, "dropout": 0.0, "targets": "attention"}},

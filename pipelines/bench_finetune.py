@@ -1,0 +1,53 @@
+"""Fine-tuning in bounded memory (`seqlab bench finetune=true`): a training step of random models at
+mBART-large's, NLLB-1.3B's and flan-t5-large's shapes, every weight trained, LoRA (r 16 on the attention
+projections) and LoRA with activation checkpointing, seqlab against Hugging Face's model with peft's adapters and
+its gradient checkpointing, on the same batches: peak resident memory and tokens/s. One record per CPU model
+(results/bench_finetune/finetune-<cpu>.json)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipelines.bench import bench_records, machine_heading
+from pipelines.tables import table
+from seqlab.bench.finetune import from_dict
+from seqlab.pipeline.core import Pipeline, Stage, Table
+
+DOC = "docs/performance.md"
+
+
+def render(archive: Path) -> str:
+    parts = []
+    for record in bench_records(archive, "finetune-*.json"):
+        found = from_dict(record["result"]["finetune"])
+        pairs = {(r.shape, r.mode): {} for r in found}
+        for r in found:
+            pairs[(r.shape, r.mode)][r.side] = r
+        rows = []
+        for (shape, mode), sides in pairs.items():
+            ours, theirs = sides["seqlab"], sides["hf"]
+            if ours.skipped:
+                rows.append([shape, mode, f"{ours.parameters:,}", "-", "-", "-", "-", "-", "-",
+                             f"not run: {ours.skipped}"])
+                continue
+            rows.append([shape, mode, f"{ours.parameters:,}", f"{ours.trainable:,}", f"{theirs.trainable:,}",
+                         f"{ours.peak_mb:,.0f}", f"{theirs.peak_mb:,.0f}", f"{ours.tokens_per_s:,.0f}",
+                         f"{theirs.tokens_per_s:,.0f}", f"{ours.tokens_per_s / theirs.tokens_per_s:.2f}x"])
+        cfg = record["result"]["config"]
+        heading = machine_heading(record, f"random weights, batches of {cfg['batch']} x {cfg['seq_len']} source and "
+                                          f"{cfg['seq_len']} target tokens, {cfg['train_steps']} timed steps after "
+                                          f"{cfg['warmup_steps']}")
+        parts.append(heading + "\n\n" + table(
+            ["shape", "fine-tuning", "parameters", "trained (seqlab)", "trained (HF + peft)", "peak MiB (seqlab)",
+             "peak MiB (HF)", "tokens/s (seqlab)", "tokens/s (HF)", "seqlab vs HF"], rows))
+    return "\n\n".join(parts) or f"_No archived fine-tuning bench yet: `make pipeline NAME={archive.name}`._"
+
+
+PIPELINE = Pipeline(
+    "bench_finetune",
+    "fine-tuning steps at mBART-large's, NLLB-1.3B's and flan-t5-large's shapes: full, LoRA, LoRA with activation "
+    "checkpointing, against Hugging Face with peft",
+    (Stage("finetune", "bench", ("finetune=true", "bench.batch=4", "bench.seq_len=32", "bench.train_steps=2",
+                                 "bench.warmup_steps=1")),),
+    (Table("bench_finetune", render, DOC),),
+)

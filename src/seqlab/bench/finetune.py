@@ -1,0 +1,192 @@
+"""Fine-tuning in bounded memory (`seqlab bench finetune=true`): one training step of random models at the shapes
+users fine-tune (mBART-large, NLLB-1.3B, flan-t5-large), each built from its family's transformers config class
+(nothing downloaded), in three modes: every weight trained, low-rank adapters (LoRA, r 16 on the attention
+projections), and LoRA with activation checkpointing; seqlab (the same shape through `interop.catalog`) against
+Hugging Face's model with peft's adapters and its gradient checkpointing, on the same random batches, AdamW on
+what trains. Each run builds its model alone in the process and reads the peak resident memory from before the
+build to after the last step (weights, gradients, optimizer state, activations), so a run's peak is its own.
+
+A mode whose weights, gradients and AdamW state (16 bytes a trained parameter, 4 a frozen one) would not fit the
+machine's memory is not run; the row says so (NLLB-1.3B's full fine-tuning on a 24 GiB machine).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from seqlab.bench.speed import (
+    BenchConfig,
+    bench_optimizer,
+    hf_train_step,
+    peak_memory_mb,
+    reset_peak_memory,
+    seqlab_train_step,
+)
+
+log = logging.getLogger("seqlab.bench")
+
+SHAPES: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {  # family, config, its attention projections
+    "mbart-large": ("mbart", dict(vocab_size=250027, d_model=1024, encoder_layers=12, decoder_layers=12,
+                                  encoder_attention_heads=16, decoder_attention_heads=16, encoder_ffn_dim=4096,
+                                  decoder_ffn_dim=4096, max_position_embeddings=1024, scale_embedding=True,
+                                  pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2),
+                    ("q_proj", "k_proj", "v_proj", "out_proj")),
+    "nllb-1.3b": ("m2m_100", dict(vocab_size=256206, d_model=1024, encoder_layers=24, decoder_layers=24,
+                                  encoder_attention_heads=16, decoder_attention_heads=16, encoder_ffn_dim=8192,
+                                  decoder_ffn_dim=8192, max_position_embeddings=1024, scale_embedding=True,
+                                  pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2),
+                  ("q_proj", "k_proj", "v_proj", "out_proj")),
+    "flan-t5-large": ("t5", dict(vocab_size=32128, d_model=1024, d_kv=64, d_ff=2816, num_layers=24,
+                                 num_decoder_layers=24, num_heads=16, feed_forward_proj="gated-gelu",
+                                 tie_word_embeddings=False, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0),
+                      ("q", "k", "v", "o")),
+}
+MODES = ("full", "lora", "lora + checkpointing")
+LORA_R, LORA_ALPHA = 16, 32.0
+
+
+@dataclass(frozen=True)
+class FinetuneRun:
+    """One shape, mode and toolkit: its step time and peak memory (None: not run, `skipped` says why)."""
+
+    shape: str
+    mode: str
+    side: str  # seqlab | hf
+    parameters: int
+    trainable: int
+    tokens_per_s: float | None
+    step_s: float | None
+    peak_mb: float | None
+    skipped: str | None = None
+
+
+def machine_mb() -> float:
+    """The machine's memory, MiB (/proc/meminfo's MemTotal)."""
+    with open("/proc/meminfo") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("MemTotal:")) / 1024
+
+
+def state_mb(parameters: int, trainable: int) -> float:
+    """Weights, gradients and AdamW's two moments in fp32: 16 bytes a trained parameter, 4 a frozen one."""
+    return (16 * trainable + 4 * (parameters - trainable)) / 2**20
+
+
+def batches(cfg: BenchConfig, vocab: int, steps: int) -> list[dict[str, torch.Tensor]]:
+    """Random full-length batches (bench.batch x bench.seq_len source and target tokens), ids above the
+    families' special ones."""
+    g = torch.Generator().manual_seed(cfg.seed)
+    out = []
+    for _ in range(steps):
+        src = torch.randint(4, vocab, (cfg.batch, cfg.seq_len), generator=g)
+        tgt = torch.randint(4, vocab, (cfg.batch, cfg.seq_len), generator=g)
+        tgt_in = torch.cat([torch.full((cfg.batch, 1), 2), tgt[:, :-1]], 1)
+        out.append({"src": src, "pad": torch.zeros_like(src, dtype=torch.bool), "tgt_in": tgt_in, "tgt": tgt})
+    return out
+
+
+def seqlab_model(kind: str, values: dict[str, Any], mode: str) -> torch.nn.Module:
+    from transformers import AutoConfig
+
+    from seqlab.interop.catalog import model_config
+    from seqlab.model import build_model
+    from seqlab.train.config import LoraConfig
+    from seqlab.train.levers import checkpoint_layers
+    from seqlab.train.lora import add_adapters
+
+    torch.manual_seed(0)
+    model = build_model(model_config(AutoConfig.for_model(kind, **values, dropout=0.0).to_dict()))
+    if mode != "full":
+        add_adapters(model, LoraConfig(r=LORA_R, alpha=LORA_ALPHA, targets="attention"))
+    if mode == "lora + checkpointing":
+        checkpoint_layers(model)
+    return model
+
+
+def hf_model(kind: str, values: dict[str, Any], mode: str, targets: tuple[str, ...]) -> torch.nn.Module:
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    torch.manual_seed(0)
+    model = AutoModelForSeq2SeqLM.from_config(AutoConfig.for_model(kind, **values, dropout=0.0))
+    if mode == "lora + checkpointing":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()  # frozen embeddings: the checkpointed layers still need a graph
+    if mode != "full":
+        model = get_peft_model(model, LoraConfig(r=LORA_R, lora_alpha=LORA_ALPHA, target_modules=list(targets)))
+    return model
+
+
+Shape = tuple[str, dict[str, Any], tuple[str, ...]]
+
+
+def one_run(cfg: BenchConfig, shape: str, spec: Shape, mode: str, side: str) -> FinetuneRun:
+    """Build the model, take warm-up and timed steps, read the peak; the model is freed before returning."""
+    kind, values, targets = spec
+    reset_peak_memory()
+    seconds, parameters, trainable = timed_steps(
+        cfg, seqlab_model(kind, values, mode) if side == "seqlab" else hf_model(kind, values, mode, targets),
+        side, values["vocab_size"])
+    peak = peak_memory_mb()
+    gc.collect()
+    log.info("%s %s %s: %.1f s a step, peak %.0f MiB", shape, mode, side, seconds, peak)
+    return FinetuneRun(shape, mode, side, parameters, trainable, 2 * cfg.batch * cfg.seq_len / seconds, seconds,
+                       peak)
+
+
+def timed_steps(cfg: BenchConfig, model: torch.nn.Module, side: str, vocab: int) -> tuple[float, int, int]:
+    """(seconds a step after the warm-up steps, parameters, trainable parameters) of `model`'s training steps
+    (forward, label-smoothed loss, backward, AdamW on what has gradients)."""
+    model.train()
+    step = seqlab_train_step(model, 0.1) if side == "seqlab" else hf_train_step(model, 0.1)
+    opt = bench_optimizer(model)  # AdamW as training builds it; it skips the frozen weights (no gradient)
+    total = 0.0
+    for i, b in enumerate(batches(cfg, vocab, cfg.warmup_steps + cfg.train_steps)):
+        start = time.perf_counter()
+        step(b).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if i >= cfg.warmup_steps:
+            total += time.perf_counter() - start
+    return (total / max(cfg.train_steps, 1), sum(p.numel() for p in model.parameters()),
+            sum(p.numel() for p in model.parameters() if p.requires_grad))
+
+
+def finetune_bench(cfg: BenchConfig, shapes: dict[str, Shape] | None = None) -> list[FinetuneRun]:
+    """Every shape and mode, seqlab then Hugging Face (a mode that cannot fit is a skipped row)."""
+    available = machine_mb()
+    return [run_or_skip(cfg, shape, spec, mode, side, available) for shape, spec in (shapes or SHAPES).items()
+            for mode in MODES for side in ("seqlab", "hf")]
+
+
+def run_or_skip(cfg: BenchConfig, shape: str, spec: Shape, mode: str, side: str, available: float) -> FinetuneRun:
+    """`one_run`, unless full fine-tuning's state alone would not fit 80% of `available` MiB (from seqlab's
+    analytic parameter count of the shape: nothing allocated)."""
+    if mode == "full":
+        from transformers import AutoConfig
+
+        from seqlab.interop.catalog import model_config
+        from seqlab.model.params import analytic_counts
+
+        kind, values, _ = spec
+        parameters = analytic_counts(model_config(AutoConfig.for_model(kind, **values).to_dict())).total
+        need = state_mb(parameters, parameters)
+        if need > 0.8 * available:
+            why = (f"weights, gradients and AdamW state need {need / 1024:.1f} GiB of this machine's "
+                   f"{available / 1024:.1f} GiB")
+            log.info("%s full %s: skipped (%s)", shape, side, why)
+            return FinetuneRun(shape, mode, side, parameters, parameters, None, None, None, why)
+    return one_run(cfg, shape, spec, mode, side)
+
+
+def to_dict(rows: list[FinetuneRun]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in rows]
+
+
+def from_dict(values: list[dict[str, Any]]) -> list[FinetuneRun]:
+    return [FinetuneRun(**v) for v in values]

@@ -42,6 +42,7 @@ from seqlab.train.fit import (
     checkpoint_callbacks,
     find_resume,
 )
+from seqlab.train.fsdp import check_fsdp, is_fsdp
 from seqlab.train.levers import check_bf16_weights
 from seqlab.train.module import Seq2SeqModule
 from seqlab.train.quick_eval import QuickEval
@@ -52,6 +53,8 @@ log = logging.getLogger("seqlab.train")
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Validate the config, prepare data, fit, and return final metrics and checkpoint paths."""
     spec = train_spec(cfg)  # fails here, before any data is read, on a bad key or value
+    if is_fsdp(cfg.trainer):
+        check_fsdp(spec.train)
     keep_freed_memory()
     out_dir = Path(cfg.paths.output_dir)
     with RunFolderLock(out_dir):

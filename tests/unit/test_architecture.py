@@ -176,3 +176,13 @@ def test_the_order_check_catches_a_wrong_import_even_inside_a_function(tmp_path)
     (tmp_path / "seqlab/model/wrong.py").write_text("def build():\n    from seqlab.train.module import Seq2SeqModule\n")
     assert violations(import_graph(tmp_path), declared_order()) == [
         "seqlab.model.wrong imports seqlab.train.module (seqlab.train comes after seqlab.model)"]
+
+
+def test_no_function_of_the_decoding_interop_and_inference_packages_runs_over_60_lines():
+    """A function a reader can hold at once: a longer one in these packages is split where it is written."""
+    long = [f"{path.relative_to(SRC)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for package in ("decoding", "interop", "inference")
+            for path in sorted((SRC / "seqlab" / package).glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 60]
+    assert not long, long

@@ -11,7 +11,8 @@ from seqlab.app.train import train
 from seqlab.checkpoint import load_for_inference, read_checkpoint
 from seqlab.decoding import DecodingConfig
 from seqlab.inference.text import translate
-from seqlab.model.adapters import BASE
+from seqlab.model.adapters import BASE, has_adapters
+from seqlab.train.average import average_checkpoints
 
 pytest.importorskip("peft")
 
@@ -45,3 +46,11 @@ def test_lora_fine_tuning_trains_the_adapters_only_resumes_and_decodes_merged(ma
     assert changed > 1e-4  # the adapters are in the merged weights
     hyps = translate(merged, tokenizer, ["a short source"], DecodingConfig(method="beam", num_beams=2, max_length=8))
     assert len(hyps) == 1
+    # averaged as the models they decode as: merged first, then the mean
+    averaged = average_checkpoints([first["last"], straight["last"]])
+    assert not has_adapters(averaged["state_dict"]) and "optimizer_states" not in averaged
+    torch.save(averaged, tmp_path / "avg.ckpt")
+    mean, _, _ = load_for_inference(tmp_path / "avg.ckpt")
+    early = load_for_inference(first["last"])[0].state_dict()
+    for key, value in mean.state_dict().items():
+        torch.testing.assert_close(value, (early[key] + merged.state_dict()[key]) / 2, rtol=0, atol=1e-6)

@@ -5,6 +5,11 @@ N checkpoints of one model (typically the last N of a run: `train.keep_last_chec
 everything else of the checkpoint (the seqlab description, tokenizer, optimizer and loop
 state, integer buffers) is the newest checkpoint's, so the result loads, evaluates and
 resumes like any other. The mean is taken in float64 and stored in each weight's dtype.
+
+Checkpoints trained with low-rank adapters (train.lora) are averaged as the models they decode as: each is
+merged first (`model.adapters`; the mean of the adapters' A and B matrices is not the mean of the adapted
+models, B A being a product), so the result is a plain checkpoint, which evaluates and exports like any other
+but holds no adapters to resume (its optimizer and loop state are left out).
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from seqlab.checkpoint import CheckpointError, read_checkpoint
+from seqlab.model.adapters import has_adapters, merge_adapters
+
+RESUME_STATE = ("optimizer_states", "lr_schedulers", "loops", "callbacks")  # what only resuming reads
 
 
 def average_checkpoints(paths: Sequence[Path | str]) -> dict[str, Any]:
@@ -21,6 +29,9 @@ def average_checkpoints(paths: Sequence[Path | str]) -> dict[str, Any]:
     if len(paths) < 2:
         raise CheckpointError("averaging needs at least two checkpoints")
     states = [read_checkpoint(p) for p in paths]
+    adapted = [has_adapters(s["state_dict"]) for s in states]
+    if any(adapted):
+        states = [merged(state, path) for state, path in zip(states, paths, strict=True)]
     newest = max(range(len(states)), key=lambda i: states[i].get("global_step", 0))
     base = states[newest]
     model = base["seqlab"].get("model_config")
@@ -38,7 +49,20 @@ def average_checkpoints(paths: Sequence[Path | str]) -> dict[str, Any]:
             averaged[key] = mean.to(value.dtype)
         else:
             averaged[key] = value
-    out = dict(base)
+    out = {k: v for k, v in base.items() if not any(adapted) or k not in RESUME_STATE}
     out["state_dict"] = averaged
     out["seqlab"] = {**base["seqlab"], "averaged_from": [str(p) for p in paths]}
     return out
+
+
+def merged(state: dict[str, Any], path: Path | str) -> dict[str, Any]:
+    """A checkpoint with its adapters merged into the weights they adapt (one without adapters as it is)."""
+    weights = state["state_dict"]
+    if not has_adapters(weights):
+        return state
+    lora = state["seqlab"].get("lora")
+    if not isinstance(lora, dict):
+        raise CheckpointError(f"{path}: holds LoRA adapters but not their settings (r, alpha); the file is damaged")
+    model = merge_adapters({k.removeprefix("model."): v for k, v in weights.items() if k.startswith("model.")}, lora)
+    meta = {k: v for k, v in state["seqlab"].items() if k != "lora"}
+    return {**state, "seqlab": meta, "state_dict": {f"model.{k}": v for k, v in model.items()}}

@@ -27,11 +27,10 @@ import torch
 from torch import Tensor
 
 from seqlab.constants import HasSpecialIds
-from seqlab.decoding.beam import Beams, beam_loop, candidate_scores
+from seqlab.decoding.beam import Beams, candidate_scores
 from seqlab.decoding.constraints import ConstraintOrder, ConstraintState, start_state
 from seqlab.decoding.processors import NEG_INF, LogitsProcessor
-from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepBuffers, StepFn, start_tokens
-from seqlab.model import DecoderCache
+from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepBuffers, start_tokens
 
 BANK_WEIGHT = -100.0  # fairseq's MAX_SCORE: a bank counts as 100 nats in the first sort
 Candidate = tuple[float, int, int, ConstraintState]  # (running score, parent beam, token, its constraint state)
@@ -173,18 +172,6 @@ class ConstrainedBeams:
 
     def result(self, active: Tensor) -> GenerateOutput:
         return collect(self.finished, self.width, self.ids.pad_id, self.beams.seq.shape[-1], self.max_new.device)
-
-
-def constrained_beam_search(
-    step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int,
-    length_penalty: LengthPenalty, processors: Sequence[LogitsProcessor],
-    constraints: Sequence[Sequence[Sequence[int]]], order: ConstraintOrder, start: Tensor | None = None,
-) -> GenerateOutput:
-    """Beam search whose hypotheses contain each source's constraints (token id sequences, `ConstrainedBeams`):
-    see the module docstring. cache holds one row per example, as for beam.beam_search; max_new: (B,)
-    per-example limits (EOS included)."""
-    strategy = ConstrainedBeams(ids, max_new, num_beams, length_penalty, constraints, order, start)
-    return beam_loop(strategy, step, cache, processors, int(max_new.max()), max_new.shape[0], max_new.device)
 
 
 def continue_beams(beams: Beams, going: list[list[Candidate]], raw_lp: Tensor, t: int) -> tuple[Beams, Tensor]:

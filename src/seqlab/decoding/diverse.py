@@ -28,7 +28,6 @@ from seqlab.constants import ForceEOS, HasSpecialIds
 from seqlab.decoding.beam import (
     Beams,
     Finished,
-    beam_loop,
     candidate_scores,
     expand,
     finalize,
@@ -37,8 +36,7 @@ from seqlab.decoding.beam import (
     select_running,
 )
 from seqlab.decoding.processors import LogitsProcessor
-from seqlab.decoding.search import NEG, GenerateOutput, LengthPenalty, StepBuffers, StepFn, start_tokens
-from seqlab.model import DecoderCache
+from seqlab.decoding.search import NEG, GenerateOutput, LengthPenalty, StepBuffers, start_tokens
 
 
 def hamming_penalty(chosen: Tensor, vocab: int, penalty: float) -> Tensor:
@@ -116,21 +114,6 @@ class DiverseBeams:
     def result(self, active: Tensor) -> GenerateOutput:
         b = self.max_new.shape[0]
         return _ranked(self.fin, b, self.width, int(self.max_new.max()))
-
-
-def diverse_beam_search(
-    step: StepFn, cache: DecoderCache, *, ids: HasSpecialIds, max_new: Tensor, num_beams: int, num_groups: int,
-    diversity_penalty: float, length_penalty: LengthPenalty, early_stopping: bool | str,
-    processors: Sequence[LogitsProcessor], force_eos: ForceEOS | None = None, start: Tensor | None = None,
-) -> GenerateOutput:
-    """Beam search in `num_groups` groups with a Hamming diversity penalty (`DiverseBeams`).
-
-    cache holds B * num_beams rows, example-major, group-major within an example. max_new: (B,).
-    Returns all num_beams hypotheses per source, best first.
-    """
-    strategy = DiverseBeams(ids, max_new, num_beams, num_groups, diversity_penalty, length_penalty, early_stopping,
-                            force_eos, start)
-    return beam_loop(strategy, step, cache, processors, int(max_new.max()), max_new.shape[0], max_new.device)
 
 
 def _ranked(fin: Finished, b: int, k: int, limit: int) -> GenerateOutput:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -14,13 +14,13 @@ from seqlab.bf16_gemm import bf16_autocast
 from seqlab.config import ConfigError, check_choice
 from seqlab.constants import SpecialIds
 from seqlab.data.sequences import pad_right
-from seqlab.decoding.beam import beam_search
+from seqlab.decoding.beam import BeamStrategy, PlainBeams, beam_loop
 from seqlab.decoding.config import DecodingConfig
-from seqlab.decoding.constrained import constrained_beam_search
+from seqlab.decoding.constrained import ConstrainedBeams
 from seqlab.decoding.constraints import check_constraints
 from seqlab.decoding.contrastive import contrastive_search
 from seqlab.decoding.coverage import Coverage
-from seqlab.decoding.diverse import diverse_beam_search
+from seqlab.decoding.diverse import DiverseBeams
 from seqlab.decoding.graphs import step_fn
 from seqlab.decoding.processors import ForcedPrefix
 from seqlab.decoding.prompts import check_one_stack, in_prompt, position_room, prompt_context, split_prompt
@@ -201,28 +201,29 @@ class Search:
         given = constraints if constraints is not None else [[] for _ in range(self.src_ids.shape[0])]
         for i, (c, limit) in enumerate(zip(given, self.limits.tolist(), strict=True)):
             check_constraints(c, f"source {i} of the batch", limit)
-        return constrained_beam_search(self.step, self.cache, ids=self.ids, max_new=self.limits,
-                                       num_beams=self.cfg.num_beams, length_penalty=length_penalty(self.cfg),
-                                       processors=self.processors, constraints=given, order=self.cfg.constraints,
-                                       start=self.start)
+        return self.loop(ConstrainedBeams(self.ids, self.limits, self.cfg.num_beams, length_penalty(self.cfg), given,
+                                          self.cfg.constraints, self.start))
 
     def beams(self, on_step: Callable[..., None] | None) -> GenerateOutput:
         """Plain beam search (with cfg's coverage penalty where set), or diverse beam search in groups."""
-        cfg = self.cfg
-        common: dict[str, Any] = dict(ids=self.ids, max_new=self.limits, num_beams=cfg.num_beams,
-                                      length_penalty=length_penalty(cfg), early_stopping=cfg.early_stopping,
-                                      processors=self.processors, force_eos=cfg.force_eos or None, start=self.start)
+        cfg, force_eos = self.cfg, self.cfg.force_eos or None
         if cfg.num_beam_groups > 1:
-            return diverse_beam_search(self.step, self.cache, num_groups=cfg.num_beam_groups,
-                                       diversity_penalty=cfg.diversity_penalty, **common)
-        if on_step is not None:
-            common["on_step"] = on_step
-        if cfg.coverage_penalty is None:
-            return beam_search(self.step, self.cache, **common)
-        # the penalty records the last decoder layer's cross-attention while the search runs
-        coverage = Coverage(self.src_pad_mask, cfg.num_beams, cfg.coverage_penalty, cfg.coverage_beta)
-        with coverage.recording(self.model):
-            return beam_search(self.step, self.cache, coverage=coverage, **common)
+            return self.loop(DiverseBeams(self.ids, self.limits, cfg.num_beams, cfg.num_beam_groups,
+                                          cfg.diversity_penalty, length_penalty(cfg), cfg.early_stopping, force_eos,
+                                          self.start))
+        coverage = (None if cfg.coverage_penalty is None else
+                    Coverage(self.src_pad_mask, cfg.num_beams, cfg.coverage_penalty, cfg.coverage_beta))
+        strategy = PlainBeams(self.ids, self.limits, cfg.num_beams, length_penalty(cfg), cfg.early_stopping,
+                              force_eos, self.start, on_step, coverage)
+        if coverage is None:
+            return self.loop(strategy)
+        with coverage.recording(self.model):  # the penalty reads the last decoder layer's cross-attention
+            return self.loop(strategy)
+
+    def loop(self, strategy: BeamStrategy) -> GenerateOutput:
+        """`strategy` run by the one beam loop over this batch."""
+        return beam_loop(strategy, self.step, self.cache, self.processors, int(self.limits.max()),
+                         self.limits.shape[0], self.limits.device)
 
     def rows(self, sample_keys: Tensor | None, on_step: Callable[..., None] | None) -> GenerateOutput:
         """Greedy search or sampling: each source's rows (samples) decoded as examples of their own."""

@@ -8,6 +8,7 @@ Commands that compose configs (train, evaluate, translate, bench) take Hydra ove
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from dataclasses import dataclass
 
@@ -47,6 +48,15 @@ def usage() -> str:
     return f"usage: seqlab <command> [arguments]   (seqlab <command> --help for its arguments)\n\ncommands:\n{rows}"
 
 
+def relaunch_as(module: str) -> None:
+    """Make a re-run of this process run `module` (a Hydra command's, runnable with `python -m`): Lightning
+    starts each further DDP or FSDP rank as `python -m <__main__'s module> <sys.argv[1:]>`, and once the
+    dispatcher has taken the command's name out of sys.argv, a re-run of `seqlab` itself would not know it."""
+    main_module = sys.modules.get("__main__")
+    if main_module is not None:
+        main_module.__spec__ = importlib.util.find_spec(module)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -60,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(f"seqlab.app.{command.module}")
     if command.hydra:
         sys.argv = [f"seqlab {name}", *command.args, *rest]  # Hydra reads its overrides from sys.argv
+        relaunch_as(module.__name__)
         return int(module.run() or 0)
     return int(module.main([*command.args, *rest]) or 0)
 

@@ -28,10 +28,15 @@ def is_fsdp(trainer_cfg: Any) -> bool:
     return hasattr(chosen, "get") and chosen.get("_target_") == TARGET
 
 
-def check_fsdp(train: TrainConfig) -> None:
-    """Fail, naming the key, where a training setting is not computed under FSDP here: the quick validation
-    decode runs on rank 0 alone, where FSDP's gathering of the weights is every rank's collective; the other
-    levers are not measured with it."""
+def check_fsdp(train: TrainConfig, accelerator: str, cuda: bool) -> None:
+    """Fail, naming the key, where FSDP does not run here: Lightning's FSDPStrategy takes GPUs only
+    (`accelerator`: the trainer's, `cuda`: whether torch sees a GPU); the quick validation decode runs on rank 0
+    alone, where FSDP's gathering of the weights is every rank's collective; the other levers are not tested
+    with it."""
+    if accelerator == "cpu" or (accelerator == "auto" and not cuda):
+        raise ConfigError(f"trainer=fsdp with trainer.accelerator={accelerator}: Lightning's FSDPStrategy runs on "
+                          "CUDA GPUs only" + ("" if cuda else " and torch sees none here")
+                          + "; on CPUs train with trainer=ddp")
     if train.quick_eval_size > 0:
         raise ConfigError(f"trainer=fsdp shards the weights across the ranks, and the quick validation decode "
                           f"(train.quick_eval_size={train.quick_eval_size}) runs on rank 0 alone: set "

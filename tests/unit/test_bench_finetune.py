@@ -21,7 +21,7 @@ for _, values, _ in SMALL.values():
         values["d_kv"] = 8
 
 
-def test_every_mode_runs_on_both_toolkits_and_lora_trains_the_same_sliver(monkeypatch):
+def test_every_mode_runs_on_both_toolkits_and_lora_trains_the_same_sliver():
     cfg = BenchConfig(batch=2, seq_len=6, train_steps=1, warmup_steps=1)
     rows = finetune.finetune_bench(cfg, SMALL)
     assert [(r.shape, r.mode, r.side) for r in rows] == [(s, m, side) for s in SMALL for m in finetune.MODES
@@ -35,8 +35,8 @@ def test_every_mode_runs_on_both_toolkits_and_lora_trains_the_same_sliver(monkey
         # fused c_attn), Hugging Face's three apart, so seqlab trains fewer at the same r
         assert 0 < mine["lora"].trainable < theirs["lora"].trainable < theirs["lora"].parameters / 2
         assert mine["lora + checkpointing"].trainable == mine["lora"].trainable
-    monkeypatch.setattr(finetune, "machine_mb", lambda: 0.01)  # no room for any full fine-tuning
-    skipped = finetune.finetune_bench(cfg, {"mbart-large": SMALL["mbart-large"]})
-    assert [r.skipped is not None for r in skipped] == [True, True, False, False, False, False]
-    assert "AdamW state need" in skipped[0].skipped
+    for mode, side in (("full", "hf"), ("lora", "seqlab")):  # no room for any full fine-tuning
+        row = finetune.run_or_skip(cfg, "mbart-large", SMALL["mbart-large"], mode, side, available=0.01)
+        assert (row.skipped is not None) == (mode == "full") and (row.step_s is None) == (mode == "full")
+    assert "AdamW state need" in finetune.run_or_skip(cfg, "t5", SMALL["flan-t5-large"], "full", "seqlab", 0.01).skipped
     assert finetune.from_dict(finetune.to_dict(rows)) == rows

@@ -132,12 +132,7 @@ def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
     except (ConfigError, TypeError, ValueError) as err:
         raise CheckpointError(f"{path}: invalid model_config in the checkpoint: {err}") from None
     model = build_model(cfg)
-    weights = {k.removeprefix("model."): v for k, v in state["state_dict"].items() if k.startswith("model.")}
-    if has_adapters(weights):  # trained with train.lora: decoded, scored and exported merged
-        if not isinstance(meta.get("lora"), dict):
-            raise CheckpointError(f"{path}: holds LoRA adapters but not their settings (r, alpha); the file is "
-                                  "damaged; use another checkpoint")
-        weights = merge_adapters(weights, meta["lora"])
+    weights = model_weights(state, path)
     try:
         missing, unexpected = model.load_state_dict(weights, strict=False)
     except RuntimeError as err:
@@ -163,6 +158,20 @@ def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
                           git_revision=meta.get("git_revision"), tracking=meta.get("tracking") or {},
                           decoding=meta.get("decoding") or {})
     return model.to(device).eval(), tokenizer, info
+
+
+def model_weights(state: dict[str, Any], path: Path | str) -> dict[str, torch.Tensor]:
+    """A checkpoint's model weights under the model's own names (its `model.` prefix dropped), with any LoRA
+    adapters (train.lora) merged into the weights they adapt: what `build_model`'s model loads, and what a run
+    trained with adapters is decoded, scored, averaged and exported as."""
+    weights = {k.removeprefix("model."): v for k, v in state["state_dict"].items() if k.startswith("model.")}
+    if not has_adapters(weights):
+        return weights
+    lora = state["seqlab"].get("lora")
+    if not isinstance(lora, dict):
+        raise CheckpointError(f"{path}: holds LoRA adapters but not their settings (r, alpha); the file is "
+                              "damaged; use another checkpoint")
+    return merge_adapters(weights, lora)
 
 
 def start_from(model: Any, tokenizer: AnyTokenizer | None) -> Any:

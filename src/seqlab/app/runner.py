@@ -14,7 +14,7 @@ import json
 import re
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from seqlab.pipeline.core import OUTPUTS, Pipeline, Stage
 from seqlab.pipeline.training import diverged_at, training_result, wall_time
 from seqlab.provenance import capture
 from seqlab.tracking.results import DIVERGED, HYPOTHESES_FILE, METRICS_FILE, OK, source_tokens_of
+from seqlab.train.config import LoraConfig
 
 CONFIG_NAMES = {"train": "train", "evaluate": "eval", "bench": "bench"}  # the Hydra config each command composes
 DROPPED = ("paths", "root_dir", "data_dir", "cache_dir", "log_dir", "output_dir", "hydra", "results_dir", "logger",
@@ -55,7 +56,7 @@ NEUTRAL: dict[str, dict[str, Any]] = {
          "ensemble_rule": "mean_prob", "levers": False, "language_models": False, "finetune": False},
     "train": {"init_from": None, "fused_loss": False, "compile": "none", "bf16_weights": False,
               "activation_checkpointing": False,
-              "lora": {"r": 0, "alpha": 16.0, "dropout": 0.0, "targets": "attention"}},
+              "lora": asdict(LoraConfig())},
 }
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 import hydra
 import lightning as L
 import torch
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig
 
 from seqlab.app.cli import reraise
@@ -59,20 +59,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         check_fsdp(spec.train, str(cfg.trainer.get("accelerator")), torch.cuda.is_available())
     keep_freed_memory()
     out_dir = Path(cfg.paths.output_dir)
-    if launched_rank() > 0:  # a further rank of a multi-process training: the first rank holds the folder
+    if rank_zero_only.rank > 0:  # a further rank that Lightning (or SLURM, torchrun) started: rank 0 holds the folder
         return _train_locked(cfg, spec, out_dir)
     with RunFolderLock(out_dir):
         remove_stale_temporaries(checkpoint_file(out_dir).parent)
         return _train_locked(cfg, spec, out_dir)
-
-
-def launched_rank() -> int:
-    """This process's rank where a launcher started it as one rank of a training (Lightning's further DDP and
-    FSDP ranks: LOCAL_RANK; torchrun: RANK; SLURM's tasks: SLURM_PROCID), else 0."""
-    for key in ("RANK", "SLURM_PROCID", "LOCAL_RANK"):
-        if os.environ.get(key, "").isdigit() and int(os.environ[key]) > 0:
-            return int(os.environ[key])
-    return 0
 
 
 def check_lengths(data: DataConfig, model: ModelConfig) -> None:

@@ -23,7 +23,14 @@ from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.diverse import DiverseBeams
 from seqlab.decoding.graphs import step_fn
 from seqlab.decoding.processors import ForcedPrefix
-from seqlab.decoding.prompts import check_one_stack, in_prompt, position_room, prompt_context, split_prompt
+from seqlab.decoding.prompts import (
+    check_one_stack,
+    in_prompt,
+    last_token_as_padding,
+    position_room,
+    prompt_context,
+    split_prompt,
+)
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, sample_or_greedy
@@ -66,11 +73,8 @@ def search_limits(cfg: DecodingConfig, model_cfg: ModelConfig, src_pad_mask: Ten
     whole source or prompt; a causal LM continuing its prompt (model.start=prompt) feeds the prompt's last token
     as its first decoder input, so that token's position is the first step's, not the prompt's. Every engine
     and check that needs a limit reads it here."""
-    if model_cfg.start == "prompt":
-        lengths = (~src_pad_mask).sum(dim=1)
-        rows = (lengths > 0).nonzero().squeeze(1)  # an empty prompt is refused by split_prompt
-        src_pad_mask = src_pad_mask.clone()
-        src_pad_mask[rows, lengths[rows] - 1] = True  # the first decoder input
+    if model_cfg.start == "prompt":  # an empty prompt is refused by split_prompt
+        src_pad_mask = last_token_as_padding(src_pad_mask)
     limits = max_new_tokens(cfg, src_pad_mask, model_cfg.max_positions)
     return position_room(limits, src_pad_mask, model_cfg) if model_cfg.one_stack else limits
 

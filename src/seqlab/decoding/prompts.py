@@ -95,6 +95,16 @@ def in_prompt(processors: Sequence[LogitsProcessor], context: Tensor) -> list[Lo
             for p in processors]
 
 
+def last_token_as_padding(src_pad_mask: Tensor) -> Tensor:
+    """A right-padded pad mask (B, P) with each row's last real token marked as padding: the prompt a causal LM
+    has read before its first decoder step, which feeds that token (rows without a token stay as they are)."""
+    lengths = (~src_pad_mask).sum(dim=1)  # (B,)
+    rows = (lengths > 0).nonzero().squeeze(1)
+    pad = src_pad_mask.clone()
+    pad[rows, lengths[rows] - 1] = True
+    return pad
+
+
 def split_prompt(src_ids: Tensor, src_pad_mask: Tensor, pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
     """(the prompts without their last real token (B, P') and its pad mask, that token (B,)) of right-padded
     prompts (B, P); an empty prompt fails, naming it."""
@@ -106,8 +116,7 @@ def split_prompt(src_ids: Tensor, src_pad_mask: Tensor, pad_id: int) -> tuple[Te
     rows = torch.arange(src_ids.shape[0], device=src_ids.device)
     start = src_ids[rows, lengths - 1]
     width = int(lengths.max()) - 1
-    pad = src_pad_mask.clone()
-    pad[rows, lengths - 1] = True
+    pad = last_token_as_padding(src_pad_mask)
     ids = src_ids.masked_fill(pad, pad_id)
     return ids[:, :width], pad[:, :width], start
 

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from seqlab.checkpoint import CheckpointError, read_checkpoint
-from seqlab.model.adapters import has_adapters, merge_adapters
+from seqlab.checkpoint import CheckpointError, model_weights, read_checkpoint
+from seqlab.model.adapters import has_adapters
 
 RESUME_STATE = ("optimizer_states", "lr_schedulers", "loops", "callbacks")  # what only resuming reads
 
@@ -57,12 +57,8 @@ def average_checkpoints(paths: Sequence[Path | str]) -> dict[str, Any]:
 
 def merged(state: dict[str, Any], path: Path | str) -> dict[str, Any]:
     """A checkpoint with its adapters merged into the weights they adapt (one without adapters as it is)."""
-    weights = state["state_dict"]
-    if not has_adapters(weights):
+    if not has_adapters(state["state_dict"]):
         return state
-    lora = state["seqlab"].get("lora")
-    if not isinstance(lora, dict):
-        raise CheckpointError(f"{path}: holds LoRA adapters but not their settings (r, alpha); the file is damaged")
-    model = merge_adapters({k.removeprefix("model."): v for k, v in weights.items() if k.startswith("model.")}, lora)
+    model = model_weights(state, path)
     meta = {k: v for k, v in state["seqlab"].items() if k != "lora"}
     return {**state, "seqlab": meta, "state_dict": {f"model.{k}": v for k, v in model.items()}}

@@ -8,6 +8,7 @@ from torch import nn
 
 from seqlab.config import ConfigError
 from seqlab.model import Model
+from seqlab.model.adapters import BASE
 from seqlab.train.config import LoraConfig
 
 TARGETS = {"attention": ("qkv_proj", "q_proj", "kv_proj", "out_proj"), "ffn": ("fc1", "fc2")}
@@ -47,6 +48,6 @@ def base_names(model: Model, plain: dict) -> dict:
     out = {}
     for key, value in plain.items():
         owner, _, name = key.rpartition(".")
-        adapted = f"{owner}.base_layer.{name}"
+        adapted = f"{owner}{BASE}{name}"
         out[adapted if adapted in own else key] = value
     return out

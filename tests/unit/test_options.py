@@ -68,6 +68,10 @@ CASES: dict[str, list[tuple[dict, object]]] = {
     "name": [({}, "mine")],
     "mbr": [(SAMPLE, {"utility": "chrf", "candidates": 4}), ({"method": "beam", "num_beams": 4, "suppress_special":
                                                                False}, {"utility": "chrf", "candidates": 4})],
+    "draft": [({}, "lookup"), ({}, "ckpt:draft.ckpt")],
+    "draft_tokens": [({}, 3, {"draft": "lookup"})],
+    "draft_schedule": [({}, "adaptive", {"draft": "lookup"})],
+    "lookup_ngram": [({}, 3, {"draft": "lookup"})],
 }
 
 
@@ -130,7 +134,8 @@ def test_the_options_archived_digests_leave_out():
     assert digest_neutral(DecodingConfig) == {
         "bad_words_ids": None, "sequence_bias": None, "suppress_tokens": None, "forced_bos_token_id": None,
         "suppress_special": True, "renormalize_logits": False, "length_rule": "power", "coverage_penalty": None,
-        "coverage_beta": 0.0, "penalty_alpha": None, "prefix_size": 0, "constraints": None, "constraint_words": 0}
+        "coverage_beta": 0.0, "penalty_alpha": None, "prefix_size": 0, "constraints": None, "constraint_words": 0,
+        "draft": None, "draft_tokens": 5, "draft_schedule": "fixed", "lookup_ngram": 2}
 
 
 def test_an_undeclared_option_is_refused_by_every_consumer(monkeypatch):

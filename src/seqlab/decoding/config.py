@@ -25,6 +25,7 @@ HF_GENERATION_DEFAULTS: dict[str, Any] = {
 }
 NEW_TOKENS_BY_DEFAULT = 20  # transformers 5, for a config with neither max_length nor max_new_tokens
 EarlyStopping = Literal[True, False, "never"]
+DraftSchedule = Literal["fixed", "adaptive"]
 
 
 def sequence_bias_pairs(value: Any) -> list[list] | None:
@@ -130,6 +131,11 @@ class DecodingConfig:
     seed: int = 0
     name: str | None = None  # a label for reports, e.g. "beam5_lp0.6"
     mbr: MBRConfig | None = None  # minimum Bayes risk over this setting's candidates (decoding/mbr.py)
+    # speculative decoding (decoding/speculative.py): the same tokens as without it, in fewer decoder calls
+    draft: str | None = None  # lookup (prompt lookup) | ckpt:PATH (a draft model) | null (off)
+    draft_tokens: int = 5  # proposals per row and call (k)
+    draft_schedule: DraftSchedule = "fixed"  # fixed | adaptive (per row: +2 after all kept, else -1)
+    lookup_ngram: int = 2  # prompt lookup: the longest n-gram matched (Hugging Face's max_matching_ngram_size)
 
     def __post_init__(self) -> None:
         own = "decoding"
@@ -182,6 +188,8 @@ class DecodingConfig:
         self._check_gnmt()
         if self.constraints is not None or self.constraint_words:
             self._check_constraints()
+        if self.draft is not None or self.draft_schedule != "fixed":
+            self._check_draft()
         if self.prefix_size < 0:
             raise ConfigError(f"{own}.prefix_size={self.prefix_size} must be >= 0 (0: no forced prefix)")
         build_processors(self, DEFAULT_IDS)  # each processor checks its own value
@@ -200,6 +208,23 @@ class DecodingConfig:
         if self.n_best > mbr.candidates:
             raise ConfigError(f"{own}.n_best={self.n_best} > {own}.mbr.candidates={mbr.candidates}: MBR returns "
                               "the best of its candidates")
+
+    def _check_draft(self) -> None:
+        own = "decoding"
+        check_choice(own, "draft_schedule", self.draft_schedule, DraftSchedule)
+        if self.draft is None:
+            raise ConfigError(f"{own}.draft_schedule={self.draft_schedule} without {own}.draft: set {own}.draft="
+                              "lookup or ckpt:PATH, or draft_schedule=fixed")
+        if self.draft != "lookup" and not (self.draft.startswith("ckpt:") and len(self.draft) > len("ckpt:")):
+            raise ConfigError(f"{own}.draft={self.draft!r} is not a draft: use lookup (prompt lookup), ckpt:PATH "
+                              "(a seqlab checkpoint with the model's vocabulary) or null")
+        if self.method not in ("greedy", "sample"):
+            raise ConfigError(f"{own}.draft speculates for greedy search and sampling, not method={self.method}: "
+                              f"use method=greedy or sample, or {own}.draft=null")
+        if self.draft_tokens < 1:
+            raise ConfigError(f"{own}.draft_tokens={self.draft_tokens} must be >= 1 (proposals per call)")
+        if self.lookup_ngram < 1:
+            raise ConfigError(f"{own}.lookup_ngram={self.lookup_ngram} must be >= 1 (the longest n-gram matched)")
 
     def _check_contrastive(self) -> None:
         own = "decoding"
@@ -354,6 +379,9 @@ class DecodingConfig:
             constraints += f"_prefix{self.prefix_size}"
         if self.constraints:
             constraints += f"_{self.constraints}{self.constraint_words or ''}"
+        if self.draft is not None:  # the same outputs, another speed: its own row in a bench or a sweep
+            schedule = "a" if self.draft_schedule == "adaptive" else ""
+            constraints += f"_{'lookup' if self.draft == 'lookup' else 'draft'}{self.draft_tokens}{schedule}"
         if self.method == "greedy":
             return "greedy" + constraints
         if self.method == "beam":

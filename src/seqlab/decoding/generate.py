@@ -34,6 +34,13 @@ from seqlab.decoding.prompts import (
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, sample_or_greedy
+from seqlab.decoding.speculative import (
+    LookupDraft,
+    ModelDraft,
+    SpeculativeStats,
+    check_draft,
+    speculative_search,
+)
 from seqlab.model import DecoderCache, Model, ModelConfig
 
 DecodePrecision = Literal["fp32", "bf16", "int8"]  # int8: an int8 engine (engines.choice), not autocast
@@ -108,7 +115,8 @@ def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingC
              sample_keys: Tensor | None = None,
              target_prefix: Sequence[Sequence[int]] | None = None,
              constraints: Sequence[Sequence[Sequence[int]]] | None = None, graphs: bool = False,
-             on_step: Callable[..., None] | None = None) -> GenerateOutput:
+             on_step: Callable[..., None] | None = None, draft_model: Model | None = None,
+             stats: SpeculativeStats | None = None) -> GenerateOutput:
     """Decode a batch. src_ids (B, S) long; src_pad_mask (B, S) bool, True at padding.
 
     sample_keys: optional (B,) ints identifying each source for sampling; by default
@@ -121,6 +129,8 @@ def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingC
     search, which reads the model's hidden states, decodes eagerly.
     on_step: a hook that sees every step of greedy search, sampling and plain beam search (the searches'
     `on_step`; inference.inspection draws its traces with it).
+    draft_model: with `cfg.draft=ckpt:PATH`, that checkpoint's model (seqlab.inference.drafts.load_draft).
+    stats: a `SpeculativeStats` that speculative decoding adds its counts to.
     """
     model_cfg = model.cfg
     check_request(cfg, graphs, constraints, target_prefix, on_step)
@@ -142,6 +152,8 @@ def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingC
         cache = model.start_cache(memory, src_pad_mask, group=1 if plain_beam else cfg.rows_per_source,
                                   capacity=int(limits.max()) + 1, src_ids=src_ids)
         search = Search(model, step_fn(model, graphs), cache, cfg, src_ids, src_pad_mask, limits, processors, start)
+        if cfg.draft is not None:
+            search.speculation = Speculation(draft_model, stats)
         result = search.run(sample_keys, constraints, on_step)
     finally:
         model.train(was_training)
@@ -161,6 +173,10 @@ def check_request(cfg: DecodingConfig, graphs: bool, constraints: Sequence | Non
                           "decode it without step graphs (engine=seqlab)")
     if cfg.constraints is not None and target_prefix is not None:
         raise ConfigError("decoding.constraints and a target prefix do not combine: give one")
+    if cfg.draft is not None and (graphs or on_step is not None):
+        raise ConfigError(f"decoding.draft={cfg.draft} verifies several positions per decoder call, which "
+                          f"{'a captured one-token step' if graphs else 'a step trace'} cannot follow: decode it "
+                          "with decoding.draft=null" + (" or engine=seqlab" if graphs else ""))
     if on_step is not None and (cfg.constraints is not None or cfg.num_beam_groups > 1 or cfg.method == "contrastive"):
         raise ConfigError("step traces follow greedy search, sampling and plain beam search, not "
                           f"{cfg.label}: decode it without a step hook")
@@ -180,6 +196,7 @@ class Search:
     limits: Tensor  # (B,)
     processors: list
     start: Tensor | None
+    speculation: Speculation | None = None  # decoding.draft's draft model (or None: loaded) and stats
 
     @property
     def ids(self) -> SpecialIds:
@@ -238,12 +255,45 @@ class Search:
             base = source_keys(self.src_ids, self.src_pad_mask) if sample_keys is None else sample_keys.long()
             keys = mix32(base.repeat_interleave(rows) * 0x01000193
                          + torch.arange(rows, device=base.device).repeat(len(base)))
-        result = sample_or_greedy(self.step, cache, ids=self.ids, max_new=self.limits.repeat_interleave(rows),
-                                  processors=self.processors, keys=keys, seed=cfg.seed,
-                                  force_eos=cfg.force_eos or None, on_step=on_step,
-                                  start=None if self.start is None else self.start.repeat_interleave(rows))
+        start = None if self.start is None else self.start.repeat_interleave(rows)
+        if self.speculation is not None:
+            result = self.speculative(cache, keys, start)
+        else:
+            result = sample_or_greedy(self.step, cache, ids=self.ids, max_new=self.limits.repeat_interleave(rows),
+                                      processors=self.processors, keys=keys, seed=cfg.seed,
+                                      force_eos=cfg.force_eos or None, on_step=on_step, start=start)
         return GenerateOutput(result.sequences.view(b, rows, -1), result.scores.view(b, rows),
                               result.token_logprobs.view(b, rows, -1), result.lengths.view(b, rows))
+
+    def speculative(self, cache: DecoderCache, keys: Tensor | None, start: Tensor | None) -> GenerateOutput:
+        """Greedy search or sampling with `cfg.draft`'s proposals (decoding.speculative): the same rows."""
+        cfg, rows = self.cfg, self.cfg.rows_per_source
+        limits = self.limits.repeat_interleave(rows)
+        first = start if start is not None else torch.full_like(limits, self.ids.bos_id)
+        src_ids, src_pad_mask = self.src_ids.repeat_interleave(rows, 0), self.src_pad_mask.repeat_interleave(rows, 0)
+        if cfg.draft == "lookup":
+            draft = LookupDraft(src_ids, src_pad_mask, first, int(limits.max()), cfg.lookup_ngram, self.ids.pad_id,
+                                self.ids.eos_id)
+        else:
+            model = self.speculation.model
+            if model is None:
+                raise ConfigError(f"decoding.draft={cfg.draft}: pass the draft's model to generate (draft_model=; "
+                                  "seqlab.inference.drafts.load_draft loads a checkpoint's)")
+            check_draft(model.cfg, self.model.cfg, cfg.draft)
+            draft = ModelDraft(model, self.src_ids, self.src_pad_mask, first, rows, int(limits.max()) + 1)
+        return speculative_search(self.model, cache, draft, ids=self.ids, max_new=limits, processors=self.processors,
+                                  keys=keys, seed=cfg.seed, force_eos=cfg.force_eos or None, start=start,
+                                  draft_tokens=cfg.draft_tokens, adaptive=cfg.draft_schedule == "adaptive",
+                                  stats=self.speculation.stats)
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """What speculative decoding takes beyond `cfg`: the draft model of `cfg.draft=ckpt:PATH` (None for prompt
+    lookup) and the stats to add to."""
+
+    model: Model | None
+    stats: SpeculativeStats | None
 
 
 __all__ = ["GenerateOutput", "build_processors", "check_precision", "generate", "precision_context"]

@@ -157,6 +157,7 @@ NO_SEED = Inert("greedy and beam search draw nothing; CTranslate2 samples nothin
 HF_SEED = Inert("a seed picks draws, not the distribution: generate draws with torch's own generator")
 NAME = Inert("a label for reports")
 RENORMALIZED = Inert("CTranslate2 bans before its softmax, so its scores are normalized after the bans either way")
+SPECULATIVE = Inert("a draft changes how fast the same tokens come, not which: decoding without it gives them")
 BEAM_ONLY = Inert("read by beam search only")  # HF refuses beam options without beams: written for beam alone
 
 OPTIONS: dict[str, Option] = {
@@ -204,6 +205,10 @@ OPTIONS: dict[str, Option] = {
     "seed": Option(NO_SEED, HF_SEED),
     "name": Option(NAME, NAME),
     "mbr": Option(REFUSED, REFUSED),
+    "draft": Option(SPECULATIVE, SPECULATIVE, in_digest=False),
+    "draft_tokens": Option(SPECULATIVE, SPECULATIVE, in_digest=False),
+    "draft_schedule": Option(SPECULATIVE, SPECULATIVE, in_digest=False),
+    "lookup_ngram": Option(SPECULATIVE, SPECULATIVE, in_digest=False),
 }
 # Why a refusal says what it says, where the generic sentence would not help.
 REASONS = {

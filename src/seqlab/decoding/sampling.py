@@ -35,8 +35,8 @@ def source_keys(src_ids: Tensor, src_pad_mask: Tensor) -> Tensor:
     return h
 
 
-def gumbel_noise(seed: int, keys: Tensor, step: int, vocab: int) -> Tensor:
-    """(N,) row keys -> (N, V) float64 Gumbel(0, 1) noise for this step."""
+def gumbel_noise(seed: int, keys: Tensor, step: int | Tensor, vocab: int) -> Tensor:
+    """(N,) row keys -> (N, V) float64 Gumbel(0, 1) noise for this step (or each row's own step, (N,))."""
     base = mix32(mix32(keys ^ mix32(torch.tensor(seed & MASK32, device=keys.device))) + step * 0x3C6EF372)
     ids = torch.arange(vocab, device=keys.device, dtype=torch.long)
     bits = mix32(base[:, None] ^ mix32(ids[None, :] + 0x1B873593))  # (N, V), uniform 32-bit

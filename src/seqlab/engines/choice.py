@@ -52,6 +52,9 @@ def check_engine(owner: str, engine: str, precision: str, decoding: DecodingConf
         if precision not in ("fp32", "bf16"):
             raise ConfigError(f"{owner}.engine=seqlab_graphs captures the fp32 or bf16 step; use "
                               f"{owner}.precision=fp32 or bf16 with it")
+        if decoding is not None and decoding.draft is not None:
+            raise ConfigError(f"{owner}.engine=seqlab_graphs replays a one-token step, which decoding.draft="
+                              f"{decoding.draft} replaces by multi-token calls: use {owner}.engine=seqlab with it")
         if decoding is not None and decoding.coverage_penalty is not None:
             raise ConfigError(f"{owner}.engine=seqlab_graphs does not record attention, which a coverage penalty "
                               f"reads: use {owner}.engine=seqlab with decoding.coverage_penalty")
@@ -114,8 +117,10 @@ class VariantEngine:
 
     def generate(self, model: Model, src_ids: Tensor, src_pad_mask: Tensor,
                  cfg: DecodingConfig, target_prefix: Sequence[Sequence[int]] | None = None,
-                 constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> GenerateOutput:
-        return generate(self.model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix, constraints=constraints)
+                 constraints: Sequence[Sequence[Sequence[int]]] | None = None,
+                 draft_model: Model | None = None) -> GenerateOutput:
+        return generate(self.model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix, constraints=constraints,
+                        draft_model=draft_model)
 
 
 class GraphEngine:
@@ -130,10 +135,11 @@ class GraphEngine:
 
     def generate(self, model: Model, src_ids: Tensor, src_pad_mask: Tensor,
                  cfg: DecodingConfig, target_prefix: Sequence[Sequence[int]] | None = None,
-                 constraints: Sequence[Sequence[Sequence[int]]] | None = None) -> GenerateOutput:
+                 constraints: Sequence[Sequence[Sequence[int]]] | None = None,
+                 draft_model: Model | None = None) -> GenerateOutput:
         with precision_context(self.precision, src_ids.device):
             return generate(model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix, constraints=constraints,
-                            graphs=True)
+                            draft_model=draft_model, graphs=True)
 
 
 def make_engine(engine: str, checkpoint: Path, model: Model, tokenizer: Tokenizer, cache_dir: Path,

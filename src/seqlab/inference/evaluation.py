@@ -24,6 +24,7 @@ from seqlab.decoding.generate import search_limits
 from seqlab.decoding.labels import run_label
 from seqlab.decoding.mbr import MBRChoice, choose, ranked_distinct
 from seqlab.inference.constraints import met, reference_words
+from seqlab.inference.drafts import load_draft
 from seqlab.metrics import (
     by_source_length,
     corpus_distinct,
@@ -165,6 +166,7 @@ def decode_texts(model: Model, tokenizer: Tokenizer, sources: Sequence[str], cfg
     src_ids, truncated = encode_sources(tokenizer, sources, model.cfg.max_positions, model.cfg.eos_id)
     if constraints is not None:
         check_all_constraints(cfg, model.cfg, src_ids, constraints, names)
+    draft = load_draft(cfg, model)  # decoding.draft=ckpt:PATH's model, else None
     outputs: list[Any] = [None] * len(src_ids)
     generated, start = 0, time.perf_counter()
     for idx in length_batches([len(s) for s in src_ids], max_tokens, cfg.rows_per_source):
@@ -172,10 +174,10 @@ def decode_texts(model: Model, tokenizer: Tokenizer, sources: Sequence[str], cfg
         forced = None if prefixes is None else [prefixes[i] for i in idx]
         guided = None if constraints is None else [constraints[i] for i in idx]
         if engine is not None:
-            out = engine.generate(model, ids, pad, cfg, target_prefix=forced, constraints=guided)
+            out = engine.generate(model, ids, pad, cfg, target_prefix=forced, constraints=guided, draft_model=draft)
         else:
             with precision_context(precision, device):
-                out = generate(model, ids, pad, cfg, target_prefix=forced, constraints=guided)
+                out = generate(model, ids, pad, cfg, target_prefix=forced, constraints=guided, draft_model=draft)
         generated += int(out.lengths.sum())
         for row, i in enumerate(idx):
             outputs[i] = [(out.sequences[row, j, : out.lengths[row, j]].tolist(), float(out.scores[row, j]),

@@ -16,6 +16,11 @@ The buffers are allocated once per search: a freshly allocated tensor pays a pag
 first write wherever the allocator has handed the memory back to the OS, which once took a fifth of
 beam search (docs/performance.md).
 
+A search whose rows advance by different numbers of tokens per step (speculative decoding) keeps `valid`, which
+of each row's generated positions hold a token it kept: a rejected draft token becomes a hole, masked out of
+every key, and each token's position counts the kept ones before it (as left padding is counted). Without it
+every position is valid, and the models compute exactly what they did before.
+
 Cross-attention keys/values are computed once per source and kept once per source: with `group`
 rows (beams) per source they are (N / group, H, S, Dh), and each source's beams attend to them
 together as one group of queries. A model with copy attention keeps its copy keys and source ids
@@ -180,10 +185,24 @@ class DecoderCache:
         self.cross_kv, self.cross_mask, self.group = cross_kv, cross_mask, group  # cross: (G, H, S, Dh)
         self.copy = copy  # per source, like cross_kv
         self.prompt_length = prompt_length
+        # (N, generated positions) bool, True = a kept token; None: all are. Set by the search before each decode
+        # to cover the positions after it (the new tokens' own validity included: a filler is not a key).
+        self.valid: Tensor | None = None
 
     @property
     def length(self) -> int:
         return self.layers[0].length if self.layers else 0
+
+    def admit_(self, valid: Tensor) -> None:
+        """Before a decode of T new tokens: (N, T) bool, which of them are kept tokens (False: a filler that
+        no key reads). Starts the validity record (all earlier positions kept) if there is none."""
+        if self.valid is None:
+            self.valid = valid.new_ones(valid.shape[0], self.length - self.prompt_length)
+        self.valid = torch.cat([self.valid, valid], dim=1)
+
+    def reject_(self, kept: Tensor) -> None:
+        """After that decode: (N, T) bool, which of the T new positions stay (the others become holes)."""
+        self.valid[:, -kept.shape[1]:] &= kept
 
     def _sources(self, index: Tensor) -> Tensor:
         """The source of each group of `group` rows in `index`; every group must come from one source."""
@@ -200,7 +219,9 @@ class DecoderCache:
         that no longer needs the old cache uses `compact_` (in place) instead.
         """
         sources = self._sources(index)
-        return self._with_sources(self._selected(index), self.group, lambda t: t.index_select(0, sources))
+        out = self._with_sources(self._selected(index), self.group, lambda t: t.index_select(0, sources))
+        out.valid = None if self.valid is None else self.valid.index_select(0, index)
+        return out
 
     def _selected(self, index: Tensor) -> list[KVBuffer]:
         """New buffers (one new slab) holding rows `index` of these; these are unchanged."""
@@ -229,6 +250,8 @@ class DecoderCache:
         source, target = position * slots + index[row], position * slots + row
         for slab in slabs(self.layers):
             slab.move_(source, target, index.shape[0])
+        if self.valid is not None:
+            self.valid = self.valid.index_select(0, index)
         if same_sources:
             return
         sources = self._sources(index)
@@ -257,6 +280,8 @@ class DecoderCache:
         for slab in slabs(self.layers):
             if slab.data is not None:
                 slab.take_(index, self.length)
+        if self.valid is not None:
+            self.valid = self.valid.index_select(0, index)
 
     def collapse_(self, index: Tensor) -> None:
         """In place: one row per source again, row `index[i]` of the grouped rows for the i-th one kept (each from
@@ -286,7 +311,7 @@ class DecoderCache:
     def _with_sources(self, layers: list[KVBuffer], group: int, pick: Callable[[Tensor], Tensor]) -> DecoderCache:
         """A cache with these self-attention buffers and every per-source tensor passed through `pick`."""
         out = DecoderCache.__new__(DecoderCache)
-        out.layers, out.group, out.prompt_length = layers, group, self.prompt_length
+        out.layers, out.group, out.prompt_length, out.valid = layers, group, self.prompt_length, self.valid
         out.cross_kv = tuple((pick(k), pick(v)) for k, v in self.cross_kv)
         out.cross_mask = pick(self.cross_mask)
         out.copy = CopySource(pick(self.copy.keys), pick(self.copy.ids)) if self.copy is not None else None

@@ -21,29 +21,10 @@ from torch import Tensor, nn
 
 from seqlab.model.cache import DecoderCache
 from seqlab.model.config import ModelConfig
-from seqlab.model.layers import Embedder, make_norm
+from seqlab.model.layers import Embedder, make_norm, stack_mask, token_positions
 from seqlab.model.packing import Packing
 from seqlab.model.positions import AttentionPositions, make_relative
 from seqlab.model.transformer import EncoderLayer, initialize
-
-
-def token_positions(valid: Tensor) -> Tensor:
-    """(B, L) bool, True at real tokens -> (B, L) long positions: each token counts the real ones before it
-    (padding gets the position of the token before it, or 0; padding is never attended to)."""
-    return (valid.long().cumsum(-1) - 1).clamp(min=0)
-
-
-def stack_mask(valid_keys: Tensor, queries: int, past: int, source: int, prefix_lm: bool) -> Tensor:
-    """(B, 1, T, L) bool, True = attend: the T new tokens (at sequence indices past..past+T-1) over all L keys,
-    causally and never to padding; a prefix LM's source tokens (indices < `source`) also see the source after
-    them. Every token sees itself, so a padding query has a key to attend to (its output is never read)."""
-    length = valid_keys.shape[1]
-    q = torch.arange(past, past + queries, device=valid_keys.device)[:, None]  # (T, 1)
-    k = torch.arange(length, device=valid_keys.device)[None, :]  # (1, L)
-    allowed = k <= q
-    if prefix_lm:
-        allowed = allowed | ((q < source) & (k < source))
-    return ((allowed[None] & valid_keys[:, None, :]) | (k == q)[None])[:, None]  # (B, 1, T, L)
 
 
 class CausalTransformer(nn.Module):
@@ -166,8 +147,9 @@ class CausalTransformer(nn.Module):
             if cache.group > 1:
                 prompt = prompt.repeat_interleave(cache.group, 0)
             past = cache.length
-            valid = torch.cat([prompt, prompt.new_ones(prompt.shape[0], past - cache.prompt_length
-                                                       + tgt_ids.shape[1])], dim=1)  # (N, L)
+            generated = cache.valid if cache.valid is not None else prompt.new_ones(
+                prompt.shape[0], past - cache.prompt_length + tgt_ids.shape[1])
+            valid = torch.cat([prompt, generated], dim=1)  # (N, L)
             h = self._stack(tgt_ids, valid, past, cache.prompt_length, cache)
         if states is not None:
             states.append(h)

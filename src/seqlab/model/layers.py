@@ -155,6 +155,25 @@ def causal_mask(n_new: int, n_past: int, device: torch.device) -> Tensor:
     return k <= q
 
 
+def token_positions(valid: Tensor) -> Tensor:
+    """(B, L) bool, True at real tokens -> (B, L) long positions: each token counts the real ones before it
+    (padding gets the position of the token before it, or 0; padding is never attended to)."""
+    return (valid.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def stack_mask(valid_keys: Tensor, queries: int, past: int, source: int, prefix_lm: bool) -> Tensor:
+    """(B, 1, T, L) bool, True = attend: the T new tokens (at sequence indices past..past+T-1) over all L keys,
+    causally and never to padding; a prefix LM's source tokens (indices < `source`) also see the source after
+    them. Every token sees itself, so a padding query has a key to attend to (its output is never read)."""
+    length = valid_keys.shape[1]
+    q = torch.arange(past, past + queries, device=valid_keys.device)[:, None]  # (T, 1)
+    k = torch.arange(length, device=valid_keys.device)[None, :]  # (1, L)
+    allowed = k <= q
+    if prefix_lm:
+        allowed = allowed | ((q < source) & (k < source))
+    return ((allowed[None] & valid_keys[:, None, :]) | (k == q)[None])[:, None]  # (B, 1, T, L)
+
+
 def logit_scale(q: Tensor, scale: float | None) -> float:
     """The factor on q.k: `scale`, or SDPA's default 1/sqrt(d_head) when it is None."""
     return 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale

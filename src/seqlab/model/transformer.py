@@ -20,6 +20,8 @@ from seqlab.model.layers import (
     causal_mask,
     make_norm,
     padding_to_attn_mask,
+    stack_mask,
+    token_positions,
 )
 from seqlab.model.packing import Packing
 from seqlab.model.positions import AttentionPositions, LearnedPositions, Rotary, make_relative
@@ -244,6 +246,9 @@ class Seq2SeqTransformer(nn.Module):
             buffers, start = cache.layers, cache.length
             copy = cache.copy
         n_new = tgt_ids.shape[1]
+        if cache is not None and cache.valid is not None:
+            h = self._ragged(tgt_ids, cache, start)
+            return h, cache, (copy, cross_mask, group)
         if start == 0:
             self_mask, is_causal = None, n_new > 1
         else:
@@ -254,13 +259,34 @@ class Seq2SeqTransformer(nn.Module):
         h = self._stack(tgt_ids, start, self_mask, is_causal, positions, buffers, cross_kv, cross_mask, group)
         return h, cache, (copy, cross_mask, group)
 
+    def _ragged(self, tgt_ids: Tensor, cache: DecoderCache, start: int) -> Tensor:
+        """The decoder's final states (N, T, d) over a cache with holes (`DecoderCache.valid`, which covers the
+        T new tokens too): each row's tokens take the positions of its kept tokens before them, and no query
+        reads a hole or a filler."""
+        valid = cache.valid  # (N, start + T)
+        positions = token_positions(valid)  # (N, L)
+        if int(positions[:, -1].max()) >= self.cfg.max_positions:
+            raise ValueError(f"a row of {int(positions[:, -1].max()) + 1} tokens exceeds model.max_positions="
+                             f"{self.cfg.max_positions}")
+        new = positions[:, start:]  # (N, T)
+        mask = stack_mask(valid, tgt_ids.shape[1], start, 0, False)  # (N, 1, T, L)
+        attention = (AttentionPositions() if self.decoder_positions is None
+                     else self.decoder_positions.rows(new, positions))
+        if attention.bias is not None:
+            mask = attention.bias.masked_fill(~mask, float("-inf"))
+        return self._stack(tgt_ids, new, mask, False, attention, cache.layers, cache.cross_kv, cache.cross_mask,
+                           cache.group)
+
     def _stack(self, tgt_ids: Tensor, start: int | Tensor, self_mask: Tensor | None, is_causal: bool,
                positions: AttentionPositions, buffers: Sequence[KVBuffer | StaticKV | None], cross_kv: Sequence[KV],
                cross_mask: Tensor | None, group: int) -> Tensor:
         """The decoder's one forward, final states (B, T, d) of `tgt_ids` embedded from position `start` (an int,
-        or `step_at`'s (1,) device tensor): the eager decoder and the step a CUDA graph captures both run it,
-        each with its own masks and key/value buffers."""
-        x = self.tgt_embed(tgt_ids, start)
+        `step_at`'s (1,) device tensor, or each token's own position (B, T) over a cache with holes): the eager
+        decoder and the step a CUDA graph captures both run it, each with its own masks and key/value buffers."""
+        if isinstance(start, Tensor) and start.dim() == 2:
+            x = self.tgt_embed(tgt_ids, positions=start)
+        else:
+            x = self.tgt_embed(tgt_ids, start)
         for layer, buffer, kv in zip(self.decoder_layers, buffers, cross_kv, strict=True):
             x = layer(x, self_mask, is_causal, buffer, kv, cross_mask, group, positions.rotary)
         return self.decoder_norm(x)

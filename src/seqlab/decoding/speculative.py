@@ -1,0 +1,352 @@
+"""Speculative greedy search and sampling (Leviathan et al. 2023; Chen et al. 2023), batched and exact.
+
+A draft proposes up to k tokens per row; the model reads the row's last token and the proposals in one
+decoder call and keeps the longest run of proposals it would itself have chosen, then its own next token:
+1 to k + 1 tokens per call. Each row keeps its own number: the positions of the proposals it rejected become
+holes in the cache (`DecoderCache.valid`), masked out of every key, and each token's position counts the kept
+tokens before it, so no row waits on another's rejections (Hugging Face's assisted generation and prompt
+lookup decode one sequence at a time).
+
+Exact by construction. At every position the model's choice is the one plain decoding makes there
+(`search.sample_or_greedy`): the same processors on the same prefix (rows grouped by length, since processors
+read (rows, length) prefixes), forced EOS at the same step, and for sampling the same keyed Gumbel noise of
+that step (decoding.sampling). A sampled token is the argmax of the processed scores plus noise keyed on
+(seed, row, step, token), so the model's choice under a draft is the very token plain sampling draws: the
+samples equal plain sampling's token for token, which keeps the distribution a fortiori. The draft model draws
+its proposals with the same noise (the Gumbel-max coupling), so it agrees with the model wherever their
+distributions are close. What can differ is rounding: verifying k + 1 positions in one call sums in another
+order than k + 1 single steps, which can turn a near-tie (within ~1e-6).
+
+Drafts (`decoding.draft`): `lookup`, Hugging Face's prompt lookup (`prompt_lookup_num_tokens`, Saxena 2023):
+the tokens that followed the earliest earlier occurrence of the row's last n tokens (n from
+`decoding.lookup_ngram` down to 1) in the source, decoder start and output so far, cut before an EOS; or
+`ckpt:PATH`, any seqlab model with the same target vocabulary and special ids, decoding its own cache.
+`decoding.draft_tokens` is k; `draft_schedule=adaptive` grows a row's k by 2 after a call that kept all its
+proposals and shrinks it by 1 otherwise (Hugging Face's `heuristic` schedule, per row).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from seqlab.config import ConfigError
+from seqlab.constants import ForceEOS, HasSpecialIds
+from seqlab.decoding.processors import LogitsProcessor, apply, for_examples
+from seqlab.decoding.sampling import gumbel_noise
+from seqlab.decoding.search import GenerateOutput, force_eos_, start_tokens
+from seqlab.model import DecoderCache, Model, ModelConfig
+from seqlab.model.cache import in_place_order
+
+
+@dataclass
+class SpeculativeStats:
+    """What a speculative search did, summed over its batches (the bench reads it)."""
+
+    calls: int = 0  # the model's decoder calls, one per row and round (rows in a call summed)
+    proposed: int = 0  # draft tokens proposed
+    accepted: int = 0  # of them, kept
+    tokens: int = 0  # tokens generated
+    draft_seconds: float = 0.0  # time spent proposing
+
+    @property
+    def acceptance(self) -> float:
+        """The share of proposed tokens kept."""
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+    @property
+    def tokens_per_call(self) -> float:
+        """Tokens generated per row and decoder call (1 is plain decoding)."""
+        return self.tokens / self.calls if self.calls else 0.0
+
+
+class Chooser:
+    """The model's (or the draft's) choice at a position, as plain decoding makes it at that step: the
+    processors on the row's prefix, forced EOS at the row's limit, and the step's keyed noise when sampling."""
+
+    def __init__(self, processors: Sequence[LogitsProcessor], ids: HasSpecialIds, max_new: Tensor,
+                 keys: Tensor | None, seed: int, force_eos: ForceEOS | None) -> None:
+        self.processors, self.eos, self.max_new = list(processors), ids.eos_id, max_new
+        self.keys, self.seed, self.force_eos = keys, seed, force_eos
+
+    def bind(self, active: Tensor, prefixes: Tensor, generated: Tensor) -> None:
+        """A round's rows: their example indices (A,), their prefixes (A, 1 + limit + K): the decoder start, the
+        tokens so far and this round's proposals right after them, and how many they generated (A,)."""
+        self.active, self.prefixes, self.generated = active, prefixes, generated
+        lengths = generated.unique().tolist() if self.processors else []
+        self.groups = [(g, (generated == g).nonzero().squeeze(1)) for g in lengths]
+
+    def __call__(self, logits: Tensor, j: int) -> Tensor:
+        """(A, V) fp32 logits of every row's position j (after j proposals) -> the (A,) chosen tokens."""
+        scores = logits
+        if self.processors:
+            scores = torch.empty_like(logits)
+            for g, rows in self.groups:
+                scores[rows] = apply(for_examples(self.processors, self.active[rows]),
+                                     self.prefixes[rows, : 1 + g + j], logits[rows])
+        step = self.generated + j  # (A,) each row's step
+        at_limit = step + 1 >= self.max_new[self.active]
+        if self.force_eos is not None:
+            scores = force_eos_(scores.clone() if scores is logits else scores, at_limit, self.eos, self.force_eos)
+        if self.keys is not None:
+            scores = scores.double() + gumbel_noise(self.seed, self.keys[self.active], step, scores.shape[-1])
+        chosen = scores.argmax(dim=-1)
+        if self.force_eos is not None:
+            chosen = torch.where(at_limit, self.eos, chosen)
+        return chosen
+
+
+class Draft(Protocol):
+    """Proposes tokens for the rows of a speculative search and follows what the model kept."""
+
+    def propose(self, counts: Tensor, choose: Chooser, prefixes: Tensor, generated: Tensor) -> Tensor:
+        """Up to counts[r] proposals for row r, written into `prefixes` after its `generated` tokens (and
+        chosen with `choose` where the draft is a model); returns how many row r proposed (A,)."""
+
+    def follow(self, kept: Tensor, tokens: Tensor, written: Tensor) -> None:
+        """After the model's call: each row kept `kept` (A,) proposals and wrote `tokens` (A, K + 1), the first
+        `written` (A,) of them (the kept proposals and the model's own next token)."""
+
+    def keep_rows(self, index: Tensor) -> None:
+        """Only rows `index` stay (the others finished)."""
+
+
+def scatter_after(prefixes: Tensor, generated: Tensor, proposals: Tensor, counts: Tensor) -> None:
+    """In place: row r's first counts[r] proposals (A, K) into `prefixes` right after its decoder start and its
+    generated[r] tokens."""
+    columns = 1 + generated[:, None] + torch.arange(proposals.shape[1], device=proposals.device)[None, :]  # (A, K)
+    used = torch.arange(proposals.shape[1], device=proposals.device)[None, :] < counts[:, None]
+    rows = torch.arange(prefixes.shape[0], device=prefixes.device)[:, None].expand_as(columns)
+    prefixes[rows[used], columns[used]] = proposals[used]
+
+
+def draft_counts(k: Tensor, generated: Tensor, max_new: Tensor) -> Tensor:
+    """(A,) how many proposals each row may take: its k, and room for the model's own token within its limit."""
+    return torch.minimum(k, (max_new - generated - 1).clamp(min=0))
+
+
+@dataclass
+class Rows:
+    """The rows of a speculative search still decoding, and everything they generated so far (by example)."""
+
+    active: Tensor  # (A,) example index of each row
+    last: Tensor  # (A,) each row's last decoder input: the model reads it first in the next call
+    k: Tensor  # (A,) each row's proposal budget
+    tokens: Tensor  # (n, limit) every example's tokens
+    logprobs: Tensor  # (n, limit)
+    lengths: Tensor  # (n,)
+
+    def keep(self, index: Tensor) -> None:
+        self.active, self.last, self.k = self.active[index], self.last[index], self.k[index]
+
+
+def verify(logits: Tensor, proposals: Tensor, counts: Tensor, choose: Chooser, eos: int) -> tuple[Tensor, Tensor]:
+    """The model's choices (A, K + 1) at the positions of its call (logits (A, K + 1, V)) up to each row's last
+    kept one, and how many proposals each row keeps (A,): the leading ones equal to its choices, up to an EOS
+    (`draft_counts` already keeps them within the row's limit)."""
+    a, width = logits.shape[0], logits.shape[1]
+    chosen = torch.zeros(a, width, dtype=torch.long, device=logits.device)
+    kept = torch.zeros(a, dtype=torch.long, device=logits.device)
+    going = torch.ones(a, dtype=torch.bool, device=logits.device)  # still matching its proposals
+    for j in range(width):
+        chosen[:, j] = choose(logits[:, j].float(), j)
+        if j == width - 1:
+            break
+        going &= (j < counts) & (proposals[:, j] == chosen[:, j]) & (chosen[:, j] != eos)  # counts keep the limit
+        kept += going.long()
+        if not bool(going.any()):
+            break
+    return chosen, kept
+
+
+def speculative_search(
+    model: Model, cache: DecoderCache, draft: Draft, *, ids: HasSpecialIds, max_new: Tensor,
+    processors: Sequence[LogitsProcessor], keys: Tensor | None, seed: int, force_eos: ForceEOS | None,
+    start: Tensor | None, draft_tokens: int, adaptive: bool, stats: SpeculativeStats | None = None,
+) -> GenerateOutput:
+    """One hypothesis per row, as `search.sample_or_greedy` with the same arguments returns it, in fewer decoder
+    calls (module docstring). max_new: (N,) per-row limits; keys: sampling keys or None (greedy)."""
+    n, limit, device = max_new.shape[0], int(max_new.max()), max_new.device
+    rows = Rows(torch.arange(n, device=device), start_tokens(start, ids.bos_id, (n,), device),
+                torch.full((n,), draft_tokens, dtype=torch.long, device=device),
+                torch.full((n, limit), ids.pad_id, dtype=torch.long, device=device),
+                torch.zeros((n, limit), device=device), torch.zeros(n, dtype=torch.long, device=device))
+    first = rows.last.clone()  # (n,) each example's decoder start
+    choose, stats = Chooser(processors, ids, max_new, keys, seed, force_eos), stats or SpeculativeStats()
+    while rows.active.numel():
+        active = rows.active
+        generated = rows.lengths[active]
+        counts = draft_counts(rows.k, generated, max_new[active])
+        width = int(counts.max())
+        prefixes = torch.full((active.shape[0], 1 + limit + width), ids.pad_id, dtype=torch.long, device=device)
+        prefixes[:, 0], prefixes[:, 1 : 1 + limit] = first[active], rows.tokens[active]
+        choose.bind(active, prefixes, generated)
+        began = time.perf_counter()
+        counts = draft.propose(counts, choose, prefixes, generated)
+        stats.draft_seconds += time.perf_counter() - began
+        proposals = prefixes.gather(1, (1 + generated[:, None] + torch.arange(width, device=device)).clamp(
+            max=prefixes.shape[1] - 1))  # (A, K)
+        cache.admit_(torch.cat([torch.ones_like(counts[:, None], dtype=torch.bool),
+                                torch.arange(width, device=device)[None, :] < counts[:, None]], dim=1))
+        logits, cache = model.decode(torch.cat([rows.last[:, None], proposals], dim=1), None, None, cache)
+        chosen, kept = verify(logits, proposals, counts, choose, ids.eos_id)
+        record(rows, logits, chosen, kept, generated)
+        cache.reject_(torch.arange(width + 1, device=device)[None, :] <= kept[:, None])
+        draft.follow(kept, chosen, kept + 1)
+        stats.calls += active.shape[0]
+        stats.proposed += int(counts.sum())
+        stats.accepted += int(kept.sum())
+        stats.tokens += int(kept.sum()) + active.shape[0]
+        if adaptive:
+            rows.k = torch.where(kept == counts, rows.k + 2, (rows.k - 1).clamp(min=1))
+        last = chosen.gather(1, kept[:, None]).squeeze(1)
+        rows.last = last
+        running = (last != ids.eos_id) & (rows.lengths[active] < max_new[active])
+        if not bool(running.all()):
+            keep = in_place_order(running)
+            rows.keep(keep)
+            cache.compact_(keep)
+            draft.keep_rows(keep)
+    return GenerateOutput(rows.tokens[:, None], rows.logprobs[:, None].sum(-1), rows.logprobs[:, None],
+                          rows.lengths[:, None])
+
+
+def record(rows: Rows, logits: Tensor, chosen: Tensor, kept: Tensor, generated: Tensor) -> None:
+    """Write each row's new tokens (its kept proposals, then the model's own token) and their log-probs."""
+    width = chosen.shape[1]
+    written = torch.arange(width, device=chosen.device)[None, :] <= kept[:, None]  # (A, K + 1)
+    logprobs = F.log_softmax(logits.float(), dim=-1).gather(2, chosen[:, :, None]).squeeze(2)  # (A, K + 1)
+    examples = rows.active[:, None].expand_as(chosen)[written]
+    columns = (generated[:, None] + torch.arange(width, device=chosen.device)[None, :])[written]
+    rows.tokens[examples, columns] = chosen[written]
+    rows.logprobs[examples, columns] = logprobs[written]
+    rows.lengths[rows.active] = generated + kept + 1
+
+
+class LookupDraft:
+    """Prompt lookup (Hugging Face's `PromptLookupCandidateGenerator`, per row): each row's history is its
+    source's real tokens, its decoder start and its output so far; its proposals are the tokens after the
+    earliest earlier occurrence of its last n tokens, n from `ngram` down to 1, cut before the first EOS."""
+
+    def __init__(self, src_ids: Tensor, src_pad_mask: Tensor, start: Tensor, limit: int, ngram: int,
+                 pad_id: int, eos_id: int) -> None:
+        lengths = (~src_pad_mask).sum(1)  # (N,) sources are right-padded
+        self.history = torch.full((src_ids.shape[0], src_ids.shape[1] + 1 + limit), pad_id, dtype=torch.long,
+                                  device=src_ids.device)
+        self.history[:, : src_ids.shape[1]] = torch.where(src_pad_mask, pad_id, src_ids)
+        self.lengths = lengths + 1
+        self.history[torch.arange(src_ids.shape[0], device=src_ids.device), lengths] = start
+        self.ngram, self.eos = ngram, eos_id
+
+    def propose(self, counts: Tensor, choose: Chooser, prefixes: Tensor, generated: Tensor) -> Tensor:
+        width = int(counts.max())
+        proposals, found = lookup(self.history, self.lengths, width, self.ngram, self.eos)
+        found = torch.minimum(found, counts)
+        scatter_after(prefixes, generated, proposals, found)
+        return found
+
+    def follow(self, kept: Tensor, tokens: Tensor, written: Tensor) -> None:
+        scatter_after(self.history, self.lengths - 1, tokens, written)
+        self.lengths = self.lengths + written
+
+    def keep_rows(self, index: Tensor) -> None:
+        self.history, self.lengths = self.history[index], self.lengths[index]
+
+
+def lookup(history: Tensor, lengths: Tensor, width: int, ngram: int, eos: int) -> tuple[Tensor, Tensor]:
+    """Prompt lookup on every row at once: (A, width) proposals and how many of them each row has (A,).
+
+    history (A, H) left-aligned, lengths (A,). For n from `ngram` down to 1, a row that has no match yet takes
+    the first window equal to its last n tokens that is followed by a token of its history; the tokens after
+    it, up to `width` and the history's end, are its proposals, cut before the first EOS (Hugging Face's
+    rule: a match whose proposals the cut empties still ends the search)."""
+    a, h = history.shape
+    device = history.device
+    proposals = torch.zeros(a, width, dtype=torch.long, device=device)
+    counts = torch.zeros(a, dtype=torch.long, device=device)
+    found = torch.zeros(a, dtype=torch.bool, device=device)
+    offsets = torch.arange(width, device=device)[None, :]
+    for size in range(min(ngram, h), 0, -1):
+        windows = history.unfold(1, size, 1)  # (A, W, size)
+        tail = history.gather(1, (lengths[:, None] - size + torch.arange(size, device=device)).clamp(min=0))
+        starts = torch.arange(windows.shape[1], device=device)[None, :]
+        match = (windows == tail[:, None, :]).all(-1) & (starts + size < lengths[:, None])  # (A, W)
+        match &= (~found & (lengths >= size))[:, None]
+        hit = match.any(1)
+        if not bool(hit.any()):
+            continue
+        begin = match.int().argmax(1) + size  # (A,) the first token after the earliest match
+        taken = begin[:, None] + offsets  # (A, width)
+        tokens = history.gather(1, taken.clamp(max=h - 1))
+        usable = (taken < lengths[:, None]) & ((tokens == eos).long().cumsum(1) == 0)
+        proposals = torch.where(hit[:, None], tokens, proposals)
+        counts = torch.where(hit, usable.long().cumprod(1).sum(1), counts)
+        found |= hit
+    return proposals, counts
+
+
+class ModelDraft:
+    """A draft model (any seqlab model with the model's target vocabulary and special ids) decoding its own
+    cache: each call reads the tokens it has not read yet (the model's last token, and its last kept
+    proposal where it kept them all), then proposes one token per step, chosen as the model chooses."""
+
+    def __init__(self, draft: Model, src_ids: Tensor, src_pad_mask: Tensor, start: Tensor, rows: int,
+                 capacity: int) -> None:
+        self.model = draft
+        memory = draft.encode(src_ids, src_pad_mask)
+        self.cache = draft.start_cache(memory, src_pad_mask, group=rows, capacity=capacity,
+                                       src_ids=src_ids).ungroup()
+        n = start.shape[0]
+        self.unread = torch.stack([torch.zeros_like(start), start], dim=1)  # (N, 2): a filler, the start token
+        self.unread_valid = torch.tensor([[False, True]], device=start.device).expand(n, 2).clone()
+        self.width, self.last = 0, start
+
+    def propose(self, counts: Tensor, choose: Chooser, prefixes: Tensor, generated: Tensor) -> Tensor:
+        width = int(counts.max())
+        self.width = width
+        inputs, valid = self.unread, self.unread_valid
+        for j in range(width):
+            self.cache.admit_(valid)
+            logits, self.cache = self.model.decode(inputs, None, None, self.cache)
+            token = choose(logits[:, -1].float(), j)  # (A,)
+            prefixes[torch.arange(token.shape[0], device=token.device), 1 + generated + j] = token
+            inputs, valid = token[:, None], torch.ones_like(valid[:, :1])
+        self.last = inputs[:, 0]
+        return counts
+
+    def follow(self, kept: Tensor, tokens: Tensor, written: Tensor) -> None:
+        """The draft read its unread tokens and proposals 0..K-2; of those, the proposals beyond the kept ones
+        become holes. A row that kept all K has not read its last proposal: it reads it next, before the
+        model's token."""
+        k = self.width
+        if k == 0:  # no row had room for a proposal: each is at its limit and finishes with this token
+            return
+        read = torch.arange(k - 1, device=kept.device)[None, :] < kept[:, None]  # proposals 0..K-2 kept
+        self.cache.reject_(torch.cat([read.new_ones(read.shape[0], 2), read], dim=1))
+        bonus = tokens.gather(1, kept[:, None]).squeeze(1)
+        whole = kept == k
+        self.unread = torch.stack([torch.where(whole, self.last, 0), bonus], dim=1)
+        self.unread_valid = torch.stack([whole, torch.ones_like(whole)], dim=1)
+
+    def keep_rows(self, index: Tensor) -> None:
+        self.cache.compact_(index)
+        self.unread, self.unread_valid = self.unread[index], self.unread_valid[index]
+
+
+
+def check_draft(draft: ModelConfig, model: ModelConfig, setting: str) -> None:
+    """Fail, naming the setting, where the draft cannot propose the model's tokens: another target vocabulary,
+    other special ids, another first decoder input (a causal LM's prompt against a decoder start token)."""
+    differences = [f"{key} {getattr(draft, key)} against {getattr(model, key)}"
+                   for key in ("target_vocab_size", "pad_id", "bos_id", "eos_id", "start")
+                   if getattr(draft, key) != getattr(model, key)]
+    if differences:
+        raise ConfigError(f"decoding.draft={setting}: the draft's model differs from the decoded one in "
+                          f"{', '.join(differences)}; a draft must share the target vocabulary, tokenizer and "
+                          "special ids (train it on the same data, or use decoding.draft=lookup)")

@@ -1,0 +1,192 @@
+"""Speculative decoding (decoding.speculative): greedy outputs and samples equal plain decoding's token for token
+on both architectures under every draft and schedule, with the processors that read the prefix; a cache with
+holes computes what the kept tokens alone give; prompt lookup proposes what Hugging Face's does; the samples
+follow the model's exact distribution (chi-square); and what cannot speculate is refused by name."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+import pytest
+import torch
+
+from seqlab.config import ConfigError
+from seqlab.data.sequences import pad_right
+from seqlab.decoding import DecodingConfig, generate
+from seqlab.decoding.speculative import SpeculativeStats, check_draft, lookup
+from seqlab.model import ModelConfig, build_model
+
+VOCAB = 40
+ARCHITECTURES = ["encoder_decoder", "decoder_only", "prefix_lm"]
+
+
+def model_of(architecture: str, seed: int = 0, vocab: int = VOCAB, **variant):
+    torch.manual_seed(seed)
+    layers = dict(encoder_layers=2, decoder_layers=2) if architecture == "encoder_decoder" else dict(
+        encoder_layers=0, decoder_layers=2)
+    cfg = ModelConfig(src_vocab_size=vocab, architecture=architecture, d_model=16, n_heads=4, d_ff=32, dropout=0.0,
+                      max_positions=64, **layers, **variant)
+    model = build_model(cfg).eval()
+    with torch.no_grad():
+        model.output.weight.mul_(3.0)  # peaked distributions: few near-ties
+    return model
+
+
+def sources(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Five sources of 3 to 13 tokens over a small alphabet (repeats for prompt lookup to find)."""
+    g = torch.Generator().manual_seed(seed)
+    return pad_right([torch.randint(4, 12, (n,), generator=g).tolist() + [3] for n in (6, 2, 9, 4, 12)], 0)
+
+
+SETTINGS = [
+    DecodingConfig(max_length=20),
+    DecodingConfig(max_len_a=1.0, max_len_b=4, repetition_penalty=1.3, no_repeat_ngram_size=3, min_length=5,
+                   force_eos="hf"),
+    DecodingConfig(method="sample", max_length=20, temperature=0.8, top_k=10, n_best=2, seed=3),
+]
+DRAFTS = [("lookup", "fixed"), ("lookup", "adaptive"), ("other", "fixed"), ("other", "adaptive"), ("itself", "fixed")]
+
+
+def decode(model, src, pad, cfg, draft: str, schedule: str, stats=None):
+    other = {"other": model_of(model.cfg.architecture, seed=1, positions=model.cfg.positions), "itself": model}
+    setting = replace(cfg, draft="lookup" if draft == "lookup" else "ckpt:draft.ckpt", draft_tokens=3,
+                      draft_schedule=schedule)
+    return generate(model, src, pad, setting, draft_model=other.get(draft), stats=stats)
+
+
+@pytest.mark.parametrize(("architecture", "positions"), [("encoder_decoder", "sinusoidal"), ("encoder_decoder", "t5"),
+                                                       ("decoder_only", "rope"), ("prefix_lm", "learned")])
+def test_speculative_outputs_equal_plain_decoding_token_for_token(architecture, positions):
+    model = model_of(architecture, positions=positions)
+    src, pad = sources()
+    calls = tokens = 0
+    for cfg, (draft, schedule) in itertools.product(SETTINGS, DRAFTS):
+        plain = generate(model, src, pad, cfg)
+        stats = SpeculativeStats()
+        out = decode(model, src, pad, cfg, draft, schedule, stats)
+        calls, tokens = calls + stats.calls, tokens + stats.tokens
+        assert torch.equal(out.sequences, plain.sequences), (cfg.label, draft, schedule)
+        assert torch.equal(out.lengths, plain.lengths)
+        assert torch.allclose(out.token_logprobs, plain.token_logprobs, atol=1e-5)
+        assert torch.allclose(out.scores, plain.scores, atol=1e-4)
+        assert stats.tokens == int(plain.lengths.sum())
+        if draft == "itself" and cfg.method == "greedy":
+            assert stats.acceptance == 1.0  # a model drafting for itself is always right
+    assert calls < 0.7 * tokens  # proposals were kept: fewer decoder calls than tokens
+
+
+def test_a_draft_model_of_the_other_architecture_proposes_the_same_tokens():
+    model, draft = model_of("encoder_decoder"), model_of("decoder_only", seed=1)
+    src, pad = sources()
+    cfg = DecodingConfig(max_length=20, draft="ckpt:x", draft_tokens=4)
+    out = generate(model, src, pad, cfg, draft_model=draft)
+    assert torch.equal(out.sequences, generate(model, src, pad, replace(cfg, draft=None)).sequences)
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_a_cache_with_holes_computes_what_the_kept_tokens_alone_give(architecture):
+    """Decoding [a, filler, b, c] with the filler a hole and c rejected, then d, gives the logits of [a, b, d]
+    decoded plainly: positions count kept tokens, and no query reads a hole."""
+    model = model_of(architecture, positions="rope")
+    src, pad = sources()
+    n = src.shape[0]
+    g = torch.Generator().manual_seed(0)
+    a, b, c, d, filler = (torch.randint(4, VOCAB, (n, 1), generator=g) for _ in range(5))
+    with torch.no_grad():
+        memory = model.encode(src, pad)
+        plain = model.start_cache(memory, pad, capacity=8, src_ids=src)
+        expected, _ = model.decode(torch.cat([a, b, d], 1), None, None, plain)
+        holes = model.start_cache(memory, pad, capacity=8, src_ids=src)
+        holes.admit_(torch.tensor([[True, False, True, True]]).expand(n, 4))
+        first, _ = model.decode(torch.cat([a, filler, b, c], 1), None, None, holes)
+        holes.reject_(torch.tensor([[True, True, True, False]]).expand(n, 4))
+        holes.admit_(torch.ones(n, 1, dtype=torch.bool))
+        last, _ = model.decode(d, None, None, holes)
+    assert torch.allclose(first[:, [0, 2]], expected[:, :2], atol=1e-5)
+    assert torch.allclose(last[:, 0], expected[:, 2], atol=1e-5)
+
+
+def test_prompt_lookup_proposes_what_hugging_faces_proposes():
+    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+    g = torch.Generator().manual_seed(0)
+    eos = 3
+    for trial in range(200):
+        length = int(torch.randint(1, 30, (1,), generator=g))
+        sequence = torch.randint(3, 9, (length,), generator=g)
+        k, ngram = int(torch.randint(1, 8, (1,), generator=g)), int(torch.randint(1, 4, (1,), generator=g))
+        hf = PromptLookupCandidateGenerator(eos_token_id=torch.tensor([eos]), num_output_tokens=k,
+                                            max_matching_ngram_size=ngram, max_length=1000)
+        candidates, _ = hf.get_candidates(sequence[None])
+        expected = candidates[0, length:].tolist()
+        history = torch.cat([sequence, torch.zeros(5, dtype=torch.long)])[None]  # room after the history
+        proposals, counts = lookup(history, torch.tensor([length]), k, ngram, eos)
+        assert proposals[0, : int(counts[0])].tolist() == expected, (trial, sequence.tolist(), k, ngram)
+
+
+def exact_distribution(model, src, pad, length: int, vocab: int) -> dict[tuple[int, ...], float]:
+    """The model's probability of each sequence of `length` tokens (no EOS among them: EOS is banned in the
+    test's setting by min_length), by teacher-forced scoring of every sequence."""
+    tokens = [1, *range(4, vocab)]  # all but pad 0, BOS 2 (suppress_special) and EOS 3 (min_length)
+    sequences = torch.tensor(list(itertools.product(tokens, repeat=length)))  # (M, L)
+    with torch.no_grad():
+        inputs = torch.cat([torch.full((len(sequences), 1), model.cfg.bos_id), sequences[:, :-1]], 1)
+        logits = model(src.expand(len(sequences), -1), pad.expand(len(sequences), -1), inputs)
+        allowed = logits.clone()
+        allowed[..., [0, 2, 3]] = float("-inf")
+        logprobs = allowed.log_softmax(-1).gather(2, sequences[:, :, None]).squeeze(2).sum(1)
+    return {tuple(s): float(p) for s, p in zip(sequences.tolist(), logprobs.exp(), strict=True)}
+
+
+@pytest.mark.parametrize("draft", ["lookup", "other"])
+def test_speculative_samples_follow_the_models_distribution(draft):
+    """Chi-square of 3,000 samples' 3-token sequences (under distinct sampling keys) against the model's exact
+    probabilities, p > 0.001; the first token's distribution likewise. Deterministic under the seed."""
+    vocab = 8
+    model = model_of("encoder_decoder", vocab=vocab)
+    other = model_of("encoder_decoder", seed=5, vocab=vocab)
+    src, pad = torch.tensor([[5, 6, 7, 5, 6, 3]]), torch.zeros(1, 6, dtype=torch.bool)
+    n = 3000
+    cfg = DecodingConfig(method="sample", max_length=3, min_length=3, seed=11,
+                         draft="lookup" if draft == "lookup" else "ckpt:x", draft_tokens=2)
+    out = generate(model, src.expand(n, -1), pad.expand(n, -1), cfg, sample_keys=torch.arange(n),
+                   draft_model=other if draft == "other" else None)
+    samples = [tuple(row) for row in out.sequences[:, 0, :3].tolist()]
+    exact = exact_distribution(model, src, pad, 3, vocab)
+    for key_of in (lambda s: s, lambda s: s[:1]):
+        expected: dict[tuple, float] = {}
+        for s, p in exact.items():
+            expected[key_of(s)] = expected.get(key_of(s), 0.0) + p
+        counts: dict[tuple, int] = {}
+        for s in samples:
+            counts[key_of(s)] = counts.get(key_of(s), 0) + 1
+        assert set(counts) <= set(expected)
+        # pool the rare outcomes (expected count < 5) into one cell, as the test requires
+        common = [k for k, p in expected.items() if p * n >= 5]
+        observed = [counts.get(k, 0) for k in common] + [n - sum(counts.get(k, 0) for k in common)]
+        wanted = [expected[k] * n for k in common] + [n - sum(expected[k] * n for k in common)]
+        chi2 = sum((o - e) ** 2 / e for o, e in zip(observed, wanted, strict=True) if e > 0)
+        dof = len([e for e in wanted if e > 0]) - 1
+        p_value = float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64),
+                                                torch.tensor(chi2 / 2, dtype=torch.float64)))
+        assert p_value > 1e-3, (chi2, dof, p_value)
+
+
+def test_what_cannot_speculate_is_refused_by_name():
+    with pytest.raises(ConfigError, match="decoding.draft speculates for greedy search and sampling"):
+        DecodingConfig(method="beam", num_beams=4, draft="lookup")
+    with pytest.raises(ConfigError, match="decoding.draft='draft.ckpt' is not a draft"):
+        DecodingConfig(draft="draft.ckpt")
+    with pytest.raises(ConfigError, match="decoding.draft_tokens=0"):
+        DecodingConfig(draft="lookup", draft_tokens=0)
+    with pytest.raises(ConfigError, match="decoding.draft_schedule=adaptive without decoding.draft"):
+        DecodingConfig(draft_schedule="adaptive")
+    model = model_of("encoder_decoder")
+    src, pad = sources()
+    with pytest.raises(ConfigError, match="pass the draft's model"):
+        generate(model, src, pad, DecodingConfig(max_length=5, draft="ckpt:x"))
+    with pytest.raises(ConfigError, match="a step trace cannot follow"):
+        generate(model, src, pad, DecodingConfig(max_length=5, draft="lookup"), on_step=lambda *a: None)
+    with pytest.raises(ConfigError, match="target_vocab_size 50 against 40"):
+        check_draft(model_of("decoder_only", vocab=50).cfg, model.cfg, "ckpt:x")

@@ -27,6 +27,7 @@ from seqlab.config import ConfigError, check_choice
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, generate, precision_context
 from seqlab.decoding.graphs import check_graphable
+from seqlab.decoding.speculative import SpeculativeStats
 from seqlab.engines.ct2 import CT2Engine, check_decodable
 from seqlab.hardware import cpu_model
 from seqlab.io import atomic_write_text
@@ -118,9 +119,9 @@ class VariantEngine:
     def generate(self, model: Model, src_ids: Tensor, src_pad_mask: Tensor,
                  cfg: DecodingConfig, target_prefix: Sequence[Sequence[int]] | None = None,
                  constraints: Sequence[Sequence[Sequence[int]]] | None = None,
-                 draft_model: Model | None = None) -> GenerateOutput:
+                 draft_model: Model | None = None, stats: SpeculativeStats | None = None) -> GenerateOutput:
         return generate(self.model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix, constraints=constraints,
-                        draft_model=draft_model)
+                        draft_model=draft_model, stats=stats)
 
 
 class GraphEngine:
@@ -136,10 +137,10 @@ class GraphEngine:
     def generate(self, model: Model, src_ids: Tensor, src_pad_mask: Tensor,
                  cfg: DecodingConfig, target_prefix: Sequence[Sequence[int]] | None = None,
                  constraints: Sequence[Sequence[Sequence[int]]] | None = None,
-                 draft_model: Model | None = None) -> GenerateOutput:
+                 draft_model: Model | None = None, stats: SpeculativeStats | None = None) -> GenerateOutput:
         with precision_context(self.precision, src_ids.device):
             return generate(model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix, constraints=constraints,
-                            draft_model=draft_model, graphs=True)
+                            draft_model=draft_model, stats=stats, graphs=True)
 
 
 def make_engine(engine: str, checkpoint: Path, model: Model, tokenizer: Tokenizer, cache_dir: Path,

@@ -170,9 +170,9 @@ class CT2Engine:
     @torch.no_grad()
     def generate(self, model: Model, src_ids: torch.Tensor, src_pad_mask: torch.Tensor,
                  cfg: DecodingConfig, target_prefix: Any = None, constraints: Any = None,
-                 draft_model: Any = None) -> GenerateOutput:
+                 draft_model: Any = None, stats: Any = None) -> GenerateOutput:
         """`generate`'s output for a batch: (B, n, T) sequences, seqlab's scores and token log-probs (a draft model
-        changes nothing CTranslate2 decodes: decoding.options declares `draft` inert here)."""
+        and its stats change nothing CTranslate2 decodes: decoding.options declares `draft` inert here)."""
         if target_prefix is not None:
             raise ConfigError("engine=ctranslate2 scores a forced target prefix its own way (outside its length "
                               "normalization); use engine=seqlab for decoding.prefix_size or a target prefix")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from seqlab.checkpoint import load_for_inference, resolve
+from seqlab.checkpoint import CheckpointError, load_for_inference, resolve
+from seqlab.config import ConfigError
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.speculative import check_draft
 from seqlab.model import Model
@@ -16,10 +17,13 @@ def load_draft(cfg: DecodingConfig, model: Model) -> Model | None:
     if cfg.draft is None or not cfg.draft.startswith("ckpt:"):
         return None
     device = next(model.parameters()).device
-    path = resolve(cfg.draft[len("ckpt:"):])
-    key = (str(path), str(device))
-    if key not in _LOADED:
-        draft, _, _ = load_for_inference(path, device)
-        _LOADED[key] = draft.eval()
+    try:
+        path = resolve(cfg.draft[len("ckpt:"):])
+        key = (str(path), str(device))
+        if key not in _LOADED:
+            draft, _, _ = load_for_inference(path, device)
+            _LOADED[key] = draft.eval()
+    except CheckpointError as err:
+        raise ConfigError(f"decoding.draft={cfg.draft}: {err}") from None
     check_draft(_LOADED[key].cfg, model.cfg, cfg.draft)
     return _LOADED[key]

@@ -23,6 +23,7 @@ from seqlab.decoding.constraints import check_constraints
 from seqlab.decoding.generate import search_limits
 from seqlab.decoding.labels import run_label
 from seqlab.decoding.mbr import MBRChoice, choose, ranked_distinct
+from seqlab.decoding.speculative import SpeculativeStats
 from seqlab.inference.constraints import met, reference_words
 from seqlab.inference.drafts import load_draft
 from seqlab.metrics import (
@@ -127,6 +128,7 @@ class Decoded:
     mbr: list[MBRChoice] | None = None  # per source, with MBR
     pseudo_references: list[list[str]] | None = None  # per source, when drawn apart from the candidates
     mbr_seconds: float = 0.0  # computing the utilities and choosing
+    speculation: SpeculativeStats | None = None  # with decoding.draft: what the draft proposed and the model kept
 
     @property
     def total_seconds(self) -> float:
@@ -167,6 +169,7 @@ def decode_texts(model: Model, tokenizer: Tokenizer, sources: Sequence[str], cfg
     if constraints is not None:
         check_all_constraints(cfg, model.cfg, src_ids, constraints, names)
     draft = load_draft(cfg, model)  # decoding.draft=ckpt:PATH's model, else None
+    stats = SpeculativeStats() if cfg.draft is not None else None
     outputs: list[Any] = [None] * len(src_ids)
     generated, start = 0, time.perf_counter()
     for idx in length_batches([len(s) for s in src_ids], max_tokens, cfg.rows_per_source):
@@ -174,10 +177,12 @@ def decode_texts(model: Model, tokenizer: Tokenizer, sources: Sequence[str], cfg
         forced = None if prefixes is None else [prefixes[i] for i in idx]
         guided = None if constraints is None else [constraints[i] for i in idx]
         if engine is not None:
-            out = engine.generate(model, ids, pad, cfg, target_prefix=forced, constraints=guided, draft_model=draft)
+            out = engine.generate(model, ids, pad, cfg, target_prefix=forced, constraints=guided, draft_model=draft,
+                                  stats=stats)
         else:
             with precision_context(precision, device):
-                out = generate(model, ids, pad, cfg, target_prefix=forced, constraints=guided, draft_model=draft)
+                out = generate(model, ids, pad, cfg, target_prefix=forced, constraints=guided, draft_model=draft,
+                               stats=stats)
         generated += int(out.lengths.sum())
         for row, i in enumerate(idx):
             outputs[i] = [(out.sequences[row, j, : out.lengths[row, j]].tolist(), float(out.scores[row, j]),
@@ -185,7 +190,8 @@ def decode_texts(model: Model, tokenizer: Tokenizer, sources: Sequence[str], cfg
                           for j in range(out.sequences.shape[1])]
         if on_batch is not None:
             on_batch(len(idx))
-    decoded = Decoded(outputs, src_ids, truncated, generated, max(time.perf_counter() - start, 1e-9))
+    decoded = Decoded(outputs, src_ids, truncated, generated, max(time.perf_counter() - start, 1e-9),
+                      speculation=stats)
     if cfg.mbr is not None:
         apply_mbr(decoded, tokenizer, cfg)
     return decoded
@@ -295,6 +301,10 @@ def corpus_metrics(records: Sequence[Record], examples: Sequence[Example], decod
     metrics[K.DECODE_SECONDS] = decoded.total_seconds
     if decoded.mbr is not None:
         metrics.update(mbr_summary(decoded))
+    if decoded.speculation is not None:
+        metrics.update({K.DRAFT_ACCEPTANCE: decoded.speculation.acceptance,
+                        K.TOKENS_PER_CALL: decoded.speculation.tokens_per_call,
+                        K.DRAFT_SECONDS: decoded.speculation.draft_seconds})
     return metrics
 
 

@@ -243,3 +243,24 @@ def test_a_gpu_bench_tolerates_a_quarter_core_per_two_host_cores():
     assert gpu_host_tolerance(2) == QUIET_CORES and gpu_host_tolerance(16) == 8 * QUIET_CORES
     assert busy_warning(0.3) is not None and busy_warning(0.3, gpu_host_tolerance(16)) is None
     assert "more than 2" in busy_warning(2.5, gpu_host_tolerance(16))
+
+
+def test_the_speculative_bench_times_prompt_lookup_and_drafts_against_greedy(smoke_checkpoint):
+    """`seqlab bench speculative=true ckpt=... drafts=[...]`: every setting on the same test sentences, outputs
+    equal plain greedy's, the model drafting for itself keeps every proposal; CTranslate2 beside."""
+    from seqlab.bench.speculative import from_dict, speculative_bench, to_dict
+    from seqlab.config import ConfigError
+
+    rows = speculative_bench(BenchConfig(decode_sources=6, decode_repeats=1), str(smoke_checkpoint),
+                             [str(smoke_checkpoint)])
+    names = [r.setting for r in rows]
+    assert names[:4] == ["greedy", "greedy_lookup2", "greedy_lookup5", "greedy_lookup5a"]
+    assert sum(r.draft.startswith("ckpt:") for r in rows) == 2
+    assert all(r.equal == r.sources == 6 for r in rows)
+    assert rows[0].speedup == 1.0 and rows[0].acceptance is None
+    assert all(r.acceptance == 1.0 for r in rows if r.draft.startswith("ckpt:"))
+    assert all(0.0 <= r.acceptance <= 1.0 for r in rows if r.draft == "lookup")
+    assert ("ctranslate2_greedy" in names) == (importlib.util.find_spec("ctranslate2") is not None)
+    assert from_dict(to_dict(rows)) == rows
+    with pytest.raises(ConfigError, match="give ckpt=RUN_DIR"):
+        speculative_bench(BenchConfig(), None, [])

@@ -12,6 +12,8 @@ seqlab bench levers=true: each training lever (fused loss, compiled layers) agai
 seqlab bench finetune=true: a fine-tuning step at mBART-large's, NLLB-1.3B's and flan-t5-large's shapes, full, LoRA
 and LoRA with activation checkpointing, against HF with peft: memory and speed (bench.finetune)
 seqlab bench checkpoints=[A,B,...]: trained checkpoints decoding their test sentences (bench.checkpoints)
+seqlab bench speculative=true ckpt=RUN [drafts=[A,B]]: speculative decoding (prompt lookup, draft checkpoints)
+against plain greedy search and CTranslate2 on the checkpoint's test sentences (bench.speculative)
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from seqlab.bench.finetune import to_dict as finetune_dict
 from seqlab.bench.levers import lever_bench
 from seqlab.bench.levers import to_dict as levers_dict
 from seqlab.bench.run import run_bench
+from seqlab.bench.speculative import speculative_bench
+from seqlab.bench.speculative import to_dict as speculative_dict
 from seqlab.bench.speed import BenchConfig
 from seqlab.config import resolve_device
 from seqlab.hardware import CpuClock, cpu_description
@@ -60,6 +64,8 @@ def main(cfg: DictConfig) -> None:
             record, text = lever_speeds(bench, bool(cfg.profile))
         elif cfg.get("finetune"):
             record, text = finetune_costs(bench)
+        elif cfg.get("speculative"):
+            record, text = speculative_speeds(bench, cfg.ckpt, [str(d) for d in cfg.get("drafts") or []])
         elif cfg.get("checkpoints"):
             record, text = checkpoint_speeds(bench, [str(c) for c in cfg.checkpoints])
         else:
@@ -143,3 +149,13 @@ def run() -> int:
     """`seqlab bench`."""
     main()
     return 0
+
+
+def speculative_speeds(bench: BenchConfig, checkpoint: str | None, drafts: list[str]) -> tuple[dict, str]:
+    """Speculative decoding against plain greedy search: the record and a text table."""
+    clock = CpuClock.now()
+    rows = speculative_bench(bench, checkpoint, drafts)
+    lines = [f"{r.setting:<40}{r.tokens_per_s:>8,.0f} tok/s  {r.speedup:.2f}x greedy  {r.equal}/{r.sources} equal"
+             + (f"  kept {r.acceptance:.0%}, {r.tokens_per_call:.2f} tokens/call" if r.acceptance is not None else "")
+             for r in rows]
+    return measured("speculative", speculative_dict(rows), bench, clock), "\n".join(lines)

@@ -53,7 +53,8 @@ NEUTRAL: dict[str, dict[str, Any]] = {
     "decoding": digest_neutral(DecodingConfig),  # each option's own declaration (decoding.options: in_digest=False)
     "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "prompt_template": None,
          "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
-         "ensemble_rule": "mean_prob", "levers": False, "language_models": False, "finetune": False},
+         "ensemble_rule": "mean_prob", "levers": False, "language_models": False, "finetune": False,
+         "speculative": False, "drafts": []},
     "train": {"init_from": None, "fused_loss": False, "compile": "none", "bf16_weights": False,
               "activation_checkpointing": False,
               "lora": asdict(LoraConfig())},

@@ -1,0 +1,124 @@
+"""Speculative decoding against plain greedy search (`seqlab bench speculative=true ckpt=RUN [drafts=[A,B]]`): a
+trained checkpoint decodes its test sentences (the first `bench.decode_sources`; 0: all) as an evaluation batches
+them (`decode_texts`, fp32, seqlab's engine) greedily, then with prompt lookup (k = 2, 5 and adaptive) and with
+each draft checkpoint (k = 3, 5), the runs alternating and each the best of `bench.decode_repeats`; CTranslate2's
+greedy search on an export of the same checkpoint beside. Each row: tokens/s and the time against plain greedy,
+the share of proposals kept, tokens per decoder call, the time spent proposing, and how many outputs equal
+plain greedy's (all of them, but for a logit tie within rounding: decoding.speculative).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from seqlab.bench.speed import BenchConfig
+from seqlab.checkpoint import load_for_inference, resolve
+from seqlab.config import ConfigError
+from seqlab.data import DataConfig
+from seqlab.data.corpora import load_split
+from seqlab.decoding import DecodingConfig
+from seqlab.hardware import best_of
+from seqlab.inference.evaluation import decode_texts
+
+log = logging.getLogger("seqlab.bench")
+MAX_TOKENS = 8000  # source tokens x rows per batch: the evaluation's default
+
+
+@dataclass(frozen=True)
+class SpeculativeTiming:
+    """One decoding of the test sentences against plain greedy search on the same sentences."""
+
+    setting: str  # the decoding's label (greedy, greedy_lookup5, greedy_draft3, ctranslate2_greedy)
+    draft: str  # none | lookup | the draft checkpoint
+    sources: int
+    tokens: int
+    seconds: float
+    greedy_seconds: float
+    equal: int  # outputs equal plain greedy's
+    acceptance: float | None = None  # the share of proposed tokens kept
+    tokens_per_call: float | None = None  # tokens per row and decoder call
+    draft_seconds: float | None = None  # of `seconds`, proposing
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds
+
+    @property
+    def speedup(self) -> float:
+        """> 1: faster than plain greedy search."""
+        return self.greedy_seconds / self.seconds
+
+
+def settings(drafts: list[str]) -> dict[str, DecodingConfig]:
+    """Plain greedy search first, then prompt lookup and each draft checkpoint."""
+    greedy = DecodingConfig()
+    out = {"greedy": greedy}
+    for k, schedule in ((2, "fixed"), (5, "fixed"), (5, "adaptive")):
+        cfg = replace(greedy, draft="lookup", draft_tokens=k, draft_schedule=schedule)
+        out[cfg.label] = cfg
+    for path in drafts:
+        for k in (3, 5):
+            cfg = replace(greedy, draft=f"ckpt:{resolve(path)}", draft_tokens=k)
+            out[f"{cfg.label}_{Path(path).name}"] = cfg
+    return out
+
+
+def speculative_bench(cfg: BenchConfig, checkpoint: str | None, drafts: list[str]) -> list[SpeculativeTiming]:
+    """Every setting of `settings(drafts)` and CTranslate2's greedy search on `checkpoint`'s test sentences."""
+    if not checkpoint:
+        raise ConfigError("speculative=true times a trained model on its test sentences: give ckpt=RUN_DIR (and "
+                          "drafts=[A,B] for draft models)")
+    model, tokenizer, info = load_for_inference(resolve(checkpoint), device="cpu")
+    if not info.data_config:
+        raise ConfigError(f"ckpt={checkpoint} records no corpus; time a checkpoint of a seqlab training")
+    sources = [e.source for e in load_split(DataConfig.from_dict(info.data_config).corpus, "test")]
+    sources = sources[: cfg.decode_sources] if cfg.decode_sources else sources
+    named = settings(drafts)
+    runs = {name: (lambda d=decoding: decode_texts(model, tokenizer, sources, d, MAX_TOKENS))
+            for name, decoding in named.items()}
+    engine = ct2_engine(checkpoint, model, tokenizer)
+    if engine is not None:
+        runs["ctranslate2_greedy"] = lambda: decode_texts(model, tokenizer, sources, DecodingConfig(), MAX_TOKENS,
+                                                          engine=engine)
+    best = best_of({name: lambda run=run: timed(run) for name, run in runs.items()}, cfg.decode_repeats)
+    greedy_outputs, greedy_seconds = best["greedy"][0][0], best["greedy"][1]
+    rows = []
+    for name, ((outputs, tokens, stats), seconds) in best.items():
+        draft = named[name].draft if name in named else None
+        equal = sum(a == b for a, b in zip(outputs, greedy_outputs, strict=True))
+        measured = (stats.acceptance, stats.tokens_per_call, stats.draft_seconds) if stats is not None else ()
+        rows.append(SpeculativeTiming(name, draft or "none", len(sources), tokens, seconds, greedy_seconds, equal,
+                                      *measured))
+        log.info("%s: %.1fs, %.2fx greedy", name, seconds, rows[-1].speedup)
+    return rows
+
+
+def timed(run: Any) -> tuple[tuple[list[list[int]], int, Any], float]:
+    """((each source's best output, tokens generated, the speculation's stats), seconds) of one decoding."""
+    decoded = run()
+    outputs = [nbest[0][0] for nbest in decoded.hypotheses]
+    return (outputs, decoded.generated_tokens, decoded.speculation), decoded.seconds
+
+
+def ct2_engine(checkpoint: str, model: Any, tokenizer: Any) -> Any:
+    """CTranslate2 fp32 on an export of the checkpoint, or None without CTranslate2."""
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        log.warning("ctranslate2 is not installed: its row is left out (pip install 'seqlab[ct2]')")
+        return None
+    from seqlab.engines.ct2 import CT2Engine
+
+    return CT2Engine.for_checkpoint(resolve(checkpoint), model, tokenizer, Path(tempfile.mkdtemp()), None, "float32")
+
+
+def to_dict(rows: list[SpeculativeTiming]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in rows]
+
+
+def from_dict(values: list[dict[str, Any]]) -> list[SpeculativeTiming]:
+    return [SpeculativeTiming(**v) for v in values]

@@ -22,7 +22,9 @@ the tokens that followed the earliest earlier occurrence of the row's last n tok
 `decoding.lookup_ngram` down to 1) in the source, decoder start and output so far, cut before an EOS; or
 `ckpt:PATH`, any seqlab model with the same target vocabulary and special ids, decoding its own cache.
 `decoding.draft_tokens` is k; `draft_schedule=adaptive` grows a row's k by 2 after a call that kept all its
-proposals and shrinks it by 1 otherwise (Hugging Face's `heuristic` schedule, per row).
+proposals and shrinks it by 1 otherwise (Hugging Face's `heuristic` schedule, per row), up to 2k: a batch's call
+verifies as many positions as its widest row proposes, so one row's long run costs every row (Hugging Face
+decodes one sequence and has no bound).
 """
 
 from __future__ import annotations
@@ -204,7 +206,7 @@ def speculative_search(
         stats.accepted += int(kept.sum())
         stats.tokens += int(kept.sum()) + active.shape[0]
         if adaptive:
-            rows.k = torch.where(kept == counts, rows.k + 2, (rows.k - 1).clamp(min=1))
+            rows.k = torch.where(kept == counts, (rows.k + 2).clamp(max=2 * draft_tokens), (rows.k - 1).clamp(min=1))
         last = chosen.gather(1, kept[:, None]).squeeze(1)
         rows.last = last
         running = (last != ids.eos_id) & (rows.lengths[active] < max_new[active])
@@ -221,11 +223,12 @@ def record(rows: Rows, logits: Tensor, chosen: Tensor, kept: Tensor, generated: 
     """Write each row's new tokens (its kept proposals, then the model's own token) and their log-probs."""
     width = chosen.shape[1]
     written = torch.arange(width, device=chosen.device)[None, :] <= kept[:, None]  # (A, K + 1)
-    logprobs = F.log_softmax(logits.float(), dim=-1).gather(2, chosen[:, :, None]).squeeze(2)  # (A, K + 1)
+    tokens = chosen[written]  # (W,) the log-softmax only over the W written positions
+    logprobs = F.log_softmax(logits[written].float(), dim=-1).gather(1, tokens[:, None]).squeeze(1)
     examples = rows.active[:, None].expand_as(chosen)[written]
     columns = (generated[:, None] + torch.arange(width, device=chosen.device)[None, :])[written]
-    rows.tokens[examples, columns] = chosen[written]
-    rows.logprobs[examples, columns] = logprobs[written]
+    rows.tokens[examples, columns] = tokens
+    rows.logprobs[examples, columns] = logprobs
     rows.lengths[rows.active] = generated + kept + 1
 
 

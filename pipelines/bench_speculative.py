@@ -1,7 +1,9 @@
 """Speculative decoding on the reference models (`seqlab bench speculative=true` after each reference training):
 each decodes its test set greedily, with prompt lookup (k = 2, 5 and adaptive) and with CTranslate2's greedy
 search beside, tokens/s against plain greedy, the share of proposals kept, tokens per decoder call and the
-outputs equal to plain greedy's. One record per model and CPU model (results/bench_speculative/)."""
+outputs equal to plain greedy's; and prompt lookup on a random model of GPT-2 small's shape at batches of 1, 8 and
+32, on seqlab's engine and oneDNN's (what verifying several positions per call costs on this CPU). One record per
+model and CPU model (results/bench_speculative/)."""
 
 from __future__ import annotations
 
@@ -35,11 +37,29 @@ def render(archive: Path) -> str:
     return "\n\n".join(parts) or f"_No archived speculative bench yet: `make pipeline NAME={archive.name}`._"
 
 
+def render_gpt2(archive: Path) -> str:
+    parts = []
+    for record in bench_records(archive, "speculative_gpt2-*.json"):
+        rows = [[r.model.split(", ")[-1], str(r.batch), r.setting, f"{r.tokens_per_s:,.0f}", f"{r.speedup:.2f}x",
+                 f"{r.equal} / {r.sources}", "-" if r.acceptance is None else f"{r.acceptance:.1%}",
+                 "-" if r.tokens_per_call is None else f"{r.tokens_per_call:.2f}"]
+                for r in from_dict(record["result"]["speculative"])]
+        cfg = record["result"]["config"]
+        heading = machine_heading(record, f"a random model of GPT-2 small's shape, 32 random prompts of "
+                                          f"{cfg['seq_len'] // 2}-{cfg['seq_len']} tokens, {cfg['max_new_tokens']} new "
+                                          f"tokens at most, fp32, best of {cfg['decode_repeats']}")
+        parts.append(heading + "\n\n" + table(
+            ["engine", "prompts per call", "decoding", "tokens/s", "vs greedy", "outputs equal greedy's",
+             "proposals kept", "tokens / call"], rows))
+    return "\n\n".join(parts) or f"_No archived speculative bench yet: `make pipeline NAME={archive.name}`._"
+
+
 PIPELINE = Pipeline(
     "bench_speculative",
     "speculative decoding (prompt lookup) against plain greedy search and CTranslate2 on both reference models",
     tuple(stage for name, (experiment, train) in MODELS.items() for stage in (
         *trained_then_decoded(experiment, {}, train_name=train),
-        Stage(f"speculative_{name}", "bench", ("speculative=true", "bench.decode_sources=0"), after=train))),
-    (Table("bench_speculative", render, DOC),),
+        Stage(f"speculative_{name}", "bench", ("speculative=true", "bench.decode_sources=0"), after=train)))
+    + (Stage("speculative_gpt2", "bench", ("speculative=true", "bench.decode_repeats=2")),),
+    (Table("bench_speculative", render, DOC), Table("bench_speculative_gpt2", render_gpt2, "docs/performance.md")),
 )

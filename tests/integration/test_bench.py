@@ -264,3 +264,18 @@ def test_the_speculative_bench_times_prompt_lookup_and_drafts_against_greedy(smo
     assert from_dict(to_dict(rows)) == rows
     with pytest.raises(ConfigError, match="give ckpt=RUN_DIR"):
         speculative_bench(BenchConfig(), None, [])
+
+
+def test_the_speculative_bench_without_a_checkpoint_times_prompt_lookup_at_gpt2s_shape(monkeypatch):
+    """Without ckpt: prompt lookup against greedy on a random GPT-2-shaped model, each engine and batch, outputs
+    equal (the shape shrunk for the test)."""
+    from seqlab.bench import causal
+    from seqlab.bench.speculative import causal_speculative_bench
+
+    tiny = dict(vocab_size=64, n_embd=16, n_layer=1, n_head=2, n_positions=64, bos_token_id=63, eos_token_id=63)
+    monkeypatch.setitem(causal.SHAPES, "gpt2", ("gpt2", tiny))
+    rows = causal_speculative_bench(BenchConfig(seq_len=8, max_new_tokens=6, decode_repeats=1))
+    assert {(r.batch, r.setting) for r in rows} >= {(b, s) for b in (1, 8, 32)
+                                                     for s in ("greedy", "greedy_lookup2", "greedy_lookup5")}
+    assert all(r.equal == r.sources for r in rows)
+    assert all((r.acceptance is None) == (r.draft == "none") for r in rows)

@@ -152,10 +152,10 @@ def time_shape(shape: str, kind: str, values: dict[str, Any], cfg: BenchConfig, 
     return rows
 
 
-def timed_seqlab(model: Any, src: torch.Tensor, mask: torch.Tensor, decoding: DecodingConfig
+def timed_seqlab(model: Any, src: torch.Tensor, mask: torch.Tensor, decoding: DecodingConfig, stats: Any = None
                  ) -> tuple[list[list[int]], float]:
     start = time.perf_counter()
-    out = generate(model, src, mask, decoding)
+    out = generate(model, src, mask, decoding, stats=stats)
     seconds = time.perf_counter() - start
     return [out.sequences[i, 0, : out.lengths[i, 0]].tolist() for i in range(src.shape[0])], seconds
 

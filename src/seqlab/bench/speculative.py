@@ -15,12 +15,15 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from seqlab.bench.speed import BenchConfig
 from seqlab.checkpoint import load_for_inference, resolve
 from seqlab.config import ConfigError
 from seqlab.data import DataConfig
 from seqlab.data.corpora import load_split
 from seqlab.decoding import DecodingConfig
+from seqlab.decoding.speculative import SpeculativeStats
 from seqlab.hardware import best_of
 from seqlab.inference.evaluation import decode_texts
 
@@ -42,6 +45,8 @@ class SpeculativeTiming:
     acceptance: float | None = None  # the share of proposed tokens kept
     tokens_per_call: float | None = None  # tokens per row and decoder call
     draft_seconds: float | None = None  # of `seconds`, proposing
+    model: str = ""  # the random shape and engine (`causal_speculative_bench`); "": the checkpoint's model
+    batch: int = 0  # sources per call (`causal_speculative_bench`); 0: the evaluation's token-budget batches
 
     @property
     def tokens_per_s(self) -> float:
@@ -102,6 +107,49 @@ def timed(run: Any) -> tuple[tuple[list[list[int]], int, Any], float]:
     decoded = run()
     outputs = [nbest[0][0] for nbest in decoded.hypotheses]
     return (outputs, decoded.generated_tokens, decoded.speculation), decoded.seconds
+
+
+def causal_speculative_bench(cfg: BenchConfig) -> list[SpeculativeTiming]:
+    """Prompt lookup against plain greedy search on a random model of GPT-2 small's shape (bench.causal), on
+    seqlab's engine and on oneDNN's packed weights, at batches of 1 (the first 4 prompts one at a time), 8 and
+    32 prompts: what verifying several positions per call costs and gains at a real shape on this machine.
+    Random weights: how often the proposals are kept is what the random model's outputs give, not a real
+    model's (the reference models' are in `speculative_bench`)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from seqlab.bench.causal import SHAPES
+    from seqlab.bench.families import random_sources, timed_seqlab
+    from seqlab.interop.hf import from_hf
+    from seqlab.model.onednn import onednn_available, onednn_linears
+
+    torch.manual_seed(cfg.seed)
+    kind, values = SHAPES["gpt2"]
+    model = from_hf(AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **values)).eval())
+    src, mask = random_sources(32, cfg.seq_len, model.cfg.src_vocab_size, model.cfg.pad_id, model.cfg.eos_id,
+                               torch.Generator().manual_seed(cfg.seed))
+    engines = {"seqlab": model, **({"seqlab_onednn": onednn_linears(model)} if onednn_available() else {})}
+    greedy = DecodingConfig(max_length=cfg.max_new_tokens, suppress_special=False)
+    named = {"greedy": greedy, **{f"greedy_lookup{k}": replace(greedy, draft="lookup", draft_tokens=k) for k in (2, 5)}}
+    rows = []
+    for engine, decoder in engines.items():
+        for batch, groups in ((1, [slice(i, i + 1) for i in range(4)]), (8, [slice(0, 8)]), (32, [slice(0, 32)])):
+            def run(decoding: DecodingConfig, decoder: Any = decoder, groups: list = groups) -> tuple[Any, float]:
+                stats, outputs, seconds = SpeculativeStats(), [], 0.0
+                for rows_of in groups:
+                    out, s = timed_seqlab(decoder, src[rows_of], mask[rows_of], decoding, stats)
+                    outputs, seconds = outputs + out, seconds + s
+                return (outputs, stats), seconds
+            best = best_of({name: (lambda d=d: run(d)) for name, d in named.items()}, cfg.decode_repeats)
+            (plain, _), plain_s = best["greedy"]
+            for name, ((outputs, stats), seconds) in best.items():
+                speculative = named[name].draft is not None
+                rows.append(SpeculativeTiming(
+                    name, named[name].draft or "none", len(outputs), sum(map(len, outputs)), seconds, plain_s,
+                    sum(a == b for a, b in zip(outputs, plain, strict=True)),
+                    stats.acceptance if speculative else None, stats.tokens_per_call if speculative else None,
+                    stats.draft_seconds if speculative else None, f"gpt2 (random), {engine}", batch))
+                log.info("%s batch %d %s: %.1fs, %.2fx greedy", engine, batch, name, seconds, rows[-1].speedup)
+    return rows
 
 
 def ct2_engine(checkpoint: str, model: Any, tokenizer: Any) -> Any:

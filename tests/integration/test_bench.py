@@ -267,8 +267,9 @@ def test_the_speculative_bench_times_prompt_lookup_and_drafts_against_greedy(smo
 
 
 def test_the_speculative_bench_without_a_checkpoint_times_prompt_lookup_at_gpt2s_shape(monkeypatch):
-    """Without ckpt: prompt lookup against greedy on a random GPT-2-shaped model, each engine and batch, outputs
-    equal (the shape shrunk for the test)."""
+    """Without ckpt: prompt lookup against greedy on a random GPT-2-shaped model, each engine and batch, Hugging
+    Face's prompt lookup and CTranslate2 beside, every output equal seqlab's greedy (the shape shrunk for the
+    test)."""
     from seqlab.bench import causal
     from seqlab.bench.speculative import causal_speculative_bench
 
@@ -278,4 +279,7 @@ def test_the_speculative_bench_without_a_checkpoint_times_prompt_lookup_at_gpt2s
     assert {(r.batch, r.setting) for r in rows} >= {(b, s) for b in (1, 8, 32)
                                                      for s in ("greedy", "greedy_lookup2", "greedy_lookup5")}
     assert all(r.equal == r.sources for r in rows)
-    assert all((r.acceptance is None) == (r.draft == "none") for r in rows)
+    assert all((r.acceptance is None) == (r.draft == "none") for r in rows if "seqlab" in r.model)
+    hf = [r.setting for r in rows if r.model.endswith("hf generate")]
+    assert hf == ["greedy", "greedy_lookup2", "greedy_lookup5"]  # Hugging Face's prompt lookup, one prompt a call
+    assert any(r.model.endswith("ctranslate2") for r in rows) == (importlib.util.find_spec("ctranslate2") is not None)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from seqlab.bench.speed import BenchConfig
 from seqlab.checkpoint import load_for_inference, resolve
@@ -109,47 +111,116 @@ def timed(run: Any) -> tuple[tuple[list[list[int]], int, Any], float]:
     return (outputs, decoded.generated_tokens, decoded.speculation), decoded.seconds
 
 
+BATCHES = ((1, [slice(i, i + 1) for i in range(4)]), (8, [slice(0, 8)]), (32, [slice(0, 32)]))
+
+
 def causal_speculative_bench(cfg: BenchConfig) -> list[SpeculativeTiming]:
     """Prompt lookup against plain greedy search on a random model of GPT-2 small's shape (bench.causal), on
     seqlab's engine and on oneDNN's packed weights, at batches of 1 (the first 4 prompts one at a time), 8 and
-    32 prompts: what verifying several positions per call costs and gains at a real shape on this machine.
-    Random weights: how often the proposals are kept is what the random model's outputs give, not a real
-    model's (the reference models' are in `speculative_bench`)."""
+    32 prompts: what verifying several positions per call costs and gains at a real shape on this machine;
+    beside it Hugging Face's prompt lookup (`generate(prompt_lookup_num_tokens=k)`, one prompt at a time: it
+    takes no batch) against its own greedy search, and CTranslate2's greedy search against seqlab's. Random
+    weights: how often the proposals are kept is what the random model's outputs give, not a real model's (the
+    reference models' are in `speculative_bench`)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from seqlab.bench.causal import SHAPES
-    from seqlab.bench.families import random_sources, timed_seqlab
+    from seqlab.bench.families import ct2_engine as random_ct2
+    from seqlab.bench.families import random_sources
     from seqlab.interop.hf import from_hf
     from seqlab.model.onednn import onednn_available, onednn_linears
 
     torch.manual_seed(cfg.seed)
     kind, values = SHAPES["gpt2"]
-    model = from_hf(AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **values)).eval())
+    hf = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **values)).eval()
+    model = from_hf(hf)
     src, mask = random_sources(32, cfg.seq_len, model.cfg.src_vocab_size, model.cfg.pad_id, model.cfg.eos_id,
                                torch.Generator().manual_seed(cfg.seed))
-    engines = {"seqlab": model, **({"seqlab_onednn": onednn_linears(model)} if onednn_available() else {})}
     greedy = DecodingConfig(max_length=cfg.max_new_tokens, suppress_special=False)
     named = {"greedy": greedy, **{f"greedy_lookup{k}": replace(greedy, draft="lookup", draft_tokens=k) for k in (2, 5)}}
+    decoders = {"seqlab": model, **({"seqlab_onednn": onednn_linears(model)} if onednn_available() else {})}
+    rows, plain = [], {}
+    for engine, decoder in decoders.items():
+        for batch, groups in BATCHES:
+            runs = {name: (lambda d=d, m=decoder, g=groups: seqlab_run(m, src, mask, g, d))
+                    for name, d in named.items()}
+            rows += timings(best_of(runs, cfg.decode_repeats), named, f"gpt2 (random), {engine}", batch, plain)
+    engine = random_ct2(model)
+    if engine is not None:
+        for batch, groups in BATCHES:
+            best = best_of({"ctranslate2_greedy": lambda g=groups: ct2_run(engine, src, mask, g, greedy)},
+                           cfg.decode_repeats)
+            rows += timings(best, {}, "gpt2 (random), ctranslate2", batch, plain, plain[("seqlab", batch)])
+    runs = {"greedy" if k == 0 else f"greedy_lookup{k}": (lambda k=k: hf_run(hf, src, mask, BATCHES[0][1], cfg, k))
+            for k in (0, 2, 5)}
+    return rows + timings(best_of(runs, cfg.decode_repeats), {}, "gpt2 (random), hf generate", 1, plain,
+                          plain[("seqlab", 1)])
+
+
+def timings(best: dict, named: dict[str, DecodingConfig], model: str, batch: int, plain: dict,
+            reference: tuple[list, float] | None = None) -> list[SpeculativeTiming]:
+    """The rows of one engine and batch: each against its own plain greedy run (`reference`: another engine's,
+    whose outputs they are compared with; seqlab's own plain runs are kept in `plain` by engine and batch)."""
+    base = reference or (best["greedy"][0][0], best["greedy"][1])
+    if reference is None:
+        plain[(model.split(", ")[-1], batch)] = base
+    own = best["greedy"][1] if "greedy" in best else base[1]
     rows = []
-    for engine, decoder in engines.items():
-        for batch, groups in ((1, [slice(i, i + 1) for i in range(4)]), (8, [slice(0, 8)]), (32, [slice(0, 32)])):
-            def run(decoding: DecodingConfig, decoder: Any = decoder, groups: list = groups) -> tuple[Any, float]:
-                stats, outputs, seconds = SpeculativeStats(), [], 0.0
-                for rows_of in groups:
-                    out, s = timed_seqlab(decoder, src[rows_of], mask[rows_of], decoding, stats)
-                    outputs, seconds = outputs + out, seconds + s
-                return (outputs, stats), seconds
-            best = best_of({name: (lambda d=d: run(d)) for name, d in named.items()}, cfg.decode_repeats)
-            (plain, _), plain_s = best["greedy"]
-            for name, ((outputs, stats), seconds) in best.items():
-                speculative = named[name].draft is not None
-                rows.append(SpeculativeTiming(
-                    name, named[name].draft or "none", len(outputs), sum(map(len, outputs)), seconds, plain_s,
-                    sum(a == b for a, b in zip(outputs, plain, strict=True)),
-                    stats.acceptance if speculative else None, stats.tokens_per_call if speculative else None,
-                    stats.draft_seconds if speculative else None, f"gpt2 (random), {engine}", batch))
-                log.info("%s batch %d %s: %.1fs, %.2fx greedy", engine, batch, name, seconds, rows[-1].speedup)
+    for name, ((outputs, stats), seconds) in best.items():
+        draft = named[name].draft if name in named else ("lookup" if "lookup" in name else "none")
+        measured = (stats.acceptance, stats.tokens_per_call, stats.draft_seconds) if stats is not None else (
+            None, None, None)
+        rows.append(SpeculativeTiming(name, draft or "none", len(outputs), sum(map(len, outputs)), seconds, own,
+                                      sum(a == b for a, b in zip(outputs, base[0], strict=True)), *measured,
+                                      model, batch))
+        log.info("%s batch %d %s: %.1fs, %.2fx greedy", model, batch, name, seconds, rows[-1].speedup)
     return rows
+
+
+def seqlab_run(model: Any, src: Tensor, mask: Tensor, groups: list[slice], decoding: DecodingConfig
+               ) -> tuple[tuple[list[list[int]], SpeculativeStats | None], float]:
+    """Each group of prompts decoded in one call: (outputs, stats), seconds."""
+    from seqlab.bench.families import timed_seqlab
+
+    stats = SpeculativeStats() if decoding.draft is not None else None
+    outputs, seconds = [], 0.0
+    for rows in groups:
+        out, s = timed_seqlab(model, src[rows], mask[rows], decoding, stats)
+        outputs, seconds = outputs + out, seconds + s
+    return (outputs, stats), seconds
+
+
+def ct2_run(engine: Any, src: Tensor, mask: Tensor, groups: list[slice], decoding: DecodingConfig
+            ) -> tuple[tuple[list[list[int]], None], float]:
+    from seqlab.bench.families import timed_ct2
+
+    outputs, seconds = [], 0.0
+    for rows in groups:
+        out, s = timed_ct2(engine, src[rows], mask[rows], decoding)
+        outputs, seconds = outputs + out, seconds + s
+    return (outputs, None), seconds
+
+
+def hf_run(hf: Any, src: Tensor, mask: Tensor, groups: list[slice], cfg: BenchConfig, k: int
+           ) -> tuple[tuple[list[list[int]], None], float]:
+    """Hugging Face's greedy search, with prompt lookup of k tokens (0: none), one prompt per call."""
+    from transformers import GenerationConfig
+
+    from seqlab.bench.families import until_eos
+
+    eos, pad = hf.config.eos_token_id, hf.config.eos_token_id
+    lookup = {"prompt_lookup_num_tokens": k} if k else {}
+    hf.generation_config = GenerationConfig(max_new_tokens=cfg.max_new_tokens, do_sample=False, pad_token_id=pad,
+                                            eos_token_id=eos, **lookup)
+    outputs, seconds = [], 0.0
+    for rows in groups:
+        ids = src[rows][~mask[rows]][None]  # (1, P) one prompt, unpadded
+        start = time.perf_counter()
+        with torch.no_grad():
+            out = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids))
+        seconds += time.perf_counter() - start
+        outputs.append(until_eos(out[0, ids.shape[1]:].tolist(), eos))
+    return (outputs, None), seconds
 
 
 def ct2_engine(checkpoint: str, model: Any, tokenizer: Any) -> Any:

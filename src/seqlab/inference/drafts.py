@@ -27,3 +27,12 @@ def load_draft(cfg: DecodingConfig, model: Model) -> Model | None:
         raise ConfigError(f"decoding.draft={cfg.draft}: {err}") from None
     check_draft(_LOADED[key].cfg, model.cfg, cfg.draft)
     return _LOADED[key]
+
+
+def check_draft_file(cfg: DecodingConfig) -> None:
+    """Fail, naming the key, where `decoding.draft=ckpt:PATH` names no checkpoint (before anything loads)."""
+    if cfg.draft is not None and cfg.draft.startswith("ckpt:"):
+        try:
+            resolve(cfg.draft[len("ckpt:"):])
+        except CheckpointError as err:
+            raise ConfigError(f"decoding.draft={cfg.draft}: {err}") from None

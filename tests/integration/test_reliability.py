@@ -130,7 +130,8 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 240) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+# a first SIGINT takes SIGTERM's path
+@pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)])
 def test_signal_writes_last_checkpoint_and_stops(tmp_path, shared_cache, sig):
     proc = start_training(tmp_path, shared_cache, tmp_path / "run")
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"

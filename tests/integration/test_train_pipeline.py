@@ -37,7 +37,8 @@ ARCHITECTURES = {"encoder_decoder": [], "decoder_only": ["model.architecture=dec
                  "prefix_lm": ["model.architecture=prefix_lm", *ONE_STACK]}
 
 
-@pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
+@pytest.mark.parametrize("architecture", [pytest.param(a, marks=pytest.mark.slow) if a == "prefix_lm" else a
+                                          for a in sorted(ARCHITECTURES)])  # the prefix LM resumes as the LM does
 def test_resume_matches_uninterrupted_training(make_cfg, tmp_path, architecture):
     """For every architecture: training resumed from a checkpoint ends with the weights of training straight
     through, and the checkpoint decodes through the one model boundary."""

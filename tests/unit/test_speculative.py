@@ -76,6 +76,17 @@ def test_speculative_outputs_equal_plain_decoding_token_for_token(architecture, 
     assert calls < 0.7 * tokens  # proposals were kept: fewer decoder calls than tokens
 
 
+@pytest.mark.parametrize("architecture", ["encoder_decoder", "decoder_only"])
+def test_forced_prefixes_speculate_to_the_same_outputs(architecture):
+    model = model_of(architecture)
+    src, pad = sources()
+    prefixes = [[5, 6], [], [7], [8, 9, 10], [4]]
+    cfg = DecodingConfig(max_length=15)
+    plain = generate(model, src, pad, cfg, target_prefix=prefixes)
+    out = generate(model, src, pad, replace(cfg, draft="lookup", draft_tokens=3), target_prefix=prefixes)
+    assert torch.equal(out.sequences, plain.sequences)
+
+
 def test_a_draft_model_of_the_other_architecture_proposes_the_same_tokens():
     model, draft = model_of("encoder_decoder"), model_of("decoder_only", seed=1)
     src, pad = sources()

@@ -201,3 +201,25 @@ def test_what_cannot_speculate_is_refused_by_name():
         generate(model, src, pad, DecodingConfig(max_length=5, draft="lookup"), on_step=lambda *a: None)
     with pytest.raises(ConfigError, match="target_vocab_size 50 against 40"):
         check_draft(model_of("decoder_only", vocab=50).cfg, model.cfg, "ckpt:x")
+
+
+def test_an_imported_causal_lm_speculates_with_the_processors_that_read_its_prompt():
+    """GPT-2 continues its prompt's last token (model.start=prompt), and its repetition penalty and no-repeat
+    n-grams count the prompt (Hugging Face's rule): the same outputs with prompt lookup and with a draft model."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from seqlab.interop.hf import from_hf
+
+    torch.manual_seed(0)
+    model = from_hf(GPT2LMHeadModel(GPT2Config(vocab_size=50, n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                                               bos_token_id=49, eos_token_id=49)).eval())
+    assert model.cfg.start == "prompt"
+    g = torch.Generator().manual_seed(0)
+    src, pad = pad_right([torch.randint(0, 20, (n,), generator=g).tolist() for n in (5, 9, 3, 12)], 49)
+    for cfg in (DecodingConfig(max_length=20, suppress_special=False, repetition_penalty=1.5, no_repeat_ngram_size=2),
+                DecodingConfig(method="sample", max_length=20, suppress_special=False, top_p=0.9,
+                               repetition_penalty=1.3, seed=4)):
+        plain = generate(model, src, pad, cfg)
+        lookup = generate(model, src, pad, replace(cfg, draft="lookup", draft_tokens=4))
+        drafted = generate(model, src, pad, replace(cfg, draft="ckpt:x", draft_tokens=3), draft_model=model)
+        assert torch.equal(lookup.sequences, plain.sequences) and torch.equal(drafted.sequences, plain.sequences)

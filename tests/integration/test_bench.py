@@ -145,6 +145,7 @@ def test_bench_decode_false_times_training_only_and_a_missing_gpu_fails_first():
             run_bench(replace(TINY, device="cuda"), ckpt=None, scaling=False)
 
 
+@pytest.mark.slow
 def test_bench_profile_says_where_a_steps_time_goes():
     from dataclasses import replace
 

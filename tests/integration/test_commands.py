@@ -51,8 +51,11 @@ def test_bad_input_exits_2_naming_it(main, argv, message, capsys, tmp_path, monk
      "seqlab train: model.rope_dim=7 must be even"),
     ("evaluate", ["ckpt=missing.ckpt", "engine=seqlab", "logger=none"],
      "seqlab evaluate: missing.ckpt: checkpoint not found"),
-    ("translate", ["ckpt=missing.ckpt", "engine=seqlab"], "seqlab translate: missing.ckpt: checkpoint not found"),
-    ("bench", ["ckpt=missing.ckpt"], "seqlab bench: missing.ckpt: checkpoint not found"),
+    # the same cli.reraise path as evaluate's: with the slow tests
+    pytest.param("translate", ["ckpt=missing.ckpt", "engine=seqlab"],
+                 "seqlab translate: missing.ckpt: checkpoint not found", marks=pytest.mark.slow),
+    pytest.param("bench", ["ckpt=missing.ckpt"], "seqlab bench: missing.ckpt: checkpoint not found",
+                 marks=pytest.mark.slow),
 ])
 def test_a_hydra_commands_bad_input_exits_2_naming_it_without_a_traceback(command, overrides, message, tmp_path):
     places = [f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}"]

@@ -25,7 +25,7 @@ from seqlab.decoding.generate import DecodePrecision
 from seqlab.decoding.labels import run_label
 from seqlab.decoding.mbr import check_task
 from seqlab.engines.choice import Engine, check_engine, choose_engine, make_engine
-from seqlab.inference.drafts import check_draft_file
+from seqlab.inference.drafts import draft_file
 from seqlab.inference.text import Format
 from seqlab.model import Model
 
@@ -136,7 +136,7 @@ class InferenceRequest:
         settings = replace(settings_of(cfg, settings_cls, command), engine=engine or chosen_engine(cfg))
         decoding = typed(DecodingConfig, plain(cfg.decoding), "decoding")
         check_engine(command, settings.engine, settings.precision, decoding)
-        check_draft_file(decoding)
+        draft_file(decoding)  # a missing draft checkpoint fails before anything loads
         if settings.ensemble:
             check_members(decoding, settings.engine, command)
         return cls(command, settings.ckpt, decoding, settings.precision, settings.engine,

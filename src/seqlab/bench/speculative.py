@@ -25,6 +25,7 @@ from seqlab.config import ConfigError
 from seqlab.data import DataConfig
 from seqlab.data.corpora import load_split
 from seqlab.decoding import DecodingConfig
+from seqlab.decoding.config import DRAFT_CHECKPOINT
 from seqlab.decoding.speculative import SpeculativeStats
 from seqlab.hardware import best_of
 from seqlab.inference.evaluation import decode_texts
@@ -69,7 +70,7 @@ def settings(drafts: list[str]) -> dict[str, DecodingConfig]:
         out[cfg.label] = cfg
     for path in drafts:
         for k in (3, 5):
-            cfg = replace(greedy, draft=f"ckpt:{resolve(path)}", draft_tokens=k)
+            cfg = replace(greedy, draft=f"{DRAFT_CHECKPOINT}{resolve(path)}", draft_tokens=k)
             out[f"{cfg.label}_{Path(path).name}"] = cfg
     return out
 

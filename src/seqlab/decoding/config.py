@@ -26,6 +26,7 @@ HF_GENERATION_DEFAULTS: dict[str, Any] = {
 NEW_TOKENS_BY_DEFAULT = 20  # transformers 5, for a config with neither max_length nor max_new_tokens
 EarlyStopping = Literal[True, False, "never"]
 DraftSchedule = Literal["fixed", "adaptive"]
+DRAFT_CHECKPOINT = "ckpt:"  # decoding.draft=ckpt:PATH: a draft model
 
 
 def sequence_bias_pairs(value: Any) -> list[list] | None:
@@ -215,7 +216,7 @@ class DecodingConfig:
         if self.draft is None:
             raise ConfigError(f"{own}.draft_schedule={self.draft_schedule} without {own}.draft: set {own}.draft="
                               "lookup or ckpt:PATH, or draft_schedule=fixed")
-        if self.draft != "lookup" and not (self.draft.startswith("ckpt:") and len(self.draft) > len("ckpt:")):
+        if self.draft != "lookup" and self.draft_checkpoint is None:
             raise ConfigError(f"{own}.draft={self.draft!r} is not a draft: use lookup (prompt lookup), ckpt:PATH "
                               "(a seqlab checkpoint with the model's vocabulary) or null")
         if self.method not in ("greedy", "sample"):
@@ -225,6 +226,13 @@ class DecodingConfig:
             raise ConfigError(f"{own}.draft_tokens={self.draft_tokens} must be >= 1 (proposals per call)")
         if self.lookup_ngram < 1:
             raise ConfigError(f"{own}.lookup_ngram={self.lookup_ngram} must be >= 1 (the longest n-gram matched)")
+
+    @property
+    def draft_checkpoint(self) -> str | None:
+        """The path of `draft=ckpt:PATH`; None for prompt lookup or no draft."""
+        if self.draft is None or not self.draft.startswith(DRAFT_CHECKPOINT):
+            return None
+        return self.draft[len(DRAFT_CHECKPOINT):] or None
 
     def _check_contrastive(self) -> None:
         own = "decoding"

@@ -111,18 +111,23 @@ class Draft(Protocol):
         """Up to counts[r] proposals for row r, written into `prefixes` after its `generated` tokens (and
         chosen with `choose` where the draft is a model); returns how many row r proposed (A,)."""
 
-    def follow(self, kept: Tensor, tokens: Tensor, written: Tensor) -> None:
-        """After the model's call: each row kept `kept` (A,) proposals and wrote `tokens` (A, K + 1), the first
-        `written` (A,) of them (the kept proposals and the model's own next token)."""
+    def follow(self, kept: Tensor, tokens: Tensor) -> None:
+        """After the model's call: each row kept `kept` (A,) proposals and wrote the first kept + 1 of `tokens`
+        (A, K + 1) (the kept proposals, then the model's own next token)."""
 
     def keep_rows(self, index: Tensor) -> None:
         """Only rows `index` stay (the others finished)."""
 
 
+def after(generated: Tensor, width: int) -> Tensor:
+    """(A, width) the columns of a row's prefix (its decoder start, then its tokens) after its generated tokens."""
+    return 1 + generated[:, None] + torch.arange(width, device=generated.device)[None, :]
+
+
 def scatter_after(prefixes: Tensor, generated: Tensor, proposals: Tensor, counts: Tensor) -> None:
     """In place: row r's first counts[r] proposals (A, K) into `prefixes` right after its decoder start and its
     generated[r] tokens."""
-    columns = 1 + generated[:, None] + torch.arange(proposals.shape[1], device=proposals.device)[None, :]  # (A, K)
+    columns = after(generated, proposals.shape[1])  # (A, K)
     used = torch.arange(proposals.shape[1], device=proposals.device)[None, :] < counts[:, None]
     rows = torch.arange(prefixes.shape[0], device=prefixes.device)[:, None].expand_as(columns)
     prefixes[rows[used], columns[used]] = proposals[used]
@@ -192,15 +197,14 @@ def speculative_search(
         began = time.perf_counter()
         counts = draft.propose(counts, choose, prefixes, generated)
         stats.draft_seconds += time.perf_counter() - began
-        proposals = prefixes.gather(1, (1 + generated[:, None] + torch.arange(width, device=device)).clamp(
-            max=prefixes.shape[1] - 1))  # (A, K)
+        proposals = prefixes.gather(1, after(generated, width))  # (A, K)
         cache.admit_(torch.cat([torch.ones_like(counts[:, None], dtype=torch.bool),
                                 torch.arange(width, device=device)[None, :] < counts[:, None]], dim=1))
         logits, cache = model.decode(torch.cat([rows.last[:, None], proposals], dim=1), None, None, cache)
         chosen, kept = verify(logits, proposals, counts, choose, ids.eos_id)
         record(rows, logits, chosen, kept, generated)
         cache.reject_(torch.arange(width + 1, device=device)[None, :] <= kept[:, None])
-        draft.follow(kept, chosen, kept + 1)
+        draft.follow(kept, chosen)
         stats.calls += active.shape[0]
         stats.proposed += int(counts.sum())
         stats.accepted += int(kept.sum())
@@ -254,9 +258,9 @@ class LookupDraft:
         scatter_after(prefixes, generated, proposals, found)
         return found
 
-    def follow(self, kept: Tensor, tokens: Tensor, written: Tensor) -> None:
-        scatter_after(self.history, self.lengths - 1, tokens, written)
-        self.lengths = self.lengths + written
+    def follow(self, kept: Tensor, tokens: Tensor) -> None:
+        scatter_after(self.history, self.lengths - 1, tokens, kept + 1)
+        self.lengths = self.lengths + kept + 1
 
     def keep_rows(self, index: Tensor) -> None:
         self.history, self.lengths = self.history[index], self.lengths[index]
@@ -318,12 +322,12 @@ class ModelDraft:
             self.cache.admit_(valid)
             logits, self.cache = self.model.decode(inputs, None, None, self.cache)
             token = choose(logits[:, -1].float(), j)  # (A,)
-            prefixes[torch.arange(token.shape[0], device=token.device), 1 + generated + j] = token
+            prefixes[torch.arange(token.shape[0], device=token.device), 1 + generated + j] = token  # `after`, column j
             inputs, valid = token[:, None], torch.ones_like(valid[:, :1])
         self.last = inputs[:, 0]
         return counts
 
-    def follow(self, kept: Tensor, tokens: Tensor, written: Tensor) -> None:
+    def follow(self, kept: Tensor, tokens: Tensor) -> None:
         """The draft read its unread tokens and proposals 0..K-2; of those, the proposals beyond the kept ones
         become holes. A row that kept all K has not read its last proposal: it reads it next, before the
         model's token."""
@@ -340,7 +344,6 @@ class ModelDraft:
     def keep_rows(self, index: Tensor) -> None:
         self.cache.compact_(index)
         self.unread, self.unread_valid = self.unread[index], self.unread_valid[index]
-
 
 
 def check_draft(draft: ModelConfig, model: ModelConfig, setting: str) -> None:

@@ -2,37 +2,39 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from seqlab.checkpoint import CheckpointError, load_for_inference, resolve
 from seqlab.config import ConfigError
 from seqlab.decoding import DecodingConfig
-from seqlab.decoding.speculative import check_draft
 from seqlab.model import Model
 
 _LOADED: dict[tuple[str, str], Model] = {}
 
 
 def load_draft(cfg: DecodingConfig, model: Model) -> Model | None:
-    """`cfg.draft`'s checkpoint as a model on `model`'s device, in eval mode, checked against `model`; None where
-    `cfg` names no draft model (no draft, or prompt lookup)."""
-    if cfg.draft is None or not cfg.draft.startswith("ckpt:"):
+    """`cfg.draft`'s checkpoint as a model on `model`'s device, in eval mode; None where `cfg` names no draft model
+    (no draft, or prompt lookup). `generate` checks that it can draft for `model` (decoding.speculative)."""
+    path = draft_file(cfg)
+    if path is None:
         return None
     device = next(model.parameters()).device
-    try:
-        path = resolve(cfg.draft[len("ckpt:"):])
-        key = (str(path), str(device))
-        if key not in _LOADED:
+    key = (str(path), str(device))
+    if key not in _LOADED:
+        try:
             draft, _, _ = load_for_inference(path, device)
-            _LOADED[key] = draft.eval()
-    except CheckpointError as err:
-        raise ConfigError(f"decoding.draft={cfg.draft}: {err}") from None
-    check_draft(_LOADED[key].cfg, model.cfg, cfg.draft)
+        except CheckpointError as err:
+            raise ConfigError(f"decoding.draft={cfg.draft}: {err}") from None
+        _LOADED[key] = draft.eval()
     return _LOADED[key]
 
 
-def check_draft_file(cfg: DecodingConfig) -> None:
-    """Fail, naming the key, where `decoding.draft=ckpt:PATH` names no checkpoint (before anything loads)."""
-    if cfg.draft is not None and cfg.draft.startswith("ckpt:"):
-        try:
-            resolve(cfg.draft[len("ckpt:"):])
-        except CheckpointError as err:
-            raise ConfigError(f"decoding.draft={cfg.draft}: {err}") from None
+def draft_file(cfg: DecodingConfig) -> Path | None:
+    """The checkpoint file `decoding.draft=ckpt:PATH` names (None: no draft model); fails, naming the key, where
+    it names none. Called before anything loads, so a missing draft fails first."""
+    if cfg.draft_checkpoint is None:
+        return None
+    try:
+        return resolve(cfg.draft_checkpoint)
+    except CheckpointError as err:
+        raise ConfigError(f"decoding.draft={cfg.draft}: {err}") from None

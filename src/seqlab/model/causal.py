@@ -21,9 +21,9 @@ from torch import Tensor, nn
 
 from seqlab.model.cache import DecoderCache
 from seqlab.model.config import ModelConfig
-from seqlab.model.layers import Embedder, make_norm, stack_mask, token_positions
+from seqlab.model.layers import Embedder, make_norm, per_token_attention, token_positions
 from seqlab.model.packing import Packing
-from seqlab.model.positions import AttentionPositions, make_relative
+from seqlab.model.positions import make_relative
 from seqlab.model.transformer import EncoderLayer, initialize
 
 
@@ -81,11 +81,8 @@ class CausalTransformer(nn.Module):
         # within its room: decoding.prompts.position_room); they take the last position.
         positions = positions.clamp(max=top)
         new = positions[:, past:]  # (B, T)
-        mask = stack_mask(valid, ids.shape[1], past, source, self.prefix_lm)
-        attention = (AttentionPositions() if self.decoder_positions is None
-                     else self.decoder_positions.rows(new, positions))
-        if attention.bias is not None:
-            mask = attention.bias.masked_fill(~mask, float("-inf"))
+        mask, attention = per_token_attention(self.decoder_positions, valid, positions, ids.shape[1], past, source,
+                                              self.prefix_lm)
         x = self.tgt_embed(ids, positions=new)  # (B, T, d)
         packing = Packing.of(valid[:, past:])  # a padded prompt or source: the layers compute its real tokens
         if packing is not None:

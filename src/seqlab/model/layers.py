@@ -13,7 +13,7 @@ from seqlab.model.cache import KVBuffer, StaticKV
 from seqlab.model.config import AttentionKernel, DropoutKernel, ModelConfig
 from seqlab.model.dropout import Dropout, dropout
 from seqlab.model.packing import Packing
-from seqlab.model.positions import Rotary, make_absolute, rotate
+from seqlab.model.positions import AttentionPositions, Rotary, make_absolute, rotate
 
 
 def padding_to_attn_mask(pad_mask: Tensor) -> Tensor:
@@ -172,6 +172,19 @@ def stack_mask(valid_keys: Tensor, queries: int, past: int, source: int, prefix_
     if prefix_lm:
         allowed = allowed | ((q < source) & (k < source))
     return ((allowed[None] & valid_keys[:, None, :]) | (k == q)[None])[:, None]  # (B, 1, T, L)
+
+
+def per_token_attention(relative: nn.Module | None, valid: Tensor, positions: Tensor, queries: int, past: int,
+                        source: int = 0, prefix_lm: bool = False) -> tuple[Tensor, AttentionPositions]:
+    """Self-attention's mask and relative positions for the T = `queries` new tokens (sequence indices past..
+    past+T-1) where each token has its own position (B, L) and `valid` (B, L) marks the real ones: `stack_mask`,
+    a float mask holding the bias where the relative scheme (`relative`, None: absolute) has one. A one-stack
+    model's padded prompts and a decoder cache with holes (speculative decoding) both read it."""
+    mask = stack_mask(valid, queries, past, source, prefix_lm)
+    attention = AttentionPositions() if relative is None else relative.rows(positions[:, past:], positions)
+    if attention.bias is not None:
+        mask = attention.bias.masked_fill(~mask, float("-inf"))
+    return mask, attention
 
 
 def logit_scale(q: Tensor, scale: float | None) -> float:

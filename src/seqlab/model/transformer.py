@@ -20,7 +20,7 @@ from seqlab.model.layers import (
     causal_mask,
     make_norm,
     padding_to_attn_mask,
-    stack_mask,
+    per_token_attention,
     token_positions,
 )
 from seqlab.model.packing import Packing
@@ -268,14 +268,9 @@ class Seq2SeqTransformer(nn.Module):
         if int(positions[:, -1].max()) >= self.cfg.max_positions:
             raise ValueError(f"a row of {int(positions[:, -1].max()) + 1} tokens exceeds model.max_positions="
                              f"{self.cfg.max_positions}")
-        new = positions[:, start:]  # (N, T)
-        mask = stack_mask(valid, tgt_ids.shape[1], start, 0, False)  # (N, 1, T, L)
-        attention = (AttentionPositions() if self.decoder_positions is None
-                     else self.decoder_positions.rows(new, positions))
-        if attention.bias is not None:
-            mask = attention.bias.masked_fill(~mask, float("-inf"))
-        return self._stack(tgt_ids, new, mask, False, attention, cache.layers, cache.cross_kv, cache.cross_mask,
-                           cache.group)
+        mask, attention = per_token_attention(self.decoder_positions, valid, positions, tgt_ids.shape[1], start)
+        return self._stack(tgt_ids, positions[:, start:], mask, False, attention, cache.layers, cache.cross_kv,
+                           cache.cross_mask, cache.group)
 
     def _stack(self, tgt_ids: Tensor, start: int | Tensor, self_mask: Tensor | None, is_causal: bool,
                positions: AttentionPositions, buffers: Sequence[KVBuffer | StaticKV | None], cross_kv: Sequence[KV],

@@ -93,23 +93,13 @@ def speculative_bench(cfg: BenchConfig, checkpoint: str | None, drafts: list[str
         runs["ctranslate2_greedy"] = lambda: decode_texts(model, tokenizer, sources, DecodingConfig(), MAX_TOKENS,
                                                           engine=engine)
     best = best_of({name: lambda run=run: timed(run) for name, run in runs.items()}, cfg.decode_repeats)
-    greedy_outputs, greedy_seconds = best["greedy"][0][0], best["greedy"][1]
-    rows = []
-    for name, ((outputs, tokens, stats), seconds) in best.items():
-        draft = named[name].draft if name in named else None
-        equal = sum(a == b for a, b in zip(outputs, greedy_outputs, strict=True))
-        measured = (stats.acceptance, stats.tokens_per_call, stats.draft_seconds) if stats is not None else ()
-        rows.append(SpeculativeTiming(name, draft or "none", len(sources), tokens, seconds, greedy_seconds, equal,
-                                      *measured))
-        log.info("%s: %.1fs, %.2fx greedy", name, seconds, rows[-1].speedup)
-    return rows
+    return timings(best, "", 0, drafts={name: d.draft for name, d in named.items() if d.draft is not None})
 
 
-def timed(run: Any) -> tuple[tuple[list[list[int]], int, Any], float]:
-    """((each source's best output, tokens generated, the speculation's stats), seconds) of one decoding."""
+def timed(run: Any) -> tuple[tuple[list[list[int]], Any], float]:
+    """((each source's best output, the speculation's stats), seconds) of one decoding."""
     decoded = run()
-    outputs = [nbest[0][0] for nbest in decoded.hypotheses]
-    return (outputs, decoded.generated_tokens, decoded.speculation), decoded.seconds
+    return ([nbest[0][0] for nbest in decoded.hypotheses], decoded.speculation), decoded.seconds
 
 
 BATCHES = ((1, [slice(i, i + 1) for i in range(4)]), (8, [slice(0, 8)]), (32, [slice(0, 32)]))
@@ -140,41 +130,44 @@ def causal_speculative_bench(cfg: BenchConfig) -> list[SpeculativeTiming]:
     greedy = DecodingConfig(max_length=cfg.max_new_tokens, suppress_special=False)
     named = {"greedy": greedy, **{f"greedy_lookup{k}": replace(greedy, draft="lookup", draft_tokens=k) for k in (2, 5)}}
     decoders = {"seqlab": model, **({"seqlab_onednn": onednn_linears(model)} if onednn_available() else {})}
-    rows, plain = [], {}
+    drafted = {name: d.draft for name, d in named.items() if d.draft is not None}
+    rows, plain = [], {}  # plain: seqlab's own greedy run per batch, what the peers' outputs are compared with
     for engine, decoder in decoders.items():
         for batch, groups in BATCHES:
             runs = {name: (lambda d=d, m=decoder, g=groups: seqlab_run(m, src, mask, g, d))
                     for name, d in named.items()}
-            rows += timings(best_of(runs, cfg.decode_repeats), named, f"gpt2 (random), {engine}", batch, plain)
+            best = best_of(runs, cfg.decode_repeats)
+            plain.setdefault(batch, best["greedy"])
+            rows += timings(best, f"gpt2 (random), {engine}", batch, drafts=drafted)
     engine = random_ct2(model)
     if engine is not None:
         for batch, groups in BATCHES:
             best = best_of({"ctranslate2_greedy": lambda g=groups: ct2_run(engine, src, mask, g, greedy)},
                            cfg.decode_repeats)
-            rows += timings(best, {}, "gpt2 (random), ctranslate2", batch, plain, plain[("seqlab", batch)])
+            rows += timings(best, "gpt2 (random), ctranslate2", batch, plain[batch])
     runs = {"greedy" if k == 0 else f"greedy_lookup{k}": (lambda k=k: hf_run(hf, src, mask, BATCHES[0][1], cfg, k))
             for k in (0, 2, 5)}
-    return rows + timings(best_of(runs, cfg.decode_repeats), {}, "gpt2 (random), hf generate", 1, plain,
-                          plain[("seqlab", 1)])
+    return rows + timings(best_of(runs, cfg.decode_repeats), "gpt2 (random), hf generate", 1, plain[1],
+                          drafts={"greedy_lookup2": "lookup", "greedy_lookup5": "lookup"})
 
 
-def timings(best: dict, named: dict[str, DecodingConfig], model: str, batch: int, plain: dict,
-            reference: tuple[list, float] | None = None) -> list[SpeculativeTiming]:
-    """The rows of one engine and batch: each against its own plain greedy run (`reference`: another engine's,
-    whose outputs they are compared with; seqlab's own plain runs are kept in `plain` by engine and batch)."""
-    base = reference or (best["greedy"][0][0], best["greedy"][1])
-    if reference is None:
-        plain[(model.split(", ")[-1], batch)] = base
+def timings(best: dict, model: str, batch: int, reference: tuple | None = None,
+            drafts: dict[str, str] | None = None) -> list[SpeculativeTiming]:
+    """The rows of one engine and batch, `best` as `best_of` gives it (name -> ((outputs, stats), seconds)): each
+    timed against the run's own plain greedy search ("greedy"; where it has none, `reference`'s time) and its
+    outputs compared with `reference`'s, seqlab's plain greedy run (default: the run's own). `drafts`: each
+    speculative setting's draft (the others have none)."""
+    base = reference or best["greedy"]  # ((outputs, stats), seconds)
     own = best["greedy"][1] if "greedy" in best else base[1]
     rows = []
     for name, ((outputs, stats), seconds) in best.items():
-        draft = named[name].draft if name in named else ("lookup" if "lookup" in name else "none")
         measured = (stats.acceptance, stats.tokens_per_call, stats.draft_seconds) if stats is not None else (
             None, None, None)
-        rows.append(SpeculativeTiming(name, draft or "none", len(outputs), sum(map(len, outputs)), seconds, own,
-                                      sum(a == b for a, b in zip(outputs, base[0], strict=True)), *measured,
-                                      model, batch))
-        log.info("%s batch %d %s: %.1fs, %.2fx greedy", model, batch, name, seconds, rows[-1].speedup)
+        rows.append(SpeculativeTiming(name, (drafts or {}).get(name, "none"), len(outputs), sum(map(len, outputs)),
+                                      seconds, own, sum(a == b for a, b in zip(outputs, base[0][0], strict=True)),
+                                      *measured, model, batch))
+        log.info("%s batch %d %s: %.1fs, %.2fx greedy", model or "checkpoint", batch, name, seconds,
+                 rows[-1].speedup)
     return rows
 
 

@@ -7,47 +7,26 @@ index) loaded with `torch.load(weights_only=True)` only, so loading never runs c
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import re
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
 
+from seqlab import hub
 from seqlab.interop.families import InteropError
 
 SAFETENSORS, SAFETENSORS_INDEX = "model.safetensors", "model.safetensors.index.json"
 PICKLE, PICKLE_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
-HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-
-
-def hub_cache() -> Path:
-    """Where huggingface_hub keeps downloads: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    home = Path(os.environ.get("HF_HOME", Path(os.environ.get("XDG_CACHE_HOME", "~/.cache")) / "huggingface"))
-    return home.expanduser() / "hub"
 
 
 def resolve_folder(name: str | Path, revision: str = "main") -> Path:
-    """A local folder as it is, or a hub name (`org/model`) as the snapshot its cached `refs/<revision>` names
-    (the cache layout `models--org--model/snapshots/<commit>/`), the way from_pretrained finds it offline."""
-    path = Path(name).expanduser()
-    if path.is_dir():
-        return path
-    if not HUB_NAME.match(str(name)):
-        raise InteropError(f"{name}: no such folder, and not a hub name such as facebook/bart-large-cnn")
-    repo = hub_cache() / f"models--{str(name).replace('/', '--')}"
-    ref = repo / "refs" / revision
-    commit = ref.read_text().strip() if ref.is_file() else revision
-    snapshot = repo / "snapshots" / commit
-    if not snapshot.is_dir():
-        raise InteropError(f"{name}: not in the local Hugging Face cache ({repo}); seqlab does not download. "
-                           f"Fetch it where the hub is reachable (huggingface-cli download {name}), copy the "
-                           "cache here (or set HF_HUB_CACHE), or pass the model's folder")
-    return snapshot
+    """hub.resolve_folder, its error an InteropError (what import and export callers catch)."""
+    try:
+        return hub.resolve_folder(name, revision)
+    except hub.HubError as err:
+        raise InteropError(str(err)) from None
 
 
 def read_json(path: Path) -> dict[str, Any]:

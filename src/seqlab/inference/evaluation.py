@@ -26,6 +26,7 @@ from seqlab.decoding.mbr import MBRChoice, choose, ranked_distinct
 from seqlab.decoding.speculative import SpeculativeStats
 from seqlab.inference.constraints import met, reference_words
 from seqlab.inference.drafts import load_draft
+from seqlab.inference.neural import add_neural_metrics
 from seqlab.metrics import (
     by_source_length,
     corpus_distinct,
@@ -37,6 +38,7 @@ from seqlab.metrics import (
     sample_diversity,
 )
 from seqlab.metrics import keys as K
+from seqlab.metrics.neural import NeuralSettings
 from seqlab.metrics.significance import N_BOOTSTRAP, SACREBLEU_DEFAULT_SEED
 from seqlab.metrics.text import DEFAULT_METRICS, ROUGE, check_metrics
 from seqlab.model import Model, ModelConfig
@@ -56,7 +58,8 @@ class EvalSettings:
     ci_seed: int = SACREBLEU_DEFAULT_SEED  # resampling seed of the confidence intervals
     n_bootstrap: int = N_BOOTSTRAP  # resamples per interval; 0 = no intervals
     precision: str = "fp32"  # decoding: fp32 | bf16 (decoding.generate.precision_context); references stay fp32
-    metrics: tuple[str, ...] = DEFAULT_METRICS  # which text metrics (metrics.text.METRIC_CHOICES)
+    metrics: tuple[str, ...] = DEFAULT_METRICS  # which metrics (metrics.text.METRIC_CHOICES)
+    neural: NeuralSettings = field(default_factory=NeuralSettings)  # the neural metrics' models
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metrics", check_metrics(self.metrics))
@@ -78,12 +81,14 @@ class Record:
     mbr: MBRChoice | None = None  # MBR: every candidate and its expected utility (candidates.jsonl, not here)
     pseudo_references: list[str] | None = None  # MBR with a separate sample of pseudo-references
     constraints: list[str] | None = None  # the words the outputs had to contain (decoding.constraint_words)
+    segment_scores: dict[str, float] | None = None  # the neural metrics' scores of the hypothesis
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         del out["mbr"], out["pseudo_references"]
-        if self.constraints is None:
-            del out["constraints"]
+        for key in ("constraints", "segment_scores"):
+            if out[key] is None:
+                del out[key]
         return out
 
     def candidates_row(self) -> dict[str, Any] | None:
@@ -268,6 +273,7 @@ def evaluate(model: Model, tokenizer: Tokenizer, examples: Sequence[Example],
         for record, lps in zip(records, ref_lps, strict=True):
             record.reference_token_logprobs = lps
         metrics.update(logprob_summary(ref_lps, "ref"))
+    add_neural_metrics(records, metrics, settings.metrics, settings.neural, settings.ci_seed, settings.n_bootstrap)
     return records, metrics
 
 

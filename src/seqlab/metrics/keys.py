@@ -10,6 +10,12 @@ ROUGE1: Final = "rouge1"
 ROUGE2: Final = "rouge2"
 ROUGEL: Final = "rougeL"
 ROUGELSUM: Final = "rougeLsum"
+COMET: Final = "comet"  # COMET (reference-based; x100)
+COMETKIWI: Final = "cometkiwi"  # CometKiwi (reference-free quality estimation; x100)
+BERTSCORE: Final = "bertscore"  # BERTScore F1 (x100)
+BERTSCORE_P: Final = "bertscore_precision"
+BERTSCORE_R: Final = "bertscore_recall"
+METRICX: Final = "metricx"  # MetricX: an error score on 0-25, lower is better
 HYP_TOKEN_LOGPROB: Final = "hyp_logprob_per_token"
 HYP_SEQ_LOGPROB: Final = "hyp_logprob_per_seq"
 REF_TOKEN_LOGPROB: Final = "ref_logprob_per_token"
@@ -41,12 +47,21 @@ SENTENCES_PER_S: Final = "decode_sentences_per_s"
 CONSTRAINTS_MET: Final = "constraints_met"  # % of lexical constraints the best hypotheses contain
 CONSTRAINED_ALL_MET: Final = "constrained_all_met"  # % of sources whose best hypothesis contains all of its own
 
-QUALITY: Final = (BLEU, CHRF, CHRFPP, TER, ROUGE1, ROUGE2, ROUGEL, ROUGELSUM)
-LOWER_IS_BETTER: Final = frozenset({TER})  # quality metrics where a smaller value is the better one
+NEURAL: Final = (COMET, COMETKIWI, BERTSCORE, METRICX)  # scored by a model (seqlab.metrics.neural)
+QUALITY: Final = (BLEU, CHRF, CHRFPP, TER, ROUGE1, ROUGE2, ROUGEL, ROUGELSUM, *NEURAL)
+LOWER_IS_BETTER: Final = frozenset({TER, METRICX})  # quality metrics where a smaller value is the better one
 # source-length buckets in subword tokens (EOS not counted): (label, lowest, highest or None)
 LENGTH_BUCKETS: Final = (("src_le16", 1, 16), ("src_17_32", 17, 32), ("src_33_64", 33, 64), ("src_gt64", 65, None))
 SHARE: Final = "share"  # a length bucket's % of the test set
 BUCKETED: Final = {BLEU: "BLEU", CHRF: "chrF"}  # the metrics scored per length bucket, as tables name them
+
+SEGMENT_SCORES: Final = "segment_scores"  # a record's per-segment neural metric scores (hypotheses.jsonl)
+METRIC_ERRORS: Final = "metric_errors"  # metrics.json: the metrics that failed after decoding, and why
+
+
+def signature(metric: str) -> str:
+    """The key of a metric's signature (what computed it), as sacreBLEU's metrics have theirs."""
+    return f"{metric}_signature"
 
 
 def bucket_title(label: str) -> str:

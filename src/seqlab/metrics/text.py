@@ -36,7 +36,7 @@ from seqlab.metrics.significance import (
 
 ROUGE_NAMES = (K.ROUGE1, K.ROUGE2, K.ROUGEL, K.ROUGELSUM)
 ROUGE = "rouge"  # the choice that computes ROUGE-1/2/L/Lsum
-METRIC_CHOICES = (*SACREBLEU_METRICS, ROUGE)
+METRIC_CHOICES = (*SACREBLEU_METRICS, ROUGE, *K.NEURAL)  # the neural ones: seqlab.metrics.neural
 DEFAULT_METRICS = (K.BLEU, K.CHRF, ROUGE)
 
 
@@ -46,7 +46,8 @@ def check_metrics(chosen: Sequence[str], key: str = "eval.metrics") -> tuple[str
     unknown = [m for m in names if m not in METRIC_CHOICES]
     if unknown or not names:
         raise ConfigError(f"{key}={names}: {f'unknown {unknown}; ' if unknown else ''}choose one or more of "
-                          f"{list(METRIC_CHOICES)} (rouge = ROUGE-1/2/L/Lsum)")
+                          f"{list(METRIC_CHOICES)} (rouge = ROUGE-1/2/L/Lsum; comet, cometkiwi, bertscore and "
+                          "metricx read a model: neural.*)")
     return tuple(dict.fromkeys(names))
 
 

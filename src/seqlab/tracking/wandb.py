@@ -18,12 +18,13 @@ LoggerKind = Literal["wandb", "csv", "none"]
 Mode = Literal["auto", "online", "offline"]
 CSV_DIR = "csv"
 RUN_ID_FILE = "wandb-run-id"
-# Summaries keep the best value, not the last: losses and perplexity are minimized, quality maximized.
-# (W&B's define_metric takes exact names or trailing globs only.)
+# Summaries keep the best value, not the last: losses and perplexity are minimized, quality maximized (TER and
+# MetricX, error scores, minimized). (W&B's define_metric takes exact names or trailing globs only.)
 SUMMARIES = (
     *((name, "min") for name in ("train/loss", "val/loss", "val/nll", "val/ppl")),
-    *((f"val/greedy_{m}", "max") for m in K.QUALITY),
-    *((f"{split}/{m}", "max") for split in ("test", "validation") for m in K.QUALITY),
+    *((f"val/greedy_{m}", "min" if m in K.LOWER_IS_BETTER else "max") for m in K.QUALITY),
+    *((f"{split}/{m}", "min" if m in K.LOWER_IS_BETTER else "max") for split in ("test", "validation")
+      for m in K.QUALITY),
     *((f"{split}/{K.REF_PPL}", "min") for split in ("test", "validation")),
 )
 SECRET_KEY = re.compile(r"api_?key|secret|passw(or)?d|(^|_)token$|access_token|auth", re.IGNORECASE)

@@ -130,10 +130,8 @@ class CometScorer:
         others = [seg for seg, texts in (("src", sources), ("ref", refs))
                   if seg in self.spec.input_segments and texts is not None]
         streams = {"src": sources, "ref": refs}
-        if len(others) == 2:  # the three inputs unbabel-comet averages
-            combos = (("src",), ("ref",), ("src", "ref"))
-        else:
-            combos = (tuple(others),)
+        # with both, the three inputs unbabel-comet averages
+        combos = (("src",), ("ref",), ("src", "ref")) if len(others) == 2 else (tuple(others),)
         scores = [self.estimate(self.embed([(h, *(streams[s][i] for s in combo)) for i, h in enumerate(hyps)]))
                   for combo in combos]
         return [sum(column) / len(column) for column in zip(*scores, strict=True)]

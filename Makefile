@@ -23,7 +23,7 @@ FORMAT ?= hf
 export THP_MEM_ALLOC_ENABLE ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: experiments pipeline render check-docs help install install-browser train eval translate sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench gpu-check params test test-full lint clean
+.PHONY: experiments pipeline render check-docs help install install-browser train eval translate sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench gpu-check comet-fixtures params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt torch
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,hf,ct2,lora]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev,hf,ct2,lora,metrics]'
 	touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install seqlab with its dev tools (idempotent)
@@ -134,6 +134,11 @@ bench: $(STAMP) ## Speed against Hugging Face transformers (same shapes, same ba
 gpu-check: ## On a GPU: the GPU tests, then the bench_gpu pipeline (both shapes, profiled) -> results/bench_gpu/
 	$(PY) -m pytest -q -m gpu tests/integration/test_gpu.py
 	$(PY) -m pipelines bench_gpu $(ARGS)
+
+comet-fixtures: ## Rewrite tests/fixtures/comet with unbabel-comet itself, in its own environment (.venv-comet; PyPI once)
+	test -x .venv-comet/bin/python || python3 -m venv .venv-comet
+	.venv-comet/bin/pip install --quiet -r tests/fixtures/comet/requirements.txt
+	cd tests/fixtures/comet && ../../../.venv-comet/bin/python write_fixtures.py
 
 params: $(STAMP) ## Parameter table (analytic vs counted) for a model shape; ARGS="--d_model 512 ..."
 	$(BIN)/seqlab params $(ARGS)

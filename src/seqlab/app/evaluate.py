@@ -31,6 +31,7 @@ from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.inference.inspection import alignment_images
 from seqlab.inference.testset import TestSet
 from seqlab.memory import keep_freed_memory
+from seqlab.metrics.neural import NeuralSettings, check_neural
 from seqlab.metrics.text import DEFAULT_METRICS, check_metrics
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir, variant_key
 from seqlab.tracking.wandb import (
@@ -135,6 +136,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         if corpus is not None:
             check_task(request.decoding.mbr, corpus.task, f"corpus {corpus.name}")
         payload["decoding"] = request.decoding.to_dict()
+        neural = NeuralSettings.from_mapping(plain(cfg.get("neural")))
+        check_neural(chosen, neural, have_references=True)  # every test set has references
         loaded = load(request, cfg.device, Path(cfg.paths.cache_dir), task_checked=corpus is not None)
         info, decoding = loaded.info, loaded.decoding
         payload.update(decoding=decoding.to_dict(), checkpoint=checkpoint_payload(info))
@@ -147,7 +150,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         logger = open_logger(cfg, tracking, out.path, loaded, payload["checkpoint"], label, request.engine)
         settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
                                 score_references=cfg.score_references, ci_seed=cfg.ci_seed,
-                                n_bootstrap=cfg.n_bootstrap, precision=request.precision, metrics=chosen)
+                                n_bootstrap=cfg.n_bootstrap, precision=request.precision, metrics=chosen,
+                                neural=neural)
         payload["engine"] = request.engine
         records, metrics = evaluate(loaded.model, loaded.tokenizer, examples, decoding, settings, loaded.engine)
         rows = [r.to_dict() for r in records]

@@ -30,6 +30,7 @@ from seqlab.decoding import DecodingConfig
 from seqlab.decoding.options import digest_neutral
 from seqlab.hardware import QUIET_CORES, busy_warning, cpu_flags, cpu_model, gpu_host_tolerance
 from seqlab.io import atomic_write_lines_gz, atomic_write_text, one_line, read_lines_gz
+from seqlab.metrics.neural import NeuralSettings
 from seqlab.pipeline.commands import Command, commit_archive, seqlab
 from seqlab.pipeline.core import OUTPUTS, Pipeline, Stage
 from seqlab.pipeline.training import diverged_at, training_result, wall_time
@@ -54,7 +55,7 @@ NEUTRAL: dict[str, dict[str, Any]] = {
     "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "prompt_template": None,
          "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
          "ensemble_rule": "mean_prob", "levers": False, "language_models": False, "finetune": False,
-         "speculative": False, "drafts": []},
+         "speculative": False, "drafts": [], "neural": NeuralSettings().to_dict()},
     "train": {"init_from": None, "fused_loss": False, "compile": "none", "bf16_weights": False,
               "activation_checkpointing": False,
               "lora": asdict(LoraConfig())},

@@ -144,8 +144,12 @@ class CometScorer:
         if self.spec.needs_reference and refs is None:
             raise MetricModelError(f"{name}: a reference-based COMET model; this test set has no references "
                                    "(use a reference-free model: cometkiwi)")
-        if self.spec.needs_source and sources is None:
+        if self.spec.kind != "unified_metric" and sources is None:
             raise MetricModelError(f"{name}: COMET reads the sources; none were given")
+        given = {"src": sources is not None, "ref": refs is not None}
+        if self.spec.kind == "unified_metric" and not any(given[s] for s in self.spec.input_segments if s in given):
+            raise MetricModelError(f"{name}: reads the translation with {list(self.spec.input_segments[1:])}; "
+                                   "none of them were given")
         for label, texts in (("sources", sources), ("references", refs)):
             if texts is not None and len(texts) != len(hyps):
                 raise MetricModelError(f"{name}: {len(hyps)} hypotheses but {len(texts)} {label}")

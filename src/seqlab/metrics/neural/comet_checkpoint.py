@@ -49,10 +49,6 @@ class CometSpec:
     def needs_reference(self) -> bool:
         return self.kind == "regression_metric"
 
-    @property
-    def needs_source(self) -> bool:
-        return self.kind != "unified_metric" or "src" in self.input_segments
-
 
 def read_hparams(folder: Path) -> dict[str, Any]:
     import yaml

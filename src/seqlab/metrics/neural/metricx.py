@@ -3,6 +3,11 @@ encoder-decoder read as a regression model. The input is one string, tokenized w
 `max_input_length` and stripped of its final EOS; the decoder runs one step from id 0, and the score is that
 step's logit of id 250089 (`<extra_id_10>`) clamped to [0, 25]. It is an error score: lower is better.
 
+The logit is computed here from the checkpoint's own output row, by MetricX's rule (its own head where the
+checkpoint has one, `tie_word_embeddings: false` as in every MetricX checkpoint; else the shared embedding's row
+with the decoder state scaled by d^-1/2), and transformers runs only the mT5 encoder and decoder stacks: the
+output head's tying is a rule transformers versions disagree on (5.x ties mT5's head to the embedding always).
+
 Inputs: MetricX-23 `candidate: H reference: R` (QE models: `candidate: H source: S`); MetricX-24 (hybrid)
 `source: S candidate: H reference: R`, or `source: S candidate: H` without a reference. The hub folders hold
 no tokenizer; MetricX's own instructions name google/mt5-xl's (`metricx.tokenizer`).
@@ -91,6 +96,9 @@ class MetricXScorer:
             self.encoded += len(batch)
         return [self.cache[t] for t in texts]
 
+    row: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # (d,): the output row of SCORE_ID
+    scale: float = 1.0  # the decoder state's scale before the row (d^-1/2 for a tied head)
+
     @torch.no_grad()
     def predict(self, rows: list[list[int]]) -> list[float]:
         pad = self.tokenizer.pad_token_id
@@ -100,9 +108,10 @@ class MetricXScorer:
         for i, r in enumerate(rows):
             ids[i, : len(r)], mask[i, : len(r)] = torch.tensor(r, dtype=torch.long), 1
         start = torch.zeros(len(rows), 1, dtype=torch.long)
-        logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                            decoder_input_ids=start.to(self.device)).logits
-        return logits[:, 0, SCORE_ID].float().clamp(0.0, MAX_SCORE).cpu().tolist()
+        state = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                           decoder_input_ids=start.to(self.device)).last_hidden_state[:, 0]  # (batch, d)
+        logits = (state * self.scale) @ self.row.to(state)
+        return logits.float().clamp(0.0, MAX_SCORE).cpu().tolist()
 
     def signature(self) -> str:
         s = self.settings
@@ -111,8 +120,41 @@ class MetricXScorer:
                 "|seqlab-fp32")
 
 
+def weight_row(folder: Path, name: str) -> torch.Tensor | None:
+    """Row SCORE_ID of the tensor `name` in the folder's weights (safetensors, whole or sharded, or a pickled
+    state dict read with weights_only), or None where the checkpoint does not hold it."""
+    from safetensors import safe_open
+
+    index = folder / "model.safetensors.index.json"
+    files = ([folder / json.loads(index.read_text())["weight_map"][name]] if index.is_file()
+             and name in json.loads(index.read_text())["weight_map"] else [folder / "model.safetensors"])
+    for path in files:
+        if path.is_file():
+            with safe_open(str(path), framework="pt") as f:
+                return f.get_slice(name)[SCORE_ID].clone() if name in f.keys() else None  # noqa: SIM118
+    pickled = folder / "pytorch_model.bin"
+    if pickled.is_file():
+        state = torch.load(pickled, map_location="cpu", weights_only=True, mmap=True)
+        return state[name][SCORE_ID].clone() if name in state else None
+    return None
+
+
+def output_row(folder: Path, config: dict) -> tuple[torch.Tensor, float]:
+    """MetricX's head: its own row where the checkpoint is untied, else the shared row at scale d^-1/2."""
+    tied = config.get("tie_word_embeddings", True) is not False
+    row = None if tied else weight_row(folder, "lm_head.weight")
+    if row is not None:
+        return row.float(), 1.0
+    if not tied:
+        raise MetricModelError(f"{folder}: tie_word_embeddings is false but the weights hold no lm_head.weight")
+    shared = weight_row(folder, "shared.weight")
+    if shared is None:
+        raise MetricModelError(f"{folder}: no shared.weight in the weights; not an mT5 checkpoint")
+    return shared.float(), float(config["d_model"]) ** -0.5
+
+
 def load_metricx(settings: MetricXSettings, device: torch.device | str = "cpu") -> MetricXScorer:
-    from transformers import AutoTokenizer, MT5ForConditionalGeneration
+    from transformers import AutoTokenizer, MT5Model
 
     settings.resolved_version()
     try:
@@ -128,5 +170,7 @@ def load_metricx(settings: MetricXSettings, device: torch.device | str = "cpu") 
     if config.get("vocab_size", 0) <= SCORE_ID:
         raise MetricModelError(f"metricx.model={settings.model}: its vocabulary ({config.get('vocab_size')}) has no "
                                f"id {SCORE_ID}, the logit MetricX reads; not a MetricX model")
-    model = MT5ForConditionalGeneration.from_pretrained(folder).eval().to(device)
-    return MetricXScorer(settings, folder, AutoTokenizer.from_pretrained(tok_folder), model, torch.device(device))
+    row, scale = output_row(folder, config)
+    model = MT5Model.from_pretrained(folder).eval().to(device)  # the stacks; the head is `row`
+    return MetricXScorer(settings, folder, AutoTokenizer.from_pretrained(tok_folder), model, torch.device(device),
+                         row=row, scale=scale)

@@ -1,0 +1,135 @@
+"""BERTScore against bert-score itself (the `metrics` extra), on tiny random BERT and RoBERTa folders built here
+(WordPiece and byte-level BPE tokenizers, as bert-base and roberta-large ship them): precision, recall and F1
+with and without idf, several references, an empty hypothesis, a hypothesis longer than the tokenizer's
+`model_max_length`, non-Latin text, and rescaling with a baseline file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from seqlab.metrics.neural.bertscore import BertScoreSettings, load_bertscore  # noqa: E402
+from seqlab.metrics.neural.errors import MetricModelError  # noqa: E402
+from tests.hf_tokenizer_folders import TEXT  # noqa: E402
+
+HYPS = ["the quick brown fox", "Hello World! How are you?", "déjà vu café", "the lazy dog saves nine " * 8,
+        "x", "el perro come"]
+REFS = ["the quick brown dog jumps", "hello world", "naïve café", "a stitch in time saves nine", "numbers 123",
+        "el perro come la comida"]
+REFS2 = ["a quick fox", "how are you today", "déjà vu", "the lazy dog", "123 and 4567", "la comida rápida"]
+
+
+def randomised(model):
+    with torch.no_grad():  # weights larger than the init's, so that tokens get distinct embeddings
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 0.3)
+    return model
+
+
+def bert_folder(root: Path) -> Path:
+    from tokenizers import BertWordPieceTokenizer
+
+    folder = root / "bert"
+    folder.mkdir()
+    wordpiece = BertWordPieceTokenizer()
+    wordpiece.train_from_iterator(TEXT, vocab_size=200, min_frequency=1)
+    wordpiece.save_model(str(folder))
+    tok = transformers.BertTokenizer.from_pretrained(folder, model_max_length=24)
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+                                  intermediate_size=32, max_position_embeddings=40)
+    randomised(transformers.BertModel(cfg, add_pooling_layer=False)).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def roberta_folder(root: Path) -> Path:
+    from tokenizers import ByteLevelBPETokenizer
+
+    folder = root / "roberta"
+    folder.mkdir()
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(TEXT, vocab_size=300, min_frequency=1,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    bpe.save_model(str(folder))
+    tok = transformers.RobertaTokenizer.from_pretrained(folder, model_max_length=30)
+    torch.manual_seed(0)
+    cfg = transformers.RobertaConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+                                     intermediate_size=32, max_position_embeddings=40, pad_token_id=1)
+    randomised(transformers.RobertaModel(cfg, add_pooling_layer=False)).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bertscore")
+    return {"bert": bert_folder(root), "roberta": roberta_folder(root)}
+
+
+def library(folder: Path, hyps, refs, **kw):
+    bert_score = pytest.importorskip("bert_score")
+    p, r, f = bert_score.score(hyps, refs, model_type=str(folder), num_layers=2, batch_size=1, nthreads=0, **kw)
+    return p.tolist(), r.tolist(), f.tolist()
+
+
+def close(a, b) -> bool:
+    return max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-5
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta"])
+@pytest.mark.parametrize("idf", [False, True])
+def test_precision_recall_f1_equal_bert_score(folders, kind, idf):
+    p, r, f = library(folders[kind], HYPS, REFS, idf=idf)
+    got = load_bertscore(BertScoreSettings(model=str(folders[kind]), num_layers=2, idf=idf)).score(HYPS, [REFS])
+    assert close(got.precision, p) and close(got.recall, r) and close(got.f1, f)
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta"])
+def test_several_references_take_the_best_of_each(folders, kind):
+    p, r, f = library(folders[kind], HYPS, [list(pair) for pair in zip(REFS, REFS2, strict=True)])
+    got = load_bertscore(BertScoreSettings(model=str(folders[kind]), num_layers=2)).score(HYPS, [REFS, REFS2])
+    assert close(got.precision, p) and close(got.recall, r) and close(got.f1, f)
+
+
+def test_an_empty_hypothesis_scores_zero(folders):
+    scorer = load_bertscore(BertScoreSettings(model=str(folders["bert"]), num_layers=2))
+    got = scorer.score(["", "  ", "the quick brown fox"], [["the dog", "a dog", "the quick brown dog"]])
+    assert got.precision[:2] == got.recall[:2] == got.f1[:2] == [0.0, 0.0] and got.f1[2] > 0
+
+
+def test_a_long_hypothesis_is_cut_at_model_max_length(folders):
+    scorer = load_bertscore(BertScoreSettings(model=str(folders["bert"]), num_layers=2))
+    ids = scorer.ids(HYPS[3])
+    assert len(ids) == 24 and ids[-1] == scorer.tokenizer.sep_token_id
+
+
+def test_rescaling_with_a_baseline_file(folders, tmp_path):
+    baseline = tmp_path / "baseline.tsv"
+    baseline.write_text("LAYER,P,R,F\n0,0.1,0.2,0.3\n1,0.2,0.3,0.4\n2,0.5,0.4,0.45\n3,0.6,0.6,0.6\n")
+    p, r, f = library(folders["bert"], HYPS, REFS, rescale_with_baseline=True, lang="en", baseline_path=str(baseline))
+    settings = BertScoreSettings(model=str(folders["bert"]), num_layers=2, baseline=str(baseline))
+    got = load_bertscore(settings).score(HYPS, [REFS])
+    assert close(got.precision, p) and close(got.recall, r) and close(got.f1, f)
+    assert "rescaled" in load_bertscore(settings).signature()
+
+
+def test_each_sentence_is_encoded_once(folders):
+    scorer = load_bertscore(BertScoreSettings(model=str(folders["bert"]), num_layers=2))
+    scorer.score(HYPS, [REFS])
+    first = scorer.encoded
+    scorer.score([h + " fox" for h in HYPS], [REFS])  # another system: only its hypotheses are new
+    assert first == len(set(HYPS) | set(REFS)) and scorer.encoded == first + len(HYPS)
+
+
+def test_bad_settings_are_refused_by_name(folders):
+    with pytest.raises(MetricModelError, match="bertscore.num_layers: .* has no tuned layer"):
+        BertScoreSettings(model=str(folders["bert"])).layers()
+    with pytest.raises(MetricModelError, match="bertscore.num_layers=9: .* has 3 layers"):
+        load_bertscore(BertScoreSettings(model=str(folders["bert"]), num_layers=9))
+    assert BertScoreSettings().layers() == 17  # roberta-large: bert-score's tuned layer

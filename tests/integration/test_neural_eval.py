@@ -1,0 +1,87 @@
+"""Neural metrics through the evaluation stage, on the COMET fixtures (tiny random models, so the numbers mean
+nothing; what is checked is where they go): segment scores on every hypothesis line, the mean with its
+interval and signature in metrics.json, a missing model refused before decoding, and a metric failing after
+decoding recorded without losing BLEU or the hypotheses."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from seqlab.app.evaluate import run_evaluation  # noqa: E402
+from seqlab.metrics.neural import MetricModelError  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "comet"
+
+
+@pytest.fixture()
+def comet_models(tmp_path) -> dict[str, Path]:
+    shutil.copytree(FIXTURES / "encoder", tmp_path / "encoder")
+    return {name: Path(shutil.copytree(FIXTURES / name, tmp_path / name))
+            for name in ("regression-mix-softmax-avg", "unified-kiwi")}
+
+
+def result_folder(cfg) -> Path:
+    folders = [p.parent for p in Path(cfg.results_dir).glob("**/metrics.json")]
+    assert len(folders) == 1, folders
+    return folders[0]
+
+
+def common(ckpt, models) -> list[str]:
+    return [f"ckpt={ckpt}", "logger=none", "decoding=greedy", "decoding.max_length=12", "limit=6",
+            "score_references=false", "engine=seqlab", "n_bootstrap=50",
+            f"neural.comet={models['regression-mix-softmax-avg']}", f"neural.cometkiwi={models['unified-kiwi']}"]
+
+
+def test_comet_and_cometkiwi_are_recorded_per_segment_and_for_the_test_set(make_cfg, smoke_checkpoint, tmp_path,
+                                                                          comet_models):
+    cfg = make_cfg("eval", [*common(smoke_checkpoint, comet_models), "metrics=[bleu,comet,cometkiwi]"], out=tmp_path)
+    metrics = run_evaluation(cfg)["metrics"]
+    folder = result_folder(cfg)
+    lines = [json.loads(line) for line in (folder / "hypotheses.jsonl").read_text().splitlines()]
+    for name in ("comet", "cometkiwi"):
+        segments = [line["segment_scores"][name] for line in lines]
+        assert metrics[name] == pytest.approx(sum(segments) / len(segments))
+        low, high = metrics[f"{name}_ci"]
+        assert low <= metrics[name] <= high
+        assert metrics[f"{name}_signature"].startswith(f"comet:{Path(cfg.neural[name]).name}|")
+    assert "bleu" in metrics and "metric_errors" not in metrics
+    recorded = json.loads((folder / "metrics.json").read_text())
+    assert recorded["settings"]["neural"]["comet"] == cfg.neural.comet
+
+
+def test_a_metric_model_not_in_the_cache_is_refused_before_decoding(make_cfg, smoke_checkpoint, tmp_path,
+                                                                   comet_models, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    cfg = make_cfg("eval", [*common(smoke_checkpoint, comet_models), "metrics=[bleu,comet]",
+                            "neural.comet=Unbabel/wmt22-comet-da"], out=tmp_path / "out")
+    with pytest.raises(MetricModelError, match=r"neural.comet: Unbabel/wmt22-comet-da: not in the local Hugging "
+                                               r"Face cache \(.*hub/models--Unbabel--wmt22-comet-da\)"):
+        run_evaluation(cfg)
+    folder = result_folder(cfg)
+    assert not (folder / "hypotheses.jsonl").exists()
+    assert json.loads((folder / "metrics.json").read_text())["status"] == "failed"
+
+
+def test_a_metric_failing_after_decoding_costs_only_itself(make_cfg, smoke_checkpoint, tmp_path, comet_models):
+    broken = comet_models["regression-mix-softmax-avg"] / "checkpoints" / "model.ckpt"
+    cfg = make_cfg("eval", [*common(smoke_checkpoint, comet_models), "metrics=[bleu,comet,cometkiwi]"], out=tmp_path)
+    broken.write_bytes(b"not a checkpoint")  # found before decoding, unreadable when scored
+    payload = run_evaluation(cfg)
+    metrics = payload["metrics"]
+    assert payload["status"] == "ok" and "bleu" in metrics and "cometkiwi" in metrics and "comet" not in metrics
+    assert "model.ckpt: cannot be read" in metrics["metric_errors"]["comet"]
+    lines = (result_folder(cfg) / "hypotheses.jsonl").read_text().splitlines()
+    assert len(lines) == 6 and all(set(json.loads(line)["segment_scores"]) == {"cometkiwi"} for line in lines)
+
+
+def test_an_unknown_neural_key_is_refused_by_name(make_cfg, smoke_checkpoint, tmp_path, comet_models):
+    cfg = make_cfg("eval", [*common(smoke_checkpoint, comet_models), "metrics=[bleu,bertscore]",
+                            "+neural.bertscore.layer=3"], out=tmp_path)
+    with pytest.raises(Exception, match=r"neural.bertscore: unknown keys \['layer'\]"):
+        run_evaluation(cfg)

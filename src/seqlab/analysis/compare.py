@@ -37,6 +37,7 @@ from seqlab.metrics.significance import (
     Comparison,
     Interval,
     mean_interval,
+    paired_ar_p,
     paired_bootstrap_p,
     resample_indices,
     sacrebleu_paired,
@@ -45,8 +46,9 @@ from seqlab.metrics.text import length_buckets, rouge_per_example
 from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, source_tokens_of, variant_of
 
 log = logging.getLogger(__name__)
-METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER, *ROUGE_METRICS)  # what can be compared
-DEFAULT_METRICS = (K.BLEU, K.CHRF, *ROUGE_METRICS)  # what is, unless chosen (--metrics)
+METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER, *ROUGE_METRICS, *K.NEURAL)  # what can be compared
+# what is, unless chosen (--metrics); with it each neural metric that every system's result folder recorded
+DEFAULT_METRICS = (K.BLEU, K.CHRF, *ROUGE_METRICS)
 
 
 class CompareError(ValueError):
@@ -66,6 +68,7 @@ class System:
     seed: int | None = None
     group_label: str | None = None  # the variant's name when its seeds are aggregated
     source_tokens: list[int] | None = None  # each source's subword tokens as decoded (result folders)
+    segment_scores: dict[str, list[float]] = field(default_factory=dict)  # neural metric -> per-segment scores
 
 
 @dataclass
@@ -138,7 +141,27 @@ def from_result_dir(path: Path) -> System:
     return System(name, [r["hypothesis"] for r in records], streams, [r["source"] for r in records], str(path),
                   variant_of(payload) if payload else None, ckpt.get("seed"),
                   f"{ckpt.get('run_name')}/{payload.get('label')}" if payload else None,
-                  source_tokens_of(records))
+                  source_tokens_of(records), segment_scores_of(records))
+
+
+def segment_scores_of(records: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+    """Each neural metric every record of a result folder has a segment score for (hypotheses.jsonl)."""
+    names = [m for m in K.NEURAL if records and all(m in (r.get(K.SEGMENT_SCORES) or {}) for r in records)]
+    return {m: [float(r[K.SEGMENT_SCORES][m]) for r in records] for m in names}
+
+
+def recorded_neural(systems: Sequence[System]) -> tuple[str, ...]:
+    """The neural metrics every system recorded segment scores of (what compare adds to its default)."""
+    return tuple(m for m in K.NEURAL if all(m in s.segment_scores for s in systems))
+
+
+def check_neural(systems: Sequence[System], metrics: Sequence[str]) -> None:
+    """A chosen neural metric needs every system's segment scores (seqlab compare does not run the models)."""
+    for metric in (m for m in metrics if m in K.NEURAL):
+        missing = [s.origin for s in systems if metric not in s.segment_scores]
+        if missing:
+            raise CompareError(f"{missing[0]}: has no {metric} segment scores; evaluate it with "
+                               f"metrics=[..., {metric}] (plain-text systems cannot be scored by a model here)")
 
 
 def check_comparable(base: System, other: System) -> None:
@@ -172,12 +195,16 @@ def compare(systems: Sequence[System], seed: int = SACREBLEU_DEFAULT_SEED, n_boo
         raise CompareError(f"two systems have the same name: {names}")
     for other in systems[1:]:
         check_comparable(systems[0], other)
+    check_neural(systems, metrics)
     report = Report()
     refs = systems[0].references
     idx = resample_indices(len(systems[0].hypotheses), seed, n_bootstrap)
     by_sacrebleu = tuple(m for m in metrics if m in SACREBLEU_METRICS)
     by_rouge = tuple(m for m in metrics if m in ROUGE_METRICS)
+    by_mean = (*by_rouge, *(m for m in metrics if m in K.NEURAL))  # means of per-segment scores
     rouge = {s.name: rouge_per_example(s.hypotheses, refs, by_rouge) for s in systems} if by_rouge else {}
+    for s in systems:
+        rouge.setdefault(s.name, {}).update({m: s.segment_scores[m] for m in metrics if m in K.NEURAL})
     for base, group in baseline_groups(systems):
         intervals, comparisons = sacrebleu_paired([(s.name, s.hypotheses) for s in [base, *group]], refs, seed,
                                                   n_bootstrap, n_ar, by_sacrebleu) if by_sacrebleu else ({}, [])
@@ -185,11 +212,13 @@ def compare(systems: Sequence[System], seed: int = SACREBLEU_DEFAULT_SEED, n_boo
             report.intervals.setdefault(name, {}).update(by_metric)
         report.comparisons += comparisons
         for s in [base, *group]:
-            report.intervals.setdefault(s.name, {}).update({m: mean_interval(rouge[s.name][m], idx) for m in by_rouge})
+            report.intervals.setdefault(s.name, {}).update({m: mean_interval(rouge[s.name][m], idx) for m in by_mean})
         report.comparisons += [
             Comparison(base.name, s.name, m, report.intervals[s.name][m].score - report.intervals[base.name][m].score,
-                       paired_bootstrap_p(rouge[base.name][m], rouge[s.name][m], idx), None)
-            for s in group for m in by_rouge]
+                       paired_bootstrap_p(rouge[base.name][m], rouge[s.name][m], idx),
+                       paired_ar_p(rouge[base.name][m], rouge[s.name][m], seed, n_ar)
+                       if m in K.NEURAL and n_ar else None)
+            for s in group for m in by_mean]
     add_seed_aggregates(report, systems, metrics)
     return report
 

@@ -3,7 +3,8 @@
 Every pair is tested when at most `ALL_PAIRS_LIMIT` runs share a test set; with more, each run is tested
 against the test set's baseline (its first run) only, and the report says which. BLEU and chrF by
 sacreBLEU's paired bootstrap (1,000 resamples) and approximate randomization; ROUGE-L by the paired
-bootstrap over examples (seqlab.metrics.significance), as `seqlab compare` computes them. For each tested
+bootstrap over examples (seqlab.metrics.significance), and each neural metric both runs recorded by both tests
+on its segment scores, as `seqlab compare` computes them. For each tested
 pair, the examples where the two outputs differ most (sentence chrF) come along, so the report can show
 them without carrying every hypothesis.
 """
@@ -22,6 +23,7 @@ from seqlab.metrics.significance import (
     N_AR_FAST,
     N_BOOTSTRAP,
     SACREBLEU_DEFAULT_SEED,
+    paired_ar_p,
     paired_bootstrap_p,
     resample_indices,
     sacrebleu_paired,
@@ -113,7 +115,19 @@ def pair_tests(systems: Sequence[System], limit: int = ALL_PAIRS_LIMIT, n_ar: in
         for b in others:
             delta = sum(rouge[b]) / len(rouge[b]) - sum(rouge[a]) / len(rouge[a])
             out.tests.append(PairTest(a, b, K.ROUGEL, delta, paired_bootstrap_p(rouge[a], rouge[b], idx), None))
+            out.tests += neural_tests(by_name[a], by_name[b], idx, seed, n_ar)
             out.examples[f"{a}|{b}"] = differing(by_name[a], by_name[b], sentence[a], sentence[b])
+    return out
+
+
+def neural_tests(a: System, b: System, idx, seed: int, n_ar: int) -> list[PairTest]:  # noqa: ANN001
+    """Each neural metric both runs recorded: paired bootstrap and approximate randomization on its segment
+    scores."""
+    out = []
+    for metric in (m for m in K.NEURAL if m in a.segment_scores and m in b.segment_scores):
+        x, y = a.segment_scores[metric], b.segment_scores[metric]
+        out.append(PairTest(a.name, b.name, metric, sum(y) / len(y) - sum(x) / len(x),
+                            paired_bootstrap_p(x, y, idx), paired_ar_p(x, y, seed, n_ar)))
     return out
 
 

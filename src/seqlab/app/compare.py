@@ -16,6 +16,7 @@ from seqlab.analysis.compare import (
     compare,
     from_result_dir,
     from_text_files,
+    recorded_neural,
     significance_table,
 )
 from seqlab.app import cli
@@ -32,8 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=SACREBLEU_DEFAULT_SEED, help="resampling seed (> 0)")
     parser.add_argument("--n-bootstrap", type=int, default=N_BOOTSTRAP)
     parser.add_argument("--n-ar", type=int, default=N_AR)
-    parser.add_argument("--metrics", nargs="+", default=list(DEFAULT_METRICS), metavar="METRIC",
-                        help=f"which metrics, of {' '.join(METRICS)} (default: {' '.join(DEFAULT_METRICS)})")
+    parser.add_argument("--metrics", nargs="+", default=None, metavar="METRIC",
+                        help=f"which metrics, of {' '.join(METRICS)} (default: {' '.join(DEFAULT_METRICS)} and "
+                             "each neural metric every result folder recorded)")
     parser.add_argument("--by-length", action="store_true",
                         help="also BLEU and chrF per source-length bucket, each with its paired bootstrap")
     return cli.run("compare", parser, argv, body, level=logging.WARNING)
@@ -50,7 +52,8 @@ def body(args: argparse.Namespace) -> int:
         systems = [from_result_dir(p) for p in args.results]
     else:
         raise CompareError("nothing to compare: give result folders, or --refs and --hyps")
-    report = compare(systems, args.seed, args.n_bootstrap, args.n_ar, args.metrics)
+    metrics = args.metrics or [*DEFAULT_METRICS, *recorded_neural(systems)]
+    report = compare(systems, args.seed, args.n_bootstrap, args.n_ar, metrics)
     if args.by_length:
         add_by_length(report, systems, args.seed, args.n_bootstrap)
     print(significance_table(report, systems))

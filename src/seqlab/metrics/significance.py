@@ -187,6 +187,21 @@ def paired_bootstrap_p(base: Sequence[float], system: Sequence[float], idx: np.n
     return float((np.sum(centred > observed) + 1) / (len(centred) + 1))
 
 
+def paired_ar_p(base: Sequence[float], system: Sequence[float], seed: int = SACREBLEU_DEFAULT_SEED,
+                n: int = N_AR) -> float:
+    """sacreBLEU's approximate randomization p-value (its _paired_ar_test: each segment's two scores swapped
+    with probability 1/2 per trial, p = (trials with a larger |difference| + 1) / (trials + 1)) for a mean of
+    per-example scores."""
+    a, b = np.asarray(base, dtype=np.float64), np.asarray(system, dtype=np.float64)
+    observed = abs(a.mean() - b.mean())
+    if observed == 0:
+        return 1.0
+    keep = np.random.default_rng(seed).integers(2, size=(n, len(a)), dtype=bool)  # (trials, examples)
+    shuffled_a = np.where(keep, a, b).mean(axis=1)
+    shuffled_b = np.where(keep, b, a).mean(axis=1)
+    return float((np.sum(np.abs(shuffled_a - shuffled_b) > observed) + 1) / (n + 1))
+
+
 def sacrebleu_paired(systems: Sequence[tuple[str, Sequence[str]]], refs: Sequence[Sequence[str]],
                      seed: int = SACREBLEU_DEFAULT_SEED, n_bootstrap: int = N_BOOTSTRAP,
                      n_ar: int = N_AR, metrics: Sequence[str] = (K.BLEU, K.CHRF),

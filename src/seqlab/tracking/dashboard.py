@@ -25,8 +25,9 @@ from seqlab.metrics import keys as K
 
 # metrics the page offers, in this order, where any run has them; the table starts with the first
 # SHOWN_METRICS of them (the others are a "+ column" away), so that it fits a 1,400 px window
-TABLE_METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER, K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.LENGTH_RATIO, K.ROUGE2,
-                 K.ROUGELSUM, K.REF_PPL, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU, K.SHORT_SHARE, K.TOKENS_PER_S,
+TABLE_METRICS = (K.BLEU, K.CHRF, *K.NEURAL, K.CHRFPP, K.TER, K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.LENGTH_RATIO,
+                 K.ROUGE2, K.ROUGELSUM, K.REF_PPL, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU, K.SHORT_SHARE,
+                 K.TOKENS_PER_S,
                  *(K.bucket(m, label) for m in K.BUCKETED for label, _, _ in K.LENGTH_BUCKETS))
 SHOWN_METRICS = 6
 # what "compare two runs" shows of each run's log-probs and lengths
@@ -34,7 +35,8 @@ FIGURE_METRICS = (K.HYP_SEQ_LOGPROB, K.HYP_TOKEN_LOGPROB, K.REF_SEQ_LOGPROB, K.R
                   K.REF_LEN, K.HYP_TOKENS, K.LENGTH_RATIO, K.SHORT_SHARE, K.EMPTY_SHARE)
 LOWER_IS_BETTER = {K.REF_PPL, K.SELF_BLEU, K.SHORT_SHARE, K.EMPTY_SHARE, *K.LOWER_IS_BETTER}
 # the column names of metrics the script does not name itself: a length bucket's, e.g. "BLEU src > 64"
-METRIC_NAMES = {K.CHRFPP: "chrF++", K.TER: "TER",
+METRIC_NAMES = {K.CHRFPP: "chrF++", K.TER: "TER", K.COMET: "COMET", K.COMETKIWI: "CometKiwi", K.BERTSCORE: "BERTScore",
+                K.METRICX: "MetricX",
                 **{K.bucket(m, label): f"{name} src {K.bucket_title(label)}"
                    for m, name in K.BUCKETED.items() for label, _, _ in K.LENGTH_BUCKETS}}
 CURVE_POINTS = 200  # a training curve is thinned to at most this many points

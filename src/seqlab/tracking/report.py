@@ -95,7 +95,7 @@ def format_metric(metrics: dict[str, Any], name: str) -> str:
     return f"{value:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 else "")
 
 
-MARKDOWN_METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER,
+MARKDOWN_METRICS = (K.BLEU, K.CHRF, *K.NEURAL, K.CHRFPP, K.TER,
                     K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU,
                     K.LENGTH_RATIO, K.SHORT_SHARE, K.TOKENS_PER_S, K.GENERATE_SECONDS, K.MBR_SECONDS)
 
@@ -106,7 +106,7 @@ def markdown_table(results: list[dict[str, Any]], marks: dict[str, str] | None =
     ok = sorted((r for r in results if r.get("status") == OK), key=lambda r: (r["decoding"]["method"] != "greedy",
                                                                              r["decoding"]["method"], r["label"]))
     shown = [m for m in MARKDOWN_METRICS if any(m in r["metrics"] for r in ok)]
-    with_ci = (K.BLEU, K.CHRF, K.CHRFPP, K.TER)
+    with_ci = (K.BLEU, K.CHRF, *K.NEURAL, K.CHRFPP, K.TER)
     head = [f"{m} [95% CI]" if m in with_ci else m for m in shown] + (
         [f"BLEU vs greedy (p: bootstrap {N_BOOTSTRAP:,} / randomization {N_AR_FAST:,})"] if marks else [])
     lines = ["| setting | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]

@@ -85,3 +85,17 @@ def test_an_unknown_neural_key_is_refused_by_name(make_cfg, smoke_checkpoint, tm
                             "+neural.bertscore.layer=3"], out=tmp_path)
     with pytest.raises(Exception, match=r"neural.bertscore: unknown keys \['layer'\]"):
         run_evaluation(cfg)
+
+
+@pytest.mark.parametrize("preset,label", [("mbr_comet", "mbr_comet_c4"), ("qe_cometkiwi", "qe_cometkiwi_c4")])
+def test_comet_mbr_and_cometkiwi_reranking_through_evaluate(make_cfg, smoke_checkpoint, tmp_path, comet_models,
+                                                            preset, label):
+    model = comet_models["regression-mix-softmax-avg" if preset == "mbr_comet" else "unified-kiwi"]
+    extra = ["decoding.num_beams=4"] if preset == "qe_cometkiwi" else []
+    cfg = make_cfg("eval", [f"ckpt={smoke_checkpoint}", "logger=none", f"decoding={preset}", *extra,
+                            "decoding.mbr.candidates=4", f"decoding.mbr.model={model}", "decoding.max_length=10",
+                            "limit=3", "n_bootstrap=0", "score_references=false", "engine=seqlab"], out=tmp_path)
+    payload = run_evaluation(cfg)
+    assert payload["label"].startswith(label)
+    rows = [json.loads(line) for line in (result_folder(cfg) / "candidates.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and all(len(r["candidates"]) == 4 for r in rows)

@@ -198,7 +198,7 @@ def decode_texts(model: Model, tokenizer: Tokenizer, sources: Sequence[str], cfg
     decoded = Decoded(outputs, src_ids, truncated, generated, max(time.perf_counter() - start, 1e-9),
                       speculation=stats)
     if cfg.mbr is not None:
-        apply_mbr(decoded, tokenizer, cfg)
+        apply_mbr(decoded, tokenizer, cfg, sources)
     return decoded
 
 
@@ -213,7 +213,7 @@ def check_all_constraints(cfg: DecodingConfig, model_cfg: ModelConfig, src_ids: 
         check_constraints(c, names[i] if names is not None else f"source {i}", limit)
 
 
-def apply_mbr(decoded: Decoded, tokenizer: Tokenizer, cfg: DecodingConfig) -> None:
+def apply_mbr(decoded: Decoded, tokenizer: Tokenizer, cfg: DecodingConfig, sources: Sequence[str]) -> None:
     """Reorder each source's hypotheses by expected utility (MBR), keeping the n_best distinct best;
     a hypothesis's score becomes its expected utility. The candidates stay in `decoded.mbr`."""
     assert cfg.mbr is not None
@@ -223,7 +223,7 @@ def apply_mbr(decoded: Decoded, tokenizer: Tokenizer, cfg: DecodingConfig) -> No
     for i, hyps in enumerate(decoded.hypotheses):
         texts = [tokenizer.decode_target(ids) for ids, _, _ in hyps]
         refs = texts[n:] if cfg.mbr.references is not None else None
-        choice = choose(cfg.mbr.utility, texts[:n], refs)
+        choice = choose(cfg.mbr, texts[:n], refs, sources[i])
         decoded.hypotheses[i] = [(hyps[j][0], choice.expected_utility[j], hyps[j][2])
                                  for j in ranked_distinct(choice, cfg.n_best)]
         choices.append(choice)

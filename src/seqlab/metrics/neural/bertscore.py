@@ -124,6 +124,13 @@ class BertScorer:
             p = rc = 0.0
         return p, rc, f
 
+    def pairwise(self, hyps: Sequence[str], refs: Sequence[str]) -> Tensor:  # -> (N, M) F1 of hyp i against ref j
+        """F1 of every pair (rescaled if a baseline was given), each sentence embedded once: MBR's utility."""
+        self.embed([*hyps, *refs])
+        idf = self.idf(refs) if self.settings.idf else None
+        f1 = [[self.rescale(self.pair(h, r, idf))[2] for r in refs] for h in hyps]
+        return torch.tensor(f1, dtype=torch.float64)
+
     def score(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> BertScores:
         """Scores of each hypothesis against its references (`refs`: one list of strings per stream)."""
         for stream in refs:

@@ -136,6 +136,22 @@ class CometScorer:
                   for combo in combos]
         return [sum(column) / len(column) for column in zip(*scores, strict=True)]
 
+    @torch.no_grad()
+    def pairwise(self, source: str, hyps: Sequence[str], refs: Sequence[str]) -> Tensor:  # -> (N, M)
+        """COMET(source, hyp i, ref j) for every pair, each sentence embedded once (comet-mbr's scheme): what
+        MBR with a COMET utility needs. Regression models only."""
+        if self.spec.kind != "regression_metric":
+            raise MetricModelError(f"{self.folder}: MBR needs a reference-based COMET model ({self.spec.kind} "
+                                   "reads no references; use it to rerank: decoding.mbr.utility=cometkiwi)")
+        mt, ref = self.embed([(h,) for h in hyps]), self.embed([(r,) for r in refs])
+        src = self.embed([(source,)]).expand(len(hyps), -1)
+        rows = []
+        for j in range(len(refs)):
+            r = ref[j].expand(len(hyps), -1)
+            rows.append(torch.tensor(self.estimate(torch.cat([mt, r, mt * r, (mt - r).abs(), mt * src,
+                                                              (mt - src).abs()], dim=1))))
+        return torch.stack(rows, dim=1)
+
     def estimate(self, features: Tensor) -> list[float]:
         return self.head(features.to(self.device)).view(-1).float().cpu().tolist()
 

@@ -99,3 +99,37 @@ def test_comet_mbr_and_cometkiwi_reranking_through_evaluate(make_cfg, smoke_chec
     assert payload["label"].startswith(label)
     rows = [json.loads(line) for line in (result_folder(cfg) / "candidates.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and all(len(r["candidates"]) == 4 for r in rows)
+
+
+def test_a_finished_setting_is_scored_from_its_recorded_hypotheses(make_cfg, smoke_checkpoint, tmp_path,
+                                                                   comet_models):
+    first = run_evaluation(make_cfg("eval", [*common(smoke_checkpoint, comet_models), "metrics=[bleu]"],
+                                    out=tmp_path))
+    cfg = make_cfg("eval", [*common(smoke_checkpoint, comet_models), "metrics=[bleu,comet]"], out=tmp_path)
+    folder = result_folder(cfg)
+    before = (folder / "hypotheses.jsonl").read_text()
+    again = run_evaluation(cfg)
+    assert again["metrics"]["decode_seconds"] == first["metrics"]["decode_seconds"]  # not decoded again
+    assert "comet" in again["metrics"] and again["metrics"]["bleu"] == first["metrics"]["bleu"]
+    lines = [json.loads(line) for line in (folder / "hypotheses.jsonl").read_text().splitlines()]
+    assert [line["hypothesis"] for line in lines] == [json.loads(x)["hypothesis"] for x in before.splitlines()]
+    assert all("comet" in line["segment_scores"] for line in lines)
+    assert run_evaluation(cfg)["status"] == "skipped"
+
+
+def test_a_sweep_encodes_its_shared_sentences_once(make_cfg, smoke_checkpoint, tmp_path, comet_models):
+    from seqlab.metrics.neural import encoded_sentences
+    from seqlab.metrics.neural.suite import LOADED
+
+    LOADED.clear()
+    texts: set[str] = set()
+    for decoding in (["decoding=greedy"], ["decoding=beam", "decoding.num_beams=2"]):
+        cfg = make_cfg("eval", [*common(smoke_checkpoint, comet_models), "metrics=[bleu,comet]", *decoding],
+                       out=tmp_path / decoding[0])
+        label = run_evaluation(cfg)["label"]
+        (folder,) = Path(cfg.results_dir).glob(f"**/{label}-*")
+        for line in (folder / "hypotheses.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            texts |= {row["source"], row["reference"], row["hypothesis"]}
+    (count,) = encoded_sentences().values()
+    assert count == len(texts)  # each distinct source, reference and hypothesis once over both settings

@@ -7,10 +7,11 @@ recorded as failed, in metrics.json and in W&B; in a multirun the other jobs go 
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,11 @@ from seqlab.decoding.labels import run_label
 from seqlab.decoding.mbr import check_task
 from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.inference.inspection import alignment_images
+from seqlab.inference.neural import add_neural_metrics
 from seqlab.inference.testset import TestSet
 from seqlab.memory import keep_freed_memory
-from seqlab.metrics.neural import NeuralSettings, check_neural
+from seqlab.metrics import keys as K
+from seqlab.metrics.neural import NEURAL_METRICS, NeuralSettings, check_neural
 from seqlab.metrics.text import DEFAULT_METRICS, check_metrics
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir, variant_key
 from seqlab.tracking.wandb import (
@@ -114,6 +117,41 @@ def checkpoint_payload(info: Any) -> dict[str, Any]:
             "seed": info.run_config.get("seed"), "variant": variant_key(info.run_config)}
 
 
+@dataclass
+class RecordedRow:
+    """A hypotheses.jsonl line, as the neural metrics read it."""
+
+    source: str
+    hypothesis: str
+    reference: str
+    references: list[str] | None
+    segment_scores: dict[str, float] | None
+
+
+def score_recorded(cfg: DictConfig, out: ResultDir, chosen: tuple[str, ...]) -> dict[str, Any]:
+    """A finished setting that lacks only neural metrics: score its recorded hypotheses, without decoding them
+    again, and add the scores to its files (its W&B run is not reopened)."""
+    payload = json.loads(out.metrics_path.read_text())
+    missing = [m for m in chosen if m in NEURAL_METRICS and m not in payload["metrics"]]
+    neural = NeuralSettings.from_mapping(plain(cfg.get("neural")))
+    check_neural(missing, neural, have_references=True)
+    lines = out.read_hypotheses()
+    rows = [RecordedRow(r["source"], r["hypothesis"], r["reference"], r.get("references"), r.get(K.SEGMENT_SCORES))
+            for r in lines]
+    metrics = dict(payload["metrics"])
+    metrics.pop(K.METRIC_ERRORS, None)
+    add_neural_metrics(rows, metrics, missing, neural, cfg.ci_seed, cfg.n_bootstrap)
+    for line, row in zip(lines, rows, strict=True):
+        if row.segment_scores:
+            line[K.SEGMENT_SCORES] = row.segment_scores
+    out.write_hypotheses(lines)
+    payload["metrics"] = metrics
+    payload.setdefault("settings", {})["neural"] = neural.to_dict()
+    out.write_metrics(payload)
+    log.info("scored the recorded hypotheses of %s with %s (no decoding)", out.path, missing)
+    return payload
+
+
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     """Evaluate, or skip a setting that already has results; failures are recorded, then re-raised."""
     keep_freed_memory()
@@ -125,6 +163,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     if out.finished(chosen) and not cfg.force:
         log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
         return {"status": "skipped", "path": str(out.path)}
+    if not cfg.force and out.finished([m for m in chosen if m not in NEURAL_METRICS]) and out.has_hypotheses():
+        return score_recorded(cfg, out, chosen)
     tracking = tracking_config(cfg)
     payload: dict[str, Any] = {"setting": setting, "label": label, "split": cfg.split}
     logger = None

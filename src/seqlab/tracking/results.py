@@ -99,6 +99,14 @@ class ResultDir:
     def write_metrics(self, payload: dict[str, Any]) -> None:
         atomic_write_text(self.metrics_path, json.dumps(payload, indent=2, sort_keys=True, default=str))
 
+    def has_hypotheses(self) -> bool:
+        return (self.path / HYPOTHESES_FILE).is_file()
+
+    def read_hypotheses(self) -> list[dict[str, Any]]:
+        """hypotheses.jsonl's lines (as write_hypotheses wrote them)."""
+        text = (self.path / HYPOTHESES_FILE).read_text(encoding="utf-8")
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
     def write_hypotheses(self, records: list[dict[str, Any]]) -> None:
         self.write_jsonl(HYPOTHESES_FILE, records)
 

@@ -284,3 +284,26 @@ def test_the_speculative_bench_without_a_checkpoint_times_prompt_lookup_at_gpt2s
     hf = [r.setting for r in rows if r.model.endswith("hf generate")]
     assert hf == ["greedy", "greedy_lookup2", "greedy_lookup5"]  # Hugging Face's prompt lookup, one prompt a call
     assert any(r.model.endswith("ctranslate2") for r in rows) == (importlib.util.find_spec("ctranslate2") is not None)
+
+
+def test_the_comet_bench_times_a_sweep_and_mbr_and_compares_with_the_library_where_it_runs(monkeypatch):
+    """`seqlab bench comet=true`: at a small shape here; unbabel-comet's side only where its environment is
+    (make comet-fixtures), and then every score agrees."""
+    from seqlab.bench import neural
+
+    monkeypatch.setattr(neural, "SHAPE", {**neural.SHAPE, "hidden_size": 32, "num_hidden_layers": 2,
+                                          "num_attention_heads": 2, "intermediate_size": 64})
+    monkeypatch.setattr(neural, "SEGMENTS", 12)
+    monkeypatch.setattr(neural, "MBR_SOURCES", 2)
+    monkeypatch.setattr(neural, "MBR_CANDIDATES", 4)
+    library = neural.ROOT / ".venv-comet" / "bin" / "python"
+    rows = neural.neural_bench(BenchConfig(), str(library) if library.exists() else None)
+    sweep, mbr = rows
+    assert (sweep.task, sweep.items, mbr.items) == ("sweep", 12 * 5, 2 * 4 * 4)
+    data = neural.inputs()
+    shared = set(data["sources"]) | set(data["references"])
+    assert sweep.encoded == len(shared | {h for system in data["systems"] for h in system})
+    if library.exists():
+        assert sweep.max_diff < 1e-5 and mbr.max_diff < 1e-5 and sweep.x_library > 0
+    else:
+        assert sweep.library_s is None and sweep.x_library is None

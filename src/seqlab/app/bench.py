@@ -67,6 +67,8 @@ def main(cfg: DictConfig) -> None:
             record, text = finetune_costs(bench)
         elif cfg.get("speculative"):
             record, text = speculative_speeds(bench, cfg.ckpt, [str(d) for d in cfg.get("drafts") or []])
+        elif cfg.get("comet"):
+            record, text = neural_speeds(bench, cfg.get("comet_python"))
         elif cfg.get("checkpoints"):
             record, text = checkpoint_speeds(bench, [str(c) for c in cfg.checkpoints])
         else:
@@ -150,6 +152,19 @@ def run() -> int:
     """`seqlab bench`."""
     main()
     return 0
+
+
+def neural_speeds(bench: BenchConfig, library_python: str | None) -> tuple[dict, str]:
+    """COMET scoring and COMET-MBR against unbabel-comet: the record and a text table."""
+    from seqlab.bench.neural import neural_bench
+    from seqlab.bench.neural import to_dict as neural_dict
+
+    clock = CpuClock.now()
+    rows = neural_bench(bench, library_python)
+    lines = [f"{r.task:<6}{r.items:>7,} items  seqlab {r.seqlab_s:7.2f} s ({r.encoded} sentences encoded)"
+             + (f"  unbabel-comet {r.library_s:7.2f} s  {r.x_library:.2f}x  max |diff| {r.max_diff:.1e}"
+                if r.library_s is not None else "  (unbabel-comet: comet_python= not given)") for r in rows]
+    return measured("neural", neural_dict(rows), bench, clock), "\n".join(lines)
 
 
 def speculative_speeds(bench: BenchConfig, checkpoint: str | None, drafts: list[str]) -> tuple[dict, str]:

@@ -92,6 +92,23 @@ class TranslateSettings(InferenceSettings):
                               "set one")
 
 
+@dataclass(frozen=True)
+class DistillSettings(InferenceSettings):
+    """`seqlab distill`'s own keys besides the shared ones."""
+
+    out: str = ""  # the distilled corpus's folder (train/validation/test.jsonl.gz, distill.json)
+    shard_size: int = 2000  # training sources decoded and written at a time: a cut run resumes at its shard
+    limit: int | None = None  # the first N training examples only (quick looks); None = all
+    force: bool = False  # decode again even if the folder holds a finished distillation
+
+    def check(self, owner: str) -> None:
+        super().check(owner)
+        if not self.out:
+            raise ConfigError(f"{owner}.out: name the folder the distilled corpus goes to (out=DIR)")
+        if self.shard_size < 1:
+            raise ConfigError(f"{owner}.shard_size={self.shard_size} must be >= 1")
+
+
 log = logging.getLogger(__name__)
 
 

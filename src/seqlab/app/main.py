@@ -26,6 +26,8 @@ COMMANDS: dict[str, Command] = {
     "evaluate": Command("evaluate", "decode a test set with one setting, or a sweep with -m; metrics with intervals",
                         True),
     "translate": Command("translate", "translate or summarize stdin or input=FILE to stdout", True),
+    "distill": Command("distill", "sequence-level distillation: a teacher's outputs on its training set as a "
+                                  "corpus a student trains on", True),
     "bench": Command("bench", "speed against Hugging Face (and CTranslate2) in one run -> results/bench.json", True),
     "study": Command("study", "the architecture study: train, evaluate and tabulate each question's variants"),
     "sweep-arch": Command("study", "norm x positions x tying, short runs, greedy and beam 5 (see study --grid)",

@@ -15,7 +15,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from seqlab.app.infer import InferenceSettings, TranslateSettings
+from seqlab.app.infer import DistillSettings, InferenceSettings, TranslateSettings
 from seqlab.bench.speed import BenchConfig
 from seqlab.data import DataConfig
 from seqlab.decoding import DecodingConfig
@@ -58,6 +58,7 @@ def register() -> None:
     store.store(group="decoding", name=DATACLASS_DEFAULTS, node=DecodingConfig().to_dict())
     store.store(name="inference_defaults", node=defaults(InferenceSettings))  # eval's and translate's shared keys
     store.store(name="translate_defaults", node=defaults(TranslateSettings))
+    store.store(name="distill_defaults", node=defaults(DistillSettings))
 
 
 register()

@@ -1,0 +1,57 @@
+"""`seqlab distill`: the teacher's beam outputs on its training split as a corpus a student trains on,
+resumable by shards, the validation and test sets kept with their references."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from hydra.core.global_hydra import GlobalHydra
+
+from seqlab.app.distill import run_distill
+from seqlab.app.evaluate import run_evaluation
+from seqlab.app.train import train
+from seqlab.checkpoint import load_for_inference
+from seqlab.data import DataConfig
+from seqlab.data.corpora import load_split
+from seqlab.decoding import DecodingConfig
+from seqlab.inference.evaluation import decode_texts
+
+
+def rows(path):
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def test_distill_writes_a_corpus_resumes_by_shard_and_a_student_trains_on_it(make_cfg, smoke_checkpoint, tmp_path):
+    out = tmp_path / "distilled"
+    common = [f"ckpt={smoke_checkpoint}", f"out={out}", "limit=10", "shard_size=4", "decoding.max_length=12",
+              "engine=seqlab"]
+    first = run_distill(make_cfg("distill", common))
+    assert first["status"] == "ok" and first["examples"] == 10 and first["decoded_now"] == 10
+    train_rows = rows(out / "train.jsonl.gz")
+    assert [set(r) for r in train_rows] == [{"id", "source", "target"}] * 10
+    # the targets are the teacher's beam-5 outputs, read back by the corpus reader as a student's targets
+    model, tokenizer, _ = load_for_inference(smoke_checkpoint)
+    beam = DecodingConfig(method="beam", num_beams=5, max_length=12)
+    decoded = decode_texts(model, tokenizer, [r["source"] for r in train_rows], beam, 8000)
+    assert [r["target"] for r in train_rows] == [tokenizer.decode_target(h[0][0]) for h in decoded.hypotheses]
+    corpus = DataConfig.from_dict({"corpus": {"name": "d", "kind": "embedded", "task": "translation",
+                                              "path": str(out), "src_field": "source", "tgt_field": "target"}}).corpus
+    assert [e.target for e in load_split(corpus, "train")] == [r["target"] for r in train_rows]
+    test = rows(out / "test.jsonl.gz")
+    assert len(test) > 0 and all(r["target"] for r in test)  # the real references
+
+    (out / "shards" / "train-00002.jsonl.gz").unlink()  # a run cut in its last shard
+    (out / "distill.json").unlink()
+    again = run_distill(make_cfg("distill", common))
+    assert again["decoded_now"] == 2 and rows(out / "train.jsonl.gz") == train_rows
+    assert run_distill(make_cfg("distill", common))["status"] == "skipped"
+
+    GlobalHydra.instance().clear()
+    cfg = make_cfg("train", ["experiment=smoke", "logger=none", "train.quick_eval_size=0", "trainer.max_steps=2",
+                             "data=distilled", f"data.corpus.path={out}"], out=tmp_path / "student")
+    result = train(cfg)
+    student = make_cfg("eval", [f"ckpt={result['last']}", "logger=none", "decoding=greedy", "limit=4",
+                                "n_bootstrap=0", "score_references=false"], out=tmp_path / "eval")
+    assert "bleu" in run_evaluation(student)["metrics"]

@@ -24,6 +24,7 @@ from pipelines import (
     bench_speculative,
     constraints,
     decoding_sweep,
+    distillation,
     mbr,
     mt_bible_small,
     no_repeat,
@@ -35,4 +36,4 @@ from seqlab.pipeline.core import Pipeline
 PIPELINES: dict[str, Pipeline] = {m.PIPELINE.name: m.PIPELINE for m in (
     mt_bible_small, sum_debian_small, decoding_sweep, truncation, mbr, beam_curse, no_repeat, constraints, arch_study,
     arch_study_trained, bench, bench_families, bench_features, bench_gpu, bench_levers, bench_language_models,
-    bench_finetune, bench_speculative)}
+    bench_finetune, bench_speculative, distillation)}

@@ -19,7 +19,7 @@ from pipelines.core import compared
 from pipelines.render import render
 from pipelines.tables import decodings_table
 from seqlab.app.runner import PipelineError, execute, plan
-from seqlab.io import read_lines_gz
+from seqlab.io import atomic_write_lines_gz, read_lines_gz
 from seqlab.pipeline.core import Pipeline, Stage, Table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,13 +45,18 @@ class FakeSeqlab:
             where = Path(values["hydra.run.dir"])
             (where / "csv").mkdir(parents=True, exist_ok=True)
             (where / "checkpoints").mkdir(exist_ok=True)
-            torch.save({"seqlab": {}, "state_dict": {}, "global_step": int(values["trainer.max_steps"])},
+            torch.save({"seqlab": {}, "state_dict": {}, "global_step": int(values.get("trainer.max_steps", 2))},
                        where / "checkpoints" / "last.ckpt")
             # validated after update 1 only: the run's 2 updates go past its last validation
             (where / "csv" / "metrics.csv").write_text("epoch,step,val/loss\n0,0,5.0\n")
             return True
         if command == "bench":
             Path(values["out"]).write_text(json.dumps({"others_busy_cores": self.busy}))
+            return True
+        if command == "distill":
+            out = Path(values["out"])
+            atomic_write_lines_gz(out / "train.jsonl.gz", [json.dumps({"id": "1", "source": "s", "target": "t"})])
+            (out / "distill.json").write_text(json.dumps({"examples": 1, "label": "beam5", "step": 2}))
             return True
         if command == "compare":
             folders = [Path(a) for a in args[:args.index("--json")]]
@@ -417,3 +422,20 @@ def test_a_decoding_rerun_here_takes_this_machines_training_record_into_the_arch
     assert execute(pipeline, fake, rerun=frozenset({"beam"})) == [] and fake.stages() == ["beam"]
     (here,) = (places / "outputs").glob("train-*/record.json")
     assert json.loads(archived.read_text()) == json.loads(here.read_text())
+
+
+def test_the_distillation_pipeline_trains_its_students_on_the_teachers_outputs(places):
+    pipeline = PIPELINES["distillation"]
+    fake = FakeSeqlab()
+    assert execute(pipeline, command=fake) == []
+    (distill,) = [c for c in fake.calls if c[0] == "distill"]
+    teacher = next(c for c in fake.calls if c[0] == "train" and "run_name=arch_baseline" in c)
+    assert dict(a.split("=", 1) for a in distill[1:])["ckpt"].startswith(
+        dict(a.split("=", 1) for a in teacher[1:])["hydra.run.dir"])
+    corpus = dict(a.split("=", 1) for a in distill[1:])["out"]
+    students = [c for c in fake.calls if c[0] == "train" and "run_name=distilled_enc5_dec1" in c]
+    assert len(students) == 3 and all(f"data.corpus.path={corpus}" in c and "data=distilled" in c for c in students)
+    archive = places / "results" / "distillation"
+    assert read_lines_gz(archive / "distill.train_targets.txt.gz") == ["t"]
+    text = pipeline.tables[0].render(archive)
+    assert text.count("5+1, distilled") == 3 and "+1.00 (p 0.001" in text

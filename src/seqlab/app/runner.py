@@ -38,7 +38,8 @@ from seqlab.provenance import capture
 from seqlab.tracking.results import DIVERGED, HYPOTHESES_FILE, METRICS_FILE, OK, source_tokens_of
 from seqlab.train.config import LoraConfig
 
-CONFIG_NAMES = {"train": "train", "evaluate": "eval", "bench": "bench"}  # the Hydra config each command composes
+# the Hydra config each command composes
+CONFIG_NAMES = {"train": "train", "evaluate": "eval", "bench": "bench", "distill": "distill"}
 DROPPED = ("paths", "root_dir", "data_dir", "cache_dir", "log_dir", "output_dir", "hydra", "results_dir", "logger",
            "out", "ckpt",  # where things go, not what they compute: dropped at any depth (data.cache_dir too)
            "pin_memory",  # how batches reach a GPU, not which batches
@@ -61,6 +62,10 @@ NEUTRAL: dict[str, dict[str, Any]] = {
               "activation_checkpointing": False,
               "lora": asdict(LoraConfig())},
 }
+
+
+DISTILLED = "corpus"  # a distill stage's corpus, in its folder
+CORPUS_PATH = "data.corpus.path"  # the override a student's training reads its distilled corpus by
 
 
 class PipelineError(ValueError):
@@ -99,7 +104,7 @@ def _composed(command: str, overrides: tuple[str, ...], conf_dir: str) -> dict[s
     a copy (`resolved_config`)."""
     GlobalHydra.instance().clear()
     chosen = [o for o in overrides if not o.startswith("hydra.")]
-    if command == "evaluate":
+    if command in ("evaluate", "distill"):
         chosen.append("ckpt=upstream")
     with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
         cfg = compose(config_name=CONFIG_NAMES[command], overrides=chosen, return_hydra_config=True)
@@ -161,7 +166,7 @@ def check_fixed(stage: Stage, config: dict[str, Any]) -> None:
         if trainer.get("precision") == "auto":
             raise PipelineError(f"stage {stage.name}: trainer.precision=auto is chosen by a probe at start-up; "
                                 "pin it (bf16-mixed or 32)")
-    if stage.command == "evaluate":
+    if stage.command in ("evaluate", "distill"):
         for key in ("precision", "engine"):
             if config.get(key) in (None, "auto"):
                 raise PipelineError(f"stage {stage.name}: {key}={config.get(key)} is chosen at run time; pin it")
@@ -219,6 +224,8 @@ def present(planned: Planned) -> bool:
         return checkpoint_file(planned.folder, LAST).is_file()
     if planned.stage.command == "evaluate":
         return (result_folder(planned) / HYPOTHESES_FILE).is_file()
+    if planned.stage.command == "distill":
+        return (planned.folder / DISTILLED / "distill.json").is_file()
     return True
 
 
@@ -228,7 +235,15 @@ def command_line(by_name: dict[str, Planned], planned: Planned, rerun: frozenset
     if stage.command == "train":
         last = checkpoint_file(where, LAST)  # a training cut off goes on from where it stopped
         resume = [f"train.resume={last}"] if last.is_file() and stage.name not in rerun else []
-        return ["train", *stage.overrides, *resume, f"hydra.run.dir={where}"]
+        overrides = stage.overrides
+        if stage.after is not None:  # a student: its corpus is the distillation's
+            overrides = (*(o for o in overrides if not o.startswith(f"{CORPUS_PATH}=")),
+                         f"{CORPUS_PATH}={by_name[stage.after].folder / DISTILLED}")
+        return ["train", *overrides, *resume, f"hydra.run.dir={where}"]
+    if stage.command == "distill":  # the teacher's training set decoded; a cut run resumes at its shard
+        assert stage.after is not None
+        ckpt = checkpoint_file(by_name[stage.after].folder, stage.checkpoint or LAST)
+        return ["distill", f"ckpt={ckpt}", *stage.overrides, f"out={where / DISTILLED}", f"hydra.run.dir={where}"]
     if stage.command == "evaluate":
         assert stage.after is not None
         trained = by_name[stage.after].folder
@@ -388,6 +403,14 @@ def archive_outputs(pipeline: Pipeline, planned: Planned) -> dict[str, Any]:
     return {**outputs, "references": references}
 
 
+def archive_distilled(pipeline: Pipeline, planned: Planned) -> str:
+    """A distillation's outputs beside its record: the teacher's output for each training example, in the
+    corpus's order (`<stage>.train_targets.txt.gz`): with the corpus, the student's training set."""
+    rows = [json.loads(line) for line in read_lines_gz(planned.folder / DISTILLED / "train.jsonl.gz")]
+    return atomic_write_lines_gz(pipeline.archive / f"{planned.stage.name}.train_targets.txt.gz",
+                                 [one_line(r["target"]) for r in rows]).name
+
+
 def test_side(archive: Path, stage: str, what: str, lines: list[str]) -> str:
     """One line per test example, shared by the archive's evaluations of one test set (`test.<what>.txt.gz`),
     or the stage's own (`<stage>.<what>.txt.gz`) where it decoded another; its file name."""
@@ -420,6 +443,10 @@ def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float
         result = {**json.loads((where / "compare.json").read_text()), "stages": list(stage.compares)}
     elif stage.command == "bench":
         result = json.loads((where / "bench.json").read_text())
+    elif stage.command == "distill":
+        result = {**json.loads((where / DISTILLED / "distill.json").read_text()),
+                  "outputs": {"train_targets": archive_distilled(pipeline, planned)}}
+        precision, engine = str(planned.config.get("precision")), str(planned.config.get("engine"))
     manifest = capture(line, precision, engine, wall_s, updates).to_dict()
     record = {"stage": stage.name, "status": status, "digest": planned.digest, "result": result, "manifest": manifest}
     text = json.dumps(record, indent=1, default=str) + "\n"

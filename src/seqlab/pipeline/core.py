@@ -28,12 +28,14 @@ class Stage:
     """One seqlab command of a pipeline."""
 
     name: str  # unique within the pipeline; names its archive record
-    command: str  # train | evaluate | compare | bench
+    command: str  # train | evaluate | compare | bench | distill
     overrides: tuple[str, ...] = ()
-    after: str | None = None  # evaluate: the train stage whose checkpoint it decodes
+    # evaluate, bench, distill: the train stage whose checkpoint it reads; train: the distill stage whose corpus
+    # it trains on (a student)
+    after: str | None = None
     compares: tuple[str, ...] = ()  # compare: the evaluation stages it pairs, the baseline first
     diverges: bool = False  # train: a non-finite loss is a result (archived as diverged), not a failure
-    checkpoint: str | None = None  # evaluate: its training's `last` or `best` checkpoint; None: best, else last
+    checkpoint: str | None = None  # evaluate: its training's `last` or `best` checkpoint; None: best (distill: last)
 
     def upstream(self) -> tuple[str, ...]:
         """The stages whose outputs this one reads."""

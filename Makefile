@@ -23,7 +23,7 @@ FORMAT ?= hf
 export THP_MEM_ALLOC_ENABLE ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: experiments pipeline render check-docs help install install-browser train eval translate sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench gpu-check comet-fixtures params test test-full lint clean
+.PHONY: experiments pipeline render check-docs help install install-browser train eval translate distill sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench gpu-check comet-fixtures params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -52,6 +52,10 @@ eval: $(STAMP) ## Evaluate a checkpoint on the test split: CKPT=run_dir_or_file 
 translate: $(STAMP) ## Translate/summarize stdin or INPUT=file to stdout: CKPT=... [ARGS="decoding=beam format=fairseq"]
 	@test -n "$(CKPT)" || { echo "usage: make translate CKPT=run_dir_or_file [INPUT=in.txt] [ARGS=...] > out.txt" >&2; exit 2; }
 	@$(BIN)/seqlab translate ckpt=$(CKPT) $(if $(INPUT),input=$(INPUT)) $(ARGS)
+
+distill: $(STAMP) ## A teacher's beam-5 outputs on its training set as a corpus a student trains on: CKPT=... OUT=DIR [ARGS=...]
+	@test -n "$(CKPT)" -a -n "$(OUT)" || { echo "usage: make distill CKPT=run_dir_or_file OUT=DIR [ARGS=...]" >&2; exit 2; }
+	$(BIN)/seqlab distill ckpt=$(CKPT) out=$(OUT) $(ARGS)
 
 sweep-decoding: $(STAMP) ## Decode CKPT with a grid of conf/sweep (SWEEP=decoding | mbr | beam_curse), then the report
 	@test -n "$(CKPT)" || { echo "usage: make sweep-decoding CKPT=outputs/train/.../runs/<time> [SWEEP=mbr]"; exit 2; }

@@ -143,14 +143,13 @@ class CometScorer:
         if self.spec.kind != "regression_metric":
             raise MetricModelError(f"{self.folder}: MBR needs a reference-based COMET model ({self.spec.kind} "
                                    "reads no references; use it to rerank: decoding.mbr.utility=cometkiwi)")
-        mt, ref = self.embed([(h,) for h in hyps]), self.embed([(r,) for r in refs])
-        src = self.embed([(source,)]).expand(len(hyps), -1)
-        rows = []
-        for j in range(len(refs)):
-            r = ref[j].expand(len(hyps), -1)
-            rows.append(torch.tensor(self.estimate(torch.cat([mt, r, mt * r, (mt - r).abs(), mt * src,
-                                                              (mt - src).abs()], dim=1))))
-        return torch.stack(rows, dim=1)
+        mt, ref = self.embed([(h,) for h in hyps]), self.embed([(r,) for r in refs])  # (N, d), (M, d)
+        n, m = len(hyps), len(refs)
+        h = mt[:, None, :].expand(n, m, -1).reshape(n * m, -1)  # every (hyp, ref) pair as one row
+        r = ref[None, :, :].expand(n, m, -1).reshape(n * m, -1)
+        s = self.embed([(source,)]).expand(n * m, -1)
+        features = torch.cat([h, r, h * r, (h - r).abs(), h * s, (h - s).abs()], dim=1)
+        return torch.tensor(self.estimate(features)).view(n, m)
 
     def estimate(self, features: Tensor) -> list[float]:
         return self.head(features.to(self.device)).view(-1).float().cpu().tolist()

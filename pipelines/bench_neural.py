@@ -26,7 +26,7 @@ def render(archive: Path) -> str:
         heading = machine_heading(record, "a random COMET regression model (XLM-R shape: 6 layers, d 256), fp32")
         parts.append(heading + "\n\n" + table(
             ["task", "items", "seqlab (s)", "sentences seqlab encoded", "unbabel-comet (s)", "seqlab faster",
-             "max |score difference|"], rows))
+             "largest score difference"], rows))
     return "\n\n".join(parts) or f"_No archived COMET bench yet: `make pipeline NAME={archive.name}`._"
 
 

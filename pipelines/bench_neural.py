@@ -34,5 +34,6 @@ PIPELINE = Pipeline(
     "bench_neural",
     "COMET scoring of a sweep and COMET-MBR, seqlab against unbabel-comet and comet-mbr on one model",
     (Stage("comet", "bench", ("comet=true", f"comet_python={LIBRARY_PYTHON}")),),
-    (Table("bench_neural", render, "docs/neural_metrics.md"),),
+    (Table("bench_neural", render, "docs/neural_metrics.md"),
+     Table("bench_neural_performance", render, "docs/performance.md")),
 )

@@ -29,6 +29,7 @@ from pipelines import (
     mbr,
     mt_bible_small,
     no_repeat,
+    quality_aware,
     sum_debian_small,
     truncation,
 )
@@ -37,4 +38,4 @@ from seqlab.pipeline.core import Pipeline
 PIPELINES: dict[str, Pipeline] = {m.PIPELINE.name: m.PIPELINE for m in (
     mt_bible_small, sum_debian_small, decoding_sweep, truncation, mbr, beam_curse, no_repeat, constraints, arch_study,
     arch_study_trained, bench, bench_families, bench_features, bench_gpu, bench_levers, bench_language_models,
-    bench_finetune, bench_speculative, bench_neural, distillation)}
+    bench_finetune, bench_speculative, bench_neural, distillation, quality_aware)}

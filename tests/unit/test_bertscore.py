@@ -133,3 +133,10 @@ def test_bad_settings_are_refused_by_name(folders):
     with pytest.raises(MetricModelError, match="bertscore.num_layers=9: .* has 3 layers"):
         load_bertscore(BertScoreSettings(model=str(folders["bert"]), num_layers=9))
     assert BertScoreSettings().layers() == 17  # roberta-large: bert-score's tuned layer
+
+
+def test_a_folder_that_is_not_an_encoder_seqlab_can_cut_is_refused(tmp_path):
+    cfg = transformers.GPT2Config(vocab_size=50, n_embd=8, n_layer=1, n_head=2, n_positions=16)
+    transformers.GPT2Model(cfg).save_pretrained(tmp_path / "gpt2")
+    with pytest.raises(MetricModelError, match="GPT2Model is not an encoder whose layers seqlab can cut"):
+        load_bertscore(BertScoreSettings(model=str(tmp_path / "gpt2"), num_layers=1))

@@ -87,3 +87,15 @@ def test_a_system_without_the_segment_scores_is_refused_by_name(tmp_path):
     assert recorded_neural(systems) == ()
     with pytest.raises(CompareError, match=r"plain: has no comet segment scores; evaluate it with metrics"):
         compare(systems, metrics=["comet"])
+
+
+def test_a_gpu_asked_for_where_there_is_none_is_refused_before_decoding(monkeypatch):
+    import torch
+
+    from seqlab.metrics.neural import MetricModelError, NeuralSettings, check_neural
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(MetricModelError, match="neural.device=cuda: no GPU here"):
+        check_neural(["bleu"], NeuralSettings(device="cuda"), have_references=True)
+    with pytest.raises(MetricModelError, match="bertscore compares with references and this test set has none"):
+        check_neural(["bertscore"], NeuralSettings(), have_references=False)

@@ -1,13 +1,13 @@
-"""Sequence-level knowledge distillation (Kim & Rush 2016) at the study's trained recipe: the 3+3 baseline
-(seed 0) decodes its training set with beam 5 (`seqlab distill`, archived with its outputs), a 5+1 student
-(the layer split's shape) trains on those outputs with 3 seeds, and each student is evaluated on the real test
-set (greedy and beam 5) and tested against the undistilled 5+1 of its seed and against the teacher.
+"""Sequence-level knowledge distillation (Kim & Rush 2016) at the study's trained recipe: the 3+3 baseline (seed 0)
+decodes its training set with beam 5 (`seqlab distill`, archived with its outputs), a 5+1 student (the layer split's
+shape) trains on those outputs with 3 seeds and the teacher's vocabulary, and each student is evaluated on the real
+test set (greedy and beam 5) and tested against the undistilled 5+1 of its seed and against the teacher.
 
-The question, decided before the runs: does distillation close the gap the layer split found between the 5+1
-and the 3+3 model? Rule (the study's): a difference counts where the paired bootstrap and the approximate
-randomization test both give p < 0.05 on a seed's test set, and the verdict holds where all three seeds agree
-in sign and significance; otherwise "no significant difference". The teacher's and the undistilled 5+1's stages
-are the study's own (the same digests: run once for both pipelines on a machine)."""
+The question, decided before the runs: does distillation close the gap the layer split found between the 5+1 and the
+3+3 model? Rule (the study's): a difference counts where the paired bootstrap and the approximate randomization test
+both give p < 0.05 on a seed's test set, and the verdict holds where all three seeds agree in sign and significance;
+otherwise "no significant difference". The teacher's and the undistilled 5+1's stages are the study's own (the same
+digests: run once for both pipelines on a machine)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def study_side() -> tuple[Stage, ...]:
 def student_stages(seed: int) -> tuple[Stage, ...]:
     name = f"student-seed{seed}"
     train = Stage(name, "train", (f"experiment={RECIPE.experiment}", f"seed={seed}", "run_name=distilled_enc5_dec1",
-                                  *VARIANTS["enc5_dec1"], "data=distilled", "data.corpus.path=upstream"),
+                                  *VARIANTS["enc5_dec1"], "data=distilled", "data.corpus.path=upstream",
+                                  "train.tokenizer_from=upstream"),
                   after="distill")
     decoded = tuple(Stage(f"{name}.{label}", "evaluate", (f"decoding={preset}", f"corpus={CORPUS}", *EVAL_COMMON),
                           after=name, checkpoint=LAST) for label, preset in RECIPE.decodings.items())

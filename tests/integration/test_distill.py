@@ -1,5 +1,6 @@
-"""`seqlab distill`: the teacher's beam outputs on its training split as a corpus a student trains on,
-resumable by shards, the validation and test sets kept with their references."""
+"""`seqlab distill`: the teacher's beam outputs on its training split as a corpus a student trains on (with
+the teacher's tokenizer, so that it drafts for the teacher), resumable by shards, the validation and test sets
+kept with their references."""
 
 from __future__ import annotations
 
@@ -50,8 +51,13 @@ def test_distill_writes_a_corpus_resumes_by_shard_and_a_student_trains_on_it(mak
 
     GlobalHydra.instance().clear()
     cfg = make_cfg("train", ["experiment=smoke", "logger=none", "train.quick_eval_size=0", "trainer.max_steps=2",
-                             "data=distilled", f"data.corpus.path={out}"], out=tmp_path / "student")
-    result = train(cfg)
-    student = make_cfg("eval", [f"ckpt={result['last']}", "logger=none", "decoding=greedy", "limit=4",
-                                "n_bootstrap=0", "score_references=false"], out=tmp_path / "eval")
-    assert "bleu" in run_evaluation(student)["metrics"]
+                             "data=distilled", f"data.corpus.path={out}", f"train.tokenizer_from={smoke_checkpoint}",
+                             "model.decoder_layers=1"], out=tmp_path / "student")
+    student = train(cfg)["last"]
+    assert load_for_inference(student)[1].digest == tokenizer.digest  # the teacher's vocabulary
+    # so the student drafts for its teacher: speculative greedy decoding gives the teacher's greedy outputs
+    common = [f"ckpt={smoke_checkpoint}", "logger=none", "decoding=greedy", "limit=4", "n_bootstrap=0",
+              "score_references=false", "decoding.max_length=12"]
+    plain = run_evaluation(make_cfg("eval", common, out=tmp_path / "plain"))
+    drafted = run_evaluation(make_cfg("eval", [*common, f"decoding.draft='ckpt:{student}'"], out=tmp_path / "spec"))
+    assert drafted["metrics"]["bleu"] == plain["metrics"]["bleu"] and "draft_acceptance" in drafted["metrics"]

@@ -435,6 +435,8 @@ def test_the_distillation_pipeline_trains_its_students_on_the_teachers_outputs(p
     corpus = dict(a.split("=", 1) for a in distill[1:])["out"]
     students = [c for c in fake.calls if c[0] == "train" and "run_name=distilled_enc5_dec1" in c]
     assert len(students) == 3 and all(f"data.corpus.path={corpus}" in c and "data=distilled" in c for c in students)
+    teacher_ckpt = dict(a.split("=", 1) for a in distill[1:])["ckpt"]
+    assert all(f"train.tokenizer_from={teacher_ckpt}" in c for c in students)
     archive = places / "results" / "distillation"
     assert read_lines_gz(archive / "distill.train_targets.txt.gz") == ["t"]
     text = pipeline.tables[0].render(archive)

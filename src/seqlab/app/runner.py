@@ -58,7 +58,7 @@ NEUTRAL: dict[str, dict[str, Any]] = {
          "ensemble_rule": "mean_prob", "levers": False, "language_models": False, "finetune": False,
          "speculative": False, "drafts": [], "neural": NeuralSettings().to_dict(), "comet": False,
          "comet_python": None},
-    "train": {"init_from": None, "fused_loss": False, "compile": "none", "bf16_weights": False,
+    "train": {"init_from": None, "tokenizer_from": None, "fused_loss": False, "compile": "none", "bf16_weights": False,
               "activation_checkpointing": False,
               "lora": asdict(LoraConfig())},
 }
@@ -66,6 +66,7 @@ NEUTRAL: dict[str, dict[str, Any]] = {
 
 DISTILLED = "corpus"  # a distill stage's corpus, in its folder
 CORPUS_PATH = "data.corpus.path"  # the override a student's training reads its distilled corpus by
+TOKENIZER_FROM = "train.tokenizer_from"  # ... and its teacher's tokenizer by (both `upstream` in the stage)
 
 
 class PipelineError(ValueError):
@@ -236,9 +237,13 @@ def command_line(by_name: dict[str, Planned], planned: Planned, rerun: frozenset
         last = checkpoint_file(where, LAST)  # a training cut off goes on from where it stopped
         resume = [f"train.resume={last}"] if last.is_file() and stage.name not in rerun else []
         overrides = stage.overrides
-        if stage.after is not None:  # a student: its corpus is the distillation's
-            overrides = (*(o for o in overrides if not o.startswith(f"{CORPUS_PATH}=")),
-                         f"{CORPUS_PATH}={by_name[stage.after].folder / DISTILLED}")
+        if stage.after is not None:  # a student: the distillation's corpus and its teacher's tokenizer
+            distill = by_name[stage.after]
+            assert distill.stage.after is not None
+            places = {CORPUS_PATH: distill.folder / DISTILLED,
+                      TOKENIZER_FROM: checkpoint_file(by_name[distill.stage.after].folder, LAST)}
+            overrides = tuple(f"{o.split('=', 1)[0]}={places[o.split('=', 1)[0]]}"
+                              if o.split("=", 1)[0] in places else o for o in overrides)
         return ["train", *overrides, *resume, f"hydra.run.dir={where}"]
     if stage.command == "distill":  # the teacher's training set decoded; a cut run resumes at its shard
         assert stage.after is not None

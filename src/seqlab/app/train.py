@@ -134,7 +134,11 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
 
     init = load_for_inference(spec.train.init_from) if spec.train.init_from else None
     check_lengths(spec.data, init[0].cfg if init else spec.model)  # before the data is prepared
-    datamodule = Seq2SeqDataModule(spec.data, tokenizer=init[1] if init else None)
+    shared = load_for_inference(spec.train.tokenizer_from)[1] if spec.train.tokenizer_from else None
+    if shared is not None:
+        log.info("the tokenizer of %s (vocabulary %d), not one learned from the corpus", spec.train.tokenizer_from,
+                 shared.tgt_vocab_size)
+    datamodule = Seq2SeqDataModule(spec.data, tokenizer=init[1] if init else shared)
     datamodule.setup()
     tok = datamodule.tokenizer
     if init is not None:

@@ -84,6 +84,9 @@ class TrainConfig:
     # weights, tokenizer (not retrained) and decoding defaults; the `model` group is not used. A resumed run
     # continues from its own checkpoint as any other.
     init_from: str | None = None
+    # train a new model (the `model` group's) with this checkpoint's tokenizer instead of one learned from the
+    # corpus: a student that shares its teacher's vocabulary (and can draft for it in speculative decoding)
+    tokenizer_from: str | None = None
     overwrite: bool = False  # start fresh in a run folder that already holds checkpoints
     checkpoint_every_n_steps: int = 200  # 0 = only the final (and best) checkpoint
     keep_last_checkpoints: int = 0  # also keep the N newest periodic checkpoints (step-*.ckpt), e.g. to average
@@ -115,6 +118,9 @@ class TrainConfig:
         check_types(self, "train")
         check_choice("train", "nan_policy", self.nan_policy, NanPolicy)
         check_choice("train", "compile", self.compile, Compile)
+        if self.init_from is not None and self.tokenizer_from is not None:
+            raise ConfigError("train.tokenizer_from: train.init_from already brings its checkpoint's tokenizer; "
+                              "set one of them")
         if self.compiles_loss and not self.fused_loss:
             raise ConfigError(f"train.compile={self.compile} compiles the fused loss's arithmetic; set "
                               "train.fused_loss=true too, or train.compile=layers")

@@ -99,3 +99,18 @@ def test_a_gpu_asked_for_where_there_is_none_is_refused_before_decoding(monkeypa
         check_neural(["bleu"], NeuralSettings(device="cuda"), have_references=True)
     with pytest.raises(MetricModelError, match="bertscore compares with references and this test set has none"):
         check_neural(["bertscore"], NeuralSettings(), have_references=False)
+
+
+def test_the_wandb_predictions_table_has_a_column_per_neural_metric():
+    from seqlab.tracking.wandb import log_predictions
+
+    class Logger:
+        def log_table(self, key, columns, data):
+            self.columns, self.data = columns, data
+
+    rows = [{"id": str(i), "source": "s", "reference": "r", "hypothesis": "h",
+             "nbest": [{"text": "h", "logprob": -1.0}], "segment_scores": {"comet": 80.0 + i, "metricx": 3.0}}
+            for i in range(3)]
+    logger = Logger()
+    log_predictions(logger, rows)
+    assert logger.columns[-2:] == ["comet", "metricx"] and [r[-2] for r in logger.data] == [80.0, 81.0, 82.0]

@@ -4,7 +4,9 @@ read), each with torch.profiler's tables of a bf16 training step and a beam sear
 time goes when a goal is missed; and each position scheme against sinusoidal positions at the default shape
 (ALiBi's and T5's biases are a float mask, which rules out the flash kernel). One record per GPU model
 (results/bench_gpu/<stage>-<gpu>.json); and the training levers at Transformer-base (`levers`: the fused loss, its
-compiled arithmetic and the compiled layers against the plain step and HF)."""
+compiled arithmetic and the compiled layers against the plain step and HF), at 12k tokens a step and at a user's
+32k; Transformer-base also at 32k and 64k tokens a step (`base_32k`, `base_64k`), where neither toolkit is
+host-bound."""
 
 from __future__ import annotations
 
@@ -20,7 +22,12 @@ from seqlab.pipeline.core import Pipeline, Stage, Table
 DOC = "docs/performance.md"
 SHAPES = {"default": "the bench's default shape (d = 256, 3+3 layers, batches of 64 x 40 tokens)",
           "positions": "the bench's default shape, each position scheme against sinusoidal positions",
-          "base": "`bench=base`: Transformer-base (d = 512, 6+6 layers, 37k vocabulary, batches of 192 x 64 tokens)"}
+          "base": "`bench=base`: Transformer-base (d = 512, 6+6 layers, 37k vocabulary, batches of 192 x 64 tokens)",
+          **{f"base_{k}k": f"`bench=base` at a user's batch: {n} x 64 = {k}k tokens per step" for k, n in
+             (("32", 512), ("64", 1024))}}
+# Transformer-base at the batches an H200 user trains with (fairseq's WMT recipe: ~460k tokens an update over
+# 8 GPUs x update-freq 16), where the host's Python and launches no longer hide the GPU's work; levers at 32k
+USER_BATCHES = {"32": 512, "64": 1024}
 PROFILED = {"train_bf16_seqlab": "seqlab's bf16 training step", "train_bf16_hf": "HF's bf16 training step",
             "beam5_bf16_seqlab": "seqlab's bf16 beam search (beam 5)"}
 TOP = 5
@@ -75,8 +82,10 @@ def performance(archive: Path) -> str:
         if r.profiles:
             parts.append("Where the time goes (torch.profiler over 5 training steps or 2 searches; host: the Python "
                          "and launch time of every operator, GPU: its kernels' time):\n\n" + profiles_table(r.profiles))
-    for record in bench_records(archive, "levers-*.json"):
-        parts.append("Each training lever alone and together (`seqlab bench levers=true`, bf16-mixed), "
+    for record in bench_records(archive, "levers*.json"):
+        tokens = record["result"]["config"]["batch"] * record["result"]["config"]["seq_len"]
+        parts.append(f"Each training lever alone and together (`seqlab bench levers=true`, bf16-mixed, {tokens:,} "
+                     "tokens a step), "
                      + heading(record) + "\n\n" + levers_table(record))
         if profiled := record["result"].get("profiles"):
             parts.append("Where each variant's time goes (torch.profiler over 5 steps):\n\n" + profiles_table(profiled))
@@ -98,6 +107,9 @@ PIPELINE = Pipeline(
     (Stage("default", "bench", ("bench.device=cuda", "profile=true")),
      Stage("base", "bench", ("bench=base", "bench.device=cuda", "profile=true")),
      Stage("positions", "bench", ("bench.device=cuda", "positions=true")),
-     Stage("levers", "bench", ("bench=base", "bench.device=cuda", "levers=true", "profile=true"))),
+     Stage("levers", "bench", ("bench=base", "bench.device=cuda", "levers=true", "profile=true")),
+     *(Stage(f"base_{k}k", "bench", ("bench=base", "bench.device=cuda", f"bench.batch={n}", "profile=true"))
+       for k, n in USER_BATCHES.items()),
+     Stage("levers_32k", "bench", ("bench=base", "bench.device=cuda", "bench.batch=512", "levers=true"))),
     (Table("bench_gpu", performance, DOC),),
 )

@@ -56,6 +56,8 @@ def test_bad_input_exits_2_naming_it(main, argv, message, capsys, tmp_path, monk
                  "seqlab translate: missing.ckpt: checkpoint not found", marks=pytest.mark.slow),
     pytest.param("bench", ["ckpt=missing.ckpt"], "seqlab bench: missing.ckpt: checkpoint not found",
                  marks=pytest.mark.slow),
+    pytest.param("distill", ["ckpt=missing.ckpt", "out=x", "engine=seqlab"],
+                 "seqlab distill: missing.ckpt: checkpoint not found", marks=pytest.mark.slow),
 ])
 def test_a_hydra_commands_bad_input_exits_2_naming_it_without_a_traceback(command, overrides, message, tmp_path):
     places = [f"paths.log_dir={tmp_path}", f"paths.cache_dir={tmp_path}"]

@@ -24,10 +24,10 @@ from typing import Any
 import torch
 
 from seqlab.bench.speed import BenchConfig
+from seqlab.data.corpora import embedded_dir
 
 log = logging.getLogger("seqlab.bench")
 ROOT = Path(__file__).resolve().parents[3]
-CORPUS = ROOT.parent / "shared" / "data" / "bible_es_en"
 SHAPE = dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=4, intermediate_size=1024,
              max_position_embeddings=514)
 SEGMENTS, MBR_SOURCES, MBR_CANDIDATES, BATCH = 200, 16, 16, 16
@@ -48,7 +48,7 @@ class NeuralTiming:
 
 
 def inputs() -> dict[str, Any]:
-    with gzip.open(CORPUS / "test.jsonl.gz", "rt", encoding="utf-8") as f:
+    with gzip.open(embedded_dir() / "bible_es_en" / "test.jsonl.gz", "rt", encoding="utf-8") as f:
         rows = [json.loads(line)["translation"] for line in f][:SEGMENTS]
     kjv = [r["en-kjv"] for r in rows]
     systems = [kjv] + [[" ".join(w for i, w in enumerate(t.split()) if (i + 1) % k) for t in kjv] for k in (3, 4, 5, 6)]
@@ -62,7 +62,7 @@ def tokenizer_folder(folder: Path) -> None:
     """A Unigram tokenizer with XLM-R's special tokens and pair template, trained on the corpus's train split."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-    with gzip.open(CORPUS / "train.jsonl.gz", "rt", encoding="utf-8") as f:
+    with gzip.open(embedded_dir() / "bible_es_en" / "train.jsonl.gz", "rt", encoding="utf-8") as f:
         rows = [json.loads(line)["translation"] for _, line in zip(range(5000), f, strict=False)]
     tok = Tokenizer(models.Unigram())
     tok.normalizer, tok.pre_tokenizer = normalizers.NFKC(), pre_tokenizers.Metaspace()

@@ -52,6 +52,8 @@ print(hashlib.sha256(tok.src_model).hexdigest())
 """
 
 
+# several processes training a tokenizer (20 s): with the slow tests (DDP's)
+@pytest.mark.slow
 def test_tokenizer_training_is_the_same_in_every_process():
     """SentencePiece's own sampling differs per process; seqlab draws the sample from the seed alone."""
     code = TRAIN_TOKENIZER.format(src=str(ROOT / "src"))

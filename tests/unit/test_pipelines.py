@@ -270,6 +270,8 @@ def test_every_archived_record_names_a_commit_and_the_archives_stay_small():
     assert total <= 30 * 2**20
 
 
+# reads every archive (a minute): with the slow tests; the docs' tables are checked by make check-docs
+@pytest.mark.slow
 def test_a_reader_recomputes_every_archived_bleu_from_the_archive_alone():
     """Every archived decoding that keeps its outputs (its record's `outputs`: the studies' and the
     pipelines') gives its recorded BLEU back through sacreBLEU over the archived files."""

@@ -133,3 +133,15 @@ def test_a_sweep_encodes_its_shared_sentences_once(make_cfg, smoke_checkpoint, t
             texts |= {row["source"], row["reference"], row["hypothesis"]}
     (count,) = encoded_sentences().values()
     assert count == len(texts)  # each distinct source, reference and hypothesis once over both settings
+
+
+def test_another_metric_model_rescores_the_recorded_hypotheses(make_cfg, smoke_checkpoint, tmp_path, comet_models):
+    other = Path(shutil.copytree(FIXTURES / "regression-layer1-cls", tmp_path / "regression-layer1-cls"))
+    first = run_evaluation(make_cfg("eval", [*common(smoke_checkpoint, comet_models), "metrics=[bleu,comet]"],
+                                    out=tmp_path))
+    again = run_evaluation(make_cfg("eval", [*common(smoke_checkpoint, comet_models), "metrics=[bleu,comet]",
+                                             f"neural.comet={other}"], out=tmp_path))
+    assert again["metrics"]["decode_seconds"] == first["metrics"]["decode_seconds"]  # not decoded again
+    assert again["metrics"]["comet"] != first["metrics"]["comet"]
+    assert again["metrics"]["comet_signature"].startswith("comet:regression-layer1-cls|")
+    assert again["settings"]["neural"]["comet"] == str(other)

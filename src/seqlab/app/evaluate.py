@@ -128,12 +128,23 @@ class RecordedRow:
     segment_scores: dict[str, float] | None
 
 
-def score_recorded(cfg: DictConfig, out: ResultDir, chosen: tuple[str, ...]) -> dict[str, Any]:
-    """A finished setting that lacks only neural metrics: score its recorded hypotheses, without decoding them
-    again, and add the scores to its files (its W&B run is not reopened)."""
+def unscored(out: ResultDir, chosen: tuple[str, ...], neural: NeuralSettings) -> list[str]:
+    """The chosen neural metrics a finished setting lacks, or recorded with another model than `neural` asks
+    for (its segment scores are then computed again)."""
+    try:
+        payload = json.loads(out.metrics_path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return [m for m in chosen if m in NEURAL_METRICS]
+    recorded = (payload.get("settings") or {}).get("neural") or {}
+    asked = neural.to_dict()
+    return [m for m in chosen if m in NEURAL_METRICS
+            and (m not in (payload.get("metrics") or {}) or recorded.get(m) != asked[m])]
+
+
+def score_recorded(cfg: DictConfig, out: ResultDir, missing: list[str], neural: NeuralSettings) -> dict[str, Any]:
+    """A finished setting that lacks only neural metrics (`missing`): score its recorded hypotheses, without
+    decoding them again, and add the scores to its files (its W&B run is not reopened)."""
     payload = json.loads(out.metrics_path.read_text())
-    missing = [m for m in chosen if m in NEURAL_METRICS and m not in payload["metrics"]]
-    neural = NeuralSettings.from_mapping(plain(cfg.get("neural")))
     check_neural(missing, neural, have_references=True)
     lines = out.read_hypotheses()
     rows = [RecordedRow(r["source"], r["hypothesis"], r["reference"], r.get("references"), r.get(K.SEGMENT_SCORES))
@@ -146,7 +157,8 @@ def score_recorded(cfg: DictConfig, out: ResultDir, chosen: tuple[str, ...]) -> 
             line[K.SEGMENT_SCORES] = row.segment_scores
     out.write_hypotheses(lines)
     payload["metrics"] = metrics
-    payload.setdefault("settings", {})["neural"] = neural.to_dict()
+    settings = payload.setdefault("settings", {})
+    settings["neural"] = {**(settings.get("neural") or {}), **{m: neural.to_dict()[m] for m in missing}}
     out.write_metrics(payload)
     log.info("scored the recorded hypotheses of %s with %s (no decoding)", out.path, missing)
     return payload
@@ -160,11 +172,14 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     request, label, invalid = setting_label(cfg, engine)
     out, setting = result_dir(cfg, tests, label, engine)
     chosen = check_metrics(plain(cfg.get("metrics", list(DEFAULT_METRICS))))
-    if out.finished(chosen) and not cfg.force:
+    neural = NeuralSettings.from_mapping(plain(cfg.get("neural")))
+    text_done = out.finished([m for m in chosen if m not in NEURAL_METRICS]) and not cfg.force
+    missing = unscored(out, chosen, neural) if text_done else []
+    if text_done and not missing:
         log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
         return {"status": "skipped", "path": str(out.path)}
-    if not cfg.force and out.finished([m for m in chosen if m not in NEURAL_METRICS]) and out.has_hypotheses():
-        return score_recorded(cfg, out, chosen)
+    if text_done and out.has_hypotheses():
+        return score_recorded(cfg, out, missing, neural)
     tracking = tracking_config(cfg)
     payload: dict[str, Any] = {"setting": setting, "label": label, "split": cfg.split}
     logger = None
@@ -176,7 +191,6 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         if corpus is not None:
             check_task(request.decoding.mbr, corpus.task, f"corpus {corpus.name}")
         payload["decoding"] = request.decoding.to_dict()
-        neural = NeuralSettings.from_mapping(plain(cfg.get("neural")))
         check_neural(chosen, neural, have_references=True)  # every test set has references
         loaded = load(request, cfg.device, Path(cfg.paths.cache_dir), task_checked=corpus is not None)
         info, decoding = loaded.info, loaded.decoding

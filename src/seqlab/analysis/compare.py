@@ -43,7 +43,13 @@ from seqlab.metrics.significance import (
     sacrebleu_paired,
 )
 from seqlab.metrics.text import length_buckets, rouge_per_example
-from seqlab.tracking.results import HYPOTHESES_FILE, METRICS_FILE, source_tokens_of, variant_of
+from seqlab.tracking.results import (
+    HYPOTHESES_FILE,
+    METRICS_FILE,
+    segment_scores_of,
+    source_tokens_of,
+    variant_of,
+)
 
 log = logging.getLogger(__name__)
 METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER, *ROUGE_METRICS, *K.NEURAL)  # what can be compared
@@ -144,12 +150,6 @@ def from_result_dir(path: Path) -> System:
                   source_tokens_of(records), segment_scores_of(records))
 
 
-def segment_scores_of(records: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
-    """Each neural metric every record of a result folder has a segment score for (hypotheses.jsonl)."""
-    names = [m for m in K.NEURAL if records and all(m in (r.get(K.SEGMENT_SCORES) or {}) for r in records)]
-    return {m: [float(r[K.SEGMENT_SCORES][m]) for r in records] for m in names}
-
-
 def recorded_neural(systems: Sequence[System]) -> tuple[str, ...]:
     """The neural metrics every system recorded segment scores of (what compare adds to its default)."""
     return tuple(m for m in K.NEURAL if all(m in s.segment_scores for s in systems))
@@ -202,9 +202,9 @@ def compare(systems: Sequence[System], seed: int = SACREBLEU_DEFAULT_SEED, n_boo
     by_sacrebleu = tuple(m for m in metrics if m in SACREBLEU_METRICS)
     by_rouge = tuple(m for m in metrics if m in ROUGE_METRICS)
     by_mean = (*by_rouge, *(m for m in metrics if m in K.NEURAL))  # means of per-segment scores
-    rouge = {s.name: rouge_per_example(s.hypotheses, refs, by_rouge) for s in systems} if by_rouge else {}
-    for s in systems:
-        rouge.setdefault(s.name, {}).update({m: s.segment_scores[m] for m in metrics if m in K.NEURAL})
+    # system -> metric -> its per-segment scores: ROUGE's computed here, the neural ones as recorded
+    per_segment = {s.name: {**(rouge_per_example(s.hypotheses, refs, by_rouge) if by_rouge else {}),
+                            **{m: s.segment_scores[m] for m in metrics if m in K.NEURAL}} for s in systems}
     for base, group in baseline_groups(systems):
         intervals, comparisons = sacrebleu_paired([(s.name, s.hypotheses) for s in [base, *group]], refs, seed,
                                                   n_bootstrap, n_ar, by_sacrebleu) if by_sacrebleu else ({}, [])
@@ -212,11 +212,12 @@ def compare(systems: Sequence[System], seed: int = SACREBLEU_DEFAULT_SEED, n_boo
             report.intervals.setdefault(name, {}).update(by_metric)
         report.comparisons += comparisons
         for s in [base, *group]:
-            report.intervals.setdefault(s.name, {}).update({m: mean_interval(rouge[s.name][m], idx) for m in by_mean})
+            report.intervals.setdefault(s.name, {}).update(
+                {m: mean_interval(per_segment[s.name][m], idx) for m in by_mean})
         report.comparisons += [
             Comparison(base.name, s.name, m, report.intervals[s.name][m].score - report.intervals[base.name][m].score,
-                       paired_bootstrap_p(rouge[base.name][m], rouge[s.name][m], idx),
-                       paired_ar_p(rouge[base.name][m], rouge[s.name][m], seed, n_ar)
+                       paired_bootstrap_p(per_segment[base.name][m], per_segment[s.name][m], idx),
+                       paired_ar_p(per_segment[base.name][m], per_segment[s.name][m], seed, n_ar)
                        if m in K.NEURAL and n_ar else None)
             for s in group for m in by_mean]
     add_seed_aggregates(report, systems, metrics)

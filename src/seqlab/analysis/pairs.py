@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from seqlab.analysis.compare import CompareError, System, check_comparable, compare, from_result_dir
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import (
@@ -120,7 +122,7 @@ def pair_tests(systems: Sequence[System], limit: int = ALL_PAIRS_LIMIT, n_ar: in
     return out
 
 
-def neural_tests(a: System, b: System, idx, seed: int, n_ar: int) -> list[PairTest]:  # noqa: ANN001
+def neural_tests(a: System, b: System, idx: np.ndarray, seed: int, n_ar: int) -> list[PairTest]:
     """Each neural metric both runs recorded: paired bootstrap and approximate randomization on its segment
     scores."""
     out = []

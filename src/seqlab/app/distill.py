@@ -25,8 +25,7 @@ import hydra
 from omegaconf import DictConfig
 
 from seqlab.app.cli import reraise
-from seqlab.app.configs import plain, typed
-from seqlab.app.infer import DistillSettings, InferenceRequest, Loaded, load
+from seqlab.app.infer import DistillSettings, InferenceRequest, Loaded, load, settings_of
 from seqlab.app.store import CONF_DIR
 from seqlab.data import DataConfig, Example
 from seqlab.data.corpora import load_split
@@ -61,8 +60,7 @@ def distil_shard(loaded: Loaded, examples: list[Example], settings: DistillSetti
 def run_distill(cfg: DictConfig) -> dict[str, Any]:
     """Distil, or report a folder that already holds this distillation."""
     request = InferenceRequest.from_cfg(cfg, "distill", DistillSettings)  # bad values fail before loading
-    settings = typed(DistillSettings, {k: v for k, v in plain(cfg).items()
-                                       if k in DistillSettings.__dataclass_fields__}, "distill")
+    settings = settings_of(cfg, DistillSettings, "distill")
     out = Path(settings.out)
     if (out / RECORD).is_file() and not settings.force:
         log.info("already distilled: %s (force=true to redo)", out / RECORD)

@@ -136,7 +136,7 @@ def unscored(out: ResultDir, chosen: tuple[str, ...], neural: NeuralSettings) ->
     except (OSError, json.JSONDecodeError):
         return [m for m in chosen if m in NEURAL_METRICS]
     recorded = (payload.get("settings") or {}).get("neural") or {}
-    asked = neural.to_dict()
+    asked = neural.to_dict()  # each metric's model settings under its name (NeuralSettings.of)
     return [m for m in chosen if m in NEURAL_METRICS
             and (m not in (payload.get("metrics") or {}) or recorded.get(m) != asked[m])]
 

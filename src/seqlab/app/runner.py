@@ -242,8 +242,8 @@ def command_line(by_name: dict[str, Planned], planned: Planned, rerun: frozenset
             assert distill.stage.after is not None
             places = {CORPUS_PATH: distill.folder / DISTILLED,
                       TOKENIZER_FROM: checkpoint_file(by_name[distill.stage.after].folder, LAST)}
-            overrides = tuple(f"{o.split('=', 1)[0]}={places[o.split('=', 1)[0]]}"
-                              if o.split("=", 1)[0] in places else o for o in overrides)
+            overrides = tuple(f"{key}={places[key]}" if (key := o.split("=", 1)[0]) in places else o
+                              for o in overrides)
         return ["train", *overrides, *resume, f"hydra.run.dir={where}"]
     if stage.command == "distill":  # the teacher's training set decoded; a cut run resumes at its shard
         assert stage.after is not None

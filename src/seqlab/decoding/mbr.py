@@ -106,9 +106,9 @@ def expected_utilities(mbr: MBRConfig, candidates: Sequence[str], references: Se
     Each distinct text is scored once (samples repeat), weighted by how often it was drawn.
     """
     hyp_texts, hyp_index = np.unique(np.array(candidates, dtype=object), return_inverse=True)
-    ref_texts, ref_count = np.unique(np.array(references, dtype=object), return_counts=True)
-    if mbr.utility in RERANKERS:
+    if mbr.utility in RERANKERS:  # each candidate's own score: no pseudo-references
         return neural_utility(mbr.utility, source, list(hyp_texts), [], mbr.model)[:, 0][hyp_index.reshape(-1)]
+    ref_texts, ref_count = np.unique(np.array(references, dtype=object), return_counts=True)
     if mbr.utility in NEURAL_UTILITIES:
         matrix = neural_utility(mbr.utility, source, list(hyp_texts), list(ref_texts), mbr.model, mbr.layers)
     else:

@@ -138,6 +138,12 @@ def source_tokens_of(rows: list[dict[str, Any]]) -> list[int] | None:
     return None if None in lengths else lengths
 
 
+def segment_scores_of(rows: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+    """Each neural metric every row of hypotheses.jsonl has a segment score for: its scores, in row order."""
+    names = [m for m in K.NEURAL if rows and all(m in (r.get(K.SEGMENT_SCORES) or {}) for r in rows)]
+    return {m: [float(r[K.SEGMENT_SCORES][m]) for r in rows] for m in names}
+
+
 def variant_of(payload: dict[str, Any]) -> str:
     """Everything that identifies a result apart from the training seed (older results: run name + model)."""
     ckpt = payload.get("checkpoint", {})

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from seqlab.config import check_choice
 from seqlab.metrics import keys as K
+from seqlab.tracking.results import segment_scores_of
 
 log = logging.getLogger(__name__)
 LoggerKind = Literal["wandb", "csv", "none"]
@@ -136,12 +137,13 @@ def saved_run_id(run_dir: Path) -> str | None:
 def log_predictions(logger: Any, records: list[dict[str, Any]], key: str = "predictions", limit: int = 1000) -> None:
     """A W&B table of the first `limit` outputs: id, source, reference, hypothesis, its log-prob, the other
     n-best hypotheses or samples, and a column per neural metric scored (its segment scores: sortable)."""
-    neural = [m for m in K.NEURAL if records and all(m in (r.get(K.SEGMENT_SCORES) or {}) for r in records)]
+    shown = records[:limit]
+    neural = segment_scores_of(shown)  # metric -> the shown rows' scores
     columns = ["id", "source", "reference", "hypothesis", "logprob", "other_hypotheses", *neural]
     rows = [[r["id"], r["source"], r["reference"], r["hypothesis"],
              r["nbest"][0]["logprob"] if r.get("nbest") else None,
              "\n".join(n["text"] for n in r.get("nbest", [])[1:]),
-             *(r[K.SEGMENT_SCORES][m] for m in neural)] for r in records[:limit]]
+             *(scores[i] for scores in neural.values())] for i, r in enumerate(shown)]
     logger.log_table(key=key, columns=columns, data=rows)
 
 

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from seqlab import hub
+from seqlab.data.sequences import pad_right
 from seqlab.metrics.neural.errors import MetricModelError
 
 # bert-score's tuned layers (its model2layers) for the models its defaults use or the papers report
@@ -73,6 +74,7 @@ class BertScorer:
     tokenizer: object
     model: torch.nn.Module
     device: torch.device
+    baseline: tuple[float, float, float] | None = None  # the rescale baseline's P, R, F at the model's layer
     cache: dict[str, tuple[list[int], Tensor]] = field(default_factory=dict)
     encoded: int = 0
 
@@ -93,13 +95,10 @@ class BertScorer:
         for start in range(0, len(todo), BATCH_SENTENCES):
             batch = todo[start: start + BATCH_SENTENCES]
             rows = [self.ids(t) for t in batch]
-            width = max(len(r) for r in rows)
-            ids = torch.full((len(rows), width), pad, dtype=torch.long)
-            mask = torch.zeros(len(rows), width, dtype=torch.long)
-            for i, r in enumerate(rows):
-                ids[i, : len(r)], mask[i, : len(r)] = torch.tensor(r), 1
+            ids, padded = pad_right(rows, pad)
             with torch.no_grad():
-                out = self.model(ids.to(self.device), attention_mask=mask.to(self.device))[0].float().cpu()
+                out = self.model(ids.to(self.device), attention_mask=(~padded).long().to(self.device))[0]
+            out = out.float().cpu()
             for i, (text, r) in enumerate(zip(batch, rows, strict=True)):
                 emb = out[i, : len(r)]
                 self.cache[text] = (r, emb / emb.norm(dim=-1, keepdim=True))
@@ -155,10 +154,9 @@ class BertScorer:
         return {-1: math.log(m + 1), **{i: math.log((m + 1) / (c + 1)) for i, c in counts.items()}}
 
     def rescale(self, values: Sequence[float]) -> list[float]:
-        if self.settings.baseline is None:
+        if self.baseline is None:
             return list(values)
-        base = read_baseline(Path(self.settings.baseline), self.settings.layers())
-        return [(x - b) / (1 - b) for x, b in zip(values, base, strict=True)]
+        return [(x - b) / (1 - b) for x, b in zip(values, self.baseline, strict=True)]
 
     def signature(self) -> str:
         s = self.settings
@@ -194,4 +192,6 @@ def load_bertscore(settings: BertScoreSettings, device: torch.device | str = "cp
     if not 0 <= layers <= len(stack):
         raise MetricModelError(f"bertscore.num_layers={layers}: {settings.model} has {len(stack)} layers")
     model.encoder.layer = torch.nn.ModuleList(list(stack)[:layers])
-    return BertScorer(settings, folder, AutoTokenizer.from_pretrained(folder), model.to(device), torch.device(device))
+    baseline = None if settings.baseline is None else read_baseline(Path(settings.baseline), layers)
+    return BertScorer(settings, folder, AutoTokenizer.from_pretrained(folder), model.to(device), torch.device(device),
+                      baseline)

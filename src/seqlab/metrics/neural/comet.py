@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from seqlab import hub
+from seqlab.data.sequences import pad_right
 from seqlab.metrics.neural.comet_checkpoint import (
     CHECKPOINT,
     CometSpec,
@@ -93,21 +94,15 @@ class CometScorer:
     @torch.no_grad()
     def encode(self, rows: list[list[int]]) -> Tensor:  # -> (batch, hidden), on the CPU
         pad = self.tokenizer.pad_token_id
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        for i, r in enumerate(rows):
-            ids[i, : len(r)] = torch.tensor(r)
-        mask = (ids != pad).long()
-        out = self.encoder(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                           output_hidden_states=True)
+        ids, padded = pad_right(rows, pad)  # (batch, width) each
+        ids, mask = ids.to(self.device), (~padded).long().to(self.device)
+        out = self.encoder(input_ids=ids, attention_mask=mask, output_hidden_states=True)
         layers = out.hidden_states  # embeddings + every layer: (batch, width, hidden) each
         if self.layer_weights is None:
             mixed = layers[self.spec.layer]
         else:
-            mixed = mix_layers(layers, mask.to(self.device), self.layer_weights, self.gamma, self.spec.mix,
-                               self.spec.layer_norm)
-        return pool(self.spec.pool, ids.to(self.device), mixed, mask.to(self.device), pad,
-                    out.last_hidden_state).float().cpu()
+            mixed = mix_layers(layers, mask, self.layer_weights, self.gamma, self.spec.mix, self.spec.layer_norm)
+        return pool(self.spec.pool, ids, mixed, mask, pad, out.last_hidden_state).float().cpu()
 
     @torch.no_grad()
     def score(self, sources: Sequence[str] | None, hyps: Sequence[str],

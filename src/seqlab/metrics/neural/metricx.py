@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from seqlab import hub
+from seqlab.data.sequences import pad_right
 from seqlab.metrics.neural.errors import MetricModelError
 
 SCORE_ID = 250089  # <extra_id_10>: the logit MetricX reads as its score
@@ -101,14 +102,9 @@ class MetricXScorer:
 
     @torch.no_grad()
     def predict(self, rows: list[list[int]]) -> list[float]:
-        pad = self.tokenizer.pad_token_id
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for i, r in enumerate(rows):
-            ids[i, : len(r)], mask[i, : len(r)] = torch.tensor(r, dtype=torch.long), 1
+        ids, padded = pad_right(rows, self.tokenizer.pad_token_id)
         start = torch.zeros(len(rows), 1, dtype=torch.long)
-        state = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+        state = self.model(input_ids=ids.to(self.device), attention_mask=(~padded).long().to(self.device),
                            decoder_input_ids=start.to(self.device)).last_hidden_state[:, 0]  # (batch, d)
         logits = (state * self.scale) @ self.row.to(state)
         return logits.float().clamp(0.0, MAX_SCORE).cpu().tolist()
@@ -126,8 +122,8 @@ def weight_row(folder: Path, name: str) -> torch.Tensor | None:
     from safetensors import safe_open
 
     index = folder / "model.safetensors.index.json"
-    files = ([folder / json.loads(index.read_text())["weight_map"][name]] if index.is_file()
-             and name in json.loads(index.read_text())["weight_map"] else [folder / "model.safetensors"])
+    weight_map = json.loads(index.read_text())["weight_map"] if index.is_file() else {}
+    files = [folder / weight_map[name]] if name in weight_map else [folder / "model.safetensors"]
     for path in files:
         if path.is_file():
             with safe_open(str(path), framework="pt") as f:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -53,6 +52,10 @@ class NeuralSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def of(self, metric: str) -> Any:
+        """The model settings of one metric (each metric's are the field of its name)."""
+        return getattr(self, metric)
 
     def torch_device(self) -> torch.device:
         if self.device == "auto":
@@ -95,16 +98,15 @@ def check_neural(chosen: Sequence[str], settings: NeuralSettings, have_reference
         raise MetricModelError(f"neural.device={settings.device}: no GPU here; use neural.device=cpu")
 
 
-LOADED: dict[tuple[str, str], Any] = {}  # (metric, its settings) -> the loaded scorer, for the process
+LOADED: dict[tuple[str, Any, str], Any] = {}  # (metric, its settings, device) -> the loaded scorer, for the process
 
 
 def scorer(metric: str, settings: NeuralSettings) -> Any:
     """The metric's scorer, loaded once per process and settings."""
     from seqlab.metrics.neural.comet import load_comet
 
-    part = {K.COMET: settings.comet, K.COMETKIWI: settings.cometkiwi, K.BERTSCORE: settings.bertscore,
-            K.METRICX: settings.metricx}[metric]
-    key = (metric, f"{part}|{settings.device}")
+    part = settings.of(metric)
+    key = (metric, part, settings.device)
     if key not in LOADED:
         device = settings.torch_device()
         LOADED[key] = (load_comet(part, device) if metric in (K.COMET, K.COMETKIWI)
@@ -144,4 +146,4 @@ def neural_scores(metric: str, settings: NeuralSettings, sources: Sequence[str],
 
 def encoded_sentences() -> dict[str, int]:
     """How many inputs each loaded model has encoded (not read from its cache), by metric and model."""
-    return {f"{metric}:{Path(str(name)).name}": m.encoded for (metric, name), m in LOADED.items()}
+    return {f"{metric}:{m.folder.name}": m.encoded for (metric, _, _), m in LOADED.items()}

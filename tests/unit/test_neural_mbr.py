@@ -16,7 +16,7 @@ from seqlab.config import ConfigError  # noqa: E402
 from seqlab.decoding.mbr import MBRConfig, choose  # noqa: E402
 from seqlab.metrics.neural.bertscore import BertScoreSettings, load_bertscore  # noqa: E402
 from seqlab.metrics.neural.comet import load_comet  # noqa: E402
-from tests.unit.test_bertscore import bert_folder  # noqa: E402
+from tests.encoder_folders import bert_folder  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "comet"
 SOURCE = "Der Hund bellte jeden Morgen den Briefträger an."

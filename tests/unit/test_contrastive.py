@@ -16,6 +16,7 @@ from seqlab.config import ConfigError  # noqa: E402
 from seqlab.decoding import DecodingConfig, generate  # noqa: E402
 from seqlab.decoding.contrastive import degeneration_choice  # noqa: E402
 from seqlab.interop import from_hf  # noqa: E402
+from seqlab.interop.generation import decoding_of  # noqa: E402
 from seqlab.interop.hf import from_state  # noqa: E402
 from seqlab.interop.hf_folder import read_json, read_weights  # noqa: E402
 
@@ -38,7 +39,7 @@ def models():
 def settings(case: dict) -> DecodingConfig:
     """The case's DecodingConfig as transformers saw it: the model's generation_config.json and the call's."""
     given = {**read_json(FOLDERS[case["model"]] / "generation_config.json"), **case["generate"]}
-    return DecodingConfig.from_generation_config(given)
+    return decoding_of(given)
 
 
 def hf_tokens(row: list[int], eos: int) -> list[int]:
@@ -121,7 +122,7 @@ def test_bad_values_name_the_key(kwargs, message):
 
 def test_label_engines_and_export():
     from seqlab.engines.ct2 import check_decodable
-    from seqlab.interop.export import generation_config
+    from seqlab.interop.generation import generation_config
     from seqlab.model import ModelConfig
 
     cfg = DecodingConfig(method="contrastive", penalty_alpha=0.6, top_k=4, no_repeat_ngram_size=3)
@@ -130,5 +131,5 @@ def test_label_engines_and_export():
         check_decodable(cfg)
     exported = generation_config(cfg, ModelConfig(src_vocab_size=40))
     assert (exported["penalty_alpha"], exported["top_k"], exported["do_sample"]) == (0.6, 4, False)
-    back = DecodingConfig.from_generation_config(exported)  # seqlab's pad/start rule comes back as suppress_tokens
+    back = decoding_of(exported)  # seqlab's pad/start rule comes back as suppress_tokens
     assert (back.method, back.penalty_alpha, back.top_k, back.no_repeat_ngram_size) == ("contrastive", 0.6, 4, 3)

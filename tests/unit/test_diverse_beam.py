@@ -14,6 +14,7 @@ transformers = pytest.importorskip("transformers")
 from seqlab.config import ConfigError  # noqa: E402
 from seqlab.decoding import DecodingConfig, generate  # noqa: E402
 from seqlab.interop import from_hf  # noqa: E402
+from seqlab.interop.generation import decoding_of  # noqa: E402
 from tests.toy_marian import PAD  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "diverse_beam"
@@ -76,15 +77,15 @@ def test_invalid_group_settings_are_refused(kw, message):
 
 
 def test_generation_config_mapping():
-    cfg = DecodingConfig.from_generation_config({"num_beams": 6, "num_beam_groups": 3, "diversity_penalty": 0.5})
+    cfg = decoding_of({"num_beams": 6, "num_beam_groups": 3, "diversity_penalty": 0.5})
     assert (cfg.method, cfg.num_beams, cfg.num_beam_groups, cfg.diversity_penalty) == ("beam", 6, 3, 0.5)
     assert cfg.label == "beam6_lp1_g3_div0.5"
 
 
 def test_exported_generation_config_keeps_the_groups(model):
-    from seqlab.interop.export import generation_config
+    from seqlab.interop.generation import generation_config
 
     cfg = DecodingConfig(method="beam", num_beams=6, num_beam_groups=3, diversity_penalty=0.5, n_best=3,
                          max_length=12)
-    back = DecodingConfig.from_generation_config(generation_config(cfg, model.cfg))
+    back = decoding_of(generation_config(cfg, model.cfg))
     assert (back.num_beams, back.num_beam_groups, back.diversity_penalty, back.n_best) == (6, 3, 0.5, 3)

@@ -11,7 +11,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from seqlab.decoding import DecodingConfig, generate  # noqa: E402
+from seqlab.decoding import generate  # noqa: E402
+from seqlab.interop.generation import decoding_of  # noqa: E402
 from seqlab.interop.hf import from_state  # noqa: E402
 from seqlab.interop.hf_folder import read_json, read_weights  # noqa: E402
 from tests.hf_families import batch, build, ids_of, save  # noqa: E402
@@ -41,7 +42,7 @@ def hf_and_ours(name, tmp_path, settings):
     (folder / "generation_config.json").write_text(json.dumps({**written, **settings}))
     hf = type(build(name)).from_pretrained(folder).eval()
     ours = from_state(read_json(folder / "config.json"), read_weights(folder), str(folder))
-    return hf, ours, DecodingConfig.from_generation_config(read_json(folder / "generation_config.json"))
+    return hf, ours, decoding_of(read_json(folder / "generation_config.json"))
 
 
 def tokens(row: torch.Tensor, pad: int, eos: int) -> list[int]:
@@ -81,7 +82,7 @@ def test_generation_config_keys_map_as_transformers_reads_them(tmp_path):
     (folder / "generation_config.json").write_text(json.dumps({"decoder_start_token_id": 2, "num_beams": 4,
                                                                "forced_bos_token_id": 0, "bad_words_ids": [[1]],
                                                                "suppress_tokens": [5], "renormalize_logits": True}))
-    cfg = DecodingConfig.from_generation_config(read_json(folder / "generation_config.json"))
+    cfg = decoding_of(read_json(folder / "generation_config.json"))
     assert (cfg.max_length, cfg.forced_bos_token_id, cfg.bad_words_ids, cfg.suppress_tokens) == (20, 0, [[1]], [5])
     assert cfg.renormalize_logits and not cfg.suppress_special
-    assert DecodingConfig.from_generation_config({"max_length": 30}).max_length == 29
+    assert decoding_of({"max_length": 30}).max_length == 29

@@ -125,7 +125,7 @@ def test_bad_gnmt_settings_name_the_key(kwargs, message):
 
 def test_labels_and_engines():
     from seqlab.engines.ct2 import check_decodable
-    from seqlab.interop.export import generation_config
+    from seqlab.interop.generation import generation_config
     from seqlab.model import ModelConfig
 
     wu = DecodingConfig(method="beam", num_beams=5, length_penalty=0.6, length_rule="wu")

@@ -9,6 +9,7 @@ transformers = pytest.importorskip("transformers")
 
 from seqlab.decoding import DecodingConfig, generate, score  # noqa: E402
 from seqlab.interop import from_hf, to_hf  # noqa: E402
+from seqlab.interop.generation import decoding_of  # noqa: E402
 from tests.toy_marian import EOS, PAD, VOCAB, batch, hf_generate, marian  # noqa: E402
 
 TRAIN_STEPS = 80
@@ -161,12 +162,12 @@ def test_force_eos_identical_to_hf(trained, num_beams):
 def test_decoding_config_from_hf_generation_config():
     gc = transformers.GenerationConfig(num_beams=4, max_length=64, min_length=3, length_penalty=0.6,
                                        early_stopping=True, forced_eos_token_id=0, num_return_sequences=2)
-    cfg = DecodingConfig.from_generation_config(gc)
+    cfg = decoding_of(gc)
     assert (cfg.method, cfg.num_beams, cfg.n_best, cfg.length_penalty, cfg.early_stopping) == ("beam", 4, 2, 0.6,
                                                                                               True)
     assert (cfg.max_length, cfg.min_length, cfg.force_eos) == (63, 2, "hf")  # HF counts the start token
-    sample = DecodingConfig.from_generation_config(transformers.GenerationConfig(
+    sample = decoding_of(transformers.GenerationConfig(
         do_sample=True, top_p=0.9, temperature=0.7, epsilon_cutoff=3e-4, max_new_tokens=20))
     assert (sample.method, sample.top_k, sample.top_p, sample.temperature, sample.epsilon, sample.max_length) == (
         "sample", 50, 0.9, 0.7, 3e-4, 20)  # HF's default top_k=50 applies when sampling
-    assert DecodingConfig.from_generation_config({"num_beams": 1}).method == "greedy"
+    assert decoding_of({"num_beams": 1}).method == "greedy"

@@ -11,30 +11,58 @@ from seqlab.constants import DEFAULT_IDS, ForceEOS
 from seqlab.decoding.constraints import ConstraintOrder
 from seqlab.decoding.coverage import CoverageRule
 from seqlab.decoding.mbr import MBRConfig
-from seqlab.decoding.options import labelled
-from seqlab.decoding.registry import SAMPLING_ONLY, build_processors
+from seqlab.decoding.options import (
+    HF_SEED,
+    MAPPED,
+    NAME,
+    NO_SEED,
+    RENORMALIZED,
+    SPECULATIVE,
+    Refused,
+    ct2_bad_words,
+    ct2_ban,
+    ct2_length_penalty,
+    ct2_method,
+    ct2_no_repeat,
+    ct2_stop,
+    hf_force_eos,
+    hf_per_source_limit,
+    labelled,
+    option,
+    sampling_only,
+)
+from seqlab.decoding.processors import (
+    EpsilonCutoff,
+    EtaCutoff,
+    ForcedFirstToken,
+    LogitNormalization,
+    MinNewTokens,
+    MinP,
+    NoRepeatNGram,
+    RepetitionPenalty,
+    SequenceBias,
+    TopK,
+    TopNSigma,
+    TopP,
+    Typical,
+)
+from seqlab.decoding.registry import (
+    Builds,
+    bad_words,
+    build_processors,
+    each,
+    penalties,
+    suppression,
+    temperature_rule,
+    warper,
+    with_eos,
+)
 from seqlab.decoding.search import LengthRule
 
 Method = Literal["greedy", "beam", "sample", "contrastive"]
-# What Hugging Face `generate` uses for a GenerationConfig value left unset (transformers 5 leaves them None).
-HF_GENERATION_DEFAULTS: dict[str, Any] = {
-    "max_length": 20, "min_length": 0, "do_sample": False, "early_stopping": False, "num_beams": 1,
-    "temperature": 1.0, "top_k": 50, "top_p": 1.0, "typical_p": 1.0, "repetition_penalty": 1.0,
-    "length_penalty": 1.0, "no_repeat_ngram_size": 0, "num_return_sequences": 1, "epsilon_cutoff": 0.0,
-    "eta_cutoff": 0.0,
-}
-NEW_TOKENS_BY_DEFAULT = 20  # transformers 5, for a config with neither max_length nor max_new_tokens
 EarlyStopping = Literal[True, False, "never"]
 DraftSchedule = Literal["fixed", "adaptive"]
 DRAFT_CHECKPOINT = "ckpt:"  # decoding.draft=ckpt:PATH: a draft model
-
-
-def sequence_bias_pairs(value: Any) -> list[list] | None:
-    """Hugging Face's `sequence_bias` ({(ids...): bias} or [[ids, bias], ...]) as seqlab's [[ids], bias] pairs."""
-    if not value:
-        return None
-    items = value.items() if isinstance(value, dict) else value
-    return [[list(ids), float(bias)] for ids, bias in items]
 
 
 @dataclass(frozen=True)
@@ -88,55 +116,86 @@ class DecodingConfig:
     step), so a source's samples do not depend on the batch around it.
     """
 
-    method: Method = "greedy"
-    num_beams: int = 1
-    n_best: int = 1  # beam: hypotheses returned; sample: samples per source
-    length_penalty: float = 1.0
-    num_beam_groups: int = 1  # diverse beam search (HF's num_beam_groups): K beams in this many groups
-    diversity_penalty: float = 0.0  # subtracted per earlier-group beam that chose the token at this step
-    early_stopping: EarlyStopping = True
-    min_length: int = 0
-    max_length: int | None = None
-    max_len_a: float = 1.2
-    max_len_b: int = 10
-    no_repeat_ngram_size: int | None = None
-    repetition_penalty: float | None = None
-    frequency_penalty: float | None = None  # OpenAI/llama.cpp: - frequency * count of the token so far
-    presence_penalty: float | None = None  # OpenAI/llama.cpp: - presence * [token generated before]
-    temperature: float | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    min_p: float | None = None
-    typical_p: float | None = None
-    epsilon: float | None = None
-    eta: float | None = None
-    top_n_sigma: float | None = None
-    dynatemp_range: float | None = None  # llama.cpp dynatemp: temperature in [t - range, t + range] by entropy
-    dynatemp_exponent: float = 1.0
-    edt_theta: float | None = None  # EDT (Zhang et al. 2024): T = t * edt_base ** (edt_theta / entropy)
-    edt_base: float = 0.8
-    penalty_alpha: float | None = None  # contrastive: weight of the degeneration penalty, in [0, 1] (HF's name)
-    force_eos: bool | ForceEOS = False  # last allowed step: EOS only; hf (= true) | fairseq rule | false (off)
-    bad_words_ids: list[list[int]] | None = None
-    sequence_bias: list[list] | None = None  # [[token ids], bias] pairs
-    suppress_tokens: list[int] | None = None
-    forced_bos_token_id: int | None = None
-    suppress_special: bool = True
-    renormalize_logits: bool = False
-    prefix_size: int = 0  # evaluation: force the first N tokens of each reference (fairseq's --prefix-size)
-    length_rule: LengthRule = "power"  # beam: power (len ** length_penalty; HF, fairseq) | wu (GNMT, OpenNMT-py)
-    coverage_penalty: CoverageRule | None = None  # beam: wu | summary (OpenNMT-py), times coverage_beta
-    coverage_beta: float = 0.0
-    constraints: ConstraintOrder | None = None  # beam: lexical constraints, fairseq's --constraints ordered|unordered
-    constraint_words: int = 0  # evaluation: constrain each output to N words of its reference (with `constraints`)
-    seed: int = 0
-    name: str | None = None  # a label for reports, e.g. "beam5_lp0.6"
-    mbr: MBRConfig | None = None  # minimum Bayes risk over this setting's candidates (decoding/mbr.py)
+    # Each field with its declaration (decoding.options.Option): what CTranslate2 (ct2) and Hugging Face's
+    # generation_config.json (hf) do with it, its label, whether archived digests carry it at its default,
+    # and the logits processor it builds at its place in Hugging Face's order (decoding.registry).
+    method: Method = option("greedy", ctranslate2=ct2_method, hf=MAPPED)
+    num_beams: int = option(1, ctranslate2=MAPPED, hf=MAPPED)
+    n_best: int = option(1, ctranslate2=MAPPED, hf=MAPPED)  # beam: hypotheses returned; sample: samples per source
+    length_penalty: float = option(1.0, ctranslate2=ct2_length_penalty, hf=MAPPED)
+    # diverse beam search (HF's num_beam_groups): K beams in this many groups
+    num_beam_groups: int = option(1, hf=MAPPED)
+    diversity_penalty: float = option(0.0, hf=MAPPED)  # subtracted per earlier-group beam that chose the token
+    early_stopping: EarlyStopping = option(True, ctranslate2=ct2_stop, hf=MAPPED)
+    # labels name the penalties and constraints in field order
+    min_length: int = option(0, ctranslate2=ct2_ban("min_length"), hf=MAPPED, label="min",
+                             processor=with_eos(MinNewTokens, 80))
+    max_length: int | None = option(None, ctranslate2=MAPPED, hf=MAPPED)
+    max_len_a: float = option(1.2, ctranslate2=MAPPED, hf=hf_per_source_limit("max_len_a"))
+    max_len_b: int = option(10, ctranslate2=MAPPED, hf=hf_per_source_limit("max_len_b"))
+    no_repeat_ngram_size: int | None = option(None, ctranslate2=ct2_no_repeat, hf=MAPPED, label="norepeat",
+                                              processor=each(NoRepeatNGram, 40))
+    repetition_penalty: float | None = option(None, hf=MAPPED, label="rep", processor=each(RepetitionPenalty, 20))
+    # OpenAI/llama.cpp: - frequency * count of the token so far; - presence * [token generated before]
+    frequency_penalty: float | None = option(None, label="freq", processor=Builds(30, penalties))
+    presence_penalty: float | None = option(None, label="pres")  # built with frequency_penalty
+    temperature: float | None = option(None, hf=MAPPED, sampling_only=True, processor=Builds(100, temperature_rule))
+    top_k: int | None = option(None, hf=MAPPED, sampling_only=True, processor=warper(TopK, 110))
+    top_p: float | None = option(None, hf=MAPPED, sampling_only=True, processor=warper(TopP, 120))
+    min_p: float | None = option(None, hf=MAPPED, sampling_only=True, processor=warper(MinP, 130))
+    typical_p: float | None = option(None, hf=MAPPED, sampling_only=True, processor=warper(Typical, 140))
+    epsilon: float | None = option(None, hf=MAPPED, sampling_only=True, processor=warper(EpsilonCutoff, 150))
+    eta: float | None = option(None, hf=MAPPED, sampling_only=True, processor=warper(EtaCutoff, 160))
+    top_n_sigma: float | None = option(None, sampling_only=True, processor=warper(TopNSigma, 170))
+    # llama.cpp dynatemp: temperature in [t - range, t + range] by entropy (built by temperature's rule)
+    dynatemp_range: float | None = option(None, sampling_only=True)
+    dynatemp_exponent: float = option(1.0)
+    # EDT (Zhang et al. 2024): T = t * edt_base ** (edt_theta / entropy) (built by temperature's rule)
+    edt_theta: float | None = option(None, sampling_only=True)
+    edt_base: float = option(0.8)
+    # contrastive: weight of the degeneration penalty, in [0, 1] (HF's name)
+    penalty_alpha: float | None = option(None, hf=MAPPED, in_digest=False)
+    # last allowed step: EOS only; hf (= true) | fairseq rule | false (off)
+    force_eos: bool | ForceEOS = option(False, hf=hf_force_eos)
+    bad_words_ids: list[list[int]] | None = option(None, ctranslate2=ct2_bad_words, hf=MAPPED, in_digest=False,
+                                                   label="ban", processor=Builds(50, bad_words))
+    sequence_bias: list[list] | None = option(None, hf=MAPPED, in_digest=False, label="bias",  # [[ids], bias] pairs
+                                              processor=each(SequenceBias, 10))
+    suppress_tokens: list[int] | None = option(None, ctranslate2=ct2_ban("suppress_tokens"), hf=MAPPED,
+                                               in_digest=False, label="supp")  # built with suppress_special
+    forced_bos_token_id: int | None = option(None, hf=MAPPED, in_digest=False,
+                                             processor=each(ForcedFirstToken, 60))
+    suppress_special: bool = option(True, ctranslate2=ct2_ban("suppress_special"), hf=MAPPED, in_digest=False,
+                                    processor=Builds(70, suppression))
+    renormalize_logits: bool = option(False, ctranslate2=RENORMALIZED, hf=MAPPED, in_digest=False,
+                                      processor=Builds(200, lambda value, cfg, ids: LogitNormalization() if value
+                                                       else None))
+    # evaluation: force the first N tokens of each reference (fairseq's --prefix-size)
+    prefix_size: int = option(0, in_digest=False, ctranslate2=Refused(
+        "CTranslate2 scores a forced target prefix its own way (outside its length normalization)"), hf=Refused(
+        "decoding.prefix_size forces each reference's first tokens in an evaluation; a generation config has no "
+        "references"))
+    # beam: power (len ** length_penalty; HF, fairseq) | wu (GNMT, OpenNMT-py)
+    length_rule: LengthRule = option("power", in_digest=False, hf=Refused("generate has no GNMT length penalty"))
+    # beam: wu | summary (OpenNMT-py), times coverage_beta
+    coverage_penalty: CoverageRule | None = option(None, in_digest=False,
+                                                   hf=Refused("generate has no GNMT coverage penalty"))
+    coverage_beta: float = option(0.0, in_digest=False)
+    # beam: lexical constraints, fairseq's --constraints ordered|unordered
+    constraints: ConstraintOrder | None = option(None, in_digest=False, hf=Refused(
+        "seqlab's constraints are fairseq's per-source lexical constraints, which a generation config cannot hold"))
+    constraint_words: int = option(0, in_digest=False)  # evaluation: constrain each output to N words of its reference
+    seed: int = option(0, ctranslate2=NO_SEED, hf=HF_SEED)
+    name: str | None = option(None, ctranslate2=NAME, hf=NAME)  # a label for reports, e.g. "beam5_lp0.6"
+    # minimum Bayes risk over this setting's candidates (decoding/mbr.py)
+    mbr: MBRConfig | None = option(None, hf=Refused("generate has no minimum Bayes risk"))
     # speculative decoding (decoding/speculative.py): the same tokens as without it, in fewer decoder calls
-    draft: str | None = None  # lookup (prompt lookup) | ckpt:PATH (a draft model) | null (off)
-    draft_tokens: int = 5  # proposals per row and call (k)
-    draft_schedule: DraftSchedule = "fixed"  # fixed | adaptive (per row: +2 after all kept, else -1)
-    lookup_ngram: int = 2  # prompt lookup: the longest n-gram matched (Hugging Face's max_matching_ngram_size)
+    draft: str | None = option(None, ctranslate2=SPECULATIVE, hf=SPECULATIVE, in_digest=False)  # lookup | ckpt:PATH
+    draft_tokens: int = option(5, ctranslate2=SPECULATIVE, hf=SPECULATIVE, in_digest=False)  # proposals a call (k)
+    # fixed | adaptive (per row: +2 after all kept, else -1)
+    draft_schedule: DraftSchedule = option("fixed", ctranslate2=SPECULATIVE, hf=SPECULATIVE, in_digest=False)
+    # prompt lookup: the longest n-gram matched (Hugging Face's max_matching_ngram_size)
+    lookup_ngram: int = option(2, ctranslate2=SPECULATIVE, hf=SPECULATIVE, in_digest=False)
 
     def __post_init__(self) -> None:
         own = "decoding"
@@ -179,7 +238,7 @@ class DecodingConfig:
         if self.method == "contrastive" or self.penalty_alpha is not None:
             self._check_contrastive()
         if self.method != "sample":
-            sampling = [k for k in SAMPLING_ONLY if getattr(self, k) is not None
+            sampling = [k for k in sampling_only(self) if getattr(self, k) is not None
                         and not (k == "top_k" and self.method == "contrastive")]
             if sampling:
                 raise ConfigError(f"{own}.{sampling[0]} only applies to method=sample (got method={self.method}); "
@@ -302,57 +361,6 @@ class DecodingConfig:
             raise ConfigError(f"{own}.diversity_penalty={self.diversity_penalty} must be > 0 with num_beam_groups="
                               f"{self.num_beam_groups} (0 would be {self.num_beam_groups} identical beam searches)")
 
-    @classmethod
-    def from_generation_config(cls, gc: Any) -> DecodingConfig:
-        """The DecodingConfig equal to a Hugging Face `GenerationConfig` (or its dict) for an encoder-decoder.
-
-        HF's `max_length`/`min_length` count the decoder start token, seqlab's lengths do not;
-        HF applies `top_k=50` by default when sampling, so the mapping keeps it.
-        """
-        given = dict(gc) if isinstance(gc, dict) else gc.to_dict()
-        g = {**HF_GENERATION_DEFAULTS, **{k: v for k, v in given.items() if v is not None}}  # None = HF's default
-        sample = bool(g.get("do_sample"))
-        beams = int(g.get("num_beams") or 1)
-        # HF's rule: contrastive search when penalty_alpha > 0 and top_k > 1, without sampling or beams
-        contrastive = not sample and beams == 1 and (g.get("penalty_alpha") or 0) > 0 and int(g["top_k"] or 0) > 1
-        method = "sample" if sample else ("beam" if beams > 1 else ("contrastive" if contrastive else "greedy"))
-        # transformers 5 generates max_length - 1 new tokens (max_length counts the decoder start), and 20 new
-        # tokens when neither max_length nor max_new_tokens is given
-        if g.get("max_new_tokens"):
-            max_length = int(g["max_new_tokens"])
-        elif given.get("max_length"):
-            max_length = int(given["max_length"]) - 1
-        else:
-            max_length = NEW_TOKENS_BY_DEFAULT
-        min_length = g.get("min_new_tokens") or max(0, int(g.get("min_length") or 0) - 1)
-        bad = g.get("bad_words_ids")
-
-        def warper(key: str, off: float | None) -> Any:
-            value = g.get(key)
-            return None if not sample or value is None or value == off else value
-
-        return cls(
-            method=method, num_beams=beams if method == "beam" else 1,
-            n_best=int(g.get("num_return_sequences") or 1),
-            num_beam_groups=int(g.get("num_beam_groups") or 1) if method == "beam" else 1,
-            diversity_penalty=float(g.get("diversity_penalty") or 0.0) if method == "beam" else 0.0,
-            length_penalty=float(g.get("length_penalty", 1.0)),
-            early_stopping=g.get("early_stopping", False) if g.get("early_stopping") != "never" else "never",
-            min_length=min_length, max_length=max_length,
-            no_repeat_ngram_size=g.get("no_repeat_ngram_size") or None,
-            repetition_penalty=None if g.get("repetition_penalty", 1.0) == 1.0 else g["repetition_penalty"],
-            temperature=warper("temperature", 1.0), top_k=int(g["top_k"]) if contrastive else warper("top_k", 0),
-            top_p=warper("top_p", 1.0),
-            min_p=warper("min_p", None), typical_p=warper("typical_p", 1.0), epsilon=warper("epsilon_cutoff", 0.0),
-            penalty_alpha=float(g["penalty_alpha"]) if contrastive else None,
-            eta=warper("eta_cutoff", 0.0), force_eos=g.get("forced_eos_token_id") is not None,
-            bad_words_ids=[list(b) for b in bad] if bad else None,
-            sequence_bias=sequence_bias_pairs(g.get("sequence_bias")),
-            suppress_tokens=list(g["suppress_tokens"]) if g.get("suppress_tokens") else None,
-            forced_bos_token_id=g.get("forced_bos_token_id"), suppress_special=False,
-            renormalize_logits=bool(g.get("renormalize_logits", False)),
-        )
-
     @property
     def rows_per_source(self) -> int:
         """Decoder rows per source: beams for beam search, samples (or 1) otherwise."""
@@ -377,10 +385,10 @@ class DecodingConfig:
             return self.name
         if self.mbr is not None:
             return f"{self.mbr.label}_{replace(self, mbr=None, n_best=1).label}"
-        # the penalties and constraints set (options.OPTIONS' labels): a value by its value, a token list by its
+        # the penalties and constraints set (their declarations' labels): a value by its value, a token list by its
         # length, so that two settings that ban or bias different numbers of sequences get different names
         constraints = "".join(f"_{short}{len(value) if isinstance(value, list) else format(value, 'g')}"
-                              for key, short in labelled().items() if (value := getattr(self, key)))
+                              for key, short in labelled(self).items() if (value := getattr(self, key)))
         if self.forced_bos_token_id is not None:
             constraints += f"_first{self.forced_bos_token_id}"
         if self.prefix_size:
@@ -400,7 +408,7 @@ class DecodingConfig:
             return f"beam{self.num_beams}_lp{rule}{self.length_penalty:g}{coverage}{groups}{nbest}{constraints}"
         if self.method == "contrastive":
             return f"contrastive_a{self.penalty_alpha:g}_k{self.top_k}" + constraints
-        parts = [f"{k}{getattr(self, k):g}" for k in SAMPLING_ONLY if getattr(self, k) is not None]
+        parts = [f"{k}{getattr(self, k):g}" for k in sampling_only(self) if getattr(self, k) is not None]
         return "sample" + ("_" + "_".join(parts) if parts else "") + constraints
 
     def to_dict(self) -> dict[str, Any]:

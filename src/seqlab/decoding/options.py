@@ -1,12 +1,13 @@
-"""Every DecodingConfig option declared once: what each engine and export format does with it, its short name in
-labels, and whether an archived stage's digest carries it at its default.
+"""What each engine and export format does with a DecodingConfig option, its short name in labels, the
+processor it builds, and whether an archived stage's digest carries it at its default: one `Option`, declared
+with the option's field (decoding.config: `name: type = option(default, ...)`).
 
 An engine or format takes an option only where its declaration says how (an allowlist). `MAPPED` means it
 computes the option exactly; a `Check` takes it unless the check names a reason it cannot (a value, or a
 combination with another option); `Inert` says why the option changes nothing there (a label, a seed that
-greedy and beam search never read); `REFUSED` (the default) takes the option only at its default. An option
-nobody declared is refused by every engine and format, never ignored: `refusals(cfg, consumer)` is the one
-check each of them calls, and `tests/unit/test_options.py` walks every field against each consumer.
+greedy and beam search never read); `Refused` (the default) takes the option only at its default. A field
+declared without an `Option` is refused by every engine and format, never ignored: `refusals(cfg, consumer)`
+is the one check each of them calls, and `tests/unit/test_options.py` walks every field against each consumer.
 
 Consumers: `ctranslate2`, the CTranslate2 engine (engines.ct2); `hf`, the `generation_config.json` an export
 writes for Hugging Face's `generate` (interop.export).
@@ -15,11 +16,11 @@ writes for Hugging Face's `generate` (interop.export).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
 from seqlab.constants import DEFAULT_IDS, HasSpecialIds
-from seqlab.decoding.registry import suppressed
+from seqlab.decoding.registry import Builds, suppressed
 
 # A DecodingConfig (decoding.config reads this module for its labels, so this one does not import it back).
 DecodingConfig = Any
@@ -39,9 +40,16 @@ class Inert:
     why: str
 
 
+@dataclass(frozen=True)
+class Refused:
+    """The consumer takes the option at its default only; `why` (if given) says why it cannot do more."""
+
+    why: str | None = None
+
+
 MAPPED = True
-REFUSED = False
-Rule = bool | Inert | Callable[..., Any]
+REFUSED = Refused()
+Rule = bool | Inert | Refused | Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -54,27 +62,39 @@ class Option:
     # archived, so that their digests still match); True: always part of the digest
     in_digest: bool = True
     label: str | None = None  # its short name in a setting's label where set (a value, or a list's length)
+    processor: Builds | None = None  # the logits processor it builds, at its place in HF's order (decoding.registry)
+    sampling_only: bool = False  # it shapes what sampling draws from: set only with method=sample
+
+
+def option(default: Any = MISSING, *, factory: Callable[[], Any] | Any = MISSING, **declared: Any) -> Any:
+    """A DecodingConfig field with its declaration (the keywords of `Option`)."""
+    return field(default=default, default_factory=factory, metadata={"option": Option(**declared)})
+
+
+def declared(config: Any) -> dict[str, Option | None]:
+    """Each field of a DecodingConfig (class or instance) -> its declaration, None where it has none."""
+    return {f.name: f.metadata.get("option") for f in fields(config)}
 
 
 def _beam(cfg: DecodingConfig) -> bool:
     return cfg.method == "beam"
 
 
-def _ct2_method(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+def ct2_method(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
     if cfg.method == "sample":
         return ("decoding.method=sample: CTranslate2's sampling is not seeded per source (so not "
                 "batch-invariant); use decoding.method=greedy or beam")
     return None if cfg.method in ("greedy", "beam") else f"CTranslate2 has no decoding.method={cfg.method};"
 
 
-def _ct2_stop(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+def ct2_stop(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
     if _beam(cfg) and cfg.early_stopping is not True:
         return (f"CTranslate2's beam search stops at num_beams finished hypotheses (early_stopping=true), not "
                 f"decoding.early_stopping={cfg.early_stopping}; set early_stopping=true")
     return None
 
 
-def _ct2_length_penalty(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+def ct2_length_penalty(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
     if _beam(cfg) and cfg.length_penalty == 0:
         return ("CTranslate2's beam search without length normalization (decoding.length_penalty=0) stops when "
                 "its best beam finishes, not at num_beams finished hypotheses; use a length_penalty other than 0")
@@ -89,7 +109,7 @@ def ct2_bans(cfg: DecodingConfig) -> list[str]:
     return [key for key, value in named.items() if value]
 
 
-def _ct2_ban(key: str) -> Check:
+def ct2_ban(key: str) -> Check:
     """CTranslate2 bans before its softmax, so its beam scores are renormalized after each ban: seqlab's equal
     search is the same ban with `renormalize_logits=true` (greedy's argmax is the same either way)."""
 
@@ -113,7 +133,7 @@ PROMPT_BLIND = ("CTranslate2's Generator matches {what} within the generated tok
                 "Face read the prompt before them: turn decoding.{key}={value!r} off")
 
 
-def _ct2_no_repeat(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+def ct2_no_repeat(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
     """CTranslate2 leaves the decoder start token out of the n-grams it blocks, Hugging Face (and seqlab)
     count it: the same only where the start token can never be emitted again (banned, or EOS itself). Its
     Generator also leaves a causal LM's prompt out of them (measured: no-repeat 1 and 2 on GPT-2 shapes)."""
@@ -121,28 +141,28 @@ def _ct2_no_repeat(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
         return PROMPT_BLIND.format(what="no-repeat n-grams", key="no_repeat_ngram_size",
                                    value=cfg.no_repeat_ngram_size)
     if not cfg.no_repeat_ngram_size or ids.bos_id == ids.eos_id or ids.bos_id in suppressed(cfg, ids):
-        return _ct2_ban("no_repeat_ngram_size")(cfg, ids)
+        return ct2_ban("no_repeat_ngram_size")(cfg, ids)
     return (f"CTranslate2's no-repeat n-grams leave out the decoder start token (id {ids.bos_id}), which "
             f"decoding.no_repeat_ngram_size={cfg.no_repeat_ngram_size} counts and which may be emitted here: "
             f"ban it (decoding.suppress_special=true or suppress_tokens=[{ids.bos_id}])")
 
 
-def _ct2_bad_words(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+def ct2_bad_words(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
     """A banned sequence of several tokens may begin in a causal LM's prompt, which CTranslate2's Generator
     does not match (single tokens are the same either way)."""
     if _one_stack(ids) and any(len(s) > 1 for s in cfg.bad_words_ids or []):
         return PROMPT_BLIND.format(what="banned sequences", key="bad_words_ids", value=cfg.bad_words_ids)
-    return _ct2_ban("bad_words_ids")(cfg, ids)
+    return ct2_ban("bad_words_ids")(cfg, ids)
 
 
-def _hf_force_eos(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+def hf_force_eos(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
     if cfg.force_eos == "fairseq":
         return ("Hugging Face forces EOS scored 0 (decoding.force_eos=hf); fairseq's rule, EOS keeping its "
                 "log-prob, has no generate option: use force_eos=hf or false")
     return None
 
 
-def _hf_per_source_limit(key: str) -> Check:
+def hf_per_source_limit(key: str) -> Check:
     def check(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
         if cfg.max_length is None and getattr(cfg, key) != default(cfg, key):
             return (f"generate has one length limit, not fairseq's per-source max_len_a * src_len + max_len_b "
@@ -160,70 +180,6 @@ RENORMALIZED = Inert("CTranslate2 bans before its softmax, so its scores are nor
 SPECULATIVE = Inert("a draft changes how fast the same tokens come, not which: decoding without it gives them")
 BEAM_ONLY = Inert("read by beam search only")  # HF refuses beam options without beams: written for beam alone
 
-OPTIONS: dict[str, Option] = {
-    "method": Option(_ct2_method, MAPPED),
-    "num_beams": Option(MAPPED, MAPPED),
-    "n_best": Option(MAPPED, MAPPED),
-    "length_penalty": Option(_ct2_length_penalty, MAPPED),
-    "num_beam_groups": Option(REFUSED, MAPPED),
-    "diversity_penalty": Option(REFUSED, MAPPED),
-    "early_stopping": Option(_ct2_stop, MAPPED),
-    "max_length": Option(MAPPED, MAPPED),
-    "max_len_a": Option(MAPPED, _hf_per_source_limit("max_len_a")),
-    "max_len_b": Option(MAPPED, _hf_per_source_limit("max_len_b")),
-    "no_repeat_ngram_size": Option(_ct2_no_repeat, MAPPED, label="norepeat"),
-    "repetition_penalty": Option(REFUSED, MAPPED, label="rep"),
-    "frequency_penalty": Option(REFUSED, REFUSED, label="freq"),
-    "presence_penalty": Option(REFUSED, REFUSED, label="pres"),
-    "min_length": Option(_ct2_ban("min_length"), MAPPED, label="min"),  # labels name options in this order
-    "temperature": Option(REFUSED, MAPPED),
-    "top_k": Option(REFUSED, MAPPED),
-    "top_p": Option(REFUSED, MAPPED),
-    "min_p": Option(REFUSED, MAPPED),
-    "typical_p": Option(REFUSED, MAPPED),
-    "epsilon": Option(REFUSED, MAPPED),
-    "eta": Option(REFUSED, MAPPED),
-    "top_n_sigma": Option(REFUSED, REFUSED),
-    "dynatemp_range": Option(REFUSED, REFUSED),
-    "dynatemp_exponent": Option(REFUSED, REFUSED),
-    "edt_theta": Option(REFUSED, REFUSED),
-    "edt_base": Option(REFUSED, REFUSED),
-    "penalty_alpha": Option(REFUSED, MAPPED, in_digest=False),
-    "force_eos": Option(REFUSED, _hf_force_eos),
-    "bad_words_ids": Option(_ct2_bad_words, MAPPED, in_digest=False, label="ban"),
-    "sequence_bias": Option(REFUSED, MAPPED, in_digest=False, label="bias"),
-    "suppress_tokens": Option(_ct2_ban("suppress_tokens"), MAPPED, in_digest=False, label="supp"),
-    "forced_bos_token_id": Option(REFUSED, MAPPED, in_digest=False),
-    "suppress_special": Option(_ct2_ban("suppress_special"), MAPPED, in_digest=False),
-    "renormalize_logits": Option(RENORMALIZED, MAPPED, in_digest=False),
-    "prefix_size": Option(REFUSED, REFUSED, in_digest=False),
-    "length_rule": Option(REFUSED, REFUSED, in_digest=False),
-    "coverage_penalty": Option(REFUSED, REFUSED, in_digest=False),
-    "coverage_beta": Option(REFUSED, REFUSED, in_digest=False),
-    "constraints": Option(REFUSED, REFUSED, in_digest=False),
-    "constraint_words": Option(REFUSED, REFUSED, in_digest=False),
-    "seed": Option(NO_SEED, HF_SEED),
-    "name": Option(NAME, NAME),
-    "mbr": Option(REFUSED, REFUSED),
-    "draft": Option(SPECULATIVE, SPECULATIVE, in_digest=False),
-    "draft_tokens": Option(SPECULATIVE, SPECULATIVE, in_digest=False),
-    "draft_schedule": Option(SPECULATIVE, SPECULATIVE, in_digest=False),
-    "lookup_ngram": Option(SPECULATIVE, SPECULATIVE, in_digest=False),
-}
-# Why a refusal says what it says, where the generic sentence would not help.
-REASONS = {
-    ("ctranslate2", "prefix_size"): "CTranslate2 scores a forced target prefix its own way (outside its length "
-                                    "normalization)",
-    ("hf", "prefix_size"): "decoding.prefix_size forces each reference's first tokens in an evaluation; a "
-                           "generation config has no references",
-    ("hf", "length_rule"): "generate has no GNMT length penalty",
-    ("hf", "coverage_penalty"): "generate has no GNMT coverage penalty",
-    ("hf", "mbr"): "generate has no minimum Bayes risk",
-    ("hf", "constraints"): "seqlab's constraints are fairseq's per-source lexical constraints, which a "
-                           "generation config cannot hold",
-}
-
-
 def default(cfg: DecodingConfig, key: str) -> Any:
     """A DecodingConfig field's default value (`cfg`: the config or its class)."""
     field = cfg.__dataclass_fields__[key]
@@ -234,17 +190,16 @@ def refusals(cfg: DecodingConfig, consumer: Consumer, ids: HasSpecialIds = DEFAU
     """Each setting of `cfg` that `consumer` cannot honour for a model of these special ids (seqlab's own
     before a checkpoint is loaded), as a message naming its key; empty: it takes all."""
     out = []
-    for field in fields(cfg):
-        key, value = field.name, getattr(cfg, field.name)
-        option = OPTIONS.get(key)
+    for key, option in declared(cfg).items():
+        value = getattr(cfg, key)
         rule = REFUSED if option is None else getattr(option, consumer)
         if rule is MAPPED or isinstance(rule, Inert):
             continue
-        if rule is REFUSED:
+        if isinstance(rule, Refused):
             if value != default(cfg, key):
-                why = REASONS.get((consumer, key))
-                out.append(f"{CONSUMERS[consumer]} cannot honour decoding.{key}={value!r}"
-                           + (f" ({why})" if why else "") + f"; set it to {default(cfg, key)!r} {INSTEAD[consumer]}")
+                why = f" ({rule.why})" if rule.why else ""
+                out.append(f"{CONSUMERS[consumer]} cannot honour decoding.{key}={value!r}{why}; set it to "
+                           f"{default(cfg, key)!r} {INSTEAD[consumer]}")
             continue
         why = rule(cfg, ids)
         if why is not None:
@@ -255,9 +210,15 @@ def refusals(cfg: DecodingConfig, consumer: Consumer, ids: HasSpecialIds = DEFAU
 def digest_neutral(config: type) -> dict[str, Any]:
     """The options left out of an archived stage's digest at their default (`config`: DecodingConfig), with
     that default."""
-    return {key: default(config, key) for key, option in OPTIONS.items() if not option.in_digest}
+    return {key: default(config, key) for key, option in declared(config).items()
+            if option is not None and not option.in_digest}
 
 
-def labelled() -> dict[str, str]:
-    """The options a label names (key -> short name), where set."""
-    return {key: option.label for key, option in OPTIONS.items() if option.label is not None}
+def labelled(config: Any) -> dict[str, str]:
+    """The options a label names (key -> short name), where set, in field order."""
+    return {key: option.label for key, option in declared(config).items() if option and option.label is not None}
+
+
+def sampling_only(config: Any) -> tuple[str, ...]:
+    """The options that only sampling reads, in field order."""
+    return tuple(key for key, option in declared(config).items() if option and option.sampling_only)

@@ -1,118 +1,114 @@
-"""The one registry of decoding options: which DecodingConfig field builds which processor, in which order.
+"""How a decoding option builds its processor, and the one function that builds them all in Hugging Face's order.
 
-Validation (DecodingConfig builds its processors), labels and construction (generate) all read it.
+A DecodingConfig field that acts on the logits declares it (decoding.options `option(..., processor=...)`):
+a `Builds` says where in Hugging Face's order its processor goes and how it is made from the field's value.
+`build_processors` reads those declarations off the config's fields, so adding a processor is its class and
+its field's declaration; validation (DecodingConfig builds its processors), generate and the engines call it.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
 
 from seqlab.constants import HasSpecialIds
 from seqlab.decoding.adaptive import DynamicTemperature, EntropyTemperature, FrequencyPresencePenalty
 from seqlab.decoding.processors import (
     BadWords,
-    EpsilonCutoff,
-    EtaCutoff,
-    ForcedFirstToken,
     ForcedPrefix,
-    LogitNormalization,
     LogitsProcessor,
-    MinNewTokens,
-    MinP,
-    NoRepeatNGram,
-    RepetitionPenalty,
-    SequenceBias,
     SuppressTokens,
     Temperature,
-    TopK,
-    TopNSigma,
-    TopP,
-    Typical,
 )
 
-# The sampling warpers, in Hugging Face's order: DecodingConfig field -> processor.
-WARPERS: dict[str, type[LogitsProcessor]] = {
-    "temperature": Temperature, "top_k": TopK, "top_p": TopP, "min_p": MinP, "typical_p": Typical,
-    "epsilon": EpsilonCutoff, "eta": EtaCutoff, "top_n_sigma": TopNSigma,
-}
-# Entropy-adaptive temperatures take the place of `temperature` (which becomes their base value).
-ADAPTIVE_TEMPERATURES = ("dynatemp_range", "edt_theta")
-SAMPLING_ONLY = (*WARPERS, *ADAPTIVE_TEMPERATURES)
+# A DecodingConfig (decoding.config declares its fields with the builders here, so this module does not import it).
+Settings = Any
+# (the field's value, the whole config, the model's special ids) -> the processor, or None where it is off
+Make = Callable[[Any, Settings, HasSpecialIds], LogitsProcessor | None]
+
+# Hugging Face's order (`_get_logits_processor`): the penalties and constraints first, then the sampling
+# warpers; a field's `Builds.order` places its processor in it. The sources' forced target prefixes go after
+# the other constraints (a forced token stays forced).
+PREFIX_ORDER = 90
 
 
-class ProcessorSettings(Protocol):
-    """The settings the processors are built from: what DecodingConfig has (and a test's stand-in may have),
-    named here so that the registry does not depend on the config that validates itself through it. The
-    warpers' own fields (WARPERS) are read by name."""
+@dataclass(frozen=True)
+class Builds:
+    """The processor a field builds: its place in Hugging Face's order and how it is made."""
 
-    method: str
-    repetition_penalty: float | None
-    frequency_penalty: float | None
-    presence_penalty: float | None
-    no_repeat_ngram_size: int | None
-    min_length: int
-    temperature: float | None
-    dynatemp_range: float | None
-    dynatemp_exponent: float
-    edt_theta: float | None
-    edt_base: float
-    bad_words_ids: list[list[int]] | None
-    sequence_bias: list[list] | None
-    forced_bos_token_id: int | None
-    suppress_tokens: list[int] | None
-    suppress_special: bool
-    renormalize_logits: bool
+    order: int
+    make: Make
 
 
-def temperature_rule(cfg: ProcessorSettings) -> LogitsProcessor | None:
-    """The temperature processor: dynamic (llama.cpp), entropy-based (EDT), plain, or none."""
-    base = cfg.temperature if cfg.temperature is not None else 1.0
+def each(cls: Callable[[Any], LogitsProcessor], order: int) -> Builds:
+    """The processor built from the field's value alone, where the field is set (not None)."""
+    return Builds(order, lambda value, cfg, ids: None if value is None else cls(value))
+
+
+def with_eos(cls: Callable[[Any, int], LogitsProcessor], order: int) -> Builds:
+    """A processor of the field's value and the model's EOS id, where the field is set (not 0 or None)."""
+    return Builds(order, lambda value, cfg, ids: cls(value, ids.eos_id) if value else None)
+
+
+def warper(cls: Callable[[Any], LogitsProcessor], order: int) -> Builds:
+    """A sampling warper; contrastive search's `top_k` counts its candidates instead, so it builds none there."""
+    return Builds(order, lambda value, cfg, ids: None if value is None or cfg.method == "contrastive" else cls(value))
+
+
+def temperature_rule(value: float | None, cfg: Settings, ids: HasSpecialIds) -> LogitsProcessor | None:
+    """The temperature processor: dynamic (llama.cpp), entropy-based (EDT), plain, or none. Entropy-adaptive
+    temperatures take the place of `temperature`, which becomes their base value."""
+    base = value if value is not None else 1.0
     if cfg.dynatemp_range is not None:
         return DynamicTemperature(base, cfg.dynatemp_range, cfg.dynatemp_exponent)
     if cfg.edt_theta is not None:
         return EntropyTemperature(base, cfg.edt_theta, cfg.edt_base)
-    return Temperature(cfg.temperature) if cfg.temperature is not None else None
+    return Temperature(value) if value is not None else None
 
 
-def suppressed(cfg: ProcessorSettings, ids: HasSpecialIds) -> list[int]:
+def penalties(value: float | None, cfg: Settings, ids: HasSpecialIds) -> LogitsProcessor | None:
+    """OpenAI's frequency and presence penalties, one processor for both."""
+    if value is None and cfg.presence_penalty is None:
+        return None
+    return FrequencyPresencePenalty(value, cfg.presence_penalty)
+
+
+def suppressed(cfg: Settings, ids: HasSpecialIds) -> list[int]:
     """The ids never emitted: seqlab's rule (`suppress_special`: pad, and the decoder start token unless it is
     EOS) and any listed in `suppress_tokens`."""
     rule = ([ids.pad_id, ids.bos_id] if ids.bos_id != ids.eos_id else [ids.pad_id]) if cfg.suppress_special else []
     return sorted({*rule, *(cfg.suppress_tokens or [])})
 
 
-def build_processors(cfg: ProcessorSettings, ids: HasSpecialIds,
-                     prefix: ForcedPrefix | None = None) -> list[LogitsProcessor]:
-    """Processors in Hugging Face's order: penalties and constraints first, then the sampling warpers.
-    `prefix`: the sources' forced target prefixes, after the other constraints (a forced token stays forced).
+def suppression(value: bool, cfg: Settings, ids: HasSpecialIds) -> LogitsProcessor | None:
+    banned = suppressed(cfg, ids)
+    return SuppressTokens(banned) if banned else None
+
+
+def bad_words(value: list[list[int]] | None, cfg: Settings, ids: HasSpecialIds) -> LogitsProcessor | None:
+    return None if value is None else BadWords(value, ids.eos_id)
+
+
+def builders(config: type | Settings) -> dict[str, Builds]:
+    """The fields of a DecodingConfig (class or instance) that build a processor, with their builders."""
+    out = {}
+    for field in fields(config):
+        option = field.metadata.get("option")
+        if option is not None and option.processor is not None:
+            out[field.name] = option.processor
+    return out
+
+
+def build_processors(cfg: Settings, ids: HasSpecialIds, prefix: ForcedPrefix | None = None) -> list[LogitsProcessor]:
+    """Processors in Hugging Face's order, each built by its field's declaration. `prefix`: the sources' forced
+    target prefixes, placed at PREFIX_ORDER.
 
     Each processor checks its own value, so building them is also how a DecodingConfig is validated.
     """
-    out: list[LogitsProcessor] = []
-    if cfg.sequence_bias is not None:
-        out.append(SequenceBias(cfg.sequence_bias))
-    if cfg.repetition_penalty is not None:
-        out.append(RepetitionPenalty(cfg.repetition_penalty))
-    if cfg.frequency_penalty is not None or cfg.presence_penalty is not None:
-        out.append(FrequencyPresencePenalty(cfg.frequency_penalty, cfg.presence_penalty))
-    if cfg.no_repeat_ngram_size is not None:
-        out.append(NoRepeatNGram(cfg.no_repeat_ngram_size))
-    if cfg.bad_words_ids is not None:
-        out.append(BadWords(cfg.bad_words_ids, ids.eos_id))
-    if cfg.forced_bos_token_id is not None:
-        out.append(ForcedFirstToken(cfg.forced_bos_token_id))
-    banned = suppressed(cfg, ids)
-    if banned:
-        out.append(SuppressTokens(banned))
-    if cfg.min_length:
-        out.append(MinNewTokens(cfg.min_length, ids.eos_id))
-    if prefix is not None:
-        out.append(prefix)
-    rule = temperature_rule(cfg)
-    if rule is not None:
-        out.append(rule)
-    out.extend(cls(getattr(cfg, name)) for name, cls in WARPERS.items()  # contrastive's top_k counts candidates
-               if name != "temperature" and getattr(cfg, name) is not None and cfg.method != "contrastive")
-    if cfg.renormalize_logits:
-        out.append(LogitNormalization())
-    return out
+    placed: list[tuple[int, LogitsProcessor]] = [] if prefix is None else [(PREFIX_ORDER, prefix)]
+    for key, builds in builders(cfg).items():
+        processor = builds.make(getattr(cfg, key), cfg, ids)
+        if processor is not None:
+            placed.append((builds.order, processor))
+    return [processor for _, processor in sorted(placed, key=lambda pair: pair[0])]

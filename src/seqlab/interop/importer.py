@@ -3,7 +3,7 @@
 
 The weights go through interop.hf.from_state (the family's variant, same logits); the tokenizer is the
 family's own, checked against transformers' (interop.hf_tokenizers); the folder's `generation_config.json`
-becomes the checkpoint's decoding defaults (DecodingConfig.from_generation_config), which
+becomes the checkpoint's decoding defaults (interop.generation.decoding_of), which
 `decoding_from_checkpoint=true` uses in `make eval` / `make translate`. Language codes (`src_lang`,
 `tgt_lang`) and T5's task prefix are stored as the tokenizer's defaults; evaluation and translation can
 change them. The checkpoint has no training corpus: evaluate it on `corpus=...` or `source=... references=[...]`.
@@ -18,6 +18,7 @@ from typing import Any
 from seqlab.checkpoint import git_revision, start_from
 from seqlab.decoding import DecodingConfig
 from seqlab.interop.families import InteropError
+from seqlab.interop.generation import decoding_of
 from seqlab.interop.hf import from_state
 from seqlab.interop.hf_folder import read_json, read_weights, resolve_folder
 from seqlab.interop.hf_tokenizers import read_tokenizer
@@ -33,7 +34,7 @@ def decoding_defaults(folder: Path, config: dict[str, Any]) -> DecodingConfig:
     path = folder / "generation_config.json"
     given = read_json(path) if path.is_file() else {k: config[k] for k in GENERATION_KEYS if k in config}
     try:
-        return DecodingConfig.from_generation_config(given)
+        return decoding_of(given)
     except ValueError as err:
         raise InteropError(f"{path}: a generation setting seqlab cannot reproduce ({err})") from None
 

@@ -1,7 +1,7 @@
 """The CUDA paths, run where torch sees a GPU (`pytest -m gpu`): the bench on the device, training in
 bf16-mixed with `trainer=gpu` (pinned batches, loader workers, fused AdamW), PyTorch's fused attention
 kernels, checkpoints moving between a GPU and a CPU, the relative position schemes (RoPE, ALiBi, T5's
-bias) exact on the device, and the decoder step replayed as a CUDA graph (decoding.graphs). Deselected by
+bias) exact on the device, and the decoder step replayed as a CUDA graph (engines.graphs). Deselected by
 default and skipped without CUDA."""
 
 from __future__ import annotations
@@ -255,13 +255,11 @@ GRAPH_SETTINGS = {"greedy": dict(max_length=12), "beam4": dict(method="beam", nu
 
 
 @pytest.mark.parametrize("name", list(GRAPH_SETTINGS))
-def test_step_graphs_decode_what_the_eager_step_decodes(monkeypatch, name):
+def test_step_graphs_decode_what_the_eager_step_decodes(name):
     """Every search with its step captured once and replayed: the eager step's sequences and scores (fp32, TF32
     off), rows finishing and beams moving within the captured buffers."""
-    import sys
-
     from seqlab.decoding import DecodingConfig, generate
-    from seqlab.decoding.graphs import GraphedStep
+    from seqlab.engines.graphs import GraphedStep
 
     from ..helpers import toy_batch, trained_toy_model
 
@@ -270,12 +268,14 @@ def test_step_graphs_decode_what_the_eager_step_decodes(monkeypatch, name):
     src, pad, *_ = (t.cuda() for t in toy_batch(torch.Generator().manual_seed(1), 16, 40))
     cfg = DecodingConfig(**GRAPH_SETTINGS[name])
     made = []
-    module = sys.modules["seqlab.decoding.generate"]
-    real = module.step_fn
-    monkeypatch.setattr(module, "step_fn", lambda m, graphs: made.append(real(m, graphs)) or made[-1])
+
+    def graphed_step(m):
+        made.append(GraphedStep(m))
+        return made[-1]
+
     with torch.no_grad():
         eager = generate(model, src, pad, cfg)
-        graphed = generate(model, src, pad, cfg, graphs=True)
+        graphed = generate(model, src, pad, cfg, step=graphed_step)
     assert isinstance(made[-1], GraphedStep) and made[-1].captures == 1
     assert torch.equal(eager.sequences, graphed.sequences)
     torch.testing.assert_close(eager.scores, graphed.scores, rtol=1e-5, atol=1e-5)
@@ -286,7 +286,7 @@ def test_step_graphs_decode_what_the_eager_step_decodes(monkeypatch, name):
 def test_a_replayed_step_computes_what_the_step_it_captured_computes(bf16):
     """The graph against the same static step run without one, step by step: bitwise (the same kernels), in fp32
     and under bf16 autocast (the capture's autocast keeps no cache of cast weights)."""
-    from seqlab.decoding.graphs import GraphedStep
+    from seqlab.engines.graphs import GraphedStep
 
     from ..helpers import toy_batch, trained_toy_model
 
@@ -309,6 +309,7 @@ def test_the_graphs_engine_decodes_like_generate_and_refuses_a_cpu_model():
     from seqlab.config import ConfigError
     from seqlab.decoding import DecodingConfig, generate
     from seqlab.engines.choice import GraphEngine
+    from seqlab.engines.graphs import GraphedStep
 
     from ..helpers import toy_batch, trained_toy_model
 
@@ -320,7 +321,7 @@ def test_the_graphs_engine_decodes_like_generate_and_refuses_a_cpu_model():
     cfg = DecodingConfig(method="beam", num_beams=3, max_length=10)
     with torch.no_grad():
         ours = GraphEngine(model, "fp32").generate(model, src, pad, cfg)
-        expected = generate(model, src, pad, cfg, graphs=True)
+        expected = generate(model, src, pad, cfg, step=GraphedStep)
     assert torch.equal(ours.sequences, expected.sequences)
 
 

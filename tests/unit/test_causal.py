@@ -128,7 +128,7 @@ def test_seqlabs_engines_decode_a_one_stack_model_and_what_cannot_is_refused(tmp
     """oneDNN's packed fp32 products give the same outputs, int8 linear layers run; the CUDA-graph step, a
     prefix LM's CTranslate2 export (its Generator is causal) and a coverage penalty (which sums
     cross-attention) are refused by name."""
-    from seqlab.decoding.graphs import check_graphable
+    from seqlab.engines.graphs import check_graphable
     from seqlab.interop.ct2 import check_exportable
     from seqlab.interop.hf import InteropError
     from seqlab.model.onednn import onednn_available, onednn_linears

@@ -1,11 +1,10 @@
-"""Step graphs (decoding.graphs): the static decoder step a CUDA graph replays, run without a graph here. The
+"""Step graphs (engines.graphs): the static decoder step a CUDA graph replays, run without a graph here. The
 searches decode the same sequences with it as with the eager step, rows finishing and beams moving in place
 within one set of buffers; models it cannot take are refused by name. The captured graphs themselves run in
 tests/integration/test_gpu.py."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 
 import pytest
@@ -13,8 +12,8 @@ import torch
 
 from seqlab.config import ConfigError
 from seqlab.decoding import DecodingConfig, generate
-from seqlab.decoding.graphs import GraphedStep, check_graphable
 from seqlab.decoding.search import model_step
+from seqlab.engines.graphs import GraphedStep, check_graphable
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 
 from ..helpers import toy_batch, trained_toy_model
@@ -28,29 +27,25 @@ SETTINGS = {
 }
 
 
-def static_generate(monkeypatch, model, src, pad, cfg):
+def static_generate(model, src, pad, cfg):
     """generate() with the static step in place of the eager one, counting the steps it took."""
     steps = []
 
-    def counted(m, graphs):
-        step = GraphedStep(m, capture=False)
-        steps.append(step)
-        return step
+    def counted(m):
+        steps.append(GraphedStep(m, capture=False))
+        return steps[-1]
 
-    monkeypatch.setattr(sys.modules["seqlab.decoding.generate"], "step_fn", counted)  # the module, not the function
-    out = generate(model, src, pad, cfg)
-    monkeypatch.undo()
-    return out, steps[0]
+    return generate(model, src, pad, cfg, step=counted), steps[0]
 
 
 @pytest.mark.parametrize("name", list(SETTINGS))
-def test_the_static_step_decodes_what_the_eager_step_decodes(monkeypatch, name):
+def test_the_static_step_decodes_what_the_eager_step_decodes(name):
     model = trained_toy_model()
     src, pad, *_ = toy_batch(torch.Generator().manual_seed(1), 16, 40)
     cfg = SETTINGS[name]
     with torch.no_grad():
         eager = generate(model, src, pad, cfg)
-        static, step = static_generate(monkeypatch, model, src, pad, cfg)
+        static, step = static_generate(model, src, pad, cfg)
     assert step.rows > 0  # the static step ran (after the first step, which allocates the buffers)
     lengths = eager.lengths.flatten()
     assert lengths.min() < lengths.max()  # rows finished at different steps: compaction ran under the static step
@@ -88,7 +83,7 @@ def test_one_step_writes_the_eager_keys_and_values_and_logits():
     dict(positions="alibi"),
     dict(positions="t5", scale_attention=False, t5_buckets=8, t5_max_distance=16),  # T5's, buckets reached
 ])
-def test_the_static_step_under_other_variants(monkeypatch, variant):
+def test_the_static_step_under_other_variants(variant):
     cfg = replace(ModelConfig(src_vocab_size=40, d_model=32, n_heads=4, d_ff=64, encoder_layers=2,
                               decoder_layers=2, dropout=0.0, max_positions=64), **variant)
     torch.manual_seed(0)
@@ -97,7 +92,7 @@ def test_the_static_step_under_other_variants(monkeypatch, variant):
     for setting in ("greedy", "beam4"):
         with torch.no_grad():
             eager = generate(model, src, pad, SETTINGS[setting])
-            static, _ = static_generate(monkeypatch, model, src, pad, SETTINGS[setting])
+            static, _ = static_generate(model, src, pad, SETTINGS[setting])
         assert torch.equal(eager.sequences, static.sequences)
         torch.testing.assert_close(eager.scores, static.scores, rtol=1e-5, atol=1e-5)
 
@@ -118,11 +113,11 @@ def test_graphs_need_a_gpu_and_no_coverage_penalty():
     src, pad, *_ = toy_batch(torch.Generator().manual_seed(1), 2, 40)
     cfg = DecodingConfig(method="beam", num_beams=2, coverage_penalty="wu", coverage_beta=0.2, max_length=5)
     with pytest.raises(ConfigError, match="a coverage penalty records the attention at every step"):
-        generate(model, src, pad, cfg, graphs=True)
+        generate(model, src, pad, cfg, step=GraphedStep)
 
 
 @pytest.mark.parametrize("name", ["bart", "mbart", "pegasus", "m2m_100", "t5_v1.0", "t5_v1.1", "marian"])
-def test_every_imported_family_decodes_with_the_static_step_as_transformers_does(monkeypatch, name, tmp_path):
+def test_every_imported_family_decodes_with_the_static_step_as_transformers_does(name, tmp_path):
     """The families' own generation settings (their position offsets, scaled embeddings, T5's relative bias,
     forced tokens, bans): beam search over the static step gives transformers' outputs."""
     pytest.importorskip("transformers")
@@ -134,7 +129,7 @@ def test_every_imported_family_decodes_with_the_static_step_as_transformers_does
     ids, mask = batch(name, seed=2, b=3, s=7)
     with torch.no_grad():
         expected = hf.generate(input_ids=ids, attention_mask=(~mask).long())
-        got, step = static_generate(monkeypatch, ours, ids, mask, decoding)
+        got, step = static_generate(ours, ids, mask, decoding)
     assert step.rows > 0
     for b in range(ids.shape[0]):
         assert tokens(got.sequences[b, 0], pad, eos) == tokens(expected[b, 1:], pad, eos), (name, b)

@@ -24,6 +24,7 @@ from seqlab.bf16_gemm import bf16_gemms
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate, precision_context
+from seqlab.engines.graphs import GraphedStep
 from seqlab.hardware import gemm_rate, sync
 from seqlab.memory import release_freed_memory
 from seqlab.model import Model, ModelConfig
@@ -246,7 +247,7 @@ def seqlab_decode(model: Model, src: torch.Tensor, pad: torch.Tensor, beams: int
         reset_peak_memory(src.device)
     start = time.perf_counter()
     with precision_context("bf16" if bf16 else "fp32", src.device):
-        out = generate(model, src, pad, cfg, graphs=graphs)
+        out = generate(model, src, pad, cfg, step=GraphedStep if graphs else None)
     sync(src.device)
     elapsed = time.perf_counter() - start
     seqs = [out.sequences[i, 0, : out.lengths[i, 0]].tolist() for i in range(src.shape[0])]

@@ -21,7 +21,6 @@ from seqlab.decoding.constraints import check_constraints
 from seqlab.decoding.contrastive import contrastive_search
 from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.diverse import DiverseBeams
-from seqlab.decoding.graphs import step_fn
 from seqlab.decoding.processors import ForcedPrefix
 from seqlab.decoding.prompts import (
     check_one_stack,
@@ -33,7 +32,7 @@ from seqlab.decoding.prompts import (
 )
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
-from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, sample_or_greedy
+from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, model_step, sample_or_greedy
 from seqlab.decoding.speculative import (
     LookupDraft,
     ModelDraft,
@@ -114,7 +113,8 @@ def first_hypotheses(out: GenerateOutput, n: int) -> GenerateOutput:
 def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingConfig,
              sample_keys: Tensor | None = None,
              target_prefix: Sequence[Sequence[int]] | None = None,
-             constraints: Sequence[Sequence[Sequence[int]]] | None = None, graphs: bool = False,
+             constraints: Sequence[Sequence[Sequence[int]]] | None = None,
+             step: Callable[[Model], StepFn] | None = None,
              on_step: Callable[..., None] | None = None, draft_model: Model | None = None,
              stats: SpeculativeStats | None = None) -> GenerateOutput:
     """Decode a batch. src_ids (B, S) long; src_pad_mask (B, S) bool, True at padding.
@@ -125,15 +125,16 @@ def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingC
     first and scored like the rest (processors.ForcedPrefix).
     constraints: with `cfg.constraints`, each source's lexical constraints (token id sequences, none: []);
     None: no source has any.
-    graphs: replay the decoder step as a CUDA graph (decoding.graphs; a GPU and absolute positions). Contrastive
-    search, which reads the model's hidden states, decodes eagerly.
+    step: makes each search's one-token decoder step from the model in place of `model_step` (engines.graphs:
+    `GraphedStep`, the step replayed as a CUDA graph). Contrastive search, which reads the model's hidden states,
+    decodes eagerly.
     on_step: a hook that sees every step of greedy search, sampling and plain beam search (the searches'
     `on_step`; inference.inspection draws its traces with it).
     draft_model: with `cfg.draft=ckpt:PATH`, that checkpoint's model (seqlab.inference.drafts.load_draft).
     stats: a `SpeculativeStats` that speculative decoding adds its counts to.
     """
     model_cfg = model.cfg
-    check_request(cfg, graphs, constraints, target_prefix, on_step)
+    check_request(cfg, step is not None, constraints, target_prefix, on_step)
     check_one_stack(cfg, model_cfg)
     limits = search_limits(cfg, model_cfg, src_pad_mask)
     start = None
@@ -151,7 +152,8 @@ def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingC
         plain_beam = cfg.method == "beam" and cfg.num_beam_groups == 1  # makes its beams after the first step
         cache = model.start_cache(memory, src_pad_mask, group=1 if plain_beam else cfg.rows_per_source,
                                   capacity=int(limits.max()) + 1, src_ids=src_ids)
-        search = Search(model, step_fn(model, graphs), cache, cfg, src_ids, src_pad_mask, limits, processors, start)
+        search = Search(model, (step or model_step)(model), cache, cfg, src_ids, src_pad_mask, limits, processors,
+                        start)
         if cfg.draft is not None:
             search.speculation = Speculation(draft_model, stats)
         result = search.run(sample_keys, constraints, on_step)
@@ -162,21 +164,21 @@ def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingC
                           result.lengths)
 
 
-def check_request(cfg: DecodingConfig, graphs: bool, constraints: Sequence | None, target_prefix: Sequence | None,
+def check_request(cfg: DecodingConfig, own_step: bool, constraints: Sequence | None, target_prefix: Sequence | None,
                   on_step: Callable[..., None] | None) -> None:
     """Fail, naming what to change, where generate's arguments and `cfg` do not combine."""
     if constraints is not None and cfg.constraints is None:
         raise ConfigError("lexical constraints were given but decoding.constraints is null: set it to ordered "
                           "(in the order given) or unordered")
-    if graphs and cfg.coverage_penalty is not None:
-        raise ConfigError("a coverage penalty records the attention at every step, which a captured step does not: "
-                          "decode it without step graphs (engine=seqlab)")
+    if own_step and cfg.coverage_penalty is not None:
+        raise ConfigError("a coverage penalty records the attention at every step, which a given step (a captured "
+                          "one) does not: decode it with the model's own step (engine=seqlab)")
     if cfg.constraints is not None and target_prefix is not None:
         raise ConfigError("decoding.constraints and a target prefix do not combine: give one")
-    if cfg.draft is not None and (graphs or on_step is not None):
+    if cfg.draft is not None and (own_step or on_step is not None):
         raise ConfigError(f"decoding.draft={cfg.draft} verifies several positions per decoder call, which "
-                          f"{'a captured one-token step' if graphs else 'a step trace'} cannot follow: decode it "
-                          "with decoding.draft=null" + (" or engine=seqlab" if graphs else ""))
+                          f"{'a given one-token step' if own_step else 'a step trace'} cannot follow: decode it "
+                          "with decoding.draft=null" + (" or engine=seqlab" if own_step else ""))
     if on_step is not None and (cfg.constraints is not None or cfg.num_beam_groups > 1 or cfg.method == "contrastive"):
         raise ConfigError("step traces follow greedy search, sampling and plain beam search, not "
                           f"{cfg.label}: decode it without a step hook")

@@ -1,6 +1,6 @@
 """Which engine decodes: seqlab's own search, the same search with its fp32 linear layers on oneDNN's packed
 weights (`seqlab_onednn`, model.onednn: faster on CPUs where PyTorch's MKL matmul is slow), the same search
-with its decoder step replayed as a CUDA graph (`seqlab_graphs`, decoding.graphs: a GPU, where the step's
+with its decoder step replayed as a CUDA graph (`seqlab_graphs`, engines.graphs: a GPU, where the step's
 launches outweigh its arithmetic), or CTranslate2's (interop.ct2) on an export of the checkpoint.
 
 Chosen with `engine=` in eval and translate, checked before the checkpoint loads, so a sweep, its
@@ -26,9 +26,9 @@ from torch import Tensor
 from seqlab.config import ConfigError, check_choice
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, generate, precision_context
-from seqlab.decoding.graphs import check_graphable
 from seqlab.decoding.speculative import SpeculativeStats
 from seqlab.engines.ct2 import CT2Engine, check_decodable
+from seqlab.engines.graphs import GraphedStep, check_graphable
 from seqlab.hardware import cpu_model
 from seqlab.io import atomic_write_text
 from seqlab.model import Model
@@ -37,7 +37,7 @@ from seqlab.model.quantize import dynamic_int8
 
 # seqlab_onednn: seqlab's search with its fp32 linear layers on oneDNN's packed weights (model.onednn)
 # auto: the fastest of seqlab and seqlab_onednn on this machine (choose_engine)
-# seqlab_graphs: seqlab's search with the decoder step as a CUDA graph (decoding.graphs)
+# seqlab_graphs: seqlab's search with the decoder step as a CUDA graph (engines.graphs)
 Engine = Literal["auto", "seqlab", "seqlab_onednn", "seqlab_graphs", "ctranslate2"]
 # precision -> (CTranslate2 weight quantization at export, compute_type)
 CT2_PRECISION = {"fp32": (None, "float32"), "bf16": (None, "bfloat16"), "int8": ("int8", "int8")}
@@ -125,7 +125,7 @@ class VariantEngine:
 
 
 class GraphEngine:
-    """seqlab's own search with its decoder step replayed as a CUDA graph (decoding.graphs), used like
+    """seqlab's own search with its decoder step replayed as a CUDA graph (engines.graphs), used like
     `generate`; checked before decoding (a GPU, a model whose step has fixed shapes)."""
 
     def __init__(self, model: Model, precision: str) -> None:
@@ -140,7 +140,7 @@ class GraphEngine:
                  draft_model: Model | None = None, stats: SpeculativeStats | None = None) -> GenerateOutput:
         with precision_context(self.precision, src_ids.device):
             return generate(model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix, constraints=constraints,
-                            draft_model=draft_model, stats=stats, graphs=True)
+                            draft_model=draft_model, stats=stats, step=GraphedStep)
 
 
 def make_engine(engine: str, checkpoint: Path, model: Model, tokenizer: Tokenizer, cache_dir: Path,

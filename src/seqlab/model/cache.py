@@ -156,7 +156,7 @@ def slabs(layers: list[KVBuffer]) -> list[Slab]:
 class StaticKV:
     """One layer's KVBuffer as a captured decoder step sees it: every position of its first `rows` slots, the
     step's keys/values written at a position held in a (1,) device tensor, so that one CUDA graph serves every
-    step of a search (decoding.graphs). Attention then reads all `capacity` positions, those after the step's
+    step of a search (engines.graphs). Attention then reads all `capacity` positions, those after the step's
     masked; the buffer must hold finite numbers there (zeros: `Slab.zero_from_`), since a masked weight of 0 times
     a NaN left by the allocator is NaN."""
 

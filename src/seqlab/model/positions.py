@@ -184,7 +184,7 @@ def alibi_slopes(n_heads: int) -> list[float]:
 
 def query_positions(start: int | Tensor, queries: int, device: torch.device) -> Tensor:
     """(T,) long: the queries' positions start..start+T-1; a (1,) tensor `start` is one step's position held on
-    the device (T = 1), which a captured decoder step reads without a host value (decoding.graphs)."""
+    the device (T = 1), which a captured decoder step reads without a host value (engines.graphs)."""
     if isinstance(start, Tensor):
         return start
     return torch.arange(start, start + queries, device=device)

@@ -292,7 +292,7 @@ class Seq2SeqTransformer(nn.Module):
         buffers at that position (`StaticKV`). No shape or address depends on the position (attention reads
         the buffers' whole capacity, the positions after this one masked; relative positions compute their
         angles or bias from the position tensor), so one CUDA graph of this call serves a whole search
-        (decoding.graphs). No copy attention (`step_at_blocker`); the cache's lengths are the caller's to
+        (engines.graphs). No copy attention (`step_at_blocker`); the cache's lengths are the caller's to
         advance."""
         capacity = cache.layers[0].k.shape[0]
         self_mask = (torch.arange(capacity, device=position.device) <= position)[None, None, None, :]  # (1, 1, 1, C)

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from seqlab.config import ConfigError
-from seqlab.decoding.search import StepFn, model_step
+from seqlab.decoding.search import model_step
 from seqlab.model import DecoderCache, Model
 from seqlab.model.cache import slabs
 
@@ -119,8 +119,3 @@ class GraphedStep:
         with torch.cuda.graph(self.graph):
             self.logits = self._run()
         self.captures += 1
-
-
-def step_fn(model: Model, graphs: bool) -> StepFn:
-    """The decoder step a search calls: eager (`model_step`), or captured as a CUDA graph (`graphs`)."""
-    return GraphedStep(model) if graphs else model_step(model)

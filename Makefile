@@ -23,7 +23,7 @@ FORMAT ?= hf
 export THP_MEM_ALLOC_ENABLE ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: experiments pipeline render check-docs help install install-browser train eval translate distill sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench gpu-check comet-fixtures params test test-full lint clean
+.PHONY: experiments pipeline render check-docs help install install-browser train eval translate distill sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench gpu-check gpu-wheels comet-fixtures params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -136,8 +136,13 @@ bench: $(STAMP) ## Speed against Hugging Face transformers (same shapes, same ba
 # On a CUDA machine, with its own torch (no virtualenv needed: PY=python3, the default, src/ on PYTHONPATH; a copy
 # of the tree without .git names its commit in SEQLAB_COMMIT, which the records then carry).
 gpu-check: ## On a GPU: the GPU tests, then the bench_gpu pipeline (both shapes, profiled) -> results/bench_gpu/
+	if [ -d .whl ]; then $(PY) -m pip install --quiet --no-index --no-deps .whl/*.whl; fi
 	$(PY) -m pytest -q -m gpu tests/integration/test_gpu.py
 	$(PY) -m pipelines bench_gpu $(ARGS)
+
+gpu-wheels: ## Download into .whl/ what a GPU machine without network lacks for gpu-check (liger-kernel), to carry there
+	python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+		--platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl 'liger-kernel==0.8.5'
 
 comet-fixtures: ## Rewrite tests/fixtures/comet with unbabel-comet itself, in its own environment (.venv-comet; PyPI once)
 	test -x .venv-comet/bin/python || python3 -m venv .venv-comet

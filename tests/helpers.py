@@ -9,6 +9,7 @@ import torch
 
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.train.levers import step_loss
 from seqlab.train.losses import label_smoothed_nll
 
 
@@ -78,3 +79,41 @@ def text_systems(tmp_path: Path) -> dict[str, Path]:
         out[name] = tmp_path / f"{name}.txt"
         out[name].write_text("\n".join(lines) + "\n")
     return out
+
+
+def tiny_model() -> Seq2SeqTransformer:
+    """An untrained 2+2-layer model without dropout (training steps compared update for update)."""
+    torch.manual_seed(0)
+    return Seq2SeqTransformer(ModelConfig(src_vocab_size=30, d_model=16, n_heads=2, encoder_layers=2,
+                                          decoder_layers=2, d_ff=32, dropout=0.0, max_positions=64))
+
+
+def mixed_batch(rows: int, src_len: int, tgt_len: int, seed: int) -> dict[str, torch.Tensor]:
+    """Sources and targets of mixed lengths up to the given ones, right-padded, ending in EOS."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.full((rows, src_len), PAD_ID)
+    tgt = torch.full((rows, tgt_len), PAD_ID)
+    for i in range(rows):
+        s = int(torch.randint(2, src_len + 1, (1,), generator=g))
+        t = int(torch.randint(2, tgt_len + 1, (1,), generator=g))
+        src[i, :s] = torch.randint(4, 30, (s,), generator=g)
+        src[i, s - 1] = EOS_ID
+        tgt[i, :t] = torch.randint(4, 30, (t,), generator=g)
+        tgt[i, t - 1] = EOS_ID
+    tgt_in = torch.cat([torch.full((rows, 1), BOS_ID), tgt[:, :-1]], 1)
+    tgt_in[tgt_in == EOS_ID] = PAD_ID  # the EOS is the last target; what follows it is padding
+    return {"src": src, "pad": src == PAD_ID, "tgt_in": tgt_in, "tgt": tgt}
+
+
+def summed_loss(model, b):
+    """The label-smoothed (0.1) loss summed over a batch's target tokens, and their count."""
+    loss, _, n = step_loss(model, b["src"], b["pad"], b["tgt_in"], b["tgt"], 0.1)
+    return loss, n
+
+
+def mean_loss(model):
+    """(batch) -> the loss per target token: a training step's arithmetic."""
+    def mean(b):
+        total, n = summed_loss(model, b)
+        return total / n
+    return mean

@@ -1,8 +1,8 @@
 """The CUDA paths, run where torch sees a GPU (`pytest -m gpu`): the bench on the device, training in
 bf16-mixed with `trainer=gpu` (pinned batches, loader workers, fused AdamW), PyTorch's fused attention
 kernels, checkpoints moving between a GPU and a CPU, the relative position schemes (RoPE, ALiBi, T5's
-bias) exact on the device, and the decoder step replayed as a CUDA graph (engines.graphs). Deselected by
-default and skipped without CUDA."""
+bias) exact on the device, the decoder step replayed as a CUDA graph (engines.graphs), and the whole training
+update replayed as one (train.graphs). Deselected by default and skipped without CUDA."""
 
 from __future__ import annotations
 
@@ -363,3 +363,52 @@ def test_every_method_decodes_on_the_gpu_and_reports_what_the_model_assigns(name
     if constraints is not None:
         for i in range(b):
             assert constraints[i][0][0] in out.sequences[i, 0, : out.lengths[i, 0]].tolist()
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_the_graphed_training_update_follows_the_eager_one(bf16):
+    """Eight updates over batches of two bucket shapes, each bucket captured once: the losses and the weights
+    of the eager loop (zero, forward, backward, clip, update), within rounding (TF32 off in fp32)."""
+    from seqlab.train.graphs import Buckets, GraphedTrainStep
+
+    from ..helpers import mean_loss, mixed_batch, tiny_model
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    eager, graphed = tiny_model().cuda(), tiny_model().cuda()
+    shapes = [(5, 11, 7), (6, 9, 8), (3, 20, 12), (8, 16, 8), (2, 19, 10), (7, 13, 6), (4, 17, 9), (8, 10, 8)]
+    batches = [{k: v.cuda() for k, v in mixed_batch(*shape, seed).items()} for seed, shape in enumerate(shapes)]
+    opt_eager = torch.optim.SGD(eager.parameters(), lr=0.5, momentum=0.9)
+    step = GraphedTrainStep(list(graphed.parameters()), mean_loss(graphed),
+                            torch.optim.SGD(graphed.parameters(), lr=0.5, momentum=0.9), clip_norm=0.5, bf16=bf16,
+                            buckets=Buckets(length=8, rows=4))
+    for b in batches:
+        opt_eager.zero_grad()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = mean_loss(eager)(b)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(eager.parameters(), 0.5)
+        opt_eager.step()
+        assert float(step(b)) == pytest.approx(float(loss), rel=2e-2 if bf16 else 1e-5)
+    assert step.captured == 2
+    for p, q in zip(eager.parameters(), graphed.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=5e-2 if bf16 else 1e-4, atol=5e-3 if bf16 else 1e-5)
+
+
+def test_the_graphed_update_runs_fused_capturable_adamw():
+    """AdamW as the bench builds it for the graphed lever: fused, its state on the device; a replay updates."""
+    from seqlab.bench.speed import bench_optimizer
+    from seqlab.config import ConfigError
+    from seqlab.train.graphs import GraphedTrainStep
+
+    from ..helpers import mean_loss, mixed_batch, tiny_model
+
+    model = tiny_model().cuda()
+    with pytest.raises(ConfigError, match="capturable"):
+        GraphedTrainStep(list(model.parameters()), mean_loss(model), bench_optimizer(model))
+    step = GraphedTrainStep(list(model.parameters()), mean_loss(model), bench_optimizer(model, capturable=True))
+    b = {k: v.cuda() for k, v in mixed_batch(8, 16, 8, 0).items()}
+    first = float(step(b))
+    before = [p.detach().clone() for p in model.parameters()]
+    losses = [float(step(b)) for _ in range(5)]
+    assert losses[-1] < first and step.captured == 1
+    assert any(not torch.equal(p, q) for p, q in zip(before, model.parameters(), strict=True))

@@ -1,10 +1,12 @@
 """What each training lever gives (`seqlab bench levers=true`): the plain training step, the output projection
 fused with the loss (`train.fused_loss`), its block arithmetic compiled (`train.compile=loss`), the layers
 compiled (`train.compile=layers`), the step in bf16 on bf16 weights (`train.bf16_weights`, where the run is
-bf16-mixed) and their combinations, against
-Hugging Face's step with the same weights and batches, timed in one run, in the precision that training picks
-on this device by default (`trainer.precision=auto`: bf16-mixed on a GPU or an AMX CPU, else whichever of
-bf16 and fp32 multiplies faster here).
+bf16-mixed) and their combinations; on a GPU also the whole update replayed as a CUDA graph (`step graphs`,
+seqlab.train.graphs: forward, loss, backward and fused AdamW in one launch) and Liger-Kernel's fused linear
+cross-entropy in place of seqlab's fused loss (`Liger fused loss`, where `liger-kernel` is installed: the
+`liger` extra); against Hugging Face's step with the same weights and batches, timed in one run, in the
+precision that training picks on this device by default (`trainer.precision=auto`: bf16-mixed on a GPU or an
+AMX CPU, else whichever of bf16 and fp32 multiplies faster here).
 
 Each lever keeps the plain step's loss up to rounding; the bench checks it on the run's first batch without
 dropout (`loss_delta`). A compiled model's first steps include the compile (`warmup_s`, reported apart from
@@ -25,6 +27,7 @@ import torch
 from seqlab.bench.speed import (
     BenchConfig,
     bench_optimizer,
+    eager_update,
     hf_train_step,
     matmul_peak,
     profile_table,
@@ -39,6 +42,7 @@ from seqlab.config import resolve_device
 from seqlab.hardware import auto_precision, best_of, sync
 from seqlab.interop import to_hf
 from seqlab.model import Model, Seq2SeqTransformer
+from seqlab.train.graphs import Buckets, GraphedTrainStep
 from seqlab.train.levers import compile_layers, step_loss, use_compile_cache
 
 log = logging.getLogger("seqlab.bench")
@@ -47,6 +51,8 @@ LEVERS = {"plain": (False, False, False, False), "fused loss": (True, False, Fal
           "fused loss, compiled": (True, False, True, False), "compiled layers": (False, True, False, False),
           "fused loss + compiled layers": (True, True, False, False), "all compiled": (True, True, True, False),
           "bf16 weights": (False, False, False, True), "bf16 weights + fused loss": (True, False, False, True)}
+GRAPHED = "step graphs"  # the plain step's arithmetic, the whole update captured (GPU)
+LIGER = "Liger fused loss"  # Liger-Kernel's fused linear cross-entropy (GPU, the `liger` extra)
 
 
 @dataclass(frozen=True)
@@ -84,14 +90,16 @@ def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[str, list[Leve
             compile_layers(m)
         delta[name] = first_loss(m, batches[0], cfg, fused, precision, loss, bf16) - reference
         models[name], steps[name] = m, seqlab_train_step(m, cfg.label_smoothing, fused, loss, bf16)
+    gpu_levers(model, batches[0], cfg, precision, models, steps, delta, reference)
     models["Hugging Face"] = to_hf(model).to(device)
     steps["Hugging Face"] = hf_train_step(models["Hugging Face"], cfg.label_smoothing)
     delta["Hugging Face"] = None
     for name, m in models.items():
-        warmup[name] = warm_up(m, steps[name], batches[: cfg.warmup_steps], precision)
+        warmup[name] = warm_up(m, steps[name], batches[: cfg.warmup_steps], precision, graphed=name == GRAPHED)
 
     def run(name: str):
-        r = train_throughput(models[name], steps[name], batches, precision, cfg.warmup_steps)
+        r = train_throughput(models[name], steps[name], batches, precision, cfg.warmup_steps,
+                             update=graphed_update if name == GRAPHED else None)
         return r, r.step_s
 
     best = {name: r for name, (r, _) in best_of({n: lambda n=n: run(n) for n in models}, cfg.train_repeats).items()}
@@ -104,10 +112,62 @@ def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[str, list[Leve
                  100 * r.mfu, r.peak_mb, r.warmup_s)
     profiles = {}
     for name in models if profile else ():  # where each variant's time goes: what a lever removed, what is left
-        opt, batch = bench_optimizer(models[name]), itertools.cycle(batches)
+        batch = itertools.cycle(batches)
+        if name == GRAPHED:
+            update = graphed_update(models[name], steps[name], precision)
+            profiles[name] = profile_table(lambda update=update, batch=batch: update(next(batch)), device)
+            continue
+        opt = bench_optimizer(models[name])
         profiles[name] = profile_table(lambda name=name, opt=opt, batch=batch: run_train_step(
             steps[name], opt, next(batch), precision), device)
     return precision, rows, profiles
+
+
+def gpu_levers(model: Model, batch: dict[str, torch.Tensor], cfg: BenchConfig, precision: str, models: dict,
+               steps: dict, delta: dict, reference: float) -> None:
+    """Add the levers that run on a GPU only: the graphed whole step, and Liger's loss where it is installed."""
+    if batch["src"].device.type != "cuda":
+        log.info("%s, %s: left out (CUDA graphs and Liger's Triton kernels run on a GPU)", GRAPHED, LIGER)
+        return
+    models[GRAPHED] = copy.deepcopy(model)
+    steps[GRAPHED] = seqlab_train_step(models[GRAPHED], cfg.label_smoothing)
+    delta[GRAPHED] = 0.0  # the plain step's arithmetic, replayed
+    try:
+        from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+    except ImportError:
+        log.info("%s: left out (liger-kernel is not installed: pip install 'seqlab[liger]')", LIGER)
+        return
+    models[LIGER] = copy.deepcopy(model)
+    steps[LIGER] = liger_train_step(models[LIGER], cfg.label_smoothing, LigerFusedLinearCrossEntropyLoss)
+    models[LIGER].eval()
+    with torch.no_grad(), bf16_autocast("cuda", precision == "bf16-mixed"):
+        delta[LIGER] = float(steps[LIGER](batch)) - reference
+    models[LIGER].train()
+
+
+def liger_train_step(model: Model, eps: float, loss_class: type) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
+    """The decoder's states scored by Liger's fused linear cross-entropy (chunks of rows projected and scored
+    in Triton kernels, the logits never whole). Its label smoothing is torch's (eps / V on every token), not
+    fairseq's (eps / (V - 1) off the target), so its loss differs from the plain step's by that formula."""
+    loss = loss_class(ignore_index=model.cfg.pad_id, label_smoothing=eps, reduction="mean")
+
+    def step(b: dict[str, torch.Tensor]) -> torch.Tensor:
+        h = model.output_states(b["src"], b["pad"], b["tgt_in"])  # (B, T, d)
+        return loss(model.output.weight, h.reshape(-1, h.shape[-1]), b["tgt"].reshape(-1), model.output.bias)
+    return step
+
+
+def graphed_update(model: torch.nn.Module, step: Callable[[dict[str, torch.Tensor]], torch.Tensor],
+                   precision: str) -> Callable[[dict[str, torch.Tensor]], int]:
+    """`step` (a batch's mean loss) as one captured update with the bench's AdamW (fused, its state on the
+    GPU); the bench's batches share one shape, so one graph. Returns each update's source+target tokens."""
+    graphed = GraphedTrainStep(list(model.parameters()), step, bench_optimizer(model, capturable=True),
+                               bf16=precision == "bf16-mixed", buckets=Buckets(1, 1))
+
+    def update(b: dict[str, torch.Tensor]) -> int:
+        graphed(b)
+        return int((~b["pad"]).sum() + (b["tgt"] != model.cfg.pad_id).sum())
+    return update
 
 
 def first_loss(model: Model, batch: dict[str, torch.Tensor], cfg: BenchConfig, fused: bool,
@@ -122,13 +182,14 @@ def first_loss(model: Model, batch: dict[str, torch.Tensor], cfg: BenchConfig, f
 
 
 def warm_up(model: torch.nn.Module, step: Callable[[dict[str, torch.Tensor]], torch.Tensor],
-            batches: list[dict[str, torch.Tensor]], precision: str) -> float:
-    """Seconds of the first steps on a fresh optimizer: a compiled model compiles here."""
+            batches: list[dict[str, torch.Tensor]], precision: str, graphed: bool = False) -> float:
+    """Seconds of the first steps on a fresh optimizer: a compiled model compiles here, a graphed step
+    captures."""
     model.train()
-    opt = bench_optimizer(model)
+    update = (graphed_update if graphed else eager_update)(model, step, precision)
     start = time.perf_counter()
     for b in batches:
-        run_train_step(step, opt, b, precision)
+        update(b)
     sync(batches[0]["src"].device)
     return time.perf_counter() - start
 

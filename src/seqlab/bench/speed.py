@@ -162,10 +162,10 @@ def hf_train_step(model: Any, eps: float) -> Callable[[dict[str, torch.Tensor]],
     return step
 
 
-def bench_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
+def bench_optimizer(model: torch.nn.Module, capturable: bool = False) -> torch.optim.Optimizer:
     """The optimizer every timed training step uses, on both sides: AdamW as seqlab's training builds it
-    (fused where torch has the kernel)."""
-    return adamw([{"params": list(model.parameters())}], lr=1e-4, betas=(0.9, 0.98))
+    (fused where torch has the kernel); `capturable` for a graphed step."""
+    return adamw([{"params": list(model.parameters())}], lr=1e-4, betas=(0.9, 0.98), capturable=capturable)
 
 
 def run_train_step(step: Callable[[dict[str, torch.Tensor]], torch.Tensor], opt: torch.optim.Optimizer,
@@ -183,11 +183,23 @@ def run_train_step(step: Callable[[dict[str, torch.Tensor]], torch.Tensor], opt:
     return int((~b["pad"]).sum() + (b["tgt"] != PAD_ID).sum())
 
 
-def train_throughput(model: torch.nn.Module, step: Callable[[dict[str, torch.Tensor]], torch.Tensor],
-                     batches: list[dict[str, torch.Tensor]], precision: str, warmup: int) -> Throughput:
-    """Source+target tokens per second over the batches after `warmup` steps, and peak memory."""
-    model.train()
+Update = Callable[[dict[str, torch.Tensor]], int]  # one update on a batch -> its source+target tokens
+
+
+def eager_update(model: torch.nn.Module, step: Callable[[dict[str, torch.Tensor]], torch.Tensor],
+                 precision: str) -> Update:
+    """`run_train_step` with a fresh bench optimizer."""
     opt = bench_optimizer(model)
+    return lambda b: run_train_step(step, opt, b, precision)
+
+
+def train_throughput(model: torch.nn.Module, step: Callable[[dict[str, torch.Tensor]], torch.Tensor],
+                     batches: list[dict[str, torch.Tensor]], precision: str, warmup: int,
+                     update: Callable[..., Update] | None = None) -> Throughput:
+    """Source+target tokens per second over the batches after `warmup` steps, and peak memory. `update`
+    makes the update from (model, step, precision) in place of `run_train_step` (a graphed one)."""
+    model.train()
+    run = update(model, step, precision) if update is not None else eager_update(model, step, precision)
     device = batches[0]["src"].device
     reset_peak_memory(device)
     tokens, start = 0, 0.0
@@ -195,7 +207,7 @@ def train_throughput(model: torch.nn.Module, step: Callable[[dict[str, torch.Ten
         if i == warmup:
             sync(device)
             start, tokens = time.perf_counter(), 0
-        tokens += run_train_step(step, opt, b, precision)
+        tokens += run(b)
     sync(device)
     elapsed = time.perf_counter() - start
     return Throughput(tokens / elapsed, elapsed / (len(batches) - warmup), peak_memory_mb(device))

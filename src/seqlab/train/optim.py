@@ -42,7 +42,9 @@ def check_fused_clipping(fused: bool | None, clip_norm: float | None, precision:
 
 
 def adamw(groups: list[dict[str, Any]], lr: float, betas: tuple[float, float], eps: float = 1e-8,
-          fused: bool | None = None, precision: str | None = None) -> torch.optim.AdamW:
-    """AdamW over parameter groups (each {"params": [...], ...}), fused as `use_fused` decides."""
+          fused: bool | None = None, precision: str | None = None, capturable: bool = False) -> torch.optim.AdamW:
+    """AdamW over parameter groups (each {"params": [...], ...}), fused as `use_fused` decides; `capturable`:
+    its step counts kept on the device, so that a CUDA graph can capture the update (train.graphs)."""
     params = [p for g in groups for p in g["params"]]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=use_fused(fused, params, precision) or None)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=use_fused(fused, params, precision) or None,
+                             capturable=capturable)

@@ -23,7 +23,7 @@ FORMAT ?= hf
 export THP_MEM_ALLOC_ENABLE ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: experiments pipeline render check-docs help install install-browser train eval translate distill sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench gpu-check gpu-wheels comet-fixtures params test test-full lint clean
+.PHONY: experiments pipeline render check-docs help install install-browser train eval translate distill sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench gpu-check gpu-check-short gpu-wheels comet-fixtures params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -139,6 +139,10 @@ gpu-check: ## On a GPU: the GPU tests, then the bench_gpu pipeline (both shapes,
 	if [ -d .whl ]; then $(PY) -m pip install --quiet --no-index --no-deps .whl/*.whl; fi
 	$(PY) -m pytest -q -m gpu tests/integration/test_gpu.py
 	$(PY) -m pipelines bench_gpu $(ARGS)
+
+gpu-check-short: ## On a GPU, a rerun's shorter list: Transformer-base at 32k tokens and its levers (new code's stages)
+	if [ -d .whl ]; then $(PY) -m pip install --quiet --no-index --no-deps .whl/*.whl; fi
+	$(PY) -m pipelines bench_gpu --rerun base_32k --rerun levers_32k --only base_32k --only levers_32k $(ARGS)
 
 gpu-wheels: ## Download into .whl/ what a GPU machine without network lacks for gpu-check (liger-kernel), to carry there
 	python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

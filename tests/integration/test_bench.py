@@ -236,6 +236,20 @@ def test_levers_bench_times_each_lever_keeps_the_loss_and_renders(tmp_path):
     assert "| fused loss, compiled |" in text and "| all compiled |" in text and "| Hugging Face |" in text
 
 
+def test_the_norms_bench_times_both_norms_and_renders_on_the_study_page(tmp_path):
+    """`seqlab bench norms=true`: LayerNorm and RMSNorm timed in one run, LayerNorm at 1.00x of itself, the
+    models differing in the norm alone; the study page's table reads the record."""
+    from pipelines.bench_norms import norms_table
+    from seqlab.bench.norms import norm_bench, to_dict
+
+    precision, rows = norm_bench(TINY)
+    assert [r.norm for r in rows] == ["layernorm", "rmsnorm"] and precision in ("bf16-mixed", "32-true")
+    assert rows[0].train_x_layernorm == rows[0].greedy_x_layernorm == rows[0].beam5_x_layernorm == 1.0
+    assert all(r.train_tokens_per_s > 0 and r.greedy_tokens_per_s > 0 and r.beam5_tokens_per_s > 0 for r in rows)
+    text = norms_table({"result": {"norms": to_dict(rows), "precision": precision}})
+    assert "| rmsnorm |" in text and f"training, {precision}" in text
+
+
 def test_a_gpu_bench_tolerates_a_quarter_core_per_two_host_cores():
     """A 2-core CPU bench tolerates QUIET_CORES of other load; a GPU bench on a 16-core host 2 cores (its driver's
     threads alone use a quarter core there), and says so when more."""

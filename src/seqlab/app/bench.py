@@ -9,6 +9,7 @@ seqlab bench features=true: ensembles, the coverage penalty and contrastive sear
 (bench.features)
 seqlab bench levers=true: each training lever (fused loss, compiled layers) against the plain step and HF
 (bench.levers)
+seqlab bench norms=true: LayerNorm against RMSNorm, a training step and greedy/beam-5 decoding (bench.norms)
 seqlab bench finetune=true: a fine-tuning step at mBART-large's, NLLB-1.3B's and flan-t5-large's shapes, full, LoRA
 and LoRA with activation checkpointing, against HF with peft: memory and speed (bench.finetune)
 seqlab bench checkpoints=[A,B,...]: trained checkpoints decoding their test sentences (bench.checkpoints)
@@ -42,6 +43,8 @@ from seqlab.bench.finetune import finetune_bench
 from seqlab.bench.finetune import to_dict as finetune_dict
 from seqlab.bench.levers import lever_bench
 from seqlab.bench.levers import to_dict as levers_dict
+from seqlab.bench.norms import norm_bench
+from seqlab.bench.norms import to_dict as norms_dict
 from seqlab.bench.run import run_bench
 from seqlab.bench.speculative import causal_speculative_bench, speculative_bench
 from seqlab.bench.speculative import to_dict as speculative_dict
@@ -63,6 +66,8 @@ def main(cfg: DictConfig) -> None:
             record, text = feature_costs(bench)
         elif cfg.get("levers"):
             record, text = lever_speeds(bench, bool(cfg.profile))
+        elif cfg.get("norms"):
+            record, text = norm_speeds(bench)
         elif cfg.get("finetune"):
             record, text = finetune_costs(bench)
         elif cfg.get("speculative"):
@@ -126,6 +131,18 @@ def lever_speeds(bench: BenchConfig, profile: bool) -> tuple[dict, str]:
     record = measured("levers", levers_dict(rows), bench, clock)
     record["device"] = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
     record["profiles"], record["precision"] = profiles, precision
+    return record, "\n".join(lines)
+
+
+def norm_speeds(bench: BenchConfig) -> tuple[dict, str]:
+    """LayerNorm against RMSNorm: the record and a text table."""
+    clock = CpuClock.now()
+    precision, rows = norm_bench(bench)
+    lines = [f"{r.norm:<10} train {r.train_tokens_per_s:>8,.0f} tok/s ({r.train_x_layernorm:.2f}x)  greedy "
+             f"{r.greedy_tokens_per_s:>7,.0f} ({r.greedy_x_layernorm:.2f}x)  beam 5 {r.beam5_tokens_per_s:>7,.0f} "
+             f"({r.beam5_x_layernorm:.2f}x)" for r in rows]
+    record = measured("norms", norms_dict(rows), bench, clock)
+    record["precision"] = precision
     return record, "\n".join(lines)
 
 

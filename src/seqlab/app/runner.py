@@ -57,7 +57,7 @@ NEUTRAL: dict[str, dict[str, Any]] = {
          "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
          "ensemble_rule": "mean_prob", "levers": False, "language_models": False, "finetune": False,
          "speculative": False, "drafts": [], "neural": NeuralSettings().to_dict(), "comet": False,
-         "comet_python": None},
+         "comet_python": None, "norms": False},
     "train": {"init_from": None, "tokenizer_from": None, "fused_loss": False, "compile": "none", "bf16_weights": False,
               "activation_checkpointing": False,
               "lora": asdict(LoraConfig())},

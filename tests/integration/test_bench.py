@@ -238,9 +238,17 @@ def test_levers_bench_times_each_lever_keeps_the_loss_and_renders(tmp_path):
 
 def test_the_norms_bench_times_both_norms_and_renders_on_the_study_page(tmp_path):
     """`seqlab bench norms=true`: LayerNorm and RMSNorm timed in one run, LayerNorm at 1.00x of itself, the
-    models differing in the norm alone; the study page's table reads the record."""
+    models differing in the norm alone, each decoding to the length limit; the study page's table reads the
+    record."""
     from pipelines.bench_norms import norms_table
-    from seqlab.bench.norms import norm_bench, to_dict
+    from seqlab.bench.norms import norm_bench, timed_decode, to_dict
+    from seqlab.decoding import DecodingConfig
+    from seqlab.model import Seq2SeqTransformer
+
+    src, pad = torch.randint(4, 64, (3, 6)), torch.zeros(3, 6, dtype=torch.bool)
+    for norm in ("layernorm", "rmsnorm"):
+        model = Seq2SeqTransformer(TINY.model_config(norm=norm)).eval()
+        assert timed_decode(model, src, pad, DecodingConfig(max_length=5, min_length=5))[0] == 15
 
     precision, rows = norm_bench(TINY)
     assert [r.norm for r in rows] == ["layernorm", "rmsnorm"] and precision in ("bf16-mixed", "32-true")

@@ -443,3 +443,17 @@ def test_the_distillation_pipeline_trains_its_students_on_the_teachers_outputs(p
     assert read_lines_gz(archive / "distill.train_targets.txt.gz") == ["t"]
     text = pipeline.tables[0].render(archive)
     assert text.count("5+1, distilled") == 3 and "+1.00 (p 0.001" in text
+
+
+def test_a_training_record_holds_the_mean_training_loss_of_each_validation_interval(tmp_path):
+    """`train_curve`: beside each validation loss, the mean of the training losses logged since the one before
+    (Lightning's CSV rows: a training row per logged step, a validation row per validation)."""
+    from seqlab.pipeline.training import training_result
+
+    rows = ["epoch,step,train/loss,val/loss", "0,9,4.0,", "0,19,3.0,", "0,19,,3.5", "0,29,2.0,", "0,39,1.0,",
+            "0,39,,2.5", "0,49,,2.4"]
+    (tmp_path / "csv").mkdir()
+    (tmp_path / "csv" / "metrics.csv").write_text("\n".join(rows) + "\n")
+    _, result = training_result(tmp_path)
+    assert result["val_curve"] == [(20, 3.5), (40, 2.5), (50, 2.4)]
+    assert result["train_curve"] == [(20, 3.5), (40, 1.5)]  # nothing logged after update 40: no point at 50

@@ -11,7 +11,7 @@ from typing import Any
 from seqlab.checkpoint import LAST, checkpoint_file, read_checkpoint
 from seqlab.model import ModelConfig
 from seqlab.model.params import analytic_counts
-from seqlab.tracking.results import DIVERGED, OK, read_val_curve
+from seqlab.tracking.results import DIVERGED, OK, read_train_curve, read_val_curve
 from seqlab.tracking.wandb import CSV_DIR
 
 LOG = "train.log"
@@ -47,15 +47,18 @@ def diverged_at(folder: Path) -> int | None:
 
 
 def training_result(folder: Path) -> tuple[str, dict[str, Any]]:
-    """(status, result) of the training in `folder`: its validation curve, the updates it made (where it
-    diverged, that update), its model config and analytic parameter count (from the last checkpoint)."""
+    """(status, result) of the training in `folder`: its validation curve, the mean training loss over each
+    validation's interval (`train_curve`), the updates it made (where it diverged, that update), its model config
+    and analytic parameter count (from the last checkpoint)."""
     last = checkpoint_file(folder, LAST)
     ckpt = read_checkpoint(last) if last.is_file() else {}
     model = ckpt.get("seqlab", {}).get("model_config") or {}
     stopped = diverged_at(folder)
     steps = stopped if stopped is not None else int(ckpt.get("global_step", 0))  # past the last validation too
+    metrics = folder / CSV_DIR / "metrics.csv"
+    val = read_val_curve(metrics)
     return DIVERGED if stopped is not None else OK, {
-        "val_curve": read_val_curve(folder / CSV_DIR / "metrics.csv"), "steps": steps, "model": model,
+        "val_curve": val, "train_curve": read_train_curve(metrics, [s for s, _ in val]), "steps": steps, "model": model,
         "params": analytic_counts(ModelConfig.from_dict(model)).total if model else 0}
 
 

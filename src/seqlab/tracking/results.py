@@ -27,6 +27,7 @@ CANDIDATES_FILE = "candidates.jsonl"  # MBR: every source's candidates, expected
 OK, FAILED, INTERRUPTED = "ok", "failed", "interrupted"
 DIVERGED = "diverged"  # a training record's status where it hit a non-finite loss: a result, not a failure
 VAL_LOSS = "val/loss"
+TRAIN_LOSS = "train/loss"
 
 log = logging.getLogger(__name__)
 
@@ -174,3 +175,18 @@ def read_curves(metrics_csv: Path, keys: tuple[str, ...]) -> dict[str, list[tupl
 def read_val_curve(metrics_csv: Path) -> list[tuple[int, float]]:
     """(step, val/loss) rows of a Lightning CSVLogger file; steps counted from 1."""
     return read_curves(metrics_csv, (VAL_LOSS,))[VAL_LOSS]
+
+
+def read_train_curve(metrics_csv: Path, at: list[int]) -> list[tuple[int, float]]:
+    """(step, mean train/loss) at each of the steps `at` (the validations'): the mean of the training losses
+    logged after the step before and up to this one, so that each point sits beside its validation loss
+    (one logged batch is noisy; an interval's mean is what a curve of fit reads). Intervals with no logged loss
+    are left out."""
+    logged = read_curves(metrics_csv, (TRAIN_LOSS,))[TRAIN_LOSS]
+    out, start = [], 0
+    for step in at:
+        values = [v for s, v in logged if start < s <= step]
+        if values:
+            out.append((step, sum(values) / len(values)))
+        start = step
+    return out

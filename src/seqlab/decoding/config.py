@@ -35,7 +35,6 @@ from seqlab.decoding.processors import (
     EpsilonCutoff,
     EtaCutoff,
     ForcedFirstToken,
-    LogitNormalization,
     MinNewTokens,
     MinP,
     NoRepeatNGram,
@@ -52,6 +51,7 @@ from seqlab.decoding.registry import (
     build_processors,
     each,
     penalties,
+    renormalized,
     suppression,
     temperature_rule,
     warper,
@@ -168,8 +168,7 @@ class DecodingConfig:
     suppress_special: bool = option(True, ctranslate2=ct2_ban("suppress_special"), hf=MAPPED, in_digest=False,
                                     processor=Builds(70, suppression))
     renormalize_logits: bool = option(False, ctranslate2=RENORMALIZED, hf=MAPPED, in_digest=False,
-                                      processor=Builds(200, lambda value, cfg, ids: LogitNormalization() if value
-                                                       else None))
+                                      processor=Builds(200, renormalized))
     # evaluation: force the first N tokens of each reference (fairseq's --prefix-size)
     prefix_size: int = option(0, in_digest=False, ctranslate2=Refused(
         "CTranslate2 scores a forced target prefix its own way (outside its length normalization)"), hf=Refused(

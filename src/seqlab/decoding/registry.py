@@ -17,6 +17,7 @@ from seqlab.decoding.adaptive import DynamicTemperature, EntropyTemperature, Fre
 from seqlab.decoding.processors import (
     BadWords,
     ForcedPrefix,
+    LogitNormalization,
     LogitsProcessor,
     SuppressTokens,
     Temperature,
@@ -84,6 +85,11 @@ def suppressed(cfg: Settings, ids: HasSpecialIds) -> list[int]:
 def suppression(value: bool, cfg: Settings, ids: HasSpecialIds) -> LogitsProcessor | None:
     banned = suppressed(cfg, ids)
     return SuppressTokens(banned) if banned else None
+
+
+def renormalized(value: bool, cfg: Settings, ids: HasSpecialIds) -> LogitsProcessor | None:
+    """A log-softmax after the other processors (HF's `renormalize_logits`), last in the order."""
+    return LogitNormalization() if value else None
 
 
 def bad_words(value: list[list[int]] | None, cfg: Settings, ids: HasSpecialIds) -> LogitsProcessor | None:

@@ -10,7 +10,7 @@ declared without an `Option` is refused by every engine and format, never ignore
 is the one check each of them calls, and `tests/unit/test_options.py` walks every field against each consumer.
 
 Consumers: `ctranslate2`, the CTranslate2 engine (engines.ct2); `hf`, the `generation_config.json` an export
-writes for Hugging Face's `generate` (interop.export).
+writes for Hugging Face's `generate` (interop.generation).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Literal
 from seqlab.constants import DEFAULT_IDS, HasSpecialIds
 from seqlab.decoding.registry import Builds, suppressed
 
-# A DecodingConfig (decoding.config reads this module for its labels, so this one does not import it back).
+# A DecodingConfig (decoding.config declares its fields with this module's rules, so this one does not import it).
 DecodingConfig = Any
 
 Consumer = Literal["ctranslate2", "hf"]
@@ -47,8 +47,8 @@ class Refused:
     why: str | None = None
 
 
-MAPPED = True
-REFUSED = Refused()
+MAPPED = True  # the consumer computes the option exactly
+REFUSED = Refused()  # the default: taken at its default value only
 Rule = bool | Inert | Refused | Callable[..., Any]
 
 

@@ -132,3 +132,23 @@ def test_the_learned_positions_question_reads_its_cause_by_the_rule_fixed_before
     assert "none of the outcomes named before the runs" in unnamed  # sinusoid start inconclusive
     one_seed = {"comparisons": [entry("baseline", "learned_unit_init", 0.5, False, [(0.5, 0.05)])]}
     assert "pending" in learned_positions_cause(one_seed)
+
+
+def test_the_swiglu_rate_reading_names_the_outcome_fixed_before_the_runs():
+    from seqlab.analysis.study_questions import swiglu_rate_reading
+
+    def numbers(rate: tuple, gap: tuple) -> dict:
+        def one(ref, variant, delta, established):
+            return entry(ref, variant, delta, established, [(delta, 0.001 if established else 0.4)] * 3)
+        return {"comparisons": [one("swiglu", "swiglu_low_lr", *rate), one("baseline", "swiglu_low_lr", *gap)]}
+
+    rate = swiglu_rate_reading(numbers((1.5, True), (0.1, False)))
+    assert "*the late rate*" in rate and "not worse than the baseline" in rate
+    assert "swiglu_low_lr − swiglu: +1.50 (better)" in rate
+    behind = swiglu_rate_reading(numbers((1.5, True), (-1.6, True)))
+    assert "*the late rate*" in behind and "stays behind the baseline" in behind
+    assert "*not the rate*" in swiglu_rate_reading(numbers((0.2, False), (-1.4, True)))
+    assert "*not the rate*" in swiglu_rate_reading(numbers((-1.2, True), (-2.6, True)))
+    assert "neither reading settled" in swiglu_rate_reading(numbers((1.2, False), (-0.3, False)))
+    assert "pending" in swiglu_rate_reading({"comparisons": [entry("swiglu", "swiglu_low_lr", 0.5, False,
+                                                                   [(0.5, 0.05)])]})

@@ -73,6 +73,8 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "rmsnorm": ("model.norm=rmsnorm",),
     "swiglu": ("model.activation=silu", "model.gated_ffn=true", "model.d_ff=683"),
     "no_bias": ("model.bias=false",),
+    # SwiGLU's late fall (the modern recipe's table): the same model at half the recipe's peak rate
+    "swiglu_low_lr": ("model.activation=silu", "model.gated_ffn=true", "model.d_ff=683", "optim.lr=0.0005"),
     "modern": ("model.norm=rmsnorm", "model.activation=silu", "model.gated_ffn=true", "model.d_ff=683",
                "model.bias=false", "model.norm_position=pre", "model.positions=rope"),
     # the architecture question (Raffel et al. 2020; Zhang et al. 2022; Gao et al. 2022): one stack of 6 layers over
@@ -105,6 +107,7 @@ VARIANT_DESCRIPTIONS = {
     "learned_noscale": "learned positions, embeddings unscaled",
     "sinusoidal_noscale": "sinusoidal, embeddings unscaled",
     "rmsnorm": "RMSNorm", "swiglu": "SwiGLU, d_ff 683", "no_bias": "no biases",
+    "swiglu_low_lr": "SwiGLU, d_ff 683, peak rate 5e-4",
     "modern": "pre-RMSNorm, SwiGLU, no biases, RoPE",
     "decoder_only": "decoder-only LM, 6 layers", "prefix_lm": "prefix LM, 6 layers",
 }

@@ -65,6 +65,19 @@ def _better(pair: tuple[str, str]) -> tuple[tuple[str, str], tuple[str, ...], tu
 POSITIONS_GAP = 6.53  # BLEU: learned positions below sinusoidal ones at the trained budget, before these runs
 
 
+def reading_verdicts(numbers: dict[str, Any], pairs: dict[str, tuple[str, str]]
+                     ) -> tuple[dict[tuple[str, str], dict], dict[str, str] | None, str]:
+    """A reading's comparisons, each pair's verdict by the study's rule (None while one is missing or pending),
+    and the line that shows them ("variant − reference: +0.30 (equivalent); ...")."""
+    found = comparisons({"": numbers})
+    if any(pair not in found for pair in pairs.values()):
+        return found, None, "a comparison of the reading is missing"
+    v = {name: verdict(found[pair]) for name, pair in pairs.items()}
+    seen = "; ".join(f"{found[pair]['variant']} − {found[pair]['reference']}: {verdict_cell(found[pair], v[name])}"
+                     for name, pair in pairs.items())
+    return found, None if "pending" in v.values() else v, seen
+
+
 def learned_positions_cause(numbers: dict[str, Any]) -> str:
     """Which cause of the learned positions' loss the runs support, by the reading fixed before them
     (docs/experiments/arch_study_trained.md): *scale* when learned positions started at the tokens' scale are
@@ -73,16 +86,11 @@ def learned_positions_cause(numbers: dict[str, Any]) -> str:
     started at the sinusoids are not worse than the baseline while the scaled start stays worse; *neither*
     when every learned variant is worse than its sinusoidal reference. Each comparison's verdict is the
     study's rule (seqlab.analysis.study_claims.verdict); "not worse" is equivalent or better."""
-    found = comparisons({"": numbers})
     pairs = {"unit": ("baseline", "learned_unit_init"), "sinusoid": ("baseline", "learned_sinusoid_init"),
              "unit_vs_learned": ("learned_positions", "learned_unit_init"),
              "noscale": ("sinusoidal_noscale", "learned_noscale")}
-    if any(pair not in found for pair in pairs.values()):
-        return "_Which cause the runs support: pending (a comparison of the reading is missing)._"
-    v = {name: verdict(found[pair]) for name, pair in pairs.items()}
-    seen = "; ".join(f"{found[pair]['variant']} − {found[pair]['reference']}: {verdict_cell(found[pair], v[name])}"
-                     for name, pair in pairs.items())
-    if "pending" in v.values():
+    found, v, seen = reading_verdicts(numbers, pairs)
+    if v is None:
         return f"_Which cause the runs support: pending ({seen})._"
     not_worse = {name: v[name] in ("equivalent", "better") for name in v}
     big_gain = v["unit_vs_learned"] == "better" and found[pairs["unit_vs_learned"]]["bleu"]["delta"] > POSITIONS_GAP / 2
@@ -93,6 +101,24 @@ def learned_positions_cause(numbers: dict[str, Any]) -> str:
         causes = ["neither"] if all(v[n] == "worse" for n in ("unit", "sinusoid", "noscale")) else []
     found_text = " and ".join(f"*{c}*" for c in causes) or "none of the outcomes named before the runs"
     return f"**Which cause the runs support**, by the reading fixed before them: {found_text} ({seen})."
+
+
+def swiglu_rate_reading(numbers: dict[str, Any]) -> str:
+    """What the lower peak rate says of SwiGLU's late fall, by the reading fixed before its runs
+    (docs/experiments/arch_study_trained.md): *the late rate* when SwiGLU at half the peak rate beats SwiGLU at the
+    recipe's rate; *not the rate* when it is equivalent or worse, which leaves the other reading (the gated layer
+    fits the small training set faster and generalizes worse) for the records' training-loss curves to tell;
+    neither when that comparison is inconclusive.
+    Whether the lower rate also reaches the baseline is said beside it. Each verdict is the study's rule."""
+    _, v, seen = reading_verdicts(numbers, {"rate": ("swiglu", "swiglu_low_lr"), "gap": ("baseline", "swiglu_low_lr")})
+    if v is None:
+        return f"_What the lower rate says: pending ({seen})._"
+    cause = ("*the late rate*" if v["rate"] == "better" else "*not the rate*" if v["rate"] in ("equivalent", "worse")
+             else "neither reading settled (the lower rate against SwiGLU inconclusive)")
+    reach = ("and at that rate SwiGLU is not worse than the baseline" if v["gap"] in ("equivalent", "better")
+             else "and at that rate SwiGLU stays behind the baseline" if v["gap"] == "worse"
+             else "against the baseline inconclusive")
+    return f"**What the lower rate says**, by the reading fixed before its runs: {cause}, {reach} ({seen})."
 
 
 _DEPTH_VARIANTS = [v for v in VARIANTS if v.startswith("deep_")]
@@ -190,6 +216,11 @@ QUESTIONS: dict[str, Question] = {
                 Claim("A concatenated-input decoder-only LM is on par with the encoder-decoder", "Gao et al. 2022",
                       "on par in BLEU on supervised MT", *_better(("baseline", "decoder_only")))),
         by_length=True, recipes=("trained",)),
+    # a loose end of the modern recipe, queued after the architecture question
+    "swiglu_rate": Question(
+        "SwiGLU's late fall: the gated layer at half the peak rate", ["baseline", "swiglu", "swiglu_low_lr"],
+        [("swiglu", "swiglu_low_lr"), ("baseline", "swiglu_low_lr")], reading=swiglu_rate_reading,
+        recipes=("trained",)),
 }
 STUDY = ("norm_warmup", "tying", "positions")  # `seqlab study all`: the design questions
 

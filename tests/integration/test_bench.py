@@ -241,14 +241,15 @@ def test_the_norms_bench_times_both_norms_and_renders_on_the_study_page(tmp_path
     models differing in the norm alone, each decoding to the length limit; the study page's table reads the
     record."""
     from pipelines.bench_norms import norms_table
-    from seqlab.bench.norms import norm_bench, timed_decode, to_dict
-    from seqlab.decoding import DecodingConfig
+    from seqlab.bench.norms import norm_bench, to_dict
+    from seqlab.bench.speed import seqlab_decode
     from seqlab.model import Seq2SeqTransformer
 
     src, pad = torch.randint(4, 64, (3, 6)), torch.zeros(3, 6, dtype=torch.bool)
     for norm in ("layernorm", "rmsnorm"):
         model = Seq2SeqTransformer(TINY.model_config(norm=norm)).eval()
-        assert timed_decode(model, src, pad, DecodingConfig(max_length=5, min_length=5))[0] == 15
+        for beams in (1, 2):
+            assert sum(map(len, seqlab_decode(model, src, pad, beams, 5, memory=False, min_new=5)[0])) == 15
 
     precision, rows = norm_bench(TINY)
     assert [r.norm for r in rows] == ["layernorm", "rmsnorm"] and precision in ("bf16-mixed", "32-true")

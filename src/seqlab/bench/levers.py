@@ -26,13 +26,14 @@ import torch
 
 from seqlab.bench.speed import (
     BenchConfig,
+    Update,
+    batch_tokens,
     bench_optimizer,
     eager_update,
     hf_train_step,
     matmul_peak,
     profile_table,
     random_batch,
-    run_train_step,
     seqlab_train_step,
     train_flops,
     train_throughput,
@@ -96,7 +97,8 @@ def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[str, list[Leve
     delta["Hugging Face"] = None
     for name, m in list(models.items()):
         try:
-            warmup[name] = warm_up(m, steps[name], batches[: cfg.warmup_steps], precision, graphed=name == GRAPHED)
+            m.train()
+            warmup[name] = warm_up(update_of(name)(m, steps[name], precision), batches[: cfg.warmup_steps])
         except RuntimeError as err:  # a GPU lever that cannot run here (a capture or a Triton kernel failing)
             if name not in (GRAPHED, LIGER):
                 raise
@@ -104,8 +106,7 @@ def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[str, list[Leve
             del models[name], steps[name], delta[name]
 
     def run(name: str):
-        r = train_throughput(models[name], steps[name], batches, precision, cfg.warmup_steps,
-                             update=graphed_update if name == GRAPHED else None)
+        r = train_throughput(models[name], steps[name], batches, precision, cfg.warmup_steps, update=update_of(name))
         return r, r.step_s
 
     best = {name: r for name, (r, _) in best_of({n: lambda n=n: run(n) for n in models}, cfg.train_repeats).items()}
@@ -118,14 +119,8 @@ def lever_bench(cfg: BenchConfig, profile: bool = False) -> tuple[str, list[Leve
                  100 * r.mfu, r.peak_mb, r.warmup_s)
     profiles = {}
     for name in models if profile else ():  # where each variant's time goes: what a lever removed, what is left
-        batch = itertools.cycle(batches)
-        if name == GRAPHED:
-            update = graphed_update(models[name], steps[name], precision)
-            profiles[name] = profile_table(lambda update=update, batch=batch: update(next(batch)), device)
-            continue
-        opt = bench_optimizer(models[name])
-        profiles[name] = profile_table(lambda name=name, opt=opt, batch=batch: run_train_step(
-            steps[name], opt, next(batch), precision), device)
+        batch, update = itertools.cycle(batches), update_of(name)(models[name], steps[name], precision)
+        profiles[name] = profile_table(lambda update=update, batch=batch: update(next(batch)), device)
     return precision, rows, profiles
 
 
@@ -172,8 +167,14 @@ def graphed_update(model: torch.nn.Module, step: Callable[[dict[str, torch.Tenso
 
     def update(b: dict[str, torch.Tensor]) -> int:
         graphed(b)
-        return int((~b["pad"]).sum() + (b["tgt"] != model.cfg.pad_id).sum())
+        return batch_tokens(b)
     return update
+
+
+def update_of(name: str) -> Callable[..., Update]:
+    """What makes a lever's update from (model, step, precision): the graphed one for `step graphs`, else the
+    bench's eager update."""
+    return graphed_update if name == GRAPHED else eager_update
 
 
 def first_loss(model: Model, batch: dict[str, torch.Tensor], cfg: BenchConfig, fused: bool,
@@ -187,12 +188,9 @@ def first_loss(model: Model, batch: dict[str, torch.Tensor], cfg: BenchConfig, f
     return float(loss / n)
 
 
-def warm_up(model: torch.nn.Module, step: Callable[[dict[str, torch.Tensor]], torch.Tensor],
-            batches: list[dict[str, torch.Tensor]], precision: str, graphed: bool = False) -> float:
-    """Seconds of the first steps on a fresh optimizer: a compiled model compiles here, a graphed step
-    captures."""
-    model.train()
-    update = (graphed_update if graphed else eager_update)(model, step, precision)
+def warm_up(update: Update, batches: list[dict[str, torch.Tensor]]) -> float:
+    """Seconds of the first updates (each lever's update on a fresh optimizer): a compiled model compiles here,
+    a graphed step captures."""
     start = time.perf_counter()
     for b in batches:
         update(b)

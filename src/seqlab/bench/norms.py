@@ -5,23 +5,29 @@ which the study's BLEU half answered (docs/experiments/arch_study_trained.md).
 The two models differ in the norm alone (same seed, same weights elsewhere). Each is timed in one run, the two
 alternating within each repeat: a training step in the precision training picks on this machine by default
 (`trainer.precision=auto`), and greedy and beam-5 decoding in fp32 (evaluation's precision) of the untrained
-models with EOS banned until the length limit (`min_length`), so that both generate the same number of tokens
-(an untrained model's outputs end wherever its random weights put EOS, which differs with the norm).
+models with EOS banned until the length limit (`seqlab_decode`'s `min_new`), so that both generate the same
+number of tokens (an untrained model's outputs end wherever its random weights put EOS, which differs with the
+norm).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import asdict, dataclass
 
 import torch
 
-from seqlab.bench.speed import BenchConfig, decode_sources, random_batch, seqlab_train_step, train_throughput
+from seqlab.bench.speed import (
+    BenchConfig,
+    decode_sources,
+    random_batch,
+    seqlab_decode,
+    seqlab_train_step,
+    train_throughput,
+)
 from seqlab.config import resolve_device
-from seqlab.decoding import DecodingConfig, generate
-from seqlab.hardware import auto_precision, best_of, sync
-from seqlab.model import Model, Seq2SeqTransformer
+from seqlab.hardware import auto_precision, best_of
+from seqlab.model import Seq2SeqTransformer
 
 log = logging.getLogger("seqlab.bench")
 NORMS = ("layernorm", "rmsnorm")
@@ -64,11 +70,10 @@ def norm_bench(cfg: BenchConfig) -> tuple[str, list[NormTiming]]:
         m.eval()
     decoded = {}
     for name, beams in BEAMS.items():
-        setting = DecodingConfig(method="beam" if beams > 1 else "greedy", num_beams=beams,
-                                 max_length=cfg.max_new_tokens, min_length=cfg.max_new_tokens)
-        runs = best_of({n: lambda n=n, s=setting: timed_decode(models[n], src, pad, s) for n in NORMS},
-                       cfg.decode_repeats)
-        decoded[name] = {n: tokens / seconds for n, (tokens, seconds) in runs.items()}
+        runs = best_of({n: lambda n=n, beams=beams: seqlab_decode(models[n], src, pad, beams, cfg.max_new_tokens,
+                                                                  memory=False, min_new=cfg.max_new_tokens)[:2]
+                        for n in NORMS}, cfg.decode_repeats)
+        decoded[name] = {n: sum(map(len, seqs)) / seconds for n, (seqs, seconds) in runs.items()}
     rows = []
     for n in NORMS:
         train_rate = trained[n][0]
@@ -79,14 +84,6 @@ def norm_bench(cfg: BenchConfig) -> tuple[str, list[NormTiming]]:
                  rows[-1].train_x_layernorm, rows[-1].greedy_tokens_per_s, rows[-1].greedy_x_layernorm,
                  rows[-1].beam5_tokens_per_s, rows[-1].beam5_x_layernorm)
     return precision, rows
-
-
-def timed_decode(model: Model, src: torch.Tensor, pad: torch.Tensor, setting: DecodingConfig) -> tuple[int, float]:
-    """The tokens `setting` generates for the sources (each source's first hypothesis) and the seconds it takes."""
-    start = time.perf_counter()
-    out = generate(model, src, pad, setting)
-    sync(src.device)
-    return int(out.lengths[:, 0].sum()), time.perf_counter() - start
 
 
 def to_dict(rows: list[NormTiming]) -> list[dict]:

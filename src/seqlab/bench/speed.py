@@ -180,6 +180,11 @@ def run_train_step(step: Callable[[dict[str, torch.Tensor]], torch.Tensor], opt:
         loss.backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
+    return batch_tokens(b)
+
+
+def batch_tokens(b: dict[str, torch.Tensor]) -> int:
+    """A training batch's source + target tokens, what the training rates count."""
     return int((~b["pad"]).sum() + (b["tgt"] != PAD_ID).sum())
 
 
@@ -246,15 +251,16 @@ def decode_sources(cfg: BenchConfig, g: torch.Generator, tokenizer: Any = None, 
 
 
 def seqlab_decode(model: Model, src: torch.Tensor, pad: torch.Tensor, beams: int,
-                  max_new: int, bf16: bool = False, memory: bool = True, graphs: bool = False
+                  max_new: int, bf16: bool = False, memory: bool = True, graphs: bool = False, min_new: int = 0
                   ) -> tuple[list[list[int]], float, float]:
     """Decode (greedy or beam), optionally in bf16 (`precision_context`) and with the decoder step replayed as a
-    CUDA graph (`graphs`): sequences, seconds, peak MiB.
+    CUDA graph (`graphs`): sequences, seconds, peak MiB. `min_new`: EOS banned before that many tokens (an
+    untrained model then runs to the limit, whatever its random weights say of EOS).
 
     memory=True measures the peak from a trimmed heap (`reset_peak_memory`), so this run pays its page
     faults; time later runs with memory=False, on the heap the earlier ones left (peak MiB: nan)."""
-    cfg = DecodingConfig(method="beam", num_beams=beams, max_length=max_new) if beams > 1 else \
-        DecodingConfig(max_length=max_new)
+    cfg = DecodingConfig(method="beam", num_beams=beams, max_length=max_new, min_length=min_new) if beams > 1 else \
+        DecodingConfig(max_length=max_new, min_length=min_new)
     if memory:
         reset_peak_memory(src.device)
     start = time.perf_counter()

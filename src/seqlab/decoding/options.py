@@ -66,9 +66,9 @@ class Option:
     sampling_only: bool = False  # it shapes what sampling draws from: set only with method=sample
 
 
-def option(default: Any = MISSING, *, factory: Callable[[], Any] | Any = MISSING, **declared: Any) -> Any:
-    """A DecodingConfig field with its declaration (the keywords of `Option`)."""
-    return field(default=default, default_factory=factory, metadata={"option": Option(**declared)})
+def option(default: Any, **declared: Any) -> Any:
+    """A DecodingConfig field with its default and its declaration (the keywords of `Option`)."""
+    return field(default=default, metadata={"option": Option(**declared)})
 
 
 def declared(config: Any) -> dict[str, Option | None]:

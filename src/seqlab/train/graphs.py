@@ -17,12 +17,12 @@ machine without a GPU tests everything but the capture.
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from seqlab.bf16_gemm import bf16_gemms
 from seqlab.config import ConfigError
 from seqlab.constants import EOS_ID, PAD_ID
 
@@ -75,14 +75,6 @@ def pad_batch(batch: Batch, shape: tuple[int, int, int]) -> Batch:
     return out
 
 
-def autocast_uncached(device: str, bf16: bool) -> AbstractContextManager:
-    """bf16 autocast without its cache of cast weights: a graph must not keep pointers to casts that the
-    autocast context frees when it exits (PyTorch's rule for capturing under autocast)."""
-    if not bf16:
-        return nullcontext()
-    return torch.autocast(device, dtype=torch.bfloat16, cache_enabled=False)
-
-
 class GraphedTrainStep:
     """One training update per call, `(batch) -> mean loss` (a device tensor the bucket's next replay overwrites:
     read it before), each bucket's step captured once and replayed. `optimizer` must keep its state on the
@@ -126,9 +118,11 @@ class GraphedTrainStep:
         for p in self.params:
             if p.grad is not None:
                 p.grad.zero_()
-        with autocast_uncached(self.device.type, self.bf16):
-            loss = self.loss_fn(batch)
-        loss.backward()
+        device = self.device.type  # as the bench's eager update (bench.speed.run_train_step), its autocast uncached:
+        with bf16_gemms(device, self.bf16):  # a graph must not keep casts the autocast context frees on exit
+            with torch.autocast(device, dtype=torch.bfloat16, enabled=self.bf16, cache_enabled=False):
+                loss = self.loss_fn(batch)
+            loss.backward()
         if self.clip_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.params, self.clip_norm, foreach=True)
         self.optimizer.step()

@@ -243,7 +243,7 @@ def test_buffer_grows_past_its_capacity():
     buf = KVBuffer(capacity=2)
     for x in steps:
         k, v = buf.append(x, -x)
-    assert buf.k.shape[0] == 8 and torch.equal(k, torch.cat(steps, dim=2)) and torch.equal(v, -k)
+    assert buf.k.shape[2] == 8 and torch.equal(k, torch.cat(steps, dim=2)) and torch.equal(v, -k)
 
 
 @pytest.mark.parametrize("norm", ["pre", "post"])
@@ -286,3 +286,25 @@ def test_auto_kernel_is_math_on_cpu_in_bf16_only(monkeypatch):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             Seq2SeqTransformer(cfg)(src, pad, tgt[:, :-1])
         assert bool(calls) == fused, (kernel, bf16)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_row_moves_read_every_row_before_overwriting_it(seed):
+    """A slab's row moves (beams taking their parents' positions, cycles and chains among them) give what copying
+    from an untouched copy gives, both as per-row copies (a CPU) and as one gather (other devices)."""
+    from seqlab.model.cache import copy_rows_, gather_rows_
+
+    g = torch.Generator().manual_seed(seed)
+    rows, length = 12, 7
+    data = torch.randn(4, rows, 2, 9, 3, generator=g)  # (2L, slots, H, capacity, Dh)
+    index = torch.randint(0, rows, (rows,), generator=g)
+    index[:3] = torch.tensor([1, 2, 0])  # a cycle of three
+    start = torch.randint(0, length, (rows,), generator=g)
+    expected = data.clone()
+    for t, (s, a) in enumerate(zip(index.tolist(), start.tolist(), strict=True)):
+        expected[:, t, :, a:length] = data[:, s, :, a:length]
+    moved = torch.arange(rows)
+    by_copies, by_gather = data.clone(), data.clone()
+    copy_rows_(by_copies, moved.tolist(), index.tolist(), start.tolist(), length)
+    gather_rows_(by_gather, moved, index, start, length)
+    assert torch.equal(by_copies, expected) and torch.equal(by_gather, expected)

@@ -76,7 +76,7 @@ class GraphedStep:
     def __call__(self, last: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
         """(N,) last tokens -> (N, V) fp32 logits; the cache advanced by one position."""
         layers = cache.layers
-        if cache.length == 0 or cache.length >= layers[0].k.shape[0]:
+        if cache.length == 0 or cache.length >= layers[0].capacity:
             return self.eager(last, cache)
         n = last.shape[0]
         if self._key(cache) != self.key or n > self.rows:

@@ -1,8 +1,12 @@
 """The decoder's incremental-decoding cache: preallocated self-attention buffers, shared cross-attention.
 
-Self-attention keys/values of each layer live time-major, in (capacity, slots, H, Dh) buffers, of
-which the first `rows` slots are live: a step writes its new keys/values in place (no concatenation).
-The layers' buffers are slices of one tensor (`Slab`), so that moving rows is one operation for all of them.
+Self-attention keys/values of each layer live in (slots, H, capacity, Dh) buffers, of which the first
+`rows` slots are live: a step writes its new keys/values in place (no concatenation). Each (row, head)'s
+keys are one run of memory, which a decoding step's attention reads as it is, and which a row moves as one
+run. The layers' buffers are views of one tensor (`Slab`, (2 * layers, slots, H, capacity, Dh)), so that a
+row moves for every layer in one copy. Time-major buffers (capacity, slots, H, Dh), gathered one
+position at a time, made attention 1.3x slower and a beam's moves several times slower at GPT-2's shape
+(docs/performance.md).
 
 Searches move rows in place (`compact_`): each beam takes its parent's keys/values, and examples that
 are done leave the batch. A move copies only the positions a row does not already hold. Beams share
@@ -29,6 +33,7 @@ the same way.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 
 import torch
@@ -58,9 +63,10 @@ def shared_prefix(prefix: Tensor, index: Tensor) -> Tensor:
 
 
 class Slab:
-    """Every layer's self-attention keys and values in one tensor, (2 * layers, capacity, slots, H, Dh), of
-    which the first `rows` slots are live: the rows a search moves at every step move for all layers in one
-    operation, not two per layer."""
+    """Every layer's self-attention keys and values in one tensor, (2 * layers, slots, H, capacity, Dh), of
+    which the first `rows` slots are live. Each layer's, row's and head's positions are one run: a row that takes
+    another's positions (a beam its parent's) copies 2 * layers * H runs, for every layer at once, and a layer's
+    (rows, H, length, Dh) keys are a batch of matrices that attention multiplies in place."""
 
     def __init__(self, layers: int, capacity: int) -> None:
         self.layers, self.capacity, self.rows = layers, capacity, 0
@@ -69,34 +75,74 @@ class Slab:
     def allocate(self, like: Tensor, capacity: int) -> None:
         """Room for `capacity` positions of every layer, for keys/values shaped like `like` (N, H, T, Dh)."""
         n, h, _, dh = like.shape
-        self.data = like.new_empty(2 * self.layers, capacity, n, h, dh)
+        self.data = like.new_empty(2 * self.layers, n, h, capacity, dh)
         self.rows = n
 
     def take_(self, index: Tensor, length: int, capacity: int | None = None) -> None:
         """A new tensor (of `capacity` positions, default the same) holding rows `index` (any number) of the
         first `length` positions."""
         d = self.data
-        new = d.new_empty(d.shape[0], capacity or d.shape[1], index.shape[0], *d.shape[3:])
-        torch.index_select(d[:, :length], 2, index, out=new[:, :length])
+        new = d.new_empty(d.shape[0], index.shape[0], d.shape[2], capacity or d.shape[3], d.shape[4])
+        new[:, :, :, :length] = d[:, :, :, :length].index_select(1, index)
         self.data, self.rows = new, index.shape[0]
 
     def zero_from_(self, length: int) -> None:
         """Zeros at every layer's positions from `length` on (what a captured step's masked reads see)."""
         if self.data is not None:
-            self.data[:, length:].zero_()
+            self.data[:, :, :, length:].zero_()
 
-    def move_(self, source: Tensor, target: Tensor, rows: int) -> None:
-        """In place: flat (position, slot) entries `target` of every layer take entries `source`; `rows` slots
-        stay live."""
-        if self.data is not None:
-            d = self.data
-            flat = d.view(d.shape[0], -1, d.shape[3] * d.shape[4])  # (2L, capacity * slots, H * Dh)
-            flat.index_copy_(1, target, flat.index_select(1, source))  # every source read before writing
+    def move_(self, target: Tensor, source: Tensor, start: Tensor, length: int, rows: int) -> None:
+        """In place: row target[i] takes positions start[i]..length-1 of row source[i], at every layer and head
+        ((K,) tensors; a row that is also read is read before it is written); `rows` slots stay live.
+
+        On a CPU, one copy per row, of runs of positions; elsewhere one gather of every (row, position) entry,
+        where a copy's launch would cost more than its bytes."""
+        if self.data is not None and target.numel():
+            if self.data.device.type == "cpu":
+                copy_rows_(self.data, target.tolist(), source.tolist(), start.tolist(), length)
+            else:
+                gather_rows_(self.data, target, source, start, length)
         self.rows = rows
 
 
+def copy_rows_(data: Tensor, target: list[int], source: list[int], start: list[int], length: int) -> None:
+    """`Slab.move_` as one copy per moved row, in an order that reads every row before it is overwritten (a
+    parallel move): a row is written once no move still to come reads it; rows left in a cycle (rows that take
+    each other's positions) have one row saved first."""
+    pending = {t: (s, a) for t, s, a in zip(target, source, start, strict=True) if t != s}  # a row is itself
+    readers = Counter(s for s, _ in pending.values() if s in pending)  # moves still to come that read a row
+    saved: dict[int, tuple[int, Tensor]] = {}  # a row saved before it was overwritten -> (first position, copy)
+    ready = [t for t in pending if readers[t] == 0]
+    while pending:
+        while ready:
+            t = ready.pop()
+            s, a = pending.pop(t)
+            if s in saved:
+                lo, rows = saved[s]
+                data[:, t, :, a:length].copy_(rows[:, :, a - lo :])
+            else:
+                data[:, t, :, a:length].copy_(data[:, s, :, a:length])
+            if s in pending and s not in saved:
+                readers[s] -= 1
+                if readers[s] == 0:
+                    ready.append(s)
+        if pending:  # a cycle: save one of its rows, from the first position any move reads
+            t = next(iter(pending))
+            lo = min(a for s, a in pending.values() if s == t)
+            saved[t] = (lo, data[:, t, :, lo:length].clone())
+            ready.append(t)
+
+
+def gather_rows_(data: Tensor, target: Tensor, source: Tensor, start: Tensor, length: int) -> None:
+    """`Slab.move_` as one gather and one scatter of the (row, position) entries it moves."""
+    positions = torch.arange(length, device=data.device)
+    row, position = (positions[None, :] >= start[:, None]).nonzero(as_tuple=True)
+    moved = data[:, source[row], :, position]  # (K, 2L, H, Dh): every source read before writing
+    data[:, target[row], :, position] = moved
+
+
 class KVBuffer:
-    """One layer's self-attention keys and values so far: the first `rows` slots of (capacity, slots, H, Dh),
+    """One layer's self-attention keys and values so far: the first `rows` slots of (slots, H, capacity, Dh),
     its share of the cache's `Slab`."""
 
     def __init__(self, capacity: int, slab: Slab | None = None, layer: int = 0) -> None:
@@ -124,11 +170,15 @@ class KVBuffer:
     def rows(self) -> int:
         return self.slab.rows
 
+    @property
+    def capacity(self) -> int:
+        """The positions the allocated buffer holds (the layout's business, not its readers')."""
+        return self.k.shape[2]
+
     def live(self) -> KV:
         """The keys and values of the live rows so far, (rows, H, length, Dh) views."""
         keys, values = self._views()
-        return (keys[: self.length, : self.rows].permute(1, 2, 0, 3),
-                values[: self.length, : self.rows].permute(1, 2, 0, 3))
+        return keys[: self.rows, :, : self.length], values[: self.rows, :, : self.length]
 
     def append(self, k: Tensor, v: Tensor) -> KV:
         """Store (N, H, T, Dh) new keys/values; return all of them so far as views. The first layer to outgrow
@@ -136,14 +186,14 @@ class KVBuffer:
         n, t = k.shape[0], k.shape[2]
         if self.slab.data is None:
             self.slab.allocate(k, max(self.slab.capacity, t))
-        elif self.length + t > self.slab.data.shape[1]:
+        elif self.length + t > self.slab.data.shape[3]:
             self.slab.take_(torch.arange(self.rows, device=k.device), self.length,
-                            max(2 * self.slab.data.shape[1], self.length + t))
+                            max(2 * self.slab.data.shape[3], self.length + t))
         if n != self.rows:
             raise ValueError(f"the cache holds {self.rows} rows but the decoder step has {n}")
         keys, values = self._views()
-        keys[self.length : self.length + t, :n] = k.permute(2, 0, 1, 3)
-        values[self.length : self.length + t, :n] = v.permute(2, 0, 1, 3)
+        keys[:n, :, self.length : self.length + t] = k
+        values[:n, :, self.length : self.length + t] = v
         self.length += t
         return self.live()  # (N, H, T_all, Dh)
 
@@ -161,14 +211,14 @@ class StaticKV:
     a NaN left by the allocator is NaN."""
 
     def __init__(self, buffer: KVBuffer, position: Tensor, rows: int) -> None:
-        self.k, self.v = buffer.k[:, :rows], buffer.v[:, :rows]  # (capacity, rows, H, Dh) views
+        self.k, self.v = buffer.k[:rows], buffer.v[:rows]  # (rows, H, capacity, Dh) views
         self.position = position
 
     def append(self, k: Tensor, v: Tensor) -> KV:
         """Store (N, H, 1, Dh) new keys/values at the position; return every position's, (N, H, capacity, Dh)."""
-        self.k.index_copy_(0, self.position, k.permute(2, 0, 1, 3))
-        self.v.index_copy_(0, self.position, v.permute(2, 0, 1, 3))
-        return self.k.permute(1, 2, 0, 3), self.v.permute(1, 2, 0, 3)
+        self.k.index_copy_(2, self.position, k)
+        self.v.index_copy_(2, self.position, v)
+        return self.k, self.v
 
 
 class DecoderCache:
@@ -243,13 +293,11 @@ class DecoderCache:
         no example left): the per-source tensors are neither checked nor moved.
         """
         length = self.length
-        slots = self.layers[0].k.shape[1] if length else 0
         if kept is None:
             kept = torch.where(index == torch.arange(index.shape[0], device=index.device), length, 0)
-        row, position = (torch.arange(length, device=index.device)[None, :] >= kept[:, None]).nonzero(as_tuple=True)
-        source, target = position * slots + index[row], position * slots + row
+        moved = (kept < length).nonzero().squeeze(1)  # rows that take positions from another
         for slab in slabs(self.layers):
-            slab.move_(source, target, index.shape[0])
+            slab.move_(moved, index[moved], kept[moved], length, index.shape[0])
         if self.valid is not None:
             self.valid = self.valid.index_select(0, index)
         if same_sources:

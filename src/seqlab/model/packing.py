@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
 
@@ -36,5 +35,5 @@ class Packing:
 
     def unpack(self, x: Tensor) -> Tensor:
         """(R, ...) -> (B, T, ...), zeros at padding (which attention masks out and nobody reads)."""
-        full = torch.zeros(self.batch * self.length, *x.shape[1:], dtype=x.dtype, device=x.device)
-        return full.index_copy(0, self.index, x).view(self.batch, self.length, *x.shape[1:])
+        full = x.new_zeros(self.batch * self.length, *x.shape[1:])
+        return full.index_copy_(0, self.index, x).view(self.batch, self.length, *x.shape[1:])  # in place: no clone

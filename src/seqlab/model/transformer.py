@@ -294,7 +294,7 @@ class Seq2SeqTransformer(nn.Module):
         angles or bias from the position tensor), so one CUDA graph of this call serves a whole search
         (engines.graphs). No copy attention (`step_at_blocker`); the cache's lengths are the caller's to
         advance."""
-        capacity = cache.layers[0].k.shape[0]
+        capacity = cache.layers[0].capacity
         self_mask = (torch.arange(capacity, device=position.device) <= position)[None, None, None, :]  # (1, 1, 1, C)
         positions = AttentionPositions() if self.decoder_positions is None else self.decoder_positions(
             position, 1, capacity)

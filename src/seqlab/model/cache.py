@@ -186,9 +186,9 @@ class KVBuffer:
         n, t = k.shape[0], k.shape[2]
         if self.slab.data is None:
             self.slab.allocate(k, max(self.slab.capacity, t))
-        elif self.length + t > self.slab.data.shape[3]:
+        elif self.length + t > self.capacity:
             self.slab.take_(torch.arange(self.rows, device=k.device), self.length,
-                            max(2 * self.slab.data.shape[3], self.length + t))
+                            max(2 * self.capacity, self.length + t))
         if n != self.rows:
             raise ValueError(f"the cache holds {self.rows} rows but the decoder step has {n}")
         keys, values = self._views()

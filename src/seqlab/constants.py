@@ -20,6 +20,19 @@ class SpecialIds(NamedTuple):
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
+    extra_eos_ids: tuple[int, ...] = ()  # further ids that end a row (ModelConfig.extra_eos_ids)
+    # what `decoding.suppress_special` bans (ModelConfig.unemitted); None: pad and bos, neither an end token
+    banned_special: tuple[int, ...] | None = None
+
+    @property
+    def end_ids(self) -> tuple[int, ...]:
+        return (self.eos_id, *self.extra_eos_ids)
+
+    @property
+    def unemitted(self) -> tuple[int, ...]:
+        if self.banned_special is not None:
+            return self.banned_special
+        return tuple(dict.fromkeys(i for i in (self.pad_id, self.bos_id) if i not in self.end_ids))
 
 
 DEFAULT_IDS: Final = SpecialIds()
@@ -36,6 +49,12 @@ class HasSpecialIds(Protocol):
 
     @property
     def eos_id(self) -> int: ...
+
+    @property
+    def end_ids(self) -> tuple[int, ...]: ...
+
+    @property
+    def unemitted(self) -> tuple[int, ...]: ...
 
 # Split names, as Hugging Face `datasets` spells them.
 TRAIN: Final = "train"

@@ -128,17 +128,20 @@ def test_a_prompt_template_asks_the_task_as_gpt2s_tldr_does(tmp_path, make_cfg):
                       stdin=io.StringIO("a\n"), stdout=io.StringIO())
 
 
-def test_several_end_tokens_are_refused_and_the_generation_configs_one_wins(tmp_path, capsys):
-    """generation_config.json's eos_token_id wins over config.json's, as in `generate`; a list of several (Llama
-    3's) is refused naming the key, since seqlab's searches end at one."""
+def test_the_generation_configs_end_tokens_win_in_their_order_and_an_unknown_one_is_refused(tmp_path, capsys):
+    """generation_config.json's eos_token_id wins over config.json's, as in `generate`; a list (an instruct
+    model's) keeps its order, the first being what a forced end writes; an id outside the vocabulary is
+    refused naming the file."""
     import json
 
     path, _ = family_folder("gpt2", tmp_path)
     settings = json.loads((path / "generation_config.json").read_text())
-    (path / "generation_config.json").write_text(json.dumps({**settings, "eos_token_id": [settings["eos_token_id"],
-                                                                                          7]}))
-    assert main(["--hf", str(path), "--out", str(tmp_path / "x.ckpt")]) == 2
-    assert "eos_token_id=[0, 7] lists 2 end tokens" in capsys.readouterr().err
-    (path / "generation_config.json").write_text(json.dumps({**settings, "eos_token_id": [7]}))
-    assert main(["--hf", str(path), "--out", str(tmp_path / "y.ckpt")]) == 0
-    assert load_for_inference(tmp_path / "y.ckpt")[0].cfg.eos_id == 7
+    eos = settings["eos_token_id"]
+    (path / "generation_config.json").write_text(json.dumps({**settings, "eos_token_id": [eos, 7]}))
+    assert main(["--hf", str(path), "--out", str(tmp_path / "x.ckpt")]) == 0
+    cfg = load_for_inference(tmp_path / "x.ckpt")[0].cfg
+    assert (cfg.eos_id, cfg.extra_eos_ids, cfg.end_ids) == (eos, (7,), (eos, 7))
+    (path / "generation_config.json").write_text(json.dumps({**settings, "eos_token_id": [eos, 100000]}))
+    assert main(["--hf", str(path), "--out", str(tmp_path / "y.ckpt")]) == 2
+    err = capsys.readouterr().err
+    assert "generation_config.json: eos_token_id=" in err and "[100000] ids outside the vocabulary" in err

@@ -177,3 +177,51 @@ def test_what_seqlab_does_not_compute_is_refused():
     assert full.lengths.tolist() == [[1]]  # 64 positions: the last prompt token's, then one new token
     with pytest.raises(ConfigError, match="prompt 0 of the batch leaves no room for a new token"):
         generate(ours, torch.full((1, 65), 5), torch.zeros(1, 65, dtype=torch.bool), DecodingConfig(max_length=4))
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_a_continuations_end_token_is_scored_when_the_model_pads_with_it(name):
+    """A family without a pad token pads with its EOS: the EOS that ends a continuation still counts (each row
+    cut by its length, not by the padding's id), in a batch of ragged continuations and alone."""
+    hf = build(name)
+    ours = from_hf(hf)
+    rows, pad, eos = prompts(), ours.cfg.pad_id, ours.cfg.eos_id
+    cont = [torch.randint(3, VOCAB, (n,), generator=torch.Generator().manual_seed(n)).tolist() + [eos]
+            for n in (4, 1, 2)]
+    src, src_pad = pad_right(rows, pad)
+    tgt, _ = pad_right(cont, pad)
+    got = score(ours, src, src_pad, tgt)
+    for i, c in enumerate(cont):
+        theirs = hf_logprobs(hf, rows[i : i + 1], [c], pad)[0]
+        assert torch.allclose(got[i, : len(c)], theirs, atol=1e-4), (i, got[i], theirs)
+        assert float(got[i, len(c) - 1]) < 0.0  # the end token's own term
+        assert not got[i, len(c):].any()  # past the row: nothing
+    lengths = torch.tensor([len(c) - 1 for c in cont])  # explicit lengths win: the same rows without their EOS
+    cut = score(ours, src, src_pad, tgt, lengths)
+    for i, c in enumerate(cont):
+        assert torch.equal(cut[i, : len(c) - 1], got[i, : len(c) - 1]) and float(cut[i, len(c) - 1]) == 0.0
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_the_special_token_ban_never_bans_an_imported_models_end_token(beams):
+    """suppress_special (on by default) is seqlab's rule for its own models; an imported causal LM bans nothing,
+    as `generate`, so its EOS (here also its padding) can end a row: the default decoding equals `generate`."""
+    hf = build("gpt2")  # no pad token: pad = EOS
+    eos = hf.config.eos_token_id
+    with torch.no_grad():  # the tied head's EOS row longer, so that some rows end within the limit
+        hf.transformer.wte.weight[eos] *= 3.0
+    ours = from_hf(hf)
+    assert ours.cfg.pad_id == eos and ours.cfg.unemitted == ()
+    ended = 0
+    for i, row in enumerate(prompts(3) + prompts(4)):
+        ids = torch.tensor([row])
+        with torch.no_grad():
+            theirs = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=12,
+                                 do_sample=False, num_beams=beams, early_stopping=True, pad_token_id=eos,
+                                 eos_token_id=eos)[0, len(row):].tolist()
+        theirs = theirs[: theirs.index(eos) + 1] if eos in theirs else theirs
+        ended += eos in theirs
+        cfg = DecodingConfig(method="beam" if beams > 1 else "greedy", num_beams=beams, max_length=12)
+        out = generate(ours, ids, torch.zeros(1, len(row), dtype=torch.bool), cfg)
+        assert out.sequences[0, 0, : out.lengths[0, 0]].tolist() == theirs, i
+    assert ended, "no prompt ended in EOS: the test would not see the ban"

@@ -72,6 +72,11 @@ class JsonTokenizer:
     def encode_source(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
         return self._encode(texts, "source", self.layout.task_prefix)
 
+    def encode_continuation(self, texts: Sequence[str]) -> list[list[int]]:
+        """The ids a causal LM generates for each text after its prompt: the text's own tokens, no special
+        token before them (Llama's `<s>` opens a prompt, never a continuation), the end token after them."""
+        return [[*e.ids, self.eos_id] for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
+
     def encode_target(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
         return self._encode(texts, "target")
 

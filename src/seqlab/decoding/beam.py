@@ -22,7 +22,16 @@ from torch import Tensor
 from seqlab.constants import ForceEOS, HasSpecialIds
 from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.processors import LogitsProcessor, apply, for_examples, split_bans
-from seqlab.decoding.search import NEG, GenerateOutput, LengthPenalty, StepBuffers, StepFn, force_eos_, start_tokens
+from seqlab.decoding.search import (
+    NEG,
+    GenerateOutput,
+    LengthPenalty,
+    StepBuffers,
+    StepFn,
+    ends,
+    force_eos_,
+    start_tokens,
+)
 from seqlab.model import DecoderCache
 from seqlab.model.cache import in_place_order, shared_prefix
 
@@ -91,11 +100,11 @@ class Candidates:
     stops: Tensor  # (A, C) bool: ends in EOS or at the length limit
 
 
-def expand(beams: Beams, scores: Tensor, raw_lp: Tensor, t: int, eos: int, at_limit: Tensor) -> Candidates:
+def expand(beams: Beams, scores: Tensor, raw_lp: Tensor, t: int, ids: HasSpecialIds, at_limit: Tensor) -> Candidates:
     """scores (A, K, V) processed log-probs + running scores -> the top 2K candidates.
 
     raw_lp: (A * K, V) unwarped log-probs of each beam's next token, or (A, V) where the beams are all
-    the same (the first step)."""
+    the same (the first step). A candidate ending in any of `ids`' end tokens is finished."""
     a, k, vocab = scores.shape
     top_scores, top_idx = torch.topk(scores.view(a, k * vocab), 2 * k)  # (A, C)
     src_beam, tok = top_idx // vocab, top_idx % vocab
@@ -103,7 +112,7 @@ def expand(beams: Beams, scores: Tensor, raw_lp: Tensor, t: int, eos: int, at_li
     seq[:, :, t + 1] = tok
     tok_lp = _rows(beams.tok_lp, src_beam)
     tok_lp[:, :, t + 1] = raw_lp.view(a, -1).gather(1, top_idx if raw_lp.shape[0] == a * k else tok)
-    return Candidates(seq, tok_lp, top_scores, src_beam, (tok == eos) | at_limit[:, None])
+    return Candidates(seq, tok_lp, top_scores, src_beam, ends(tok, ids) | at_limit[:, None])
 
 
 def select_running(cand: Candidates, k: int) -> tuple[Beams, Tensor]:
@@ -315,7 +324,7 @@ class PlainBeams:
         at_limit = t + 1 >= self.limits  # (A,)
         raw_lp, scores = candidate_scores(logits, prefix, self.beams.scores, processors, at_limit, self.ids.eos_id,
                                           self.force_eos, self.work)  # (A * rows, V), (A, K, V)
-        cand = expand(self.beams, scores, raw_lp, t, self.ids.eos_id, at_limit)
+        cand = expand(self.beams, scores, raw_lp, t, self.ids, at_limit)
         if self.on_step is not None:
             self.on_step(t, active, cand)
         self.beams, origin = select_running(cand, k)

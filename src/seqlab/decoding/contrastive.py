@@ -24,7 +24,7 @@ from torch import Tensor
 
 from seqlab.constants import ForceEOS, HasSpecialIds
 from seqlab.decoding.processors import LogitsProcessor, apply, for_examples
-from seqlab.decoding.search import GenerateOutput, force_eos_, start_tokens
+from seqlab.decoding.search import GenerateOutput, ends, force_eos_, start_tokens
 from seqlab.model import DecoderCache, Model
 
 
@@ -76,7 +76,7 @@ def contrastive_search(model: Model, cache: DecoderCache, *, ids: HasSpecialIds,
         tokens[active, t] = next_tok
         logprobs[active, t] = F.log_softmax(logits, dim=-1).gather(1, next_tok[:, None]).squeeze(1)
         lengths[active] = t + 1
-        running = ((next_tok != eos) & ~at_limit).nonzero().squeeze(1)
+        running = (~ends(next_tok, ids) & ~at_limit).nonzero().squeeze(1)
         if running.numel() == 0:
             break
         cache.collapse_(rows[running])

@@ -88,7 +88,7 @@ class DiverseBeams:
             raw_lp, total = candidate_scores(by_group[:, j].reshape(a * g, vocab),
                                              beams.seq[:, :, : t + 1].reshape(a * g, t + 1), beams.scores,
                                              processors, at_limit, eos, self.force_eos, self.work, penalty)
-            cand = expand(beams, total, raw_lp, t, eos, torch.zeros_like(at_limit))
+            cand = expand(beams, total, raw_lp, t, self.ids, torch.zeros_like(at_limit))
             kept, origin[:, j] = select_running(cand, g)
             rows = active * groups + j
             was_done = self.done[active, j]

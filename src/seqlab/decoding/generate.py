@@ -203,7 +203,7 @@ class Search:
     @property
     def ids(self) -> SpecialIds:
         c = self.model.cfg
-        return SpecialIds(c.pad_id, c.bos_id, c.eos_id)
+        return SpecialIds(c.pad_id, c.bos_id, c.eos_id, c.extra_eos_ids, c.unemitted)
 
     def run(self, sample_keys: Tensor | None, constraints: Sequence[Sequence[Sequence[int]]] | None,
             on_step: Callable[..., None] | None) -> GenerateOutput:
@@ -221,6 +221,10 @@ class Search:
 
     def constrained(self, constraints: Sequence[Sequence[Sequence[int]]] | None) -> GenerateOutput:
         """Lexically constrained beam search, each source's constraints checked against its limit first."""
+        if self.ids.extra_eos_ids:
+            raise ConfigError(f"decoding.constraints: fairseq's constrained beam search ends at one token, and this "
+                              f"model ends at any of {list(self.ids.end_ids)} (model.extra_eos_ids); decode it "
+                              "without constraints")
         given = constraints if constraints is not None else [[] for _ in range(self.src_ids.shape[0])]
         for i, (c, limit) in enumerate(zip(given, self.limits.tolist(), strict=True)):
             check_constraints(c, f"source {i} of the batch", limit)
@@ -275,7 +279,7 @@ class Search:
         src_ids, src_pad_mask = self.src_ids.repeat_interleave(rows, 0), self.src_pad_mask.repeat_interleave(rows, 0)
         if cfg.draft == "lookup":
             draft = LookupDraft(src_ids, src_pad_mask, first, int(limits.max()), cfg.lookup_ngram, self.ids.pad_id,
-                                self.ids.eos_id)
+                                self.ids.end_ids)
         else:
             model = self.speculation.model
             if model is None:

@@ -76,9 +76,9 @@ def penalties(value: float | None, cfg: Settings, ids: HasSpecialIds) -> LogitsP
 
 
 def suppressed(cfg: Settings, ids: HasSpecialIds) -> list[int]:
-    """The ids never emitted: seqlab's rule (`suppress_special`: pad, and the decoder start token unless it is
-    EOS) and any listed in `suppress_tokens`."""
-    rule = ([ids.pad_id, ids.bos_id] if ids.bos_id != ids.eos_id else [ids.pad_id]) if cfg.suppress_special else []
+    """The ids never emitted: seqlab's rule (`suppress_special`: the model's `unemitted` ids, never an end
+    token) and any listed in `suppress_tokens`."""
+    rule = list(ids.unemitted) if cfg.suppress_special else []
     return sorted({*rule, *(cfg.suppress_tokens or [])})
 
 

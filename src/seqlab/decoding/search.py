@@ -138,7 +138,7 @@ def sample_or_greedy(
         logprobs[live, t] = F.log_softmax(live_logits, dim=-1).gather(1, chosen[:, None]).squeeze(1)
         lengths[live] = t + 1
         prefix = torch.cat([prefix, next_tok[:, None]], dim=1)
-        running &= next_tok != eos if at_limit is None else (next_tok != eos) & ~at_limit
+        running &= ~ends(next_tok, ids) if at_limit is None else ~ends(next_tok, ids) & ~at_limit
         finished = int((~running).sum())
         all_running = finished == 0
         if finished == running.numel():
@@ -148,6 +148,13 @@ def sample_or_greedy(
             active, prefix, running = active[keep], prefix[keep], running[keep]
             cache.compact_(keep)
     return GenerateOutput(tokens[:, None], logprobs[:, None].sum(-1), logprobs[:, None], lengths[:, None])
+
+
+def ends(tokens: Tensor, ids: HasSpecialIds) -> Tensor:
+    """Where `tokens` end their row: the model's EOS, or any of its further end tokens (an instruct model's)."""
+    if not ids.end_ids[1:]:
+        return tokens == ids.eos_id
+    return torch.isin(tokens, torch.tensor(ids.end_ids, device=tokens.device))
 
 
 def start_tokens(start: Tensor | None, bos: int, shape: tuple[int, ...], device: torch.device) -> Tensor:

@@ -42,7 +42,7 @@ from seqlab.config import ConfigError
 from seqlab.constants import ForceEOS, HasSpecialIds
 from seqlab.decoding.processors import LogitsProcessor, apply, for_examples
 from seqlab.decoding.sampling import gumbel_noise
-from seqlab.decoding.search import GenerateOutput, force_eos_, start_tokens
+from seqlab.decoding.search import GenerateOutput, ends, force_eos_, start_tokens
 from seqlab.model import DecoderCache, Model, ModelConfig
 from seqlab.model.cache import in_place_order
 
@@ -153,7 +153,8 @@ class Rows:
         self.active, self.last, self.k = self.active[index], self.last[index], self.k[index]
 
 
-def verify(logits: Tensor, proposals: Tensor, counts: Tensor, choose: Chooser, eos: int) -> tuple[Tensor, Tensor]:
+def verify(logits: Tensor, proposals: Tensor, counts: Tensor, choose: Chooser,
+           ids: HasSpecialIds) -> tuple[Tensor, Tensor]:
     """The model's choices (A, K + 1) at the positions of its call (logits (A, K + 1, V)) up to each row's last
     kept one, and how many proposals each row keeps (A,): the leading ones equal to its choices, up to an EOS
     (`draft_counts` already keeps them within the row's limit)."""
@@ -165,7 +166,7 @@ def verify(logits: Tensor, proposals: Tensor, counts: Tensor, choose: Chooser, e
         chosen[:, j] = choose(logits[:, j].float(), j)
         if j == width - 1:
             break
-        going &= (j < counts) & (proposals[:, j] == chosen[:, j]) & (chosen[:, j] != eos)  # counts keep the limit
+        going &= (j < counts) & (proposals[:, j] == chosen[:, j]) & ~ends(chosen[:, j], ids)  # counts keep the limit
         kept += going.long()
         if not bool(going.any()):
             break
@@ -201,7 +202,7 @@ def speculative_search(
         cache.admit_(torch.cat([torch.ones_like(counts[:, None], dtype=torch.bool),
                                 torch.arange(width, device=device)[None, :] < counts[:, None]], dim=1))
         logits, cache = model.decode(torch.cat([rows.last[:, None], proposals], dim=1), None, None, cache)
-        chosen, kept = verify(logits, proposals, counts, choose, ids.eos_id)
+        chosen, kept = verify(logits, proposals, counts, choose, ids)
         record(rows, logits, chosen, kept, generated)
         cache.reject_(torch.arange(width + 1, device=device)[None, :] <= kept[:, None])
         draft.follow(kept, chosen)
@@ -213,7 +214,7 @@ def speculative_search(
             rows.k = torch.where(kept == counts, (rows.k + 2).clamp(max=2 * draft_tokens), (rows.k - 1).clamp(min=1))
         last = chosen.gather(1, kept[:, None]).squeeze(1)
         rows.last = last
-        running = (last != ids.eos_id) & (rows.lengths[active] < max_new[active])
+        running = ~ends(last, ids) & (rows.lengths[active] < max_new[active])
         if not bool(running.all()):
             keep = in_place_order(running)
             rows.keep(keep)
@@ -242,18 +243,18 @@ class LookupDraft:
     earliest earlier occurrence of its last n tokens, n from `ngram` down to 1, cut before the first EOS."""
 
     def __init__(self, src_ids: Tensor, src_pad_mask: Tensor, start: Tensor, limit: int, ngram: int,
-                 pad_id: int, eos_id: int) -> None:
+                 pad_id: int, end_ids: tuple[int, ...]) -> None:
         lengths = (~src_pad_mask).sum(1)  # (N,) sources are right-padded
         self.history = torch.full((src_ids.shape[0], src_ids.shape[1] + 1 + limit), pad_id, dtype=torch.long,
                                   device=src_ids.device)
         self.history[:, : src_ids.shape[1]] = torch.where(src_pad_mask, pad_id, src_ids)
         self.lengths = lengths + 1
         self.history[torch.arange(src_ids.shape[0], device=src_ids.device), lengths] = start
-        self.ngram, self.eos = ngram, eos_id
+        self.ngram, self.ends = ngram, end_ids
 
     def propose(self, counts: Tensor, choose: Chooser, prefixes: Tensor, generated: Tensor) -> Tensor:
         width = int(counts.max())
-        proposals, found = lookup(self.history, self.lengths, width, self.ngram, self.eos)
+        proposals, found = lookup(self.history, self.lengths, width, self.ngram, self.ends)
         found = torch.minimum(found, counts)
         scatter_after(prefixes, generated, proposals, found)
         return found
@@ -266,12 +267,13 @@ class LookupDraft:
         self.history, self.lengths = self.history[index], self.lengths[index]
 
 
-def lookup(history: Tensor, lengths: Tensor, width: int, ngram: int, eos: int) -> tuple[Tensor, Tensor]:
+def lookup(history: Tensor, lengths: Tensor, width: int, ngram: int,
+           end_ids: int | tuple[int, ...]) -> tuple[Tensor, Tensor]:
     """Prompt lookup on every row at once: (A, width) proposals and how many of them each row has (A,).
 
     history (A, H) left-aligned, lengths (A,). For n from `ngram` down to 1, a row that has no match yet takes
     the first window equal to its last n tokens that is followed by a token of its history; the tokens after
-    it, up to `width` and the history's end, are its proposals, cut before the first EOS (Hugging Face's
+    it, up to `width` and the history's end, are its proposals, cut before the first end token (Hugging Face's
     rule: a match whose proposals the cut empties still ends the search)."""
     a, h = history.shape
     device = history.device
@@ -291,7 +293,8 @@ def lookup(history: Tensor, lengths: Tensor, width: int, ngram: int, eos: int) -
         begin = match.int().argmax(1) + size  # (A,) the first token after the earliest match
         taken = begin[:, None] + offsets  # (A, width)
         tokens = history.gather(1, taken.clamp(max=h - 1))
-        usable = (taken < lengths[:, None]) & ((tokens == eos).long().cumsum(1) == 0)
+        ended = torch.isin(tokens, torch.tensor(end_ids, device=device).view(-1))  # (A, width)
+        usable = (taken < lengths[:, None]) & (ended.long().cumsum(1) == 0)
         proposals = torch.where(hit[:, None], tokens, proposals)
         counts = torch.where(hit, usable.long().cumprod(1).sum(1), counts)
         found |= hit
@@ -350,7 +353,7 @@ def check_draft(draft: ModelConfig, model: ModelConfig, setting: str) -> None:
     """Fail, naming the setting, where the draft cannot propose the model's tokens: another target vocabulary,
     other special ids, another first decoder input (a causal LM's prompt against a decoder start token)."""
     differences = [f"{key} {getattr(draft, key)} against {getattr(model, key)}"
-                   for key in ("target_vocab_size", "pad_id", "bos_id", "eos_id", "start")
+                   for key in ("target_vocab_size", "pad_id", "bos_id", "eos_id", "extra_eos_ids", "start")
                    if getattr(draft, key) != getattr(model, key)]
     if differences:
         raise ConfigError(f"decoding.draft={setting}: the draft's model differs from the decoded one in "

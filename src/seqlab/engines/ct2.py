@@ -85,6 +85,8 @@ def request(cfg: DecodingConfig, model: ModelConfig, rows: list[int], limits: li
                    length_penalty=cfg.length_penalty, min_decoding_length=cfg.min_length,
                    no_repeat_ngram_size=cfg.no_repeat_ngram_size or 0, return_scores=False,
                    max_decoding_length=top)
+    if model.extra_eos_ids:  # any of them ends a hypothesis; which one did stays in it
+        options.update(end_token=list(model.end_ids), return_end_token=True)
     return Request(rows, limits, options, banned_ids(cfg, model))
 
 
@@ -133,7 +135,10 @@ class CT2Engine:
 
     def search(self, sources: list[list[int]], options: dict[str, Any],
                banned: list[list[str]] | None) -> list[list[list[str]]]:
-        """Per source, CTranslate2's hypotheses as pieces (without their end token)."""
+        """Per source, CTranslate2's hypotheses as pieces (without their end token, unless `options` lists
+        end tokens as ids: then with the one that ended it)."""
+        if "end_token" in options:
+            options = {**options, "end_token": [self.tgt_pieces[i] for i in options["end_token"]]}
         if not self.model.cfg.one_stack:
             results = self.engine.translate_batch([[self.src_tokens[i] for i in s] for s in sources],
                                                   suppress_sequences=banned, **options)
@@ -159,6 +164,9 @@ class CT2Engine:
         banned = [[self.tgt_pieces[i] for i in seq] for seq in request.banned]
         results = self.search([sources[r] for r in request.rows], request.options, banned or None)
         eos, top = self.model.cfg.eos_id, request.options["max_decoding_length"]
+        if request.options.get("return_end_token"):  # the end token, where one ended it, is in the hypothesis
+            return [[[self.tgt_index[t] for t in h][:limit] for h in hyps]
+                    for hyps, limit in zip(results, request.limits, strict=True)]
         return [[([self.tgt_index[t] for t in h] + ([eos] if len(h) < top else []))[:limit] for h in hyps]
                 for hyps, limit in zip(results, request.limits, strict=True)]
 
@@ -189,7 +197,7 @@ class CT2Engine:
         tgt, _ = pad_right(flat, model.cfg.pad_id)
         lengths = torch.tensor([len(h) for h in flat])
         rows = src_ids.repeat_interleave(n, 0), src_pad_mask.repeat_interleave(n, 0)
-        lps = score(model, *rows, tgt.to(src_ids.device)) * (torch.arange(tgt.shape[1])[None] < lengths[:, None])
+        lps = score(model, *rows, tgt.to(src_ids.device), lengths)
         total = lps.sum(-1)
         scores = normalized(total, lengths.float(), cfg.length_penalty) if cfg.method == "beam" else total
         b = src_ids.shape[0]

@@ -371,17 +371,28 @@ def mbr_summary(decoded: Decoded) -> dict[str, float]:
     }
 
 
+def as_generated(tokenizer: Tokenizer, texts: Sequence[str], cfg: ModelConfig) -> list[list[int]]:
+    """Target ids of texts as the model generates them: a model seqlab trains, its target layout (the text,
+    then EOS); an imported causal LM (start=prompt), the continuation of a prompt (the text's tokens, then its
+    end token, no start token before them)."""
+    if cfg.start == "prompt":
+        return tokenizer.encode_continuation(list(texts))
+    return tokenizer.encode_target(list(texts))
+
+
 def score_references(model: Model, tokenizer: Tokenizer, refs: Sequence[str],
                      src_ids: Sequence[list[int]], max_tokens: int) -> list[list[float]]:
-    """Per-token log-probs of each reference by teacher forcing (EOS included)."""
+    """Per-token log-probs of each reference by teacher forcing, as the model would generate it (its end token
+    included; an imported causal LM's without the start token a prompt opens with: `as_generated`)."""
     device = next(model.parameters()).device
-    tgt_ids = [truncate(t, model.cfg.max_positions - 1, model.cfg.eos_id) for t in tokenizer.encode_target(list(refs))]
+    top, eos = model.cfg.max_positions - 1, model.cfg.eos_id
+    tgt_ids = [truncate(t, top, eos) for t in as_generated(tokenizer, refs, model.cfg)]
     result: list[list[float]] = [[] for _ in refs]
     lengths = [max(len(s), len(t)) for s, t in zip(src_ids, tgt_ids, strict=True)]
     for idx in length_batches(lengths, max_tokens, 1):
         ids, pad = pad_batch([src_ids[i] for i in idx], model.cfg.pad_id, device)
         tgt, _ = pad_batch([tgt_ids[i] for i in idx], model.cfg.pad_id, device)
-        lps = score(model, ids, pad, tgt)
+        lps = score(model, ids, pad, tgt, torch.tensor([len(tgt_ids[i]) for i in idx]))
         for row, i in enumerate(idx):
             result[i] = lps[row, : len(tgt_ids[i])].tolist()
     return result

@@ -26,6 +26,8 @@ from seqlab.interop.families import (
     InteropError,
     WeightMap,
     activation,
+    end_ids,
+    eos_value,
     first_id,
     norm_pairs,
 )
@@ -36,11 +38,11 @@ CAUSAL = dict(architecture="decoder_only", start="prompt", encoder_layers=0, nor
 
 
 def special(c: Mapping[str, Any]) -> dict[str, int]:
-    """pad, bos, eos: a family without a pad token pads with EOS (as `generate` does); an EOS list's first."""
-    eos = first_id(c.get("eos_token_id") if c.get("eos_token_id") is not None else 0)
-    bos = c.get("bos_token_id")
-    pad = c.get("pad_token_id")
-    return dict(pad_id=eos if pad is None else int(pad), bos_id=eos if bos is None else first_id(bos), eos_id=eos)
+    """pad, bos, eos: a family without a pad token pads with EOS (as `generate` does); an EOS list's first,
+    its others ending rows as well (Llama 3.x-Instruct's config.json lists three)."""
+    ends = end_ids(c.get("eos_token_id") if c.get("eos_token_id") is not None else 0)
+    eos, bos, pad = ends["eos_id"], c.get("bos_token_id"), c.get("pad_token_id")
+    return dict(pad_id=eos if pad is None else int(pad), bos_id=eos if bos is None else first_id(bos), **ends)
 
 
 def gpt2_config(c: Mapping[str, Any], choices: Mapping[str, Any]) -> dict[str, Any]:
@@ -63,7 +65,7 @@ def gpt2_export(cfg: ModelConfig) -> dict[str, Any]:
                 n_inner=cfg.d_ff, activation_function=HF_ACTIVATION[cfg.activation], n_positions=cfg.max_positions,
                 resid_pdrop=cfg.dropout, embd_pdrop=cfg.dropout, attn_pdrop=cfg.attention_dropout,
                 layer_norm_epsilon=cfg.layer_norm_eps, tie_word_embeddings=cfg.tie_embeddings == "all",
-                bos_token_id=cfg.bos_id, eos_token_id=cfg.eos_id, pad_token_id=cfg.pad_id)
+                bos_token_id=cfg.bos_id, eos_token_id=eos_value(cfg), pad_token_id=cfg.pad_id)
 
 
 def gpt2_weights(cfg: ModelConfig) -> WeightMap:
@@ -141,7 +143,7 @@ def llama_export(cfg: ModelConfig) -> dict[str, Any]:
                 num_key_value_heads=cfg.key_value_heads, hidden_act=HF_ACTIVATION[cfg.activation],
                 attention_bias=cfg.bias, mlp_bias=cfg.bias, max_position_embeddings=cfg.max_positions,
                 rope_theta=cfg.rotary_base, rms_norm_eps=cfg.layer_norm_eps, attention_dropout=cfg.attention_dropout,
-                tie_word_embeddings=cfg.tie_embeddings == "all", bos_token_id=cfg.bos_id, eos_token_id=cfg.eos_id,
+                tie_word_embeddings=cfg.tie_embeddings == "all", bos_token_id=cfg.bos_id, eos_token_id=eos_value(cfg),
                 pad_token_id=cfg.pad_id)
 
 

@@ -56,6 +56,18 @@ def first_id(value: Any) -> int:
     return int(value[0] if isinstance(value, list | tuple) else value)
 
 
+def end_ids(value: Any) -> dict[str, Any]:
+    """config.json's eos_token_id (an id, or a list whose first is what a forced end writes) as ModelConfig's
+    eos_id and extra_eos_ids."""
+    ids = list(dict.fromkeys(int(i) for i in (value if isinstance(value, list | tuple) else [value])))
+    return dict(eos_id=ids[0], extra_eos_ids=tuple(ids[1:]))
+
+
+def eos_value(cfg: ModelConfig) -> int | list[int]:
+    """end_ids' inverse: eos_token_id as config.json writes it, a list where the model has several."""
+    return list(cfg.end_ids) if cfg.extra_eos_ids else cfg.eos_id
+
+
 def activation(c: Mapping[str, Any], key: str) -> str:
     name = c.get(key, "relu")
     if name not in ACTIVATIONS:
@@ -79,7 +91,7 @@ def bart_like_config(c: Mapping[str, Any], choices: Mapping[str, Any]) -> dict[s
         activation_dropout=float(c.get("activation_dropout", 0.0)),
         activation=activation(c, "activation_function"), max_positions=int(c["max_position_embeddings"]),
         scale_embedding=bool(c.get("scale_embedding", False)), pad_id=pad,
-        bos_id=int(c["decoder_start_token_id"]), eos_id=first_id(c["eos_token_id"]),
+        bos_id=int(c["decoder_start_token_id"]), **end_ids(c["eos_token_id"]),
         tie_embeddings="all" if c.get("tie_word_embeddings", True) else "inputs",
         **choices,
     )
@@ -119,7 +131,7 @@ def t5_config(c: Mapping[str, Any], choices: Mapping[str, Any]) -> dict[str, Any
         t5_max_distance=int(c.get("relative_attention_max_distance", 128)),
         layer_norm_eps=float(c.get("layer_norm_epsilon", 1e-6)), rescale_output=bool(rescale),
         pad_id=int(c.get("pad_token_id", 0)), bos_id=int(c.get("decoder_start_token_id", c.get("pad_token_id", 0))),
-        eos_id=first_id(c.get("eos_token_id", 1)), **choices,
+        **end_ids(c.get("eos_token_id", 1)), **choices,
     )
 
 
@@ -127,7 +139,7 @@ HF_ACTIVATION = {ours: theirs for theirs, ours in reversed(list(ACTIVATIONS.item
 
 
 def ids_export(cfg: ModelConfig) -> dict[str, Any]:
-    return dict(pad_token_id=cfg.pad_id, eos_token_id=cfg.eos_id, decoder_start_token_id=cfg.bos_id)
+    return dict(pad_token_id=cfg.pad_id, eos_token_id=eos_value(cfg), decoder_start_token_id=cfg.bos_id)
 
 
 def bart_like_export(cfg: ModelConfig) -> dict[str, Any]:

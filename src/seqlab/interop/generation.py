@@ -96,7 +96,8 @@ def generation_config(cfg: DecodingConfig, model: ModelConfig) -> dict[str, Any]
         raise ConfigError("; ".join(problems))
     sample = cfg.method == "sample"
     out: dict[str, Any] = {
-        "decoder_start_token_id": model.bos_id, "pad_token_id": model.pad_id, "eos_token_id": model.eos_id,
+        "decoder_start_token_id": model.bos_id, "pad_token_id": model.pad_id,
+        "eos_token_id": list(model.end_ids) if model.extra_eos_ids else model.eos_id,
         "suppress_tokens": suppressed(cfg, model) or None, "bad_words_ids": cfg.bad_words_ids,
         "sequence_bias": cfg.sequence_bias,
         "forced_bos_token_id": cfg.forced_bos_token_id, "renormalize_logits": cfg.renormalize_logits,

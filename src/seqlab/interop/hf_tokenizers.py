@@ -65,8 +65,16 @@ def learn_layout(hf: Any, where: Path) -> TextLayout:
         target = template(encode(hf, probe, "target"), content, languages.get(tgt), TGT)
     except ValueError as err:
         raise InteropError(f"{where}: {err}; seqlab cannot place this tokenizer's special tokens") from None
-    return TextLayout(source, target, languages, src, tgt, "", tuple(sorted(int(i) for i in hf.all_special_ids)),
+    return TextLayout(source, target, languages, src, tgt, "", special_ids(hf),
                       bool(getattr(hf, "clean_up_tokenization_spaces", False)))
+
+
+def special_ids(hf: Any) -> tuple[int, ...]:
+    """The ids batch_decode(skip_special_tokens=True) drops: the named special tokens and every added token
+    marked special (an instruct model's <|im_start|>, <|eot_id|>, ...)."""
+    added = getattr(hf, "added_tokens_decoder", None) or {}
+    marked = {int(i) for i, token in added.items() if getattr(token, "special", False)}
+    return tuple(sorted({*(int(i) for i in hf.all_special_ids), *marked}))
 
 
 def check_same(hf: Any, ours: Any, layout: TextLayout, where: Path) -> None:
@@ -138,9 +146,12 @@ def config_files(folder: Path, kind: str) -> dict[str, str]:
     return {name: (folder / name).read_text(encoding="utf-8") for name in names if (folder / name).is_file()}
 
 
-def read_tokenizer(folder: Path, special: tuple[int, int, int, int]) -> JsonTokenizer | MappedTokenizer:
+def read_tokenizer(folder: Path, special: tuple[int, int, int, int], ends: tuple[int, ...] = (),
+                   pad_from_tokenizer: bool = False) -> JsonTokenizer | MappedTokenizer:
     """The folder's tokenizer as seqlab stores it, checked against transformers' own on every probe.
-    `special` = the model's (pad, unk, decoder start, eos); unk is taken from the tokenizer."""
+    `special` = the model's (pad, unk, decoder start, eos); unk is taken from the tokenizer. `ends`: every id
+    the model ends at (its generation config's list), of which the tokenizer's EOS must be one;
+    `pad_from_tokenizer`: the model names no pad token, so the tokenizer's (if it has one) is the pad."""
     try:
         from transformers import AutoTokenizer
     except ImportError:
@@ -157,11 +168,14 @@ def read_tokenizer(folder: Path, special: tuple[int, int, int, int]) -> JsonToke
                            f"({type(err).__name__}: {str(err)[:200]}); a tokenizer.json, or the family's "
                            f"SentencePiece files with {config.name}, must be in the folder") from None
     pad, _, start, eos = special
+    ends = ends or (eos,)
     named = config if config.is_file() else folder  # what an error names: a file that is there
-    hf_pad = eos if hf.pad_token_id is None and pad == eos else hf.pad_token_id  # a causal LM pads with EOS
-    if (hf_pad, hf.eos_token_id) != (pad, eos):
+    if pad_from_tokenizer and hf.pad_token_id is not None:
+        pad = int(hf.pad_token_id)
+    hf_pad = pad if hf.pad_token_id is None and pad in ends else hf.pad_token_id  # a causal LM pads with EOS
+    if hf_pad != pad or hf.eos_token_id not in ends:
         raise InteropError(f"{named}: the tokenizer's pad and eos ids ({hf.pad_token_id}, {hf.eos_token_id}) are "
-                           f"not config.json's ({pad}, {eos}); the folder mixes two models")
+                           f"not the model's (pad {pad}, end tokens {list(ends)}); the folder mixes two models")
     special = (pad, int(hf.unk_token_id if hf.unk_token_id is not None else pad), start, eos)
     layout = learn_layout(hf, folder)
     kind = type(hf).__name__

@@ -17,7 +17,7 @@ from typing import Any
 
 from seqlab.checkpoint import git_revision, start_from
 from seqlab.decoding import DecodingConfig
-from seqlab.interop.families import InteropError
+from seqlab.interop.families import InteropError, first_id
 from seqlab.interop.generation import decoding_of
 from seqlab.interop.hf import from_state
 from seqlab.interop.hf_folder import read_json, read_weights, resolve_folder
@@ -39,17 +39,31 @@ def decoding_defaults(folder: Path, config: dict[str, Any]) -> DecodingConfig:
         raise InteropError(f"{path}: a generation setting seqlab cannot reproduce ({err})") from None
 
 
-def end_token(folder: Path, config: dict[str, Any], eos: int) -> int:
-    """The id generation ends at: generation_config.json's `eos_token_id` where it has one (it wins over
-    config.json's, as in `generate`), else the model's. seqlab ends at one id: a list of several is refused."""
+def end_tokens(folder: Path, config: dict[str, Any], eos: int, vocab: int) -> tuple[int, ...]:
+    """The ids generation ends at, in their order: generation_config.json's `eos_token_id` where it has one (it
+    wins over config.json's, as in `generate`), else config.json's, else the model's. An instruct model lists
+    several (Qwen2.5-Instruct's <|im_end|> and <|endoftext|>, Llama 3.x's three): any ends a row, the first is
+    what a forced or padded end writes. An id outside the vocabulary is refused, naming the file."""
     path = folder / "generation_config.json"
-    given = read_json(path).get("eos_token_id") if path.is_file() else config.get("eos_token_id")
-    ids = sorted({int(i) for i in given}) if isinstance(given, list) else ([int(given)] if given is not None else [])
-    if len(ids) > 1:
-        raise InteropError(f"{path if path.is_file() else folder / 'config.json'}: eos_token_id={given} lists "
-                           f"{len(ids)} end tokens; seqlab's searches end at one (model.eos_id), so this model's "
-                           "outputs would run past the others: keep one of them there")
-    return ids[0] if ids else eos
+    named = path if path.is_file() and read_json(path).get("eos_token_id") is not None else folder / "config.json"
+    given = read_json(path).get("eos_token_id") if path.is_file() else None
+    given = config.get("eos_token_id") if given is None else given
+    listed = given if isinstance(given, list) else ([given] if given is not None else [eos])
+    ids = tuple(dict.fromkeys(int(i) for i in listed))
+    outside = [i for i in ids if not 0 <= i < vocab]
+    if outside or not ids:
+        raise InteropError(f"{named}: eos_token_id={given} names {outside or 'no'} ids outside the vocabulary of "
+                           f"{vocab}; the file belongs to another model")
+    return ids
+
+
+def given_pad(folder: Path, config: dict[str, Any]) -> int | None:
+    """The pad token the folder names: config.json's, else generation_config.json's; None leaves it to the
+    tokenizer (an instruct model's often has one; a base model without one pads with its EOS)."""
+    path = folder / "generation_config.json"
+    given = config.get("pad_token_id")
+    given = read_json(path).get("pad_token_id") if given is None and path.is_file() else given
+    return None if given is None else first_id(given)
 
 
 def import_hf(source: str | Path, task_prefix: str | None = None, src_lang: str | None = None,
@@ -59,8 +73,11 @@ def import_hf(source: str | Path, task_prefix: str | None = None, src_lang: str 
     folder = resolve_folder(source)
     config = read_json(folder / "config.json")
     model = from_state(config, read_weights(folder), str(folder / "config.json"))
-    cfg = model.cfg
-    tokenizer = read_tokenizer(folder, (cfg.pad_id, 0, cfg.bos_id, cfg.eos_id))
+    ends = end_tokens(folder, config, model.cfg.eos_id, model.cfg.target_vocab_size)
+    pad = given_pad(folder, config)
+    cfg = replace(model.cfg, eos_id=ends[0], extra_eos_ids=ends[1:], pad_id=model.cfg.pad_id if pad is None else pad)
+    tokenizer = read_tokenizer(folder, (cfg.pad_id, 0, cfg.bos_id, cfg.eos_id), ends, cfg.one_stack and pad is None)
+    cfg = replace(cfg, pad_id=tokenizer.pad_id)
     try:
         tokenizer = tokenizer.with_settings(src_lang, tgt_lang, task_prefix)
     except ValueError as err:
@@ -70,8 +87,8 @@ def import_hf(source: str | Path, task_prefix: str | None = None, src_lang: str 
         if pieces > rows:  # more rows than pieces is how T5 (32,128 for 32,100) and NLLB ship
             raise InteropError(f"{folder}: the tokenizer has {pieces} {side} pieces but the model only {rows} "
                                "embedding rows; the tokenizer belongs to another model")
+    model.cfg = cfg
     cfg = start_from(model, tokenizer).cfg  # mBART-cc25 starts from its target language's code
-    cfg = replace(cfg, eos_id=end_token(folder, config, cfg.eos_id))
     decoding = decoding_defaults(folder, config)
     forced = tokenizer.layout.forced_first
     if forced is not None and decoding.forced_bos_token_id is None:  # the target language's code comes first

@@ -113,6 +113,10 @@ class ModelConfig:
     pad_id: int = PAD_ID
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
+    # further ids that end a row as eos_id does (an instruct model's generation_config.json lists several:
+    # Qwen2.5-Instruct's <|im_end|> and <|endoftext|>, Llama 3.x's three); eos_id is the one a forced or
+    # padded end writes, as `generate` writes the first of its list
+    extra_eos_ids: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         own = "model"
@@ -177,6 +181,11 @@ class ModelConfig:
         for name in ("pad_id", "bos_id", "eos_id"):
             if not 0 <= getattr(self, name) < min(self.src_vocab_size, self.target_vocab_size):
                 raise ConfigError(f"{own}.{name}={getattr(self, name)} is outside the vocabulary")
+        object.__setattr__(self, "extra_eos_ids", tuple(int(i) for i in self.extra_eos_ids))
+        for i in self.extra_eos_ids:
+            if not 0 <= i < self.target_vocab_size or i == self.eos_id:
+                raise ConfigError(f"{own}.extra_eos_ids={list(self.extra_eos_ids)}: {i} is outside the vocabulary "
+                                  f"of {self.target_vocab_size} or repeats eos_id={self.eos_id}")
 
     def _check_one_stack(self, own: str) -> None:
         """A decoder-only or prefix LM reads source and target as one sequence of one vocabulary."""
@@ -305,6 +314,20 @@ class ModelConfig:
     @property
     def use_final_norm(self) -> bool:
         return self.norm_position == "pre" if self.final_norm is None else self.final_norm
+
+    @property
+    def end_ids(self) -> tuple[int, ...]:
+        """Every id that ends a row: eos_id first."""
+        return (self.eos_id, *self.extra_eos_ids)
+
+    @property
+    def unemitted(self) -> tuple[int, ...]:
+        """The ids seqlab's rule (`decoding.suppress_special`) never emits: a model seqlab trains never outputs
+        its pad or decoder start token; an imported causal LM (start=prompt) bans nothing, as `generate` does.
+        An end token is never among them (a causal LM without a pad token pads with its EOS)."""
+        if self.start == "prompt":
+            return ()
+        return tuple(dict.fromkeys(i for i in (self.pad_id, self.bos_id) if i not in self.end_ids))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -104,7 +104,7 @@ def test_an_imported_causal_lm_continues_its_prompts_as_generate_does(family, tm
 
 
 def test_a_prompt_template_asks_the_task_as_gpt2s_tldr_does(tmp_path, make_cfg):
-    """`prompt_template='{source}\\nTL;DR:'`: every source in the template, then continued, as `generate` on the
+    """`prompt.template='{source}\\nTL;DR:'`: every source in the template, then continued, as `generate` on the
     templated text; a template without its slot is refused naming the key."""
     from seqlab.config import ConfigError
 
@@ -120,11 +120,11 @@ def test_a_prompt_template_asks_the_task_as_gpt2s_tldr_does(tmp_path, make_cfg):
         expected.append(hf_tok.batch_decode(new, skip_special_tokens=True)[0].replace("\n", " "))
     out = io.StringIO()
     cfg = make_cfg("translate", [f"ckpt={ckpt}", "decoding_from_checkpoint=true",
-                                 "prompt_template='{source}\nTL;DR:'"])
+                                 "prompt.template='{source}\nTL;DR:'"])
     run_translate(cfg, stdin=io.StringIO("".join(p + "\n" for p in PROMPTS)), stdout=out)
     assert out.getvalue().split("\n")[:-1] == expected
-    with pytest.raises(ConfigError, match="translate.prompt_template='TL;DR:' must hold {source} exactly once"):
-        run_translate(make_cfg("translate", [f"ckpt={ckpt}", "prompt_template='TL;DR:'"]),
+    with pytest.raises(ConfigError, match="translate.prompt.template='TL;DR:' must hold {source} exactly once"):
+        run_translate(make_cfg("translate", [f"ckpt={ckpt}", "prompt.template='TL;DR:'"]),
                       stdin=io.StringIO("a\n"), stdout=io.StringIO())
 
 

@@ -91,3 +91,39 @@ def test_translate_prints_generates_text(imported, make_cfg):
     run_translate(make_cfg("translate", [f"ckpt={ckpt}", "decoding_from_checkpoint=true"]),
                   stdin=io.StringIO("".join(p + "\n" for p in PROMPTS)), stdout=out)
     assert out.getvalue().split("\n")[:-1] == expected
+
+
+@pytest.mark.parametrize("system", [None, "Answer briefly."])
+def test_translate_with_the_chat_template_prints_generates_text(imported, make_cfg, system):
+    """prompt.chat=true: each line asked through the folder's own chat template (kept in the checkpoint), the
+    text `generate` gives on `apply_chat_template(..., add_generation_prompt=True)`'s ids."""
+    path, hf, ckpt = imported
+    hf_tok = transformers.AutoTokenizer.from_pretrained(path)
+    expected = []
+    for prompt in PROMPTS:
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": f"Continue: {prompt}"}]
+        ids = hf_tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        with torch.no_grad():
+            new = hf.generate(**ids)[:, ids["input_ids"].shape[1]:]
+        expected.append(hf_tok.batch_decode(new, skip_special_tokens=True)[0].replace("\n", " "))
+    args = [f"ckpt={ckpt}", "decoding_from_checkpoint=true", "prompt.chat=true", "prompt.template='Continue: {source}'"]
+    out = io.StringIO()
+    run_translate(make_cfg("translate", args + ([f"prompt.system='{system}'"] if system else [])),
+                  stdin=io.StringIO("".join(p + "\n" for p in PROMPTS)), stdout=out)
+    assert out.getvalue().split("\n")[:-1] == expected
+
+
+def test_a_chat_prompt_on_a_base_model_and_shots_without_a_corpus_are_refused(tmp_path, make_cfg):
+    from seqlab.config import ConfigError
+    from tests.integration.test_import_causal import family_folder
+
+    path, _ = family_folder("gpt2", tmp_path)
+    ckpt = tmp_path / "base.ckpt"
+    assert main(["--hf", str(path), "--out", str(ckpt)]) == 0
+    with pytest.raises(ConfigError, match="prompt.chat=true: this checkpoint's tokenizer has no chat template"):
+        run_translate(make_cfg("translate", [f"ckpt={ckpt}", "prompt.chat=true"]), stdin=io.StringIO("a\n"),
+                      stdout=io.StringIO())
+    with pytest.raises(ConfigError, match="translate.prompt.shots=2 draws examples from a corpus"):
+        run_translate(make_cfg("translate", [f"ckpt={ckpt}", "prompt.shots=2"]), stdin=io.StringIO("a\n"),
+                      stdout=io.StringIO())

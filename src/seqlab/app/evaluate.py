@@ -24,6 +24,7 @@ from seqlab.app.infer import LANGUAGE_KEYS, InferenceRequest, Loaded, chosen_eng
 from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError
 from seqlab.data import CorpusConfig, DataConfig, Example
+from seqlab.data.prompting import PromptSettings
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.ensemble import Ensemble
 from seqlab.decoding.labels import run_label
@@ -93,7 +94,9 @@ def result_dir(cfg: DictConfig, tests: TestSet, label: str, engine: str) -> tupl
     decoding = "checkpoint" if cfg.decoding_from_checkpoint else setting_decoding(cfg)
     members = [str(c) for c in cfg.get("ensemble") or ()]
     ensemble = {"checkpoints": members, "rule": str(cfg.ensemble_rule)} if members else None
-    languages = {k: plain(cfg[k]) for k in (*LANGUAGE_KEYS, "prompt_template") if cfg.get(k) is not None}
+    languages = {k: plain(cfg[k]) for k in LANGUAGE_KEYS if cfg.get(k) is not None}
+    if cfg.get("prompt") is not None and plain(cfg.prompt) != PromptSettings().to_dict():
+        languages["prompt"] = plain(cfg.prompt)  # how the sources were asked keys the folder too
     return ResultDir.for_evaluation(Path(cfg.results_dir), str(cfg.ckpt), label, cfg.split, cfg.limit, decoding,
                                     str(cfg.precision), engine, tests.key(), ensemble, languages or None)
 
@@ -192,7 +195,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
             check_task(request.decoding.mbr, corpus.task, f"corpus {corpus.name}")
         payload["decoding"] = request.decoding.to_dict()
         check_neural(chosen, neural, have_references=True)  # every test set has references
-        loaded = load(request, cfg.device, Path(cfg.paths.cache_dir), task_checked=corpus is not None)
+        loaded = load(request, cfg.device, Path(cfg.paths.cache_dir), task_checked=corpus is not None, corpus=corpus,
+                      split=cfg.split)
         info, decoding = loaded.info, loaded.decoding
         payload.update(decoding=decoding.to_dict(), checkpoint=checkpoint_payload(info))
         if request.ensemble:

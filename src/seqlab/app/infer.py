@@ -18,7 +18,8 @@ from omegaconf import DictConfig
 from seqlab.app.configs import checkpoint_decoding, plain
 from seqlab.checkpoint import AnyTokenizer, CheckpointInfo, load_for_inference, resolve, start_from
 from seqlab.config import ConfigError, check_choice, check_types, resolve_device, typed
-from seqlab.data.prompting import Templated, check_template
+from seqlab.data import CorpusConfig
+from seqlab.data.prompting import PromptSettings
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.ensemble import Combination, Ensemble, check_members
 from seqlab.decoding.generate import DecodePrecision
@@ -26,6 +27,7 @@ from seqlab.decoding.labels import run_label
 from seqlab.decoding.mbr import check_task
 from seqlab.engines.choice import Engine, check_engine, choose_engine, make_engine
 from seqlab.inference.drafts import draft_file
+from seqlab.inference.prompts import corpus_of, prompted
 from seqlab.inference.text import Format
 from seqlab.model import Model
 
@@ -54,9 +56,9 @@ class InferenceSettings:
     src_lang: str | None = None
     tgt_lang: str | None = None
     task_prefix: str | None = None
-    # every source put in this template's {source} slot before tokenizing: a causal LM asked a task, GPT-2's
-    # "{source}\nTL;DR:" (data.prompting); null: the source as it is
-    prompt_template: str | None = None
+    # how a causal LM is asked the task (data.prompting): a template around every source (GPT-2's
+    # "{source}\nTL;DR:"), k shots before it, the model's own chat template; the defaults: the source as it is
+    prompt: PromptSettings = field(default_factory=PromptSettings)
     # further checkpoints decoded together with ckpt as one model (decoding.ensemble), sharing its tokenizer;
     # their distributions combined by ensemble_rule: mean_prob (fairseq) | mean_logprob (OpenNMT-py)
     ensemble: list[str] = field(default_factory=list)
@@ -64,12 +66,11 @@ class InferenceSettings:
 
     def check(self, owner: str) -> None:
         """Fail naming `owner.key` (eval.precision=...): the same settings serve two commands."""
+        object.__setattr__(self, "prompt", PromptSettings.of(self.prompt, f"{owner}.prompt"))
         check_types(self, owner)
         check_choice(owner, "precision", self.precision, DecodePrecision)
         check_choice(owner, "engine", self.engine, Engine)
         check_choice(owner, "ensemble_rule", self.ensemble_rule, Combination)
-        if self.prompt_template is not None:
-            check_template(self.prompt_template, f"{owner}.prompt_template")
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,7 @@ class InferenceRequest:
     languages: tuple[str | None, str | None, str | None] = (None, None, None)  # src_lang, tgt_lang, task_prefix
     ensemble: tuple[str, ...] = ()  # further checkpoints decoded with `checkpoint` as one model
     ensemble_rule: Combination = "mean_prob"
-    prompt_template: str | None = None  # the sources in this template's slot (data.prompting)
+    prompt: PromptSettings = PromptSettings()  # how the sources are asked (data.prompting)
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, command: str, settings_cls: type[InferenceSettings] = InferenceSettings,
@@ -158,7 +159,7 @@ class InferenceRequest:
             check_members(decoding, settings.engine, command)
         return cls(command, settings.ckpt, decoding, settings.precision, settings.engine,
                    settings.decoding_from_checkpoint, (settings.src_lang, settings.tgt_lang, settings.task_prefix),
-                   tuple(settings.ensemble), settings.ensemble_rule, settings.prompt_template)
+                   tuple(settings.ensemble), settings.ensemble_rule, settings.prompt)
 
     @property
     def label(self) -> str:
@@ -209,9 +210,12 @@ def with_languages(tokenizer: AnyTokenizer, decoding: DecodingConfig, request: I
     return tokenizer, decoding
 
 
-def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: bool = False) -> Loaded:
+def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: bool = False,
+         corpus: CorpusConfig | None = None, split: str | None = None) -> Loaded:
     """Load the checkpoint and build the engine. `task_checked`: the decoding was already checked against
-    another corpus' task; otherwise it is checked against the checkpoint's own corpus here."""
+    another corpus' task; otherwise it is checked against the checkpoint's own corpus here. `corpus` and
+    `split`: what is decoded (another corpus than the checkpoint's, and its split), where a prompt's shots
+    are drawn from (never the decoded split)."""
     device = resolve_device("", device)
     path = resolve(request.checkpoint)
     model, tokenizer, info = load_for_inference(path, device=device)
@@ -222,8 +226,8 @@ def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: 
         check_members(decoding, request.engine, request.command)
     tokenizer, decoding = with_languages(tokenizer, decoding, request, path)
     model = start_from(model, tokenizer)
-    if request.prompt_template is not None:
-        tokenizer = Templated(tokenizer, request.prompt_template)
+    if not request.prompt.asks_nothing:
+        tokenizer = prompted(tokenizer, request.prompt, corpus or corpus_of(info), split, request.command)
     if not task_checked and info.data_config:
         corpus = info.data_config["corpus"]
         check_task(decoding.mbr, corpus["task"], f"the checkpoint's corpus {corpus['name']}")

@@ -26,6 +26,7 @@ from omegaconf import OmegaConf
 
 from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import LAST, checkpoint_file
+from seqlab.data.prompting import PromptSettings
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.options import digest_neutral
 from seqlab.hardware import QUIET_CORES, busy_warning, cpu_flags, cpu_model, gpu_host_tolerance
@@ -53,7 +54,7 @@ NEUTRAL: dict[str, dict[str, Any]] = {
               "position_offset": 0, "sinusoid_layout": "marian", "rescale_output": False, "position_init": "small",
               "architecture": "encoder_decoder", "start": "bos", "kv_heads": None, "qkv_bias": None},
     "decoding": digest_neutral(DecodingConfig),  # each option's own declaration (decoding.options: in_digest=False)
-    "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "prompt_template": None,
+    "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "prompt": PromptSettings().to_dict(),
          "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
          "ensemble_rule": "mean_prob", "levers": False, "language_models": False, "finetune": False,
          "speculative": False, "drafts": [], "neural": NeuralSettings().to_dict(), "comet": False,

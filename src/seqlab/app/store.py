@@ -27,7 +27,7 @@ CONF_DIR = str(PROJECT_ROOT / "conf")  # every command's Hydra configs
 DATACLASS_DEFAULTS = "dataclass_defaults"
 # Fields no config file sets: vocabulary sizes come from the tokenizer, special ids are constants, the data
 # seed is the run's `seed`, the corpus is each data file's own.
-FROM_ELSEWHERE = {ModelConfig: ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id"),
+FROM_ELSEWHERE = {ModelConfig: ("src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id", "extra_eos_ids"),
                   DataConfig: ("corpus", "seed")}
 
 # `${project_root:}` in conf/paths: resolvable before Hydra's own config exists (sweep folders need it).

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from seqlab.data.chat import ChatTemplate
 from seqlab.data.layout import TextLayout, clean_up_tokenization
 from seqlab.io import atomic_write_text
 
@@ -39,12 +40,13 @@ class JsonTokenizer:
             self.bos_id = layout.decoder_start
         self.skipped = set(layout.skipped)
         self.hf_files: dict[str, str] = {}  # the family's tokenizer config files, for `seqlab export` (not used here)
+        self.chat: ChatTemplate | None = None  # an instruct model's chat template (data.chat)
 
     def with_settings(self, src_lang: str | None = None, tgt_lang: str | None = None,
                       task_prefix: str | None = None) -> JsonTokenizer:
         out = JsonTokenizer(self.tokenizer_json, self.layout.with_settings(src_lang, tgt_lang, task_prefix),
                             self.special)
-        out.hf_files = self.hf_files
+        out.hf_files, out.chat = self.hf_files, self.chat
         return out
 
     def write_hf(self, out: Path) -> None:
@@ -72,10 +74,14 @@ class JsonTokenizer:
     def encode_source(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
         return self._encode(texts, "source", self.layout.task_prefix)
 
+    def encode_text(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's own tokens, no special token added (a rendered chat template already holds its own)."""
+        return [list(e.ids) for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
+
     def encode_continuation(self, texts: Sequence[str]) -> list[list[int]]:
         """The ids a causal LM generates for each text after its prompt: the text's own tokens, no special
         token before them (Llama's `<s>` opens a prompt, never a continuation), the end token after them."""
-        return [[*e.ids, self.eos_id] for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
+        return [[*ids, self.eos_id] for ids in self.encode_text(texts)]
 
     def encode_target(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
         return self._encode(texts, "target")
@@ -95,10 +101,12 @@ class JsonTokenizer:
 
     def to_checkpoint(self) -> dict[str, Any]:
         return {"kind": KIND, "tokenizer_json": self.tokenizer_json, "layout": self.layout.to_dict(),
-                "special": list(self.special), "hf_files": dict(self.hf_files)}
+                "special": list(self.special), "hf_files": dict(self.hf_files),
+                "chat": self.chat.to_dict() if self.chat is not None else None}
 
     @classmethod
     def from_checkpoint(cls, state: dict[str, Any]) -> JsonTokenizer:
         out = cls(state["tokenizer_json"], TextLayout.from_dict(state["layout"]), tuple(state["special"]))
         out.hf_files = dict(state.get("hf_files") or {})
+        out.chat = ChatTemplate.from_dict(state.get("chat"))
         return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from seqlab.data.chat import ChatTemplate, chosen_template
 from seqlab.data.hf_tokenizer import JsonTokenizer
 from seqlab.data.layout import SRC, TEXT, TGT, Item, TextLayout
 from seqlab.data.mapped import MappedTokenizer
@@ -135,7 +136,8 @@ def sentencepiece_file(folder: Path, names: tuple[str, ...]) -> bytes:
 
 # the files transformers reads a tokenizer's class and settings from, kept beside it for `seqlab export`
 # (tokenizer.json and the SentencePiece models are stored as the tokenizer itself); M2M100's vocab.json too
-CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+CONFIG_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "chat_template.jinja",
+                "chat_template.json")
 # the files a Hugging Face tokenizer is read from (any one of them: the family decides which it needs)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "source.spm", "spiece.model",
                    "sentencepiece.bpe.model", "spm.model", "vocab.json")
@@ -198,4 +200,16 @@ def read_tokenizer(folder: Path, special: tuple[int, int, int, int], ends: tuple
                            "reimplements (Marian, M2M100); seqlab cannot store it exactly")
     check_same(hf, ours, layout, where)
     ours.hf_files = config_files(folder, kind)
+    if isinstance(ours, JsonTokenizer):
+        ours.chat = chat_of(hf, folder)
     return ours
+
+
+def chat_of(hf: Any, folder: Path) -> ChatTemplate | None:
+    """The tokenizer's chat template as transformers loaded it (tokenizer_config.json's `chat_template` or
+    chat_template.jinja), with the special tokens it sees as variables (`special_tokens_map`)."""
+    template = chosen_template(getattr(hf, "chat_template", None), str(folder))
+    if template is None:
+        return None
+    variables = {k: v for k, v in dict(hf.special_tokens_map).items() if isinstance(v, str | list)}
+    return ChatTemplate(template, variables, str(folder))

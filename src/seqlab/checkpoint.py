@@ -57,6 +57,7 @@ class CheckpointInfo:
     git_revision: str | None = None
     tracking: dict[str, Any] = field(default_factory=dict)  # the training's W&B group and run id, if any
     decoding: dict[str, Any] = field(default_factory=dict)  # decoding defaults (an imported model's generation config)
+    prompt: dict[str, Any] = field(default_factory=dict)  # how a fine-tuned causal LM was asked (data.prompting)
 
 
 def git_revision() -> str | None:
@@ -156,7 +157,7 @@ def load_for_inference(path: Path | str, device: str | torch.device = "cpu"
     info = CheckpointInfo(path=path, model_config=model.cfg, step=int(meta.get("step", 0)),
                           data_config=meta.get("data_config", {}), run_config=meta.get("run_config", {}),
                           git_revision=meta.get("git_revision"), tracking=meta.get("tracking") or {},
-                          decoding=meta.get("decoding") or {})
+                          decoding=meta.get("decoding") or {}, prompt=meta.get("prompt") or {})
     return model.to(device).eval(), tokenizer, info
 
 

@@ -13,6 +13,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from seqlab.config import ConfigError, typed
 from seqlab.data import DataConfig
+from seqlab.data.prompting import PromptSettings
 from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig
 from seqlab.tracking.wandb import TrackingConfig
@@ -30,6 +31,7 @@ class TrainSpec:
     optim: OptimConfig
     train: TrainConfig
     tracking: TrackingConfig
+    prompt: PromptSettings = PromptSettings()  # how an imported causal LM is asked its corpus (fine-tuning)
 
 
 def plain(cfg: DictConfig | Any) -> Any:
@@ -59,7 +61,8 @@ def train_spec(cfg: DictConfig) -> TrainSpec:
     check_trainer(cfg)
     check_fused_clipping(optim.fused, optim.clip_norm, cfg.trainer.get("precision"))
     check_bf16_weights(train.bf16_weights, str(cfg.trainer.get("precision")))  # auto: checked once resolved
-    return TrainSpec(model, data, optim, train, tracking_config(cfg))
+    prompt = PromptSettings.of(plain(cfg.get("prompt")) or {}, "prompt")
+    return TrainSpec(model, data, optim, train, tracking_config(cfg), prompt)
 
 
 def check_trainer(cfg: DictConfig) -> None:

@@ -226,8 +226,9 @@ def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: 
         check_members(decoding, request.engine, request.command)
     tokenizer, decoding = with_languages(tokenizer, decoding, request, path)
     model = start_from(model, tokenizer)
-    if not request.prompt.asks_nothing:
-        tokenizer = prompted(tokenizer, request.prompt, corpus or corpus_of(info), split, request.command)
+    prompt = request.prompt if not request.prompt.asks_nothing else PromptSettings.of(info.prompt, "checkpoint.prompt")
+    if not prompt.asks_nothing:  # the command's prompt, else the one a fine-tuned causal LM learned
+        tokenizer = prompted(tokenizer, prompt, corpus or corpus_of(info), split, request.command)
     if not task_checked and info.data_config:
         corpus = info.data_config["corpus"]
         check_task(decoding.mbr, corpus["task"], f"the checkpoint's corpus {corpus['name']}")

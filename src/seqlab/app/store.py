@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 from seqlab.app.infer import DistillSettings, InferenceSettings, TranslateSettings
 from seqlab.bench.speed import BenchConfig
 from seqlab.data import DataConfig
+from seqlab.data.prompting import PromptSettings
 from seqlab.decoding import DecodingConfig
 from seqlab.model import ModelConfig
 from seqlab.train.config import OptimConfig, TrainConfig
@@ -56,6 +57,7 @@ def register() -> None:
                        ("bench", BenchConfig)):
         store.store(group=group, name=DATACLASS_DEFAULTS, node=defaults(cls))
     store.store(group="decoding", name=DATACLASS_DEFAULTS, node=DecodingConfig().to_dict())
+    store.store(group="prompt", name=DATACLASS_DEFAULTS, node=defaults(PromptSettings))  # train's prompt.*
     store.store(name="inference_defaults", node=defaults(InferenceSettings))  # eval's and translate's shared keys
     store.store(name="translate_defaults", node=defaults(TranslateSettings))
     store.store(name="distill_defaults", node=defaults(DistillSettings))

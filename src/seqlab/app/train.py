@@ -32,6 +32,7 @@ from seqlab.config import ConfigError
 from seqlab.data import Seq2SeqDataModule
 from seqlab.data.config import DataConfig
 from seqlab.hardware import auto_precision
+from seqlab.inference.prompts import completions
 from seqlab.memory import keep_freed_memory
 from seqlab.model import ModelConfig
 from seqlab.tracking.wandb import finish, make_logger, metric_history, saved_run_id, scrub
@@ -138,7 +139,12 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     if shared is not None:
         log.info("the tokenizer of %s (vocabulary %d), not one learned from the corpus", spec.train.tokenizer_from,
                  shared.tgt_vocab_size)
-    datamodule = Seq2SeqDataModule(spec.data, tokenizer=init[1] if init else shared)
+    completes = init is not None and init[0].cfg.start == "prompt"  # supervised fine-tuning of a causal LM
+    if not spec.prompt.asks_nothing and not completes:
+        raise ConfigError("prompt.* asks an imported causal LM its corpus; this run trains a model that reads its "
+                          "source (train.init_from names none, or an encoder-decoder): remove the prompt keys")
+    tokenizer = completions(init[1], spec.prompt, spec.data) if completes else init[1] if init else shared
+    datamodule = Seq2SeqDataModule(spec.data, tokenizer=tokenizer, prompted=completes)
     datamodule.setup()
     tok = datamodule.tokenizer
     if init is not None:
@@ -159,6 +165,8 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
                 "run_id": logger.experiment.id if spec.tracking.kind == "wandb" else None,
                 "log_checkpoints": spec.tracking.kind == "wandb" and spec.tracking.log_checkpoints}
     meta = checkpoint_meta(tok, spec.data.to_dict(), resolved, tracking)
+    if completes:
+        meta["prompt"] = spec.prompt.to_dict()  # evaluate and translate ask the fine-tuned model the same way
     if init is not None:
         meta["decoding"] = init[2].decoding  # the pretrained model's generation defaults travel with it
     module = Seq2SeqModule(model_cfg, spec.optim, spec.train, seed=cfg.seed, meta=meta)

@@ -32,17 +32,22 @@ class Batch:
     tgt_out: Tensor  # (B, T), PAD where there is no target
     index: Tensor  # (B,) example indices into the split
     pad_id: int = PAD_ID
+    # (B, T) True at the target tokens the loss counts, where padding cannot be told by its id (a causal LM that
+    # pads with its EOS: PromptCollate); None: every token of tgt_out but PAD
+    tgt_keep: Tensor | None = None
 
     @property
     def n_tokens(self) -> int:
         """Real (non-pad) source plus target tokens."""
-        return int((~self.src_pad_mask).sum() + (self.tgt_out != self.pad_id).sum())
+        targets = self.tgt_keep.sum() if self.tgt_keep is not None else (self.tgt_out != self.pad_id).sum()
+        return int((~self.src_pad_mask).sum() + targets)
 
     def pin_memory(self) -> Batch:
         """The batch in page-locked memory (what a DataLoader with pin_memory=True calls on a custom type), so
         the copy to the GPU can overlap the step before it."""
+        keep = self.tgt_keep.pin_memory() if self.tgt_keep is not None else None
         return Batch(*(t.pin_memory() for t in (self.src_ids, self.src_pad_mask, self.tgt_in, self.tgt_out,
-                                                 self.index)), self.pad_id)
+                                                 self.index)), self.pad_id, keep)
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,28 @@ class Collate:
 
 
 collate = Collate()  # seqlab's own ids
+
+
+@dataclass(frozen=True)
+class PromptCollate:
+    """An imported causal LM's supervised fine-tuning layout (TRL's completion-only collator; ALMA, Xu et al.
+    2024): each item is a prompt and its continuation (the target's tokens and the end token). The sequence is
+    prompt + continuation, as decoding continues it (decoding.prompts): the prompt without its last token is the
+    source, that token the first decoder input, the continuation the outputs. The loss counts the
+    continuation's tokens only (`tgt_keep`), its end token included, whatever the padding's id."""
+
+    pad_id: int
+
+    def __call__(self, items: list[tuple[int, np.ndarray, np.ndarray]]) -> Batch:
+        prompts = [np.asarray(s) for _, s, _ in items]
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("an empty prompt: a causal LM continues its prompt's last token")
+        src, src_pad = pad_right([p[:-1] for p in prompts], self.pad_id)
+        tgt_out, tgt_pad = pad_right([t for _, _, t in items], self.pad_id)
+        starts = torch.tensor([int(p[-1]) for p in prompts], dtype=torch.long)
+        tgt_in = torch.cat([starts[:, None], tgt_out[:, :-1]], dim=1).masked_fill(tgt_pad, self.pad_id)  # (B, T)
+        index = torch.tensor([i for i, _, _ in items], dtype=torch.long)
+        return Batch(src, src_pad, tgt_in, tgt_out, index, self.pad_id, ~tgt_pad)
 
 
 class ResumableLoader(DataLoader):
@@ -87,16 +114,20 @@ class ResumableLoader(DataLoader):
 class Seq2SeqDataModule(L.LightningDataModule):
     """Tokenizer + tokenized train/validation splits + token-budget loaders."""
 
-    def __init__(self, cfg: DataConfig, tokenizer: AnyTokenizer | None = None) -> None:
-        """`tokenizer`: a pretrained model's own (fine-tuning), used as it is; else trained on the corpus."""
+    def __init__(self, cfg: DataConfig, tokenizer: AnyTokenizer | None = None, prompted: bool = False) -> None:
+        """`tokenizer`: a pretrained model's own (fine-tuning), used as it is; else trained on the corpus.
+        `prompted`: its sources are an imported causal LM's prompts, continued by its targets (PromptCollate)."""
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.prompted = cfg, prompted
         self.tokenizer: AnyTokenizer | None = tokenizer
         self.splits: dict[str, TokenizedSplit] = {}
 
     @property
-    def collate(self) -> Collate:
+    def collate(self) -> Collate | PromptCollate:
         tok = self.tokenizer
+        if self.prompted:
+            assert tok is not None
+            return PromptCollate(tok.pad_id)
         return Collate(tok.pad_id, tok.bos_id) if tok is not None else collate
 
     def prepare_data(self) -> None:

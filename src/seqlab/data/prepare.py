@@ -117,13 +117,14 @@ class LengthCounts:
             setattr(self, name, getattr(self, name) + value)
 
 
-def fit_chunk(src: list[list[int]], tgt: list[list[int]], cfg: DataConfig, eos_id: int = EOS_ID
-              ) -> tuple[list[list[int]], list[list[int]], LengthCounts]:
-    """Summarization truncates long sources/targets (keeping the tokenizer's EOS last); translation drops
-    over-long pairs. Per pair, so chunks give what the whole split gives."""
+def fit_chunk(src: list[list[int]], tgt: list[list[int]], cfg: DataConfig, eos_id: int = EOS_ID,
+              drop: bool = False) -> tuple[list[list[int]], list[list[int]], LengthCounts]:
+    """Summarization truncates long sources/targets (keeping the tokenizer's EOS last); translation, and any
+    pair a tokenizer says must not be cut (`drop`: a causal LM's prompt and continuation), drops over-long pairs.
+    Per pair, so chunks give what the whole split gives."""
     counts = LengthCounts(read=len(src), long_src=sum(len(s) > cfg.max_source_len for s in src),
                           long_tgt=sum(len(t) > cfg.max_target_len for t in tgt))
-    if cfg.corpus.task == "summarization":
+    if cfg.corpus.task == "summarization" and not drop:
         src = [truncate(s, cfg.max_source_len, eos_id) for s in src]
         tgt = [truncate(t, cfg.max_target_len, eos_id) for t in tgt]
     else:
@@ -136,7 +137,7 @@ def fit_chunk(src: list[list[int]], tgt: list[list[int]], cfg: DataConfig, eos_i
 
 def log_lengths(cfg: DataConfig, split: str, counts: LengthCounts) -> None:
     name = cfg.corpus.name
-    if cfg.corpus.task == "summarization":
+    if cfg.corpus.task == "summarization" and counts.kept == counts.read:
         if counts.long_src or counts.long_tgt:
             log.info("%s/%s: truncated %d sources to %d tokens and %d targets to %d tokens", name, split,
                      counts.long_src, cfg.max_source_len, counts.long_tgt, cfg.max_target_len)
@@ -291,7 +292,8 @@ def prepare_split(cfg: DataConfig, tokenizer: Tokenizer, split: str, folder: Pat
         for chunk in prefetched(chunks(iter_split(cfg.corpus, split), CHUNK_PAIRS)):
             src = tokenizer.encode_source([e.source for e in chunk], threads)
             tgt = tokenizer.encode_target([e.target for e in chunk], threads)
-            src, tgt, chunk_counts = fit_chunk(src, tgt, cfg, tokenizer.eos_id)
+            src, tgt, chunk_counts = fit_chunk(src, tgt, cfg, tokenizer.eos_id,
+                                               getattr(tokenizer, "drops_long_pairs", False))
             writer.add(src, tgt)
             counts.add(chunk_counts)
             progress(len(chunk))

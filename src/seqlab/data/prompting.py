@@ -18,6 +18,8 @@ evaluated), and the same k precede every source.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -144,3 +146,22 @@ class Prompted:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.tokenizer, name)
+
+
+class Completions(Prompted):
+    """An imported causal LM's fine-tuning tokenizer: each source asked through the prompt, each target the
+    continuation the model is to generate after it (the target's tokens and the end token, no start token:
+    `encode_continuation`), as decoding and the reference log-probs see it. A pair longer than the data's
+    limits is dropped, never cut: a cut prompt would lose its cue (a template's "TL;DR:"), a cut target its end.
+    Its digest keys the tokenized splits by the prompt too."""
+
+    drops_long_pairs = True
+
+    def encode_target(self, texts: Sequence[str], threads: int = 1) -> list[list[int]]:
+        return self.tokenizer.encode_continuation(list(texts))
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.sha256(self.tokenizer.digest.encode())
+        h.update(json.dumps([self.prompt.settings.to_dict(), self.prompt.shots], sort_keys=True).encode())
+        return h.hexdigest()

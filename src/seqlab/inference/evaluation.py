@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from seqlab.config import ConfigError
 from seqlab.data.corpora import Example
 from seqlab.data.sequences import pad_right, truncate
 from seqlab.data.tokenizer import Tokenizer
@@ -140,16 +141,35 @@ class Decoded:
         return self.seconds + self.mbr_seconds
 
 
-def encode_sources(tokenizer: Tokenizer, sources: Sequence[str], max_positions: int,
-                   eos_id: int) -> tuple[list[list[int]], int]:
-    """The sources' token ids as the model takes them (truncated to `max_positions`, EOS kept), and how
-    many were truncated."""
+def encode_sources(tokenizer: Tokenizer, sources: Sequence[str], model: ModelConfig, cfg: DecodingConfig,
+                   names: Sequence[str] | None = None) -> tuple[list[list[int]], int]:
+    """The sources' token ids as the model takes them, and how many were truncated: an encoder's source is
+    cut to its positions (EOS kept); a one-stack model's prompt is refused (`check_prompts`)."""
     src_ids = tokenizer.encode_source(list(sources))
+    max_positions, eos_id = model.max_positions, model.eos_id
+    if model.one_stack:
+        check_prompts(src_ids, model, cfg, names)
+        return src_ids, 0
     truncated = sum(len(s) > max_positions for s in src_ids)
     if truncated:
         log.warning("%d of %d sources longer than max_positions=%d were truncated", truncated, len(src_ids),
                     max_positions)
     return [truncate(s, max_positions, eos_id) for s in src_ids], truncated
+
+
+def check_prompts(src_ids: Sequence[Sequence[int]], model: ModelConfig, cfg: DecodingConfig,
+                  names: Sequence[str] | None) -> None:
+    """A one-stack model's prompts must leave room in its positions: a cut prompt loses its end (a template's
+    "TL;DR:" cue, a chat's assistant turn), and a causal LM's `decoding.max_length` new tokens past the last
+    position would stop each row early. Refused before anything is decoded, naming the source."""
+    room = model.max_positions - (cfg.max_length or 1) if model.start == "prompt" else model.max_positions - 1
+    for i, ids in enumerate(src_ids):
+        if len(ids) > room:
+            name = names[i] if names is not None else f"source {i + 1}"
+            wanted = (f" and decoding.max_length={cfg.max_length} new tokens" if model.start == "prompt"
+                      else " and at least one target token")
+            raise ConfigError(f"{name}: a prompt of {len(ids)} tokens{wanted} do not fit model.max_positions="
+                              f"{model.max_positions}; shorten it (or its template), or lower decoding.max_length")
 
 
 def source_lengths(src_ids: Sequence[Sequence[int]], eos_id: int) -> list[int]:
@@ -170,7 +190,7 @@ def decode_texts(model: Model, tokenizer: Tokenizer, sources: Sequence[str], cfg
     constraints: each source's lexical constraints (token id sequences; generate's `constraints`), checked
     before any decoding, each source called by its name in `names` (default: `source i`)."""
     device = next(model.parameters()).device
-    src_ids, truncated = encode_sources(tokenizer, sources, model.cfg.max_positions, model.cfg.eos_id)
+    src_ids, truncated = encode_sources(tokenizer, sources, model.cfg, cfg, names)
     if constraints is not None:
         check_all_constraints(cfg, model.cfg, src_ids, constraints, names)
     draft = load_draft(cfg, model)  # decoding.draft=ckpt:PATH's model, else None
@@ -246,6 +266,8 @@ def evaluate(model: Model, tokenizer: Tokenizer, examples: Sequence[Example],
     # a drawn word the tokenizer keeps nothing of is no constraint (the user did not ask for it)
     constraints = ([[c for c in cs if c] for cs in constraint_ids(tokenizer, words)] if words is not None
                    else None)
+    if settings.score_references and model.cfg.one_stack:  # before decoding, not after it
+        check_references_fit(tokenizer, model.cfg, examples)
     try:
         decoded = decode_texts(model, tokenizer, [e.source for e in examples], cfg, settings.max_tokens, progress,
                                settings.precision, engine, prefixes, constraints,
@@ -378,6 +400,18 @@ def as_generated(tokenizer: Tokenizer, texts: Sequence[str], cfg: ModelConfig) -
     if cfg.start == "prompt":
         return tokenizer.encode_continuation(list(texts))
     return tokenizer.encode_target(list(texts))
+
+
+def check_references_fit(tokenizer: Tokenizer, cfg: ModelConfig, examples: Sequence[Example]) -> None:
+    """A one-stack model scores a reference after its prompt, in the same positions: a pair that does not fit
+    is refused before anything is decoded, naming the example."""
+    prompts = tokenizer.encode_source([e.source for e in examples])
+    targets = as_generated(tokenizer, [e.target for e in examples], cfg)
+    for e, p, t in zip(examples, prompts, targets, strict=True):
+        if len(p) + len(t) > cfg.max_positions:
+            raise ConfigError(f"test example {e.id}: its prompt ({len(p)} tokens) and reference ({len(t)}) take "
+                              f"{len(p) + len(t)} positions, more than model.max_positions={cfg.max_positions}, so its "
+                              "reference log-prob cannot be scored; set score_references=false, or shorten it")
 
 
 def score_references(model: Model, tokenizer: Tokenizer, refs: Sequence[str],

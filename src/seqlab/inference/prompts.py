@@ -7,8 +7,9 @@ from typing import Any
 
 from seqlab.checkpoint import CheckpointInfo
 from seqlab.config import ConfigError
+from seqlab.constants import TRAIN
 from seqlab.data import CorpusConfig, DataConfig, load_split
-from seqlab.data.prompting import Prompt, Prompted, PromptSettings, draw_shots
+from seqlab.data.prompting import Completions, Prompt, Prompted, PromptSettings, draw_shots
 
 
 def corpus_of(info: CheckpointInfo) -> CorpusConfig | None:
@@ -20,9 +21,23 @@ def prompted(tokenizer: Any, settings: PromptSettings, corpus: CorpusConfig | No
              command: str) -> Prompted:
     """`tokenizer` asking every source through `settings`; shots from `corpus`'s shots split, which must not be
     the decoded `split` (errors name `command.prompt.key`)."""
-    owner = f"{command}.prompt"
+    return Prompted(tokenizer, prompt_of(tokenizer, settings, corpus, split, f"{command}.prompt"))
+
+
+def completions(tokenizer: Any, settings: PromptSettings, data: DataConfig) -> Completions:
+    """An imported causal LM's fine-tuning tokenizer on `data`'s corpus (data.prompting.Completions); its shots
+    never from the training split it learns from."""
+    return Completions(tokenizer, prompt_of(tokenizer, settings, data.corpus, TRAIN, "prompt"))
+
+
+def prompt_of(tokenizer: Any, settings: PromptSettings, corpus: CorpusConfig | None, split: str | None,
+              owner: str) -> Prompt:
+    """The prompt of `settings` for `tokenizer`'s checkpoint: its shots drawn, its chat template."""
     shots: tuple[tuple[str, str], ...] = ()
     if settings.shots:
+        if split == TRAIN and settings.shots_split == TRAIN:
+            raise ConfigError(f"{owner}.shots_split=train: a fine-tuning run learns from its training split; draw "
+                              f"the shots from another ({owner}.shots_split=validation)")
         if split is not None and settings.shots_split == split:
             raise ConfigError(f"{owner}.shots_split={split} is the split being decoded: its examples would be "
                               f"shown with their answers; draw them from another ({owner}.shots_split=train)")
@@ -31,4 +46,4 @@ def prompted(tokenizer: Any, settings: PromptSettings, corpus: CorpusConfig | No
                               "has none (an imported model): name one with corpus=NAME")
         pool = [(e.source, e.target) for e in load_split(corpus, settings.shots_split)]
         shots = draw_shots(pool, settings, owner)
-    return Prompted(tokenizer, Prompt(settings, shots, getattr(tokenizer, "chat", None)))
+    return Prompt(settings, shots, getattr(tokenizer, "chat", None))

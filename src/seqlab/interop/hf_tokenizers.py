@@ -178,7 +178,10 @@ def read_tokenizer(folder: Path, special: tuple[int, int, int, int], ends: tuple
     if hf_pad != pad or hf.eos_token_id not in ends:
         raise InteropError(f"{named}: the tokenizer's pad and eos ids ({hf.pad_token_id}, {hf.eos_token_id}) are "
                            f"not the model's (pad {pad}, end tokens {list(ends)}); the folder mixes two models")
-    special = (pad, int(hf.unk_token_id if hf.unk_token_id is not None else pad), start, eos)
+    # the tokenizer's own EOS is the one its texts end with (a chat turn's: Llama 3.x-Instruct's <|eot_id|>, the
+    # third of its end tokens), what a fine-tuned continuation ends with (data.prompting.Completions)
+    own_eos = int(hf.eos_token_id) if hf.eos_token_id is not None else eos
+    special = (pad, int(hf.unk_token_id if hf.unk_token_id is not None else pad), start, own_eos)
     layout = learn_layout(hf, folder)
     kind = type(hf).__name__
     if getattr(hf, "backend_tokenizer", None) is not None:

@@ -21,20 +21,21 @@ from seqlab.train.output_loss import fused_label_smoothed_nll
 
 
 def step_loss(model: Model, src: Tensor, pad: Tensor, tgt_in: Tensor, tgt: Tensor, epsilon: float,
-              fused: bool = False, compiled: bool = False, bf16: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+              fused: bool = False, compiled: bool = False, bf16: bool = False,
+              keep: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """Summed label-smoothed loss, summed NLL and target-token count of one teacher-forced batch; `fused`
     projects and scores a block of rows at a time (`seqlab.train.output_loss`), never holding the logits,
     and `compiled` runs each block's arithmetic through torch.compile. A model with copy attention has no
     plain projection: it always takes the unfused path. `bf16`: the whole step in bf16 on a bf16 copy of
-    the weights (`bf16_weights`)."""
+    the weights (`bf16_weights`). `keep`: (B, T) the target tokens counted (None: those that are not PAD)."""
     if bf16:
         with torch.autocast(src.device.type, enabled=False), bf16_weights(model):
-            return step_loss(model, src, pad, tgt_in, tgt, epsilon, fused, compiled)
+            return step_loss(model, src, pad, tgt_in, tgt, epsilon, fused, compiled, keep=keep)
     if fused and model.pointer is None:
         h = model.output_states(src, pad, tgt_in)  # (B, T, d)
         return fused_label_smoothed_nll(h, model.output.weight, model.output.bias, tgt, epsilon, model.cfg.pad_id,
-                                        compiled=compiled)
-    return label_smoothed_nll(model(src, pad, tgt_in), tgt, epsilon, model.cfg.pad_id)
+                                        compiled=compiled, keep=keep)
+    return label_smoothed_nll(model(src, pad, tgt_in), tgt, epsilon, model.cfg.pad_id, keep)
 
 
 def check_bf16_weights(bf16: bool, precision: str, why: str = "") -> None:

@@ -75,11 +75,12 @@ def row_blocks(n: int, vocab: int, device: torch.device | None = None) -> list[s
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 
-def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, pad_id: int = PAD_ID
-                       ) -> tuple[Tensor, Tensor, Tensor]:
-    """Summed label-smoothed loss and summed NLL over non-pad tokens, and the token count."""
+def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, pad_id: int = PAD_ID,
+                       keep: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """Summed label-smoothed loss and summed NLL over non-pad tokens (`keep`, shaped as target, where the
+    padding's id cannot tell them), and the token count."""
     logits = logits.reshape(-1, logits.shape[-1])  # (N, V)
     target = target.reshape(-1)  # (N,)
-    keep = target != pad_id
+    keep = target != pad_id if keep is None else keep.reshape(-1)
     loss, nll = _LabelSmoothedCE.apply(logits, target, keep, epsilon)
     return loss.sum(), nll.sum(), keep.sum()

@@ -93,7 +93,8 @@ class Seq2SeqModule(L.LightningModule):
         """`bf16`: the training step's bf16 weights (train.bf16_weights); validation scores the checkpoint's
         model as evaluation decodes it, under autocast."""
         return step_loss(self.model, batch.src_ids, batch.src_pad_mask, batch.tgt_in, batch.tgt_out,
-                         self.optim.label_smoothing, self.train_cfg.fused_loss, self.train_cfg.compiles_loss, bf16)
+                         self.optim.label_smoothing, self.train_cfg.fused_loss, self.train_cfg.compiles_loss, bf16,
+                         batch.tgt_keep)
 
     def _nan_message(self) -> str:
         found = {Path(p) for cb in self.trainer.checkpoint_callbacks for p in (cb.best_model_path, cb.last_model_path)

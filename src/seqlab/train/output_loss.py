@@ -122,14 +122,15 @@ def blocks(n: int, vocab: int, device: torch.device) -> list[slice]:
 
 
 def fused_label_smoothed_nll(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, epsilon: float,
-                             pad_id: int = PAD_ID, compiled: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+                             pad_id: int = PAD_ID, compiled: bool = False, keep: Tensor | None = None
+                             ) -> tuple[Tensor, Tensor, Tensor]:
     """`label_smoothed_nll(F.linear(h, weight, bias), target, ...)` without the (N, V) logits: summed
     label-smoothed loss, summed NLL (not differentiable) and the token count. h: (B, T, d) or (N, d), the
     output layer's input; weight: (V, d); target: (B, T) or (N,); `compiled`: each block's arithmetic after
     the projection through torch.compile (`compiled_block`)."""
     h = h.reshape(-1, h.shape[-1])  # (N, d)
     target = target.reshape(-1)  # (N,)
-    keep = target != pad_id
+    keep = target != pad_id if keep is None else keep.reshape(-1)
     loss, nll = _LinearLabelSmoothedCE.apply(h, weight, bias, target, keep, epsilon, torch.is_grad_enabled(),
                                              compiled)
     return loss, nll, keep.sum()

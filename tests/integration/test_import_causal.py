@@ -145,3 +145,23 @@ def test_the_generation_configs_end_tokens_win_in_their_order_and_an_unknown_one
     assert main(["--hf", str(path), "--out", str(tmp_path / "y.ckpt")]) == 2
     err = capsys.readouterr().err
     assert "generation_config.json: eos_token_id=" in err and "[100000] ids outside the vocabulary" in err
+
+
+def test_decoding_overrides_apply_on_top_of_the_checkpoints_defaults(tmp_path, make_cfg):
+    """decoding_from_checkpoint=true with decoding.* given: the folder's generation defaults with those values
+    changed (here max_length, HF's max_new_tokens, and beams), as `generate` with the same two changed."""
+    path, hf = family_folder("llama", tmp_path)
+    ckpt = tmp_path / "imported.ckpt"
+    assert main(["--hf", str(path), "--out", str(ckpt)]) == 0
+    hf_tok = transformers.AutoTokenizer.from_pretrained(path)
+    expected = []
+    for prompt in PROMPTS:
+        ids = hf_tok(prompt, return_tensors="pt")
+        with torch.no_grad():
+            new = hf.generate(**ids, max_new_tokens=3, num_beams=2, early_stopping=True)[:, ids["input_ids"].shape[1]:]
+        expected.append(hf_tok.batch_decode(new, skip_special_tokens=True)[0].replace("\n", " "))
+    out = io.StringIO()
+    cfg = make_cfg("translate", [f"ckpt={ckpt}", "decoding_from_checkpoint=true", "decoding.max_length=3",
+                                 "decoding.num_beams=2", "decoding.method=beam", "decoding.early_stopping=true"])
+    run_translate(cfg, stdin=io.StringIO("".join(p + "\n" for p in PROMPTS)), stdout=out)
+    assert out.getvalue().split("\n")[:-1] == expected

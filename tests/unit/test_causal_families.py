@@ -29,6 +29,17 @@ FAMILIES = {
               dict(LLAMA, num_key_value_heads=2, tie_word_embeddings=True)),
     "qwen2_untied": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config,
                      dict(LLAMA, num_key_value_heads=2, tie_word_embeddings=False)),
+    # Phi-3's fused projections; Phi-4-mini's partial RoPE and a sliding window
+    "phi3": (transformers.Phi3ForCausalLM, transformers.Phi3Config, dict(LLAMA, num_key_value_heads=2, pad_token_id=0)),
+    "phi3_partial_window": (transformers.Phi3ForCausalLM, transformers.Phi3Config,
+                            dict(LLAMA, num_key_value_heads=4, partial_rotary_factor=0.5, sliding_window=3,
+                                 pad_token_id=0)),
+    # sliding windows shorter than the prompts and continuations: every layer (Mistral), the second only (Qwen2)
+    "mistral_window": (transformers.MistralForCausalLM, transformers.MistralConfig,
+                       dict(LLAMA, num_key_value_heads=1, sliding_window=3)),
+    "qwen2_window": (transformers.Qwen2ForCausalLM, transformers.Qwen2Config,
+                     dict(LLAMA, num_key_value_heads=2, use_sliding_window=True, sliding_window=3,
+                          max_window_layers=1)),
 }
 
 
@@ -169,7 +180,8 @@ def test_what_seqlab_does_not_compute_is_refused():
     with pytest.raises(InteropError, match="mixture-of-experts"):
         model_config({**llama, "model_type": "mixtral"})
     mistral = transformers.MistralConfig(**dict(LLAMA, num_key_value_heads=4, sliding_window=16)).to_dict()
-    assert model_config(mistral).max_positions == 16  # exact within the window; longer inputs are refused
+    windowed = model_config(mistral)  # the window is attended through, the positions stay the model's
+    assert (windowed.sliding_window, windowed.sliding_layers, windowed.max_positions) == (16, None, 64)
     ours = from_hf(build("gpt2"))
     with pytest.raises(ConfigError, match="set decoding.max_length"):
         generate(ours, torch.tensor([[5, 6]]), torch.zeros(1, 2, dtype=torch.bool), DecodingConfig())

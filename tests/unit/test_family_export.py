@@ -28,7 +28,7 @@ ALTERNATIVES: dict[str, tuple] = {
     "scale_embedding": (False, True), "layernorm_embedding": (True, False), "final_norm": (False, True),
     "output_bias": (True, False), "rescale_output": (True, False), "copy_attention": (True,),
     "layer_norm_eps": (1e-3,), "pad_id": (4,), "bos_id": (5,), "eos_id": (6,), "extra_eos_ids": ((7,),),
-    "kv_heads": (2, 1),
+    "kv_heads": (2, 1), "sliding_window": (4,), "sliding_layers": ((0,),),
     "qkv_bias": (True, False), "architecture": ("decoder_only",), "start": ("prompt",),
 }
 # a field whose change alone breaks another the family ties to it: the refusal names that one

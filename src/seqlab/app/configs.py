@@ -119,11 +119,26 @@ def job_name(cfg: DictConfig) -> str:
     return str(cfg.run_name) + ("/" + ",".join(overrides) if overrides else "")
 
 
-def checkpoint_decoding(info: Any) -> DecodingConfig:
-    """The decoding defaults a checkpoint carries (an imported model's generation config)."""
+def checkpoint_decoding(info: Any, overrides: dict[str, Any] | None = None) -> DecodingConfig:
+    """The decoding defaults a checkpoint carries (an imported model's generation config), with the command
+    line's `decoding.*` values on top of them (`decoding_overrides`)."""
     if not info.decoding:
         raise ConfigError(f"{info.path} carries no decoding defaults; drop decoding_from_checkpoint=true")
-    return typed(DecodingConfig, dict(info.decoding), f"{info.path}: decoding")
+    return typed(DecodingConfig, {**dict(info.decoding), **dict(overrides or {})}, f"{info.path}: decoding")
+
+
+def decoding_overrides(cfg: DictConfig) -> dict[str, Any]:
+    """The decoding.* values the command line set (Hydra's task overrides), by field: what a decoding from the
+    checkpoint's own defaults changes (`decoding=PRESET` itself is a preset, not a change to them)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        task = list(cfg.hydra.overrides.task) if "hydra" in cfg else list(HydraConfig.get().overrides.task)
+    except ValueError:
+        return {}
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in task]
+    fields = [k.split(".", 1)[1] for k in keys if k.startswith("decoding.")]
+    return {f: plain(cfg.decoding[f]) for f in dict.fromkeys(fields) if f in cfg.decoding}
 
 
 @dataclass

@@ -19,7 +19,15 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from seqlab.app.cli import reraise
-from seqlab.app.configs import JobLog, is_multirun, plain, sweep_group, tracking_config, typed
+from seqlab.app.configs import (
+    JobLog,
+    decoding_overrides,
+    is_multirun,
+    plain,
+    sweep_group,
+    tracking_config,
+    typed,
+)
 from seqlab.app.infer import LANGUAGE_KEYS, InferenceRequest, Loaded, chosen_engine, load
 from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError
@@ -91,7 +99,9 @@ def other_corpus(cfg: DictConfig) -> CorpusConfig | None:
 def result_dir(cfg: DictConfig, tests: TestSet, label: str, engine: str) -> tuple[ResultDir, dict[str, Any]]:
     """The setting's result folder, named by its label, and the values that key it
     (tracking.results.ResultDir.for_evaluation)."""
-    decoding = "checkpoint" if cfg.decoding_from_checkpoint else setting_decoding(cfg)
+    changed = decoding_overrides(cfg) if cfg.decoding_from_checkpoint else {}
+    decoding = ({"checkpoint": changed} if changed else "checkpoint") if cfg.decoding_from_checkpoint \
+        else setting_decoding(cfg)
     members = [str(c) for c in cfg.get("ensemble") or ()]
     ensemble = {"checkpoints": members, "rule": str(cfg.ensemble_rule)} if members else None
     languages = {k: plain(cfg[k]) for k in LANGUAGE_KEYS if cfg.get(k) is not None}

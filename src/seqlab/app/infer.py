@@ -15,7 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from seqlab.app.configs import checkpoint_decoding, plain
+from seqlab.app.configs import checkpoint_decoding, decoding_overrides, plain
 from seqlab.checkpoint import AnyTokenizer, CheckpointInfo, load_for_inference, resolve, start_from
 from seqlab.config import ConfigError, check_choice, check_types, resolve_device, typed
 from seqlab.data import CorpusConfig
@@ -145,6 +145,8 @@ class InferenceRequest:
     ensemble: tuple[str, ...] = ()  # further checkpoints decoded with `checkpoint` as one model
     ensemble_rule: Combination = "mean_prob"
     prompt: PromptSettings = PromptSettings()  # how the sources are asked (data.prompting)
+    # decoding.* values given on the command line, applied on top of the checkpoint's own defaults
+    decoding_overrides: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig, command: str, settings_cls: type[InferenceSettings] = InferenceSettings,
@@ -159,7 +161,8 @@ class InferenceRequest:
             check_members(decoding, settings.engine, command)
         return cls(command, settings.ckpt, decoding, settings.precision, settings.engine,
                    settings.decoding_from_checkpoint, (settings.src_lang, settings.tgt_lang, settings.task_prefix),
-                   tuple(settings.ensemble), settings.ensemble_rule, settings.prompt)
+                   tuple(settings.ensemble), settings.ensemble_rule, settings.prompt,
+                   tuple(decoding_overrides(cfg).items()) if settings.decoding_from_checkpoint else ())
 
     @property
     def label(self) -> str:
@@ -221,7 +224,8 @@ def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: 
     model, tokenizer, info = load_for_inference(path, device=device)
     if request.ensemble:
         model = ensemble_of(model, tokenizer, path, request, device)
-    decoding = checkpoint_decoding(info) if request.from_checkpoint else request.decoding
+    decoding = checkpoint_decoding(info, dict(request.decoding_overrides)) if request.from_checkpoint \
+        else request.decoding
     if request.ensemble and request.from_checkpoint:  # the request's own decoding was checked in from_cfg
         check_members(decoding, request.engine, request.command)
     tokenizer, decoding = with_languages(tokenizer, decoding, request, path)

@@ -52,7 +52,8 @@ DROPPED = ("paths", "root_dir", "data_dir", "cache_dir", "log_dir", "output_dir"
 NEUTRAL: dict[str, dict[str, Any]] = {
     "model": {"gated_ffn": False, "norm": "layernorm", "bias": True, "scale_attention": True, "d_head": None,
               "position_offset": 0, "sinusoid_layout": "marian", "rescale_output": False, "position_init": "small",
-              "architecture": "encoder_decoder", "start": "bos", "kv_heads": None, "qkv_bias": None},
+              "architecture": "encoder_decoder", "start": "bos", "kv_heads": None, "qkv_bias": None,
+              "sliding_window": None, "sliding_layers": None},
     "decoding": digest_neutral(DecodingConfig),  # each option's own declaration (decoding.options: in_digest=False)
     "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "prompt": PromptSettings().to_dict(),
          "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],

@@ -8,9 +8,9 @@ choices, config.json read both ways, one weight table.
   SwiGLU, grouped-query attention, no biases (or `attention_bias` with `mlp_bias`), heads of `head_dim`;
 - qwen2: Llama's layout with biases on q, k and v alone, a tied or untied head.
 
-What seqlab does not compute is refused by name: a rope scaling other than the default, sliding-window
-attention beyond the window (Mistral's `sliding_window`, Qwen2's `use_sliding_window`: the model's positions are
-capped at the window, within which attention is the same), mixture-of-experts layers.
+Sliding-window attention (Mistral's `sliding_window`, Qwen2's `use_sliding_window` over its sliding layers) is
+computed as transformers masks it. What seqlab does not compute is refused by name: a rope scaling other than
+the default, mixture-of-experts layers.
 """
 
 from __future__ import annotations
@@ -103,12 +103,23 @@ def rope_theta(c: Mapping[str, Any]) -> float:
     return float(params.get("rope_theta", c.get("rope_theta", 10000.0)))
 
 
-def window(c: Mapping[str, Any], positions: int) -> int:
-    """The positions seqlab takes a sliding-window model up to: its window, within which attention is full."""
-    sliding = c.get("sliding_window")
-    if c.get("use_sliding_window", c.get("model_type") == "mistral") and sliding:
-        return min(positions, int(sliding))
-    return positions
+def windows(c: Mapping[str, Any]) -> dict[str, Any]:
+    """Sliding-window attention as transformers computes it: Mistral's `sliding_window` in every layer, Qwen2's
+    (`use_sliding_window`) in the layers its `layer_types` mark `sliding_attention` (by default those from
+    `max_window_layers` on)."""
+    qwen2 = c.get("model_type") == "qwen2"
+    sliding = c.get("sliding_window") if (c.get("use_sliding_window") or not qwen2) else None
+    if not sliding:
+        return {}
+    n = int(c["num_hidden_layers"])
+    types = c.get("layer_types")
+    if types:
+        layers = [i for i, kind in enumerate(types) if kind == "sliding_attention"]
+    else:
+        layers = [i for i in range(n) if i >= int(c.get("max_window_layers", 28))] if qwen2 else list(range(n))
+    if not layers:
+        return {}
+    return dict(sliding_window=int(sliding), sliding_layers=None if len(layers) == n else tuple(layers))
 
 
 def llama_config(c: Mapping[str, Any], choices: Mapping[str, Any]) -> dict[str, Any]:
@@ -130,7 +141,7 @@ def llama_config(c: Mapping[str, Any], choices: Mapping[str, Any]) -> dict[str, 
                 decoder_layers=int(c["num_hidden_layers"]), d_ff=int(c["intermediate_size"]),
                 d_head=head_dim if head_dim * heads != d else None,
                 kv_heads=kv if kv != heads else None, activation=ACTIVATIONS[act], bias=attention_bias,
-                max_positions=window(c, int(c.get("max_position_embeddings", 2048))), rope_base=rope_theta(c),
+                max_positions=int(c.get("max_position_embeddings", 2048)), rope_base=rope_theta(c), **windows(c),
                 layer_norm_eps=float(c.get("rms_norm_eps", 1e-6)), attention_dropout=float(c.get("attention_dropout",
                                                                                                    0.0)),
                 dropout=0.0, tie_embeddings="all" if c.get("tie_word_embeddings", False) else "none", **special(c),
@@ -148,13 +159,19 @@ def llama_export(cfg: ModelConfig) -> dict[str, Any]:
 
 
 def mistral_export(cfg: ModelConfig) -> dict[str, Any]:
-    return {**llama_export(cfg), "sliding_window": None}  # full attention over the positions it has
+    """Mistral's window covers every layer (a per-layer one does not come back: the export is refused)."""
+    return {**llama_export(cfg), "sliding_window": cfg.sliding_window}
 
 
 def qwen2_export(cfg: ModelConfig) -> dict[str, Any]:
     out = llama_export(cfg)
     del out["attention_bias"], out["mlp_bias"]  # Qwen2's biases are fixed: q, k, v only
-    return {**out, "use_sliding_window": False}
+    if cfg.sliding_window is None:
+        return {**out, "use_sliding_window": False}
+    sliding = set(range(cfg.decoder_layers) if cfg.sliding_layers is None else cfg.sliding_layers)
+    types = ["sliding_attention" if i in sliding else "full_attention" for i in range(cfg.decoder_layers)]
+    return {**out, "use_sliding_window": True, "sliding_window": cfg.sliding_window, "layer_types": types,
+            "max_window_layers": min(sliding)}
 
 
 def llama_weights(cfg: ModelConfig) -> WeightMap:
@@ -175,6 +192,45 @@ def llama_weights(cfg: ModelConfig) -> WeightMap:
     return pairs + head_pairs(cfg, "model.embed_tokens.weight")
 
 
+def phi3_config(c: Mapping[str, Any], choices: Mapping[str, Any]) -> dict[str, Any]:
+    """Phi-3 / Phi-4-mini: Llama's computation with q, k, v and gate, up fused in one weight each, no biases,
+    partial RoPE (`partial_rotary_factor`), dropout on the embedding and both residuals alike."""
+    out = llama_config({k: v for k, v in c.items() if k not in ("attention_bias", "mlp_bias")}, choices)
+    params = dict(c.get("rope_parameters") or {})
+    factor = float(params.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0)))
+    head = out["d_head"] or out["d_model"] // out["n_heads"]
+    if factor != 1.0:
+        out["rope_dim"] = int(head * factor)
+    resid, embd = float(c.get("resid_pdrop", 0.0)), float(c.get("embd_pdrop", 0.0))
+    if resid != embd:
+        raise InteropError(f"config.json: resid_pdrop={resid} with embd_pdrop={embd}: seqlab's model.dropout covers "
+                           "both; they must agree")
+    return {**out, "dropout": resid}
+
+
+def phi3_export(cfg: ModelConfig) -> dict[str, Any]:
+    out = llama_export(cfg)
+    del out["attention_bias"], out["mlp_bias"]  # Phi-3 has no biases
+    return {**out, "sliding_window": cfg.sliding_window, "resid_pdrop": cfg.dropout, "embd_pdrop": cfg.dropout,
+            "partial_rotary_factor": cfg.rotary_dim / cfg.head_dim, "original_max_position_embeddings":
+            cfg.max_positions}
+
+
+def phi3_weights(cfg: ModelConfig) -> WeightMap:
+    """seqlab's parameters from Phi-3's names: its fused qkv_proj and gate_up_proj are seqlab's own layouts."""
+    pairs: WeightMap = []
+    for i in range(cfg.decoder_layers):
+        o, t = f"decoder_layers.{i}", f"model.layers.{i}"
+        pairs += [(f"{o}.self_attn.qkv_proj.weight", [f"{t}.self_attn.qkv_proj.weight"]),
+                  (f"{o}.self_attn.out_proj.weight", [f"{t}.self_attn.o_proj.weight"]),
+                  (f"{o}.ffn.fc1.weight", [f"{t}.mlp.gate_up_proj.weight"]),
+                  (f"{o}.ffn.fc2.weight", [f"{t}.mlp.down_proj.weight"])]
+        pairs += norm_pairs(f"{o}.self_attn_res.norm", f"{t}.input_layernorm", cfg)
+        pairs += norm_pairs(f"{o}.ffn_res.norm", f"{t}.post_attention_layernorm", cfg)
+    pairs += norm_pairs("decoder_norm", "model.norm", cfg)
+    return pairs + head_pairs(cfg, "model.embed_tokens.weight")
+
+
 LLAMA = dict(CAUSAL, norm="rmsnorm", positions="rope", gated_ffn=True)
 CAUSAL_FAMILIES: dict[str, Family] = {
     "gpt2": Family("gpt2", dict(CAUSAL, positions="learned"), gpt2_config, gpt2_weights, gpt2_export,
@@ -183,4 +239,5 @@ CAUSAL_FAMILIES: dict[str, Family] = {
     "mistral": Family("mistral", LLAMA, llama_config, llama_weights, mistral_export, "MistralForCausalLM"),
     "qwen2": Family("qwen2", dict(LLAMA, qkv_bias=True), llama_config, llama_weights, qwen2_export,
                     "Qwen2ForCausalLM"),
+    "phi3": Family("phi3", LLAMA, phi3_config, phi3_weights, phi3_export, "Phi3ForCausalLM"),
 }

@@ -39,6 +39,9 @@ SPECIALS = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}
 
 def check_exportable(cfg: ModelConfig) -> None:
     """Fail, naming the key, on what CTranslate2's Transformer specifications cannot express."""
+    if cfg.sliding_window is not None:
+        raise InteropError(f"model.sliding_window={cfg.sliding_window}: seqlab's CTranslate2 export writes full "
+                           "attention, which would read past the window; decode with engine=seqlab")
     if cfg.architecture == "prefix_lm":
         raise InteropError("model.architecture=prefix_lm: CTranslate2's decoder-only model (its Generator) attends "
                            "causally throughout, never bidirectionally over a prefix; decode it with engine=seqlab")

@@ -23,7 +23,7 @@ from seqlab.io import atomic_write
 from seqlab.model import Model, ModelConfig
 
 # Marian last among the encoder-decoders: seqlab's own models; then the decoder-only families
-EXPORT_ORDER = ("bart", "mbart", "pegasus", "m2m_100", "t5", "marian", "gpt2", "qwen2", "llama")
+EXPORT_ORDER = ("bart", "mbart", "pegasus", "m2m_100", "t5", "marian", "gpt2", "qwen2", "llama", "phi3")
 # How a model trains or which kernels compute it, not what it computes: not part of the comparison.
 NOT_COMPARED = ("dropout", "attention_dropout", "activation_dropout", "position_init", "attention_kernel",
                 "dropout_kernel")
@@ -77,7 +77,12 @@ def family_for(cfg: ModelConfig, hint: str | None = None) -> Family:
     """The family to export to: the one the model was imported from (`hint`) if it still fits, else the first
     that computes it; refuses, naming what the nearest family lacks."""
     names = ([hint] if hint in FAMILIES else []) + list(EXPORT_ORDER)
-    found = {name: mismatches(cfg, FAMILIES[name]) for name in dict.fromkeys(names)}
+    alike = [n for n in dict.fromkeys(names)
+             if FAMILIES[n].choices.get("architecture", "encoder_decoder") == cfg.architecture]
+    if not alike:
+        raise InteropError(f"no Hugging Face family is a model.architecture={cfg.architecture}; export it with "
+                           "--format ctranslate2 or keep it in seqlab")
+    found = {name: mismatches(cfg, FAMILIES[name]) for name in alike}
     for name, problems in found.items():
         if not problems:
             return FAMILIES[name]

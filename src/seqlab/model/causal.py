@@ -27,6 +27,11 @@ from seqlab.model.positions import make_relative
 from seqlab.model.transformer import EncoderLayer, initialize
 
 
+def within(mask: Tensor, near: Tensor) -> Tensor:
+    """`mask` (a bool mask, True = attend, or a float bias, -inf = masked) restricted to the keys `near` marks."""
+    return mask & near if mask.dtype == torch.bool else mask.masked_fill(~near, float("-inf"))
+
+
 class CausalTransformer(nn.Module):
     """A decoder-only or prefix LM with the variants of ModelConfig (see the module docstring).
 
@@ -76,6 +81,10 @@ class CausalTransformer(nn.Module):
         if past == 0 and source and int(positions[:, :source].max()) > top:
             raise ValueError(f"a source of {int(positions[:, :source].max()) + 1} tokens exceeds model.max_positions="
                              f"{self.cfg.max_positions}; truncate the prompt or build a model with more positions")
+        # keys within the window, by the real tokens between them (Hugging Face's `kv > q - window` on a
+        # left-padded batch, whose padding comes before every real token)
+        near = None if self.cfg.sliding_window is None else \
+            (positions[:, past:, None] - positions[:, None, :]) < self.cfg.sliding_window  # (B, T, L)
         # Past the last position are only tokens nobody reads: a target's right padding in a batch of ragged
         # targets, the steps a batched search runs on a row after its limit (which keeps every row's own tokens
         # within its room: decoding.prompts.position_room); they take the last position.
@@ -83,13 +92,14 @@ class CausalTransformer(nn.Module):
         new = positions[:, past:]  # (B, T)
         mask, attention = per_token_attention(self.decoder_positions, valid, positions, ids.shape[1], past, source,
                                               self.prefix_lm)
+        local = mask if near is None else within(mask, near[:, None])
         x = self.tgt_embed(ids, positions=new)  # (B, T, d)
         packing = Packing.of(valid[:, past:])  # a padded prompt or source: the layers compute its real tokens
         if packing is not None:
             x = packing.pack(x)  # (R, d)
         buffers = cache.layers if cache is not None else [None] * len(self.decoder_layers)
-        for layer, buffer in zip(self.decoder_layers, buffers, strict=True):
-            x = layer(x, mask, attention.rotary, buffer, packing)
+        for i, (layer, buffer) in enumerate(zip(self.decoder_layers, buffers, strict=True)):
+            x = layer(x, local if self.cfg.windowed(i) else mask, attention.rotary, buffer, packing)
         x = self.decoder_norm(x)
         return x if packing is None else packing.unpack(x)
 

@@ -79,6 +79,10 @@ class ModelConfig:
     # each (Llama 2 70B, Llama 3, Mistral, Qwen2); null = n_heads (multi-head attention), 1 = multi-query
     kv_heads: int | None = None
     qkv_bias: bool | None = None  # biases on the q, k, v projections alone (Qwen2); null = as `bias` says
+    # sliding-window attention (Beltagy et al. 2020; Mistral, Qwen2): a token attends to the keys fewer than
+    # this many positions before it, in the layers `sliding_layers` lists (null: every layer); null = full
+    sliding_window: int | None = None
+    sliding_layers: tuple[int, ...] | None = None
     max_positions: int = 1024
     position_offset: int = 0
     sinusoid_layout: SinusoidLayout = "marian"
@@ -141,6 +145,7 @@ class ModelConfig:
         if self.start == "prompt" and self.architecture != "decoder_only":
             raise ConfigError(f"{own}.start=prompt continues a prompt's text, a decoder-only LM's way; "
                               f"{own}.architecture={self.architecture} starts its target from bos")
+        self._check_window(own)
         if self.architecture in ONE_STACK:
             self._check_one_stack(own)
         elif self.encoder_layers < 1:
@@ -186,6 +191,29 @@ class ModelConfig:
             if not 0 <= i < self.target_vocab_size or i == self.eos_id:
                 raise ConfigError(f"{own}.extra_eos_ids={list(self.extra_eos_ids)}: {i} is outside the vocabulary "
                                   f"of {self.target_vocab_size} or repeats eos_id={self.eos_id}")
+
+    def _check_window(self, own: str) -> None:
+        """A sliding window is a one-stack model's (the imported causal LMs'), over layers it has."""
+        if self.sliding_layers is not None:
+            object.__setattr__(self, "sliding_layers", tuple(int(i) for i in self.sliding_layers))
+        if self.sliding_window is None:
+            if self.sliding_layers is not None:
+                raise ConfigError(f"{own}.sliding_layers={list(self.sliding_layers)} without {own}.sliding_window: "
+                                  "set the window, or sliding_layers=null")
+            return
+        if self.sliding_window < 1:
+            raise ConfigError(f"{own}.sliding_window={self.sliding_window} must be a positive number of positions")
+        if self.architecture not in ONE_STACK:
+            raise ConfigError(f"{own}.sliding_window={self.sliding_window} is computed for one-stack models; "
+                              f"{own}.architecture={self.architecture} attends fully: set {own}.sliding_window=null")
+        outside = [i for i in self.sliding_layers or () if not 0 <= i < self.decoder_layers]
+        if outside:
+            raise ConfigError(f"{own}.sliding_layers={list(self.sliding_layers or ())}: {outside} outside the "
+                              f"{self.decoder_layers} layers")
+
+    def windowed(self, layer: int) -> bool:
+        """Whether layer `layer` attends through the sliding window."""
+        return self.sliding_window is not None and (self.sliding_layers is None or layer in self.sliding_layers)
 
     def _check_one_stack(self, own: str) -> None:
         """A decoder-only or prefix LM reads source and target as one sequence of one vocabulary."""

@@ -34,6 +34,15 @@ FAMILIES = {
     "phi3_partial_window": (transformers.Phi3ForCausalLM, transformers.Phi3Config,
                             dict(LLAMA, num_key_value_heads=4, partial_rotary_factor=0.5, sliding_window=3,
                                  pad_token_id=0)),
+    # Gemma 2: sandwich norms, 1 + w gains, soft caps, local/global layers; Gemma 3: q/k norms, two RoPE bases
+    "gemma2": (transformers.Gemma2ForCausalLM, transformers.Gemma2Config,
+               dict(LLAMA, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=12, sliding_window=3,
+                    attn_logit_softcapping=2.0, final_logit_softcapping=3.0)),
+    "gemma3": (transformers.Gemma3ForCausalLM, transformers.Gemma3TextConfig,
+               dict(LLAMA, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=8, sliding_window=3,
+                    rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000.0},
+                                     "sliding_attention": {"rope_type": "default", "rope_theta": 30.0}},
+                    layer_types=["sliding_attention", "full_attention"])),
     # sliding windows shorter than the prompts and continuations: every layer (Mistral), the second only (Qwen2)
     "mistral_window": (transformers.MistralForCausalLM, transformers.MistralConfig,
                        dict(LLAMA, num_key_value_heads=1, sliding_window=3)),
@@ -180,6 +189,14 @@ def test_what_seqlab_does_not_compute_is_refused():
     with pytest.raises(InteropError, match="mixture-of-experts"):
         model_config({**llama, "model_type": "mixtral"})
     mistral = transformers.MistralConfig(**dict(LLAMA, num_key_value_heads=4, sliding_window=16)).to_dict()
+    from seqlab.interop.hf import from_state
+
+    hf = build("llama")
+    fewer = {**hf.config.to_dict(), "num_hidden_layers": 1}  # the folder's weights have two layers
+    with pytest.raises(InteropError, match=r"weights are not read by the model config.json describes \(model.layers.1"):
+        from_state(fewer, hf.state_dict())
+    with pytest.raises(InteropError, match="extra.tensor"):
+        from_state(hf.config.to_dict(), {**hf.state_dict(), "extra.tensor": torch.zeros(1)})
     windowed = model_config(mistral)  # the window is attended through, the positions stay the model's
     assert (windowed.sliding_window, windowed.sliding_layers, windowed.max_positions) == (16, None, 64)
     ours = from_hf(build("gpt2"))

@@ -29,6 +29,8 @@ ALTERNATIVES: dict[str, tuple] = {
     "output_bias": (True, False), "rescale_output": (True, False), "copy_attention": (True,),
     "layer_norm_eps": (1e-3,), "pad_id": (4,), "bos_id": (5,), "eos_id": (6,), "extra_eos_ids": ((7,),),
     "kv_heads": (2, 1), "sliding_window": (4,), "sliding_layers": ((0,),),
+    "sandwich_norm": (True, False), "attention_scalar": (12.0,), "attn_softcap": (5.0,), "logit_softcap": (5.0,),
+    "qk_norm": (True, False), "local_rope_base": (30.0,),
     "qkv_bias": (True, False), "architecture": ("decoder_only",), "start": ("prompt",),
 }
 # a field whose change alone breaks another the family ties to it: the refusal names that one

@@ -9,9 +9,10 @@ from typing import Any
 from seqlab.config import ConfigError
 from seqlab.interop.causal_families import CAUSAL_FAMILIES
 from seqlab.interop.families import ENCODER_DECODER, Family, InteropError
+from seqlab.interop.gemma_families import GEMMA_FAMILIES
 from seqlab.model import ModelConfig
 
-FAMILIES: dict[str, Family] = {**ENCODER_DECODER, "mt5": ENCODER_DECODER["t5"], **CAUSAL_FAMILIES}
+FAMILIES: dict[str, Family] = {**ENCODER_DECODER, "mt5": ENCODER_DECODER["t5"], **CAUSAL_FAMILIES, **GEMMA_FAMILIES}
 # mT5 is T5 v1.1's code with another vocabulary
 UNSUPPORTED = {"led": "Longformer's sliding-window attention", "longt5": "local/transient-global attention",
                "prophetnet": "n-stream self-attention", "xlm-prophetnet": "n-stream self-attention",

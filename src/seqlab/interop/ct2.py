@@ -39,6 +39,12 @@ SPECIALS = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}
 
 def check_exportable(cfg: ModelConfig) -> None:
     """Fail, naming the key, on what CTranslate2's Transformer specifications cannot express."""
+    gemma = [f"model.{k}={getattr(cfg, k)}" for k in ("sandwich_norm", "attention_scalar", "attn_softcap",
+                                                      "logit_softcap", "qk_norm", "local_rope_base")
+             if getattr(cfg, k) not in (None, False)]
+    if gemma:
+        raise InteropError(f"{', '.join(gemma)}: seqlab's CTranslate2 export does not write Gemma's departures; "
+                           "decode with engine=seqlab")
     if cfg.sliding_window is not None:
         raise InteropError(f"model.sliding_window={cfg.sliding_window}: seqlab's CTranslate2 export writes full "
                            "attention, which would read past the window; decode with engine=seqlab")

@@ -298,19 +298,38 @@ def untie_where_saved(cfg: ModelConfig, state: Mapping[str, Tensor], family: Fam
 
 
 TRANSPOSED = "@T"  # a part stored as (in, out), as GPT-2's Conv1D keeps its weights: transposed both ways
+PLUS_ONE = "@+1"  # a norm's gain stored as g - 1, as Gemma's RMSNorm computes x * (1 + w): seqlab's g = 1 + w
+
+
+def bare(part: str) -> str:
+    """A part's name without its layout mark."""
+    return part.removesuffix(TRANSPOSED).removesuffix(PLUS_ONE)
 
 
 def stored_name(part: str) -> str:
     """The name a weight table's part has in the family's state dict (the first of its candidates)."""
-    return part.split("|")[0].removesuffix(TRANSPOSED)
+    return bare(part.split("|")[0])
+
+
+def to_seqlab(part: str, tensor: Tensor) -> Tensor:
+    """A stored part in seqlab's layout."""
+    if part.endswith(TRANSPOSED):
+        return tensor.t()
+    return tensor.float() + 1.0 if part.endswith(PLUS_ONE) else tensor
+
+
+def to_family(part: str, tensor: Tensor) -> Tensor:
+    """`to_seqlab`'s inverse."""
+    if part.endswith(TRANSPOSED):
+        return tensor.t()
+    return tensor - 1.0 if part.endswith(PLUS_ONE) else tensor
 
 
 def read(state: Mapping[str, Tensor], names: str) -> Tensor:
     """The first of `a|b|c` present in the state dict, in seqlab's (out, in) layout."""
     for name in names.split("|"):
-        if name.removesuffix(TRANSPOSED) in state:
-            tensor = state[name.removesuffix(TRANSPOSED)]
-            return tensor.t() if name.endswith(TRANSPOSED) else tensor
+        if bare(name) in state:
+            return to_seqlab(name, state[bare(name)])
     raise KeyError(stored_name(names))
 
 

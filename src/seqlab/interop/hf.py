@@ -14,8 +14,8 @@ import torch
 from torch import Tensor
 
 from seqlab.interop.catalog import FAMILIES, family_of, model_config
-from seqlab.interop.families import InteropError, seqlab_state, stored_name, untie_where_saved
-from seqlab.model import Model, build_model
+from seqlab.interop.families import Family, InteropError, bare, seqlab_state, stored_name, untie_where_saved
+from seqlab.model import Model, ModelConfig, build_model
 
 __all__ = ["InteropError", "from_hf", "from_state", "to_hf"]
 
@@ -25,6 +25,8 @@ def from_state(config: dict[str, Any], state: dict[str, Tensor], where: str = "t
     computes."""
     family = family_of(config, where)
     cfg = untie_where_saved(model_config(config, where), state, family)
+    if cfg.one_stack:
+        check_all_used(cfg, family, state, where)
     model = build_model(cfg)
     ours = seqlab_state(cfg, family, state, where)
     if cfg.positions == "sinusoidal":
@@ -35,6 +37,22 @@ def from_state(config: dict[str, Any], state: dict[str, Tensor], where: str = "t
     if unexpected or set(missing) - tied:
         raise InteropError(f"{where}: weights did not map: missing {missing[:5]}, unexpected {unexpected[:5]}")
     return model.eval()
+
+
+# tensors a causal LM's folder may hold that are not weights: rotary tables, GPT-2's causal-mask buffers, a head
+# saved beside the table it is tied to
+NOT_WEIGHTS = (".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias", "lm_head.weight")
+
+
+def check_all_used(cfg: ModelConfig, family: Family, state: dict[str, Tensor], where: str) -> None:
+    """Every weight of the folder is one the config reads (a config of fewer layers than its weights, or
+    tensors of another model, would otherwise be dropped without a word); refused naming them."""
+    used = {bare(p) for _, parts in family.weights(cfg) for part in parts for p in part.split("|")}
+    unused = sorted(k for k in state if k not in used and not k.endswith(NOT_WEIGHTS))
+    if unused:
+        raise InteropError(f"{where}: {len(unused)} weights are not read by the model config.json describes "
+                           f"({', '.join(unused[:4])}{', ...' if len(unused) > 4 else ''}); the config and weights "
+                           "belong to different models (num_hidden_layers?)")
 
 
 def check_shapes(model: Model, ours: dict[str, Tensor], family: str, where: str) -> None:

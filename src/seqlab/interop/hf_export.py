@@ -18,12 +18,13 @@ from typing import Any
 import torch
 
 from seqlab.interop.catalog import FAMILIES, model_config
-from seqlab.interop.families import TRANSPOSED, Family, InteropError, stored_name, untie_where_saved
+from seqlab.interop.families import Family, InteropError, stored_name, to_family, untie_where_saved
 from seqlab.io import atomic_write
 from seqlab.model import Model, ModelConfig
 
 # Marian last among the encoder-decoders: seqlab's own models; then the decoder-only families
-EXPORT_ORDER = ("bart", "mbart", "pegasus", "m2m_100", "t5", "marian", "gpt2", "qwen2", "llama", "phi3")
+EXPORT_ORDER = ("bart", "mbart", "pegasus", "m2m_100", "t5", "marian", "gpt2", "qwen2", "llama", "phi3", "gemma2",
+                "gemma3_text")
 # How a model trains or which kernels compute it, not what it computes: not part of the comparison.
 NOT_COMPARED = ("dropout", "attention_dropout", "activation_dropout", "position_init", "attention_kernel",
                 "dropout_kernel")
@@ -106,7 +107,7 @@ def hf_state(model: Model, family: Family) -> dict[str, torch.Tensor]:
         names = [p.split("|")[0] for p in parts]  # a tied table under its first (shared) name
         sizes = part_sizes(model.cfg, name, ours[name].shape[0], len(names))
         for part, chunk in zip(names, ours[name].split(sizes, dim=0), strict=True):
-            state[stored_name(part)] = (chunk.t() if part.endswith(TRANSPOSED) else chunk).clone()
+            state[stored_name(part)] = to_family(part, chunk).clone()
     if "final_logits_bias" in state:
         state["final_logits_bias"] = state["final_logits_bias"].reshape(1, -1)
     elif family.choices.get("output_bias"):  # a family with an output bias, a model without one: zeros

@@ -16,6 +16,8 @@ of itself, the target causally to everything before it (Raffel et al. 2020, Sect
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 from torch import Tensor, nn
 
@@ -53,6 +55,9 @@ class CausalTransformer(nn.Module):
         self.encoder_positions, self.encoder_norm, self.pointer = None, nn.Identity(), None
         self.decoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.decoder_layers))
         self.decoder_positions = make_relative(cfg, causal=cfg.architecture == "decoder_only")
+        # Gemma 3: the sliding layers' RoPE of their own base
+        self.local_positions = None if cfg.local_rope_base is None else \
+            make_relative(replace(cfg, rope_base=cfg.local_rope_base), causal=True)
         self.decoder_norm = make_norm(cfg) if cfg.use_final_norm else nn.Identity()
         self.output_scale = d**-0.5 if cfg.rescale_output else None
         self.output = nn.Linear(d, cfg.target_vocab_size, bias=cfg.output_bias)
@@ -93,18 +98,27 @@ class CausalTransformer(nn.Module):
         mask, attention = per_token_attention(self.decoder_positions, valid, positions, ids.shape[1], past, source,
                                               self.prefix_lm)
         local = mask if near is None else within(mask, near[:, None])
+        local_rotary = attention.rotary if self.local_positions is None else \
+            self.local_positions.rows(positions[:, past:], positions).rotary
         x = self.tgt_embed(ids, positions=new)  # (B, T, d)
         packing = Packing.of(valid[:, past:])  # a padded prompt or source: the layers compute its real tokens
         if packing is not None:
             x = packing.pack(x)  # (R, d)
         buffers = cache.layers if cache is not None else [None] * len(self.decoder_layers)
         for i, (layer, buffer) in enumerate(zip(self.decoder_layers, buffers, strict=True)):
-            x = layer(x, local if self.cfg.windowed(i) else mask, attention.rotary, buffer, packing)
+            windowed = self.cfg.windowed(i)
+            x = layer(x, local if windowed else mask, local_rotary if windowed else attention.rotary, buffer, packing)
         x = self.decoder_norm(x)
         return x if packing is None else packing.unpack(x)
 
     def output_input(self, h: Tensor) -> Tensor:
         return h if self.output_scale is None else h * self.output_scale
+
+    def logits(self, h: Tensor) -> Tensor:
+        """The output layer on final states, soft-capped where the model caps it (Gemma 2)."""
+        out = self.output(self.output_input(h))
+        cap = self.cfg.logit_softcap
+        return out if cap is None else torch.tanh(out / cap) * cap
 
     def _sequence(self, src_ids: Tensor, src_pad_mask: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """Final states (B, T, d) of the target positions of source + target, teacher-forced."""
@@ -115,7 +129,7 @@ class CausalTransformer(nn.Module):
     def forward(self, src_ids: Tensor, src_pad_mask: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V) of the target positions, given the source (B, S) and decoder inputs
         (B, T). Target padding is on the right and hidden by causality, as in the encoder-decoder."""
-        return self.output(self.output_input(self._sequence(src_ids, src_pad_mask, tgt_in_ids)))
+        return self.logits(self._sequence(src_ids, src_pad_mask, tgt_in_ids))
 
     def output_states(self, src_ids: Tensor, src_pad_mask: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """What `forward` projects to logits (B, T, d), for a loss that fuses the projection."""
@@ -160,7 +174,7 @@ class CausalTransformer(nn.Module):
             h = self._stack(tgt_ids, valid, past, cache.prompt_length, cache)
         if states is not None:
             states.append(h)
-        return self.output(self.output_input(h)), cache
+        return self.logits(h), cache
 
     def step_at_blocker(self) -> str | None:
         return "a one-stack model's step (its keys' positions depend on the prompt's padding) is not captured"

@@ -83,6 +83,17 @@ class ModelConfig:
     # this many positions before it, in the layers `sliding_layers` lists (null: every layer); null = full
     sliding_window: int | None = None
     sliding_layers: tuple[int, ...] | None = None
+    # Gemma 2 / 3's departures (Gemma Team 2024, 2025): each sublayer's output normalized again before its
+    # residual add (`sandwich_norm`, the "sandwich" LayerNorm of Ding et al. 2021); the attention logits scaled
+    # by attention_scalar ** -0.5 rather than d_head ** -0.5 (query_pre_attn_scalar); logits soft-capped as
+    # cap * tanh(x / cap), the attention's (`attn_softcap`) and the output's (`logit_softcap`); an RMSNorm on
+    # each head's queries and keys before RoPE (`qk_norm`); the sliding layers' own RoPE base (`local_rope_base`)
+    sandwich_norm: bool = False
+    attention_scalar: float | None = None
+    attn_softcap: float | None = None
+    logit_softcap: float | None = None
+    qk_norm: bool = False
+    local_rope_base: float | None = None
     max_positions: int = 1024
     position_offset: int = 0
     sinusoid_layout: SinusoidLayout = "marian"
@@ -146,6 +157,7 @@ class ModelConfig:
             raise ConfigError(f"{own}.start=prompt continues a prompt's text, a decoder-only LM's way; "
                               f"{own}.architecture={self.architecture} starts its target from bos")
         self._check_window(own)
+        self._check_gemma(own)
         if self.architecture in ONE_STACK:
             self._check_one_stack(own)
         elif self.encoder_layers < 1:
@@ -210,6 +222,22 @@ class ModelConfig:
         if outside:
             raise ConfigError(f"{own}.sliding_layers={list(self.sliding_layers or ())}: {outside} outside the "
                               f"{self.decoder_layers} layers")
+
+    def _check_gemma(self, own: str) -> None:
+        """The Gemma departures where they are computed (see their fields)."""
+        if self.sandwich_norm and self.norm_position != "pre":
+            raise ConfigError(f"{own}.sandwich_norm=true normalizes a pre-norm block's output as well; set "
+                              f"{own}.norm_position=pre")
+        for name in ("attention_scalar", "attn_softcap", "logit_softcap", "local_rope_base"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ConfigError(f"{own}.{name}={value} must be positive, or null")
+        if self.logit_softcap is not None and self.architecture not in ONE_STACK:
+            raise ConfigError(f"{own}.logit_softcap caps a one-stack model's output; {own}.architecture="
+                              f"{self.architecture}: set it to null")
+        if self.local_rope_base is not None and (self.positions != "rope" or self.sliding_window is None):
+            raise ConfigError(f"{own}.local_rope_base is the sliding layers' RoPE base: it needs {own}.positions=rope "
+                              f"and {own}.sliding_window")
 
     def windowed(self, layer: int) -> bool:
         """Whether layer `layer` attends through the sliding window."""
@@ -331,8 +359,11 @@ class ModelConfig:
 
     @property
     def attention_scale(self) -> float | None:
-        """The factor on q.k: None = 1/sqrt(d_head), the fused kernel's own default; 1.0 without scaling."""
-        return None if self.scale_attention else 1.0
+        """The factor on q.k: None = 1/sqrt(d_head), the fused kernel's own default; 1.0 without scaling;
+        attention_scalar ** -0.5 where it is set (Gemma)."""
+        if not self.scale_attention:
+            return 1.0
+        return None if self.attention_scalar is None else self.attention_scalar**-0.5
 
     @property
     def position_rows(self) -> int:

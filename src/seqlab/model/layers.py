@@ -41,6 +41,10 @@ class MultiHeadAttention(nn.Module):
         kv, in_bias = cfg.kv_dim, cfg.projection_bias  # kv = kv_heads * d_head (grouped-query attention)
         self.n_heads, self.kv_heads, self.head_dim, self.cross = cfg.n_heads, cfg.key_value_heads, cfg.head_dim, cross
         self.scale = cfg.attention_scale  # None: 1/sqrt(d_head)
+        self.softcap = cfg.attn_softcap  # a soft cap on the logits: computed written out (SDPA has none)
+        if cfg.qk_norm:  # Gemma 3: each head's queries and keys normalized before RoPE
+            self.q_norm = RMSNorm(cfg.head_dim, cfg.layer_norm_eps)
+            self.k_norm = RMSNorm(cfg.head_dim, cfg.layer_norm_eps)
         self.dropout = cfg.attention_dropout
         self.kernel, self.dropout_kernel = cfg.attention_kernel, cfg.dropout_kernel
         self.split = (a, kv, kv)  # the fused projection's q, k, v blocks
@@ -89,6 +93,8 @@ class MultiHeadAttention(nn.Module):
         else:
             qkv = self.qkv_proj(x) if packing is None else packing.unpack(self.qkv_proj(x))  # (B, T, a + 2kv)
             q, k, v = (self.split_heads(t) for t in qkv.split(self.split, dim=-1))
+            if hasattr(self, "q_norm"):
+                q, k = self.q_norm(q), self.k_norm(k)
             if rotary is not None:  # keys are cached rotated, at their own positions
                 q, k = rotate(q, rotary), rotate(k, rotary)
             if cache is not None:
@@ -104,8 +110,8 @@ class MultiHeadAttention(nn.Module):
         if group > 1:  # one source's beams form one group of queries over its keys: (G, H, K*T, Dh)
             q = q.view(b // group, group, h, t, dh).transpose(1, 2).reshape(b // group, h, group * t, dh)
         p_drop = self.dropout if self.training else 0.0
-        if uses_math_attention(self.kernel, q, t):
-            out = math_attention(q, k, v, attn_mask, is_causal, p_drop, self.dropout_kernel, self.scale)
+        if uses_math_attention(self.kernel, q, t) or self.softcap is not None:
+            out = math_attention(q, k, v, attn_mask, is_causal, p_drop, self.dropout_kernel, self.scale, self.softcap)
         else:
             if attn_mask is not None and attn_mask.is_floating_point():
                 attn_mask = attn_mask.to(q.dtype)  # a position bias: SDPA takes a float mask in the queries' type
@@ -193,7 +199,8 @@ def logit_scale(q: Tensor, scale: float | None) -> float:
 
 
 def math_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is_causal: bool,
-                   dropout_p: float, dropout_kernel: DropoutKernel = "auto", scale: float | None = None) -> Tensor:
+                   dropout_p: float, dropout_kernel: DropoutKernel = "auto", scale: float | None = None,
+                   softcap: float | None = None) -> Tensor:
     """softmax(q k^T / sqrt(d_h)) v (or `scale` in place of 1/sqrt(d_h)), written out: what
     F.scaled_dot_product_attention computes.
 
@@ -204,6 +211,8 @@ def math_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None, is
     backward dominated a bf16 training step in a profile, and this one is plain GEMMs (docs/performance.md).
     """
     scores = (q @ k.transpose(-1, -2)) * logit_scale(q, scale)  # (B, H, T, S)
+    if softcap is not None:  # Gemma 2: cap * tanh(scores / cap), before the mask
+        scores = torch.tanh(scores / softcap) * softcap
     weights = torch.softmax(masked(scores.float(), attn_mask, is_causal), dim=-1).to(v.dtype)
     weights = dropout(weights, dropout_p, True, dropout_kernel)
     return weights @ v  # (B, H, T, Dh)
@@ -330,6 +339,7 @@ class Residual(nn.Module):
 
     post (Vaswani et al. 2017): x = LN(x + dropout(f(x)));
     pre (Xiong et al. 2020, fairseq's normalize_before): x = x + dropout(f(LN(x))).
+    sandwich (Ding et al. 2021; Gemma 2/3, `sandwich_norm`): x = x + dropout(LN'(f(LN(x)))).
     This is the one place where `norm_position` takes effect.
     """
 
@@ -337,9 +347,12 @@ class Residual(nn.Module):
         super().__init__()
         self.pre = cfg.norm_position == "pre"
         self.norm = make_norm(cfg)
+        self.post_norm = make_norm(cfg) if cfg.sandwich_norm else None  # Gemma's norm of the sublayer's output
         self.dropout = Dropout(cfg.dropout, cfg.dropout_kernel)
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.post_norm is not None:  # sandwich: x + dropout(LN'(f(LN(x))))
+            return x + self.dropout(self.post_norm(sublayer(self.norm(x))))
         if self.pre:
             return x + self.dropout(sublayer(self.norm(x)))
         return self.norm(x + self.dropout(sublayer(x)))

@@ -31,7 +31,7 @@ def step_loss(model: Model, src: Tensor, pad: Tensor, tgt_in: Tensor, tgt: Tenso
     if bf16:
         with torch.autocast(src.device.type, enabled=False), bf16_weights(model):
             return step_loss(model, src, pad, tgt_in, tgt, epsilon, fused, compiled, keep=keep)
-    if fused and model.pointer is None:
+    if fused and model.pointer is None and model.cfg.logit_softcap is None:  # a capped output is not fused
         h = model.output_states(src, pad, tgt_in)  # (B, T, d)
         return fused_label_smoothed_nll(h, model.output.weight, model.output.bias, tgt, epsilon, model.cfg.pad_id,
                                         compiled=compiled, keep=keep)

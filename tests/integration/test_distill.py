@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 
+import pytest
 from hydra.core.global_hydra import GlobalHydra
 
 from seqlab.app.distill import run_distill
 from seqlab.app.evaluate import run_evaluation
 from seqlab.app.train import train
 from seqlab.checkpoint import load_for_inference
+from seqlab.config import ConfigError
 from seqlab.data import DataConfig
 from seqlab.data.corpora import load_split
 from seqlab.decoding import DecodingConfig
@@ -61,3 +64,26 @@ def test_distill_writes_a_corpus_resumes_by_shard_and_a_student_trains_on_it(mak
     plain = run_evaluation(make_cfg("eval", common, out=tmp_path / "plain"))
     drafted = run_evaluation(make_cfg("eval", [*common, f"decoding.draft='ckpt:{student}'"], out=tmp_path / "spec"))
     assert drafted["metrics"]["bleu"] == plain["metrics"]["bleu"] and "draft_acceptance" in drafted["metrics"]
+
+
+def test_a_folder_belongs_to_one_teacher_and_one_decoding(make_cfg, smoke_checkpoint, tmp_path):
+    """Another teacher (here a copy of the checkpoint: another file) or another decoding on a finished or cut
+    folder is refused naming both, before anything loads; force=true starts it over for the new one; an `out`
+    that is a file and a teacher without a corpus are one-line refusals."""
+    out = tmp_path / "distilled"
+    common = [f"out={out}", "limit=6", "shard_size=4", "decoding.max_length=8", "engine=seqlab"]
+    assert run_distill(make_cfg("distill", [f"ckpt={smoke_checkpoint}", *common]))["status"] == "ok"
+    other = tmp_path / "other.ckpt"
+    shutil.copy(smoke_checkpoint, other)
+    with pytest.raises(ConfigError, match=f"holds the outputs of another teacher \\({smoke_checkpoint}"):
+        run_distill(make_cfg("distill", [f"ckpt={other}", *common]))
+    (out / "distill.json").unlink()  # cut: the first shard kept, the record not yet written
+    (out / "shards" / "train-00001.jsonl.gz").unlink()
+    with pytest.raises(ConfigError, match="holds the outputs of another decoding"):
+        run_distill(make_cfg("distill", [f"ckpt={smoke_checkpoint}", *common, "decoding=greedy"]))
+    redone = run_distill(make_cfg("distill", [f"ckpt={other}", *common, "force=true"]))
+    assert redone["status"] == "ok" and redone["decoded_now"] == 6 and redone["teacher"] == str(other)
+    assert json.loads((out / "owner.json").read_text())["teacher"] == str(other)
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(ConfigError, match="a_file is a file; name a folder"):
+        run_distill(make_cfg("distill", [f"ckpt={smoke_checkpoint}", f"out={tmp_path / 'a_file'}"]))

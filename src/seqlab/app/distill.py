@@ -9,7 +9,9 @@ against the real references. Each line is `{"id", "source", "target"}`.
 Resumable: the sources are decoded `shard_size` at a time, each shard written atomically under DIR/shards/, and
 a rerun decodes only the shards that are missing; the corpus files and `distill.json` (the teacher, its step,
 the decoding, counts and seconds) are written once every shard exists. A finished folder is not decoded again
-(force=true does).
+(force=true does). A folder belongs to one teacher (its file, size and time) and one decoding, written first in
+`DIR/owner.json`: another teacher or decoding is refused naming both, finished or cut (force=true starts the
+folder over for the new one), so a corpus never mixes two teachers' outputs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,8 @@ from omegaconf import DictConfig
 from seqlab.app.cli import reraise
 from seqlab.app.infer import DistillSettings, InferenceRequest, Loaded, load, settings_of
 from seqlab.app.store import CONF_DIR
+from seqlab.checkpoint import resolve
+from seqlab.config import ConfigError
 from seqlab.data import DataConfig, Example
 from seqlab.data.corpora import load_split
 from seqlab.decoding import precision_context
@@ -37,6 +42,42 @@ from seqlab.progress import Progress
 
 log = logging.getLogger("seqlab.distill")
 RECORD = "distill.json"
+OWNER = "owner.json"  # the teacher and decoding the folder's shards come from
+
+
+def owner_of(request: InferenceRequest) -> dict[str, Any]:
+    """What a folder's outputs depend on: the teacher's file (path, size, modification time) and the decoding."""
+    path = resolve(request.checkpoint)
+    stat = path.stat()
+    decoding = {"from_checkpoint": dict(request.decoding_overrides)} if request.from_checkpoint \
+        else request.decoding.to_dict()
+    return {"teacher": str(path), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "decoding": decoding,
+            "precision": request.precision, "engine": request.engine}
+
+
+def check_owner(out: Path, owner: dict[str, Any], force: bool) -> None:
+    """Refuse a folder that holds another teacher's or decoding's outputs (force=true: start it over, its old
+    shards and record removed); `claim` then makes it this one's."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"distill.out={out} is a file; name a folder for the distilled corpus")
+    path = out / OWNER
+    if path.is_file():
+        held = json.loads(path.read_text())
+        if held != owner and not force:
+            what = "teacher" if (held.get("teacher"), held.get("size"), held.get("mtime_ns")) != \
+                (owner["teacher"], owner["size"], owner["mtime_ns"]) else "decoding"
+            raise ConfigError(f"distill.out={out} holds the outputs of another {what} ({held.get('teacher')}, "
+                              f"{held.get('decoding')}) than this one ({owner['teacher']}, {owner['decoding']}); "
+                              "name another folder, or force=true to start this one over")
+        if held != owner:
+            shutil.rmtree(out / "shards", ignore_errors=True)
+            (out / RECORD).unlink(missing_ok=True)
+
+
+def claim(out: Path, owner: dict[str, Any]) -> None:
+    """`out` is this teacher's and decoding's folder from now on."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / OWNER, json.dumps(owner, indent=2, default=str))
 
 
 def line(example_id: str, source: str, target: str) -> str:
@@ -62,14 +103,17 @@ def run_distill(cfg: DictConfig) -> dict[str, Any]:
     request = InferenceRequest.from_cfg(cfg, "distill", DistillSettings)  # bad values fail before loading
     settings = settings_of(cfg, DistillSettings, "distill")
     out = Path(settings.out)
+    owner = owner_of(request)
+    check_owner(out, owner, settings.force)  # another teacher's folder is refused before anything loads
     if (out / RECORD).is_file() and not settings.force:
         log.info("already distilled: %s (force=true to redo)", out / RECORD)
         return {"status": "skipped", **json.loads((out / RECORD).read_text())}
     keep_freed_memory()
     loaded = load(request, cfg.device, Path(cfg.paths.cache_dir))
     if not loaded.info.data_config:
-        raise ValueError(f"{loaded.info.path}: the checkpoint records no corpus (an imported model); distil a "
-                         "checkpoint seqlab trained")
+        raise ConfigError(f"{loaded.info.path}: the checkpoint records no corpus (an imported model); distil a "
+                          "checkpoint seqlab trained on the corpus")
+    claim(out, owner)
     corpus = DataConfig.from_dict(loaded.info.data_config).corpus
     examples = load_split(corpus, "train")[: settings.limit]
     shards = [examples[i: i + settings.shard_size] for i in range(0, len(examples), settings.shard_size)]

@@ -53,7 +53,8 @@ NEUTRAL: dict[str, dict[str, Any]] = {
     "model": {"gated_ffn": False, "norm": "layernorm", "bias": True, "scale_attention": True, "d_head": None,
               "position_offset": 0, "sinusoid_layout": "marian", "rescale_output": False, "position_init": "small",
               "architecture": "encoder_decoder", "start": "bos", "kv_heads": None, "qkv_bias": None,
-              "sliding_window": None, "sliding_layers": None},
+              "sliding_window": None, "sliding_layers": None, "sandwich_norm": False, "attention_scalar": None,
+              "attn_softcap": None, "logit_softcap": None, "qk_norm": False, "local_rope_base": None},
     "decoding": digest_neutral(DecodingConfig),  # each option's own declaration (decoding.options: in_digest=False)
     "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "prompt": PromptSettings().to_dict(),
          "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],

@@ -77,6 +77,7 @@ def test_the_loss_is_transformers_completion_only_loss(instruct, chat):
     assert abs(float(nll.detach()) - theirs) < 1e-4 * theirs, (float(nll.detach()), theirs)
 
 
+@pytest.mark.slow
 def test_lora_sft_learns_keeps_its_prompt_and_exports_a_model_that_stops(instruct, make_cfg, tmp_path):
     path, hf, ckpt, corpus = instruct
     common = [f"train.init_from={ckpt}", "data=bible_es_en", f"data.corpus.path={corpus}", "data.corpus.name=toy",

@@ -61,6 +61,7 @@ NEUTRAL: dict[str, dict[str, Any]] = {
          "ensemble_rule": "mean_prob", "levers": False, "language_models": False, "finetune": False,
          "speculative": False, "drafts": [], "neural": NeuralSettings().to_dict(), "comet": False,
          "comet_python": None, "norms": False},
+    "data": {"shuffle_each_epoch": False},  # the archived recipes replayed one batch order (conf/experiment)
     "train": {"init_from": None, "tokenizer_from": None, "fused_loss": False, "compile": "none", "bf16_weights": False,
               "activation_checkpointing": False,
               "lora": asdict(LoraConfig())},

@@ -20,6 +20,9 @@ class DataConfig:
     max_target_len: int = 256
     max_tokens: int = 4096
     max_sentences: int | None = None
+    # a new batch order every epoch (fairseq's); false: the first epoch's order in every epoch, as the archived
+    # recipes (conf/experiment) were trained
+    shuffle_each_epoch: bool = True
     num_workers: int = 0  # loader processes; 0 collates in the training process (cheapest on a few CPU cores)
     pin_memory: bool = True  # page-locked batches when they go to a GPU (copied asynchronously); no effect on a CPU
     prepare_threads: int | None = None  # tokenizing threads when preparing the cache; None: every core

@@ -93,22 +93,33 @@ class PromptCollate:
 
 
 class ResumableLoader(DataLoader):
-    """A DataLoader whose state (epoch, batches consumed) Lightning saves and restores.
+    """A DataLoader whose state (batches consumed) Lightning saves and restores, its batch order the trainer's
+    epoch's.
 
-    `consumed` reads how many batches the trainer has finished this epoch, so a
-    resumed run skips exactly those and continues the same order.
+    `consumed` reads how many batches the trainer has finished this epoch, so a resumed run skips exactly those
+    and continues the same order; `epoch` reads the trainer's epoch, which orders the batches of each epoch
+    (Lightning tells a loader's sampler the epoch, never its batch sampler); `reshuffle=False` keeps the first
+    epoch's order in every epoch. A run cut after an epoch's last batch resumes at the next epoch's first.
     """
 
-    def __init__(self, *args: Any, consumed: Any = lambda: 0, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, consumed: Any = lambda: 0, epoch: Any = lambda: 0, reshuffle: bool = True,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._consumed = consumed
+        self._consumed, self._epoch, self._reshuffle = consumed, epoch, reshuffle
+        self._ahead = 0  # 1: restored after an epoch's last batch, this iterator serves the next epoch
+
+    def __iter__(self) -> Any:
+        epoch, self._ahead = int(self._epoch()) + self._ahead, 0
+        self.batch_sampler.set_epoch(epoch if self._reshuffle else 0)
+        return super().__iter__()
 
     def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.batch_sampler.epoch, "consumed": int(self._consumed())}
+        return {"epoch": int(self._epoch()), "consumed": int(self._consumed())}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        self.batch_sampler.set_epoch(state["epoch"])
-        self.batch_sampler.skip = state["consumed"]
+        consumed = int(state["consumed"])
+        finished = consumed >= len(self.batch_sampler)  # Lightning goes on to the next epoch with this iterator
+        self.batch_sampler.skip, self._ahead = (0, 1) if finished else (consumed, 0)
 
 
 class Seq2SeqDataModule(L.LightningDataModule):
@@ -166,10 +177,13 @@ class Seq2SeqDataModule(L.LightningDataModule):
             log.info("%s: %d batches per rank, padding ratio %.3f", split, len(sampler), sampler.padding_ratio())
         trainer = self.trainer
         consumed = (lambda: trainer.fit_loop.epoch_loop.batch_progress.current.processed) if trainer else (lambda: 0)
+        # the epoch Lightning is starting (what it tells a sampler's set_epoch), also right after a restore
+        epoch = (lambda: trainer.fit_loop.epoch_progress.current.processed) if trainer else (lambda: 0)
         return ResumableLoader(
             self.splits[split], batch_sampler=sampler, collate_fn=self.collate, num_workers=self.cfg.num_workers,
             generator=torch.Generator(),  # never draws from the global RNG, which dropout uses
-            consumed=consumed, persistent_workers=self.cfg.num_workers > 0, pin_memory=self.pinned())
+            consumed=consumed, epoch=epoch, reshuffle=self.cfg.shuffle_each_epoch,
+            persistent_workers=self.cfg.num_workers > 0, pin_memory=self.pinned())
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(TRAIN, shuffle=True)

@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from seqlab.model.config import ModelConfig
@@ -129,8 +130,10 @@ class LearnedPositions(nn.Module):
         return self.weight.index_select(0, position + self.offset)
 
     def rows(self, positions: Tensor) -> Tensor:
-        """(B, T, d): the rows of per-token positions (B, T) (a one-stack model's padded prompts)."""
-        return self.weight[positions + self.offset]
+        """(B, T, d): the rows of per-token positions (B, T) (a one-stack model's padded prompts). Looked up as an
+        embedding: its gradient sums each row's tokens in a fixed order, where advanced indexing's accumulates
+        them in a thread-dependent one on a CPU (two identical runs would differ)."""
+        return F.embedding(positions + self.offset, self.weight)
 
 
 def make_absolute(cfg: ModelConfig) -> nn.Module | None:

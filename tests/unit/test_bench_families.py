@@ -43,9 +43,14 @@ def test_the_causal_lm_bench_decodes_as_generate_does():
                                    eos_token_id=2)),
              "llama": ("llama", dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                     bos_token_id=1, eos_token_id=2, pad_token_id=2))}
+                                     bos_token_id=1, eos_token_id=2, pad_token_id=2)),
+             # an instruct model's two end tokens and chat-laid-out prompts (the bench's qwen2.5-instruct row)
+             "qwen_chat": ("qwen2", dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                         tie_word_embeddings=True, bos_token_id=1, eos_token_id=[2, 1],
+                                         pad_token_id=1))}
     rows = bench_causal.causal_bench(BenchConfig(decode_sources=5, seq_len=10, max_new_tokens=8), repeats=1,
-                                     shapes=small)
+                                     shapes=small, chat={"qwen_chat": (6, 3)})
     assert [(r.shape, r.decoding) for r in rows] == [(s, d) for s in small for d, _ in bench_families.DECODINGS]
     assert all(r.equal_hf == r.sources == 5 for r in rows), rows
     greedy = [r for r in rows if r.decoding == "greedy"]  # CTranslate2's Generator, where installed

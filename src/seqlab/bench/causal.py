@@ -24,9 +24,9 @@ from seqlab.bench.families import (
     timed_ct2,
     timed_seqlab,
     timing_row,
-    until_eos,
 )
 from seqlab.bench.speed import BenchConfig
+from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig
 from seqlab.hardware import best_of
 
@@ -38,7 +38,26 @@ SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
     "smollm-135m": ("llama", dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                                   num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=2048,
                                   tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=2)),
+    # an instruct model: Qwen2.5-0.5B-Instruct's shape and its two end tokens (<|im_end|>, <|endoftext|>)
+    "qwen2.5-0.5b-instruct": ("qwen2", dict(vocab_size=151936, hidden_size=896, intermediate_size=4864,
+                                            num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
+                                            max_position_embeddings=32768, tie_word_embeddings=True,
+                                            bos_token_id=151643, eos_token_id=[151645, 151643], pad_token_id=151643)),
 }
+# the shapes whose prompts are laid out as a chat template lays them out: (tokens before the source, after it),
+# the same for every prompt (Qwen2.5's default system turn and user header; the turn's end and the assistant
+# header): with sources of 20-40 tokens, prompts of ~100
+CHAT: dict[str, tuple[int, int]] = {"qwen2.5-0.5b-instruct": (64, 5)}
+
+
+def chat_prompts(src: torch.Tensor, mask: torch.Tensor, around: tuple[int, int], vocab: int, end: int, pad: int,
+                 g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each source (its end token dropped) between one fixed run of `around[0]` tokens and one of `around[1]`
+    that starts with the turn's end token, right-padded: a chat template's layout of random ids."""
+    before = torch.randint(3, vocab - 1, (around[0],), generator=g).tolist()
+    after = [end, *torch.randint(3, vocab - 1, (around[1] - 1,), generator=g).tolist()]
+    rows = [[*before, *row[~pad_row][:-1].tolist(), *after] for row, pad_row in zip(src, mask, strict=True)]
+    return pad_right(rows, pad)
 
 
 def left_padded(src: torch.Tensor, mask: torch.Tensor, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,32 +70,45 @@ def left_padded(src: torch.Tensor, mask: torch.Tensor, pad: int) -> tuple[torch.
     return ids, attention.long()
 
 
-def timed_generate(hf: Any, ids: torch.Tensor, attention: torch.Tensor, eos: int) -> tuple[list[list[int]], float]:
+def timed_generate(hf: Any, ids: torch.Tensor, attention: torch.Tensor, ends: tuple[int, ...]
+                   ) -> tuple[list[list[int]], float]:
     import time
 
     start = time.perf_counter()
     with torch.no_grad():
         out = hf.generate(input_ids=ids, attention_mask=attention)
     seconds = time.perf_counter() - start
-    return [until_eos(row[ids.shape[1]:], eos) for row in out.tolist()], seconds
+    return [until_end(row[ids.shape[1]:], ends) for row in out.tolist()], seconds
 
 
-def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | None = None) -> list[FamilyTiming]:
+def until_end(row: list[int], ends: tuple[int, ...]) -> list[int]:
+    """A generated row up to its first end token (`until_eos` for a model with several)."""
+    cut = next((i for i, t in enumerate(row) if t in ends), None)
+    return row if cut is None else row[: cut + 1]
+
+
+def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | None = None,
+                 chat: dict[str, tuple[int, int]] | None = None) -> list[FamilyTiming]:
     """Every shape, greedy and beam 5: seqlab (its default engine and its oneDNN engine) against generate and
-    CTranslate2's Generator (CPU, fp32)."""
+    CTranslate2's Generator (CPU, fp32); the shapes in `chat` (default CHAT) continue chat-laid-out prompts and
+    end at any of their end tokens."""
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
     from seqlab.interop.hf import from_hf
     from seqlab.model.onednn import onednn_available, onednn_linears
 
+    chat = CHAT if chat is None else chat
     rows = []
     for shape, (kind, values) in (shapes or SHAPES).items():
         torch.manual_seed(cfg.seed)
         hf = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **values)).eval()
         model = from_hf(hf)
         pad, eos = model.cfg.pad_id, model.cfg.eos_id
-        src, mask = random_sources(cfg.decode_sources, cfg.seq_len, model.cfg.src_vocab_size, pad, eos,
-                                   torch.Generator().manual_seed(cfg.seed))
+        g = torch.Generator().manual_seed(cfg.seed)
+        src, mask = random_sources(cfg.decode_sources, cfg.seq_len, model.cfg.src_vocab_size, pad, eos, g)
+        if shape in chat:
+            src, mask = chat_prompts(src, mask, chat[shape], model.cfg.src_vocab_size, eos, pad, g)
+        ends = model.cfg.end_ids
         left, attention = left_padded(src, mask, pad)
         engine = ct2_engine(model)
         packed = onednn_linears(model) if onednn_available() else None
@@ -85,9 +117,10 @@ def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | No
                                       max_length=cfg.max_new_tokens, early_stopping=True, suppress_special=False)
             beam_rules = dict(early_stopping=True, length_penalty=1.0) if beams > 1 else {}
             hf.generation_config = GenerationConfig(num_beams=beams, max_new_tokens=cfg.max_new_tokens,
-                                                    do_sample=False, pad_token_id=pad, eos_token_id=eos, **beam_rules)
+                                                    do_sample=False, pad_token_id=pad, eos_token_id=list(ends),
+                                                    **beam_rules)
             runs = {"seqlab": partial(timed_seqlab, model, src, mask, decoding),
-                    "hf": partial(timed_generate, hf, left, attention, eos)}
+                    "hf": partial(timed_generate, hf, left, attention, ends)}
             if engine is not None:
                 runs["ct2"] = partial(timed_ct2, engine, src, mask, decoding)
             if packed is not None:

@@ -76,8 +76,13 @@ class DecoderLayer(Checkpointable):
 
     def forward(
         self, x: Tensor, self_mask: Tensor | None, is_causal: bool,
-        cache: KVBuffer | None, cross_kv: KV, cross_mask: Tensor, group: int = 1, rotary: Rotary | None = None,
+        cache: KVBuffer | None, cross_kv: KV | Tensor, cross_mask: Tensor, group: int = 1, rotary: Rotary | None = None,
     ) -> Tensor:
+        """cross_kv: the encoder output's keys and values, or the encoder output (B, S, d) itself, whose keys and
+        values this layer then projects in its own forward (teacher forcing: a wrapping unit, FSDP's, gathers
+        its weights for that)."""
+        if isinstance(cross_kv, Tensor):
+            cross_kv = self.cross_attn.memory_kv(cross_kv)
         x = self.self_attn_res(x, lambda h: self.self_attn(h, self_mask, is_causal, cache=cache, rotary=rotary))
         x = self.cross_attn_res(x, lambda h: self.cross_attn(h, cross_mask, kv=cross_kv, group=group))
         return self.ffn_res(x, self.ffn)
@@ -236,7 +241,7 @@ class Seq2SeqTransformer(nn.Module):
         already hides it from every real position.
         """
         if cache is None:
-            cross_kv = [layer.cross_attn.memory_kv(memory) for layer in self.decoder_layers]
+            cross_kv = [memory] * len(self.decoder_layers)  # each layer projects it (DecoderLayer.forward)
             cross_mask, group = padding_to_attn_mask(src_pad_mask), 1
             buffers: list[KVBuffer | None] = [None] * len(self.decoder_layers)
             start = 0
@@ -273,7 +278,8 @@ class Seq2SeqTransformer(nn.Module):
                            cache.cross_mask, cache.group)
 
     def _stack(self, tgt_ids: Tensor, start: int | Tensor, self_mask: Tensor | None, is_causal: bool,
-               positions: AttentionPositions, buffers: Sequence[KVBuffer | StaticKV | None], cross_kv: Sequence[KV],
+               positions: AttentionPositions, buffers: Sequence[KVBuffer | StaticKV | None],
+               cross_kv: Sequence[KV | Tensor],
                cross_mask: Tensor | None, group: int) -> Tensor:
         """The decoder's one forward, final states (B, T, d) of `tgt_ids` embedded from position `start` (an int,
         `step_at`'s (1,) device tensor, or each token's own position (B, T) over a cache with holes): the eager

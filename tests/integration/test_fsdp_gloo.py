@@ -1,7 +1,8 @@
 """Sharded training without a GPU: seqlab's FSDP wrapping units and one-file state through torch's own
 FullyShardedDataParallel on two CPU processes over gloo (Lightning's FSDPStrategy refuses a CPU). Each rank takes
-half of every batch; after a few SGD steps (Adam's first steps take the sign of near-zero gradients, where float sums of two halves differ) the gathered weights equal one process's on the whole batches
-within float tolerance, and the file rank 0 writes is a checkpoint every seqlab command reads."""
+half of every batch; after a few SGD steps (Adam's first steps take the sign of near-zero gradients, where the
+float sums of two halves differ) the gathered weights equal one process's on the whole batches within float
+tolerance, and the file rank 0 writes is a checkpoint every seqlab command reads."""
 
 from __future__ import annotations
 

@@ -115,3 +115,9 @@ def test_lora_sft_learns_keeps_its_prompt_and_exports_a_model_that_stops(instruc
         stopped += int(new[-1]) in exported.generation_config.eos_token_id
         assert hf_tok.decode(new, skip_special_tokens=True).replace("\n", " ") == text, line
     assert stopped, "the fine-tuned model never ended a row within 12 tokens"
+    from seqlab.app.evaluate import run_evaluation
+
+    record = run_evaluation(make_cfg("eval", [f"ckpt={result['last']}", "logger=none", "decoding=greedy",
+                                              "decoding.max_length=12", "n_bootstrap=0"], out=tmp_path / "eval"))
+    assert record["prompt"]["chat"] is True and record["prompt"]["template"] == "say {source}"  # its own prompt
+    assert record["metrics"]["bleu"] >= 0.0 and record["metrics"]["ref_logprob_per_token"] < 0.0

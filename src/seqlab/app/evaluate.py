@@ -209,6 +209,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
                       split=cfg.split)
         info, decoding = loaded.info, loaded.decoding
         payload.update(decoding=decoding.to_dict(), checkpoint=checkpoint_payload(info))
+        if not loaded.prompt.asks_nothing:  # the prompt the sources were asked with (a fine-tuned model's own too)
+            payload["prompt"] = loaded.prompt.to_dict()
         if request.ensemble:
             payload["ensemble"] = {"checkpoints": list(request.ensemble), "rule": request.ensemble_rule}
         data_cfg = DataConfig.from_dict(info.data_config) if info.data_config else None
@@ -266,7 +268,8 @@ def open_logger(cfg: DictConfig, tracking: TrackingConfig, folder: Path, loaded:
     artifact = artifact_of(info.tracking, info.path)
     logger = make_logger(tracking, folder, f"{checkpoint['run_name']}/{label}", group,
                          {"eval": {**{k: v for k, v in plain(cfg).items() if k != "decoding"}, "engine": engine},
-                          "decoding": loaded.decoding.to_dict(), "model": info.model_config.to_dict(),
+                          "decoding": loaded.decoding.to_dict(), "prompt": loaded.prompt.to_dict(),
+                          "model": info.model_config.to_dict(),
                           "checkpoint": checkpoint, "training_run_id": info.tracking.get("run_id"),
                           "checkpoint_artifact": artifact},
                          job_type="sweep" if is_multirun() else "eval")

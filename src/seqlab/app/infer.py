@@ -186,6 +186,7 @@ class Loaded:
     decoding: DecodingConfig  # the request's, or the checkpoint's own
     engine: Any
     device: str
+    prompt: PromptSettings = PromptSettings()  # how the sources are asked: the request's, or the checkpoint's own
 
 
 def settings_of(cfg: DictConfig, cls: type, owner: str) -> Any:
@@ -237,7 +238,7 @@ def load(request: InferenceRequest, device: str, cache_dir: Path, task_checked: 
         corpus = info.data_config["corpus"]
         check_task(decoding.mbr, corpus["task"], f"the checkpoint's corpus {corpus['name']}")
     engine = make_engine(request.engine, path, model, tokenizer, cache_dir, request.precision)
-    return Loaded(model, tokenizer, info, decoding, engine, device)
+    return Loaded(model, tokenizer, info, decoding, engine, device, prompt)
 
 
 def ensemble_of(model: Model, tokenizer: AnyTokenizer, path: Path, request: InferenceRequest,

@@ -30,9 +30,7 @@ class SpecialIds(NamedTuple):
 
     @property
     def unemitted(self) -> tuple[int, ...]:
-        if self.banned_special is not None:
-            return self.banned_special
-        return tuple(dict.fromkeys(i for i in (self.pad_id, self.bos_id) if i not in self.end_ids))
+        return never_emitted(self) if self.banned_special is None else self.banned_special
 
 
 DEFAULT_IDS: Final = SpecialIds()
@@ -55,6 +53,13 @@ class HasSpecialIds(Protocol):
 
     @property
     def unemitted(self) -> tuple[int, ...]: ...
+
+
+def never_emitted(ids: HasSpecialIds) -> tuple[int, ...]:
+    """seqlab's rule for the models it trains (`decoding.suppress_special`): the pad and decoder start tokens
+    are never emitted, unless one is an end token (a causal LM without a pad token pads with its EOS)."""
+    return tuple(dict.fromkeys(i for i in (ids.pad_id, ids.bos_id) if i not in ids.end_ids))
+
 
 # Split names, as Hugging Face `datasets` spells them.
 TRAIN: Final = "train"

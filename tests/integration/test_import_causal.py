@@ -65,6 +65,18 @@ def family_folder(family: str, root: Path) -> tuple[Path, object]:
     return out, model
 
 
+def generated_texts(hf, hf_tok, texts: list[str], **settings) -> list[str]:
+    """What `seqlab translate` must print for each text: `generate` on it alone (the model card's call, with the
+    folder's generation defaults and `settings` on top), the new tokens decoded, a line each."""
+    out = []
+    for text in texts:
+        ids = hf_tok(text, return_tensors="pt")
+        with torch.no_grad():
+            new = hf.generate(**ids, **settings)[:, ids["input_ids"].shape[1]:]
+        out.append(hf_tok.batch_decode(new, skip_special_tokens=True)[0].replace("\n", " "))
+    return out
+
+
 def spm_model(root: Path) -> Path:
     """A folder with Llama's `tokenizer.model`, a SentencePiece model with byte fallback."""
     import sentencepiece as spm
@@ -86,21 +98,16 @@ def test_an_imported_causal_lm_continues_its_prompts_as_generate_does(family, tm
     assert (model.cfg.architecture, model.cfg.start) == ("decoder_only", "prompt")
     hf_tok = transformers.AutoTokenizer.from_pretrained(path)
     assert tokenizer.encode_source(PROMPTS) == [hf_tok(p)["input_ids"] for p in PROMPTS]
-    expected = []
-    for prompt in PROMPTS:  # one at a time: the model card's call
-        ids = hf_tok(prompt, return_tensors="pt")
-        with torch.no_grad():
-            new = hf.generate(**ids)[:, ids["input_ids"].shape[1]:]
-        expected.append(hf_tok.batch_decode(new, skip_special_tokens=True)[0])
+    expected = generated_texts(hf, hf_tok, PROMPTS)
     out = io.StringIO()
     cfg = make_cfg("translate", [f"ckpt={ckpt}", "decoding_from_checkpoint=true"])
     run_translate(cfg, stdin=io.StringIO("".join(p + "\n" for p in PROMPTS)), stdout=out)
-    assert out.getvalue().split("\n")[:-1] == [e.replace("\n", " ") for e in expected]
+    assert out.getvalue().split("\n")[:-1] == expected
     if importlib.util.find_spec("ctranslate2") is not None:  # the same text from CTranslate2's Generator
         out = io.StringIO()
         cfg = make_cfg("translate", [f"ckpt={ckpt}", "decoding_from_checkpoint=true", "engine=ctranslate2"])
         run_translate(cfg, stdin=io.StringIO("".join(p + "\n" for p in PROMPTS)), stdout=out)
-        assert out.getvalue().split("\n")[:-1] == [e.replace("\n", " ") for e in expected]
+        assert out.getvalue().split("\n")[:-1] == expected
 
 
 def test_a_prompt_template_asks_the_task_as_gpt2s_tldr_does(tmp_path, make_cfg):
@@ -112,12 +119,7 @@ def test_a_prompt_template_asks_the_task_as_gpt2s_tldr_does(tmp_path, make_cfg):
     ckpt = tmp_path / "imported.ckpt"
     assert main(["--hf", str(path), "--out", str(ckpt)]) == 0
     hf_tok = transformers.AutoTokenizer.from_pretrained(path)
-    expected = []
-    for prompt in PROMPTS:
-        ids = hf_tok(f"{prompt}\nTL;DR:", return_tensors="pt")
-        with torch.no_grad():
-            new = hf.generate(**ids)[:, ids["input_ids"].shape[1]:]
-        expected.append(hf_tok.batch_decode(new, skip_special_tokens=True)[0].replace("\n", " "))
+    expected = generated_texts(hf, hf_tok, [f"{prompt}\nTL;DR:" for prompt in PROMPTS])
     out = io.StringIO()
     cfg = make_cfg("translate", [f"ckpt={ckpt}", "decoding_from_checkpoint=true",
                                  "prompt.template='{source}\nTL;DR:'"])
@@ -154,12 +156,7 @@ def test_decoding_overrides_apply_on_top_of_the_checkpoints_defaults(tmp_path, m
     ckpt = tmp_path / "imported.ckpt"
     assert main(["--hf", str(path), "--out", str(ckpt)]) == 0
     hf_tok = transformers.AutoTokenizer.from_pretrained(path)
-    expected = []
-    for prompt in PROMPTS:
-        ids = hf_tok(prompt, return_tensors="pt")
-        with torch.no_grad():
-            new = hf.generate(**ids, max_new_tokens=3, num_beams=2, early_stopping=True)[:, ids["input_ids"].shape[1]:]
-        expected.append(hf_tok.batch_decode(new, skip_special_tokens=True)[0].replace("\n", " "))
+    expected = generated_texts(hf, hf_tok, PROMPTS, max_new_tokens=3, num_beams=2, early_stopping=True)
     out = io.StringIO()
     cfg = make_cfg("translate", [f"ckpt={ckpt}", "decoding_from_checkpoint=true", "decoding.max_length=3",
                                  "decoding.num_beams=2", "decoding.method=beam", "decoding.early_stopping=true"])

@@ -18,6 +18,7 @@ from seqlab.checkpoint import load_for_inference  # noqa: E402
 from seqlab.data.sequences import pad_right  # noqa: E402
 from seqlab.decoding import DecodingConfig, generate, score  # noqa: E402
 from tests.instruct_folders import INSTRUCT  # noqa: E402
+from tests.integration.test_import_causal import generated_texts  # noqa: E402
 
 PROMPTS = ["the quick brown fox", "Hello World! How", "numbers 42 and", "a stitch", "el perro", "summaries of",
            "déjà vu", "the lazy dog saves"]
@@ -80,13 +81,7 @@ def test_continuations_ending_in_each_end_token_score_as_in_transformers(importe
 
 def test_translate_prints_generates_text(imported, make_cfg):
     path, hf, ckpt = imported
-    hf_tok = transformers.AutoTokenizer.from_pretrained(path)
-    expected = []
-    for prompt in PROMPTS:
-        ids = hf_tok(prompt, return_tensors="pt")
-        with torch.no_grad():
-            new = hf.generate(**ids)[:, ids["input_ids"].shape[1]:]
-        expected.append(hf_tok.batch_decode(new, skip_special_tokens=True)[0].replace("\n", " "))
+    expected = generated_texts(hf, transformers.AutoTokenizer.from_pretrained(path), PROMPTS)
     out = io.StringIO()
     run_translate(make_cfg("translate", [f"ckpt={ckpt}", "decoding_from_checkpoint=true"]),
                   stdin=io.StringIO("".join(p + "\n" for p in PROMPTS)), stdout=out)

@@ -132,7 +132,7 @@ def test_prompt_lookup_proposes_what_hugging_faces_proposes():
         candidates, _ = hf.get_candidates(sequence[None])
         expected = candidates[0, length:].tolist()
         history = torch.cat([sequence, torch.zeros(5, dtype=torch.long)])[None]  # room after the history
-        proposals, counts = lookup(history, torch.tensor([length]), k, ngram, eos)
+        proposals, counts = lookup(history, torch.tensor([length]), k, ngram, (eos,))
         assert proposals[0, : int(counts[0])].tolist() == expected, (trial, sequence.tolist(), k, ngram)
 
 

@@ -24,6 +24,7 @@ from seqlab.bench.families import (
     timed_ct2,
     timed_seqlab,
     timing_row,
+    until_end,
 )
 from seqlab.bench.speed import BenchConfig
 from seqlab.data.sequences import pad_right
@@ -79,12 +80,6 @@ def timed_generate(hf: Any, ids: torch.Tensor, attention: torch.Tensor, ends: tu
         out = hf.generate(input_ids=ids, attention_mask=attention)
     seconds = time.perf_counter() - start
     return [until_end(row[ids.shape[1]:], ends) for row in out.tolist()], seconds
-
-
-def until_end(row: list[int], ends: tuple[int, ...]) -> list[int]:
-    """A generated row up to its first end token (`until_eos` for a model with several)."""
-    cut = next((i for i, t in enumerate(row) if t in ends), None)
-    return row if cut is None else row[: cut + 1]
 
 
 def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | None = None,

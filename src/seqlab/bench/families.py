@@ -84,10 +84,12 @@ def random_sources(n: int, length: int, vocab: int, pad: int, eos: int, g: torch
     return pad_right(seqs, pad)
 
 
-def until_eos(row: list[int], eos: int) -> list[int]:
-    """A generated row up to its first EOS (generate pads finished rows after it; a random model may also
-    generate the pad id itself, which counts as a token like any other)."""
-    return row[: row.index(eos) + 1] if eos in row else row
+def until_end(row: list[int], ends: tuple[int, ...]) -> list[int]:
+    """A generated row up to its first end token, the model's EOS or any other it ends at (generate pads
+    finished rows after it; a random model may also generate the pad id itself, which counts as a token like
+    any other)."""
+    cut = next((i for i, t in enumerate(row) if t in ends), None)
+    return row if cut is None else row[: cut + 1]
 
 
 def timing_row(shape: str, name: str, best: dict[str, tuple[list[list[int]], float]]) -> FamilyTiming:
@@ -165,7 +167,7 @@ def timed_hf(hf: Any, src: torch.Tensor, mask: torch.Tensor, eos: int) -> tuple[
     with torch.no_grad():
         out = hf.generate(input_ids=src, attention_mask=(~mask).long())
     seconds = time.perf_counter() - start
-    return [until_eos(row[1:], eos) for row in out.tolist()], seconds
+    return [until_end(row[1:], (eos,)) for row in out.tolist()], seconds
 
 
 def ct2_engine(model: Any) -> Any:

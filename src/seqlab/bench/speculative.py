@@ -200,7 +200,7 @@ def hf_run(hf: Any, src: Tensor, mask: Tensor, groups: list[slice], cfg: BenchCo
     """Hugging Face's greedy search, with prompt lookup of k tokens (0: none), one prompt per call."""
     from transformers import GenerationConfig
 
-    from seqlab.bench.families import until_eos
+    from seqlab.bench.families import until_end
 
     eos, pad = hf.config.eos_token_id, hf.config.eos_token_id
     lookup = {"prompt_lookup_num_tokens": k} if k else {}
@@ -213,7 +213,7 @@ def hf_run(hf: Any, src: Tensor, mask: Tensor, groups: list[slice], cfg: BenchCo
         with torch.no_grad():
             out = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids))
         seconds += time.perf_counter() - start
-        outputs.append(until_eos(out[0, ids.shape[1]:].tolist(), eos))
+        outputs.append(until_end(out[0, ids.shape[1]:].tolist(), (eos,)))
     return (outputs, None), seconds
 
 

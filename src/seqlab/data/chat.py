@@ -48,8 +48,7 @@ class ChatTemplate:
             raise ChatTemplateError(f"{self.origin}: {err}") from None
         try:
             return template.render(messages=[dict(m) for m in messages], tools=None, documents=None,
-                                                  add_generation_prompt=True,
-                                                  **{**self.variables, **dict(extra or {})})
+                                   add_generation_prompt=True, **{**self.variables, **dict(extra or {})})
         except jinja2.TemplateError as err:
             raise ChatTemplateError(f"{self.origin}: its chat template does not render these messages "
                                     f"({type(err).__name__}: {err})") from None

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from seqlab.decoding.prompts import split_prompt
+from seqlab.decoding.search import ends
 from seqlab.model import Model, ModelConfig
 
 
@@ -42,10 +43,9 @@ def score(model: Model, src_ids: Tensor, src_pad_mask: Tensor, tgt_ids: Tensor,
 def target_lengths(tgt_ids: Tensor, cfg: ModelConfig) -> Tensor:
     """(B,) the real tokens of right-padded targets: up to and including the first end token (generation stops
     there), and, where the padding id is not an end token, before the first padding."""
-    ends = torch.isin(tgt_ids, torch.tensor(cfg.end_ids, device=tgt_ids.device))  # (B, T)
     t = tgt_ids.shape[1]
     at = torch.arange(t, device=tgt_ids.device)[None, :]
-    stop = torch.where(ends, at + 1, t)
+    stop = torch.where(ends(tgt_ids, cfg), at + 1, t)  # (B, T)
     if cfg.pad_id not in cfg.end_ids:
         stop = torch.minimum(stop, torch.where(tgt_ids == cfg.pad_id, at, t))
     return stop.min(dim=1).values

@@ -152,9 +152,14 @@ def sample_or_greedy(
 
 def ends(tokens: Tensor, ids: HasSpecialIds) -> Tensor:
     """Where `tokens` end their row: the model's EOS, or any of its further end tokens (an instruct model's)."""
-    if not ids.end_ids[1:]:
-        return tokens == ids.eos_id
-    return torch.isin(tokens, torch.tensor(ids.end_ids, device=tokens.device))
+    return among(tokens, ids.end_ids)
+
+
+def among(tokens: Tensor, end_ids: tuple[int, ...]) -> Tensor:
+    """Where `tokens` are one of `end_ids` (a plain comparison for the usual single EOS)."""
+    if len(end_ids) == 1:
+        return tokens == end_ids[0]
+    return torch.isin(tokens, torch.tensor(end_ids, device=tokens.device))
 
 
 def start_tokens(start: Tensor | None, bos: int, shape: tuple[int, ...], device: torch.device) -> Tensor:

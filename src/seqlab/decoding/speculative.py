@@ -42,7 +42,7 @@ from seqlab.config import ConfigError
 from seqlab.constants import ForceEOS, HasSpecialIds
 from seqlab.decoding.processors import LogitsProcessor, apply, for_examples
 from seqlab.decoding.sampling import gumbel_noise
-from seqlab.decoding.search import GenerateOutput, ends, force_eos_, start_tokens
+from seqlab.decoding.search import GenerateOutput, among, ends, force_eos_, start_tokens
 from seqlab.model import DecoderCache, Model, ModelConfig
 from seqlab.model.cache import in_place_order
 
@@ -267,8 +267,8 @@ class LookupDraft:
         self.history, self.lengths = self.history[index], self.lengths[index]
 
 
-def lookup(history: Tensor, lengths: Tensor, width: int, ngram: int,
-           end_ids: int | tuple[int, ...]) -> tuple[Tensor, Tensor]:
+def lookup(history: Tensor, lengths: Tensor, width: int, ngram: int, end_ids: tuple[int, ...]
+           ) -> tuple[Tensor, Tensor]:
     """Prompt lookup on every row at once: (A, width) proposals and how many of them each row has (A,).
 
     history (A, H) left-aligned, lengths (A,). For n from `ngram` down to 1, a row that has no match yet takes
@@ -293,8 +293,7 @@ def lookup(history: Tensor, lengths: Tensor, width: int, ngram: int,
         begin = match.int().argmax(1) + size  # (A,) the first token after the earliest match
         taken = begin[:, None] + offsets  # (A, width)
         tokens = history.gather(1, taken.clamp(max=h - 1))
-        ended = torch.isin(tokens, torch.tensor(end_ids, device=device).view(-1))  # (A, width)
-        usable = (taken < lengths[:, None]) & (ended.long().cumsum(1) == 0)
+        usable = (taken < lengths[:, None]) & (among(tokens, end_ids).long().cumsum(1) == 0)
         proposals = torch.where(hit[:, None], tokens, proposals)
         counts = torch.where(hit, usable.long().cumprod(1).sum(1), counts)
         found |= hit

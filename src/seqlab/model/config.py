@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from seqlab.config import ConfigError, check_choice, check_types, typed
-from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
+from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, never_emitted
 
 __all__ = ["ConfigError", "ModelConfig", "check_choice", "check_types"]
 
@@ -384,9 +384,7 @@ class ModelConfig:
         """The ids seqlab's rule (`decoding.suppress_special`) never emits: a model seqlab trains never outputs
         its pad or decoder start token; an imported causal LM (start=prompt) bans nothing, as `generate` does.
         An end token is never among them (a causal LM without a pad token pads with its EOS)."""
-        if self.start == "prompt":
-            return ()
-        return tuple(dict.fromkeys(i for i in (self.pad_id, self.bos_id) if i not in self.end_ids))
+        return () if self.start == "prompt" else never_emitted(self)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

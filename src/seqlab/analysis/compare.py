@@ -1,8 +1,9 @@
 """Paired significance between systems: `seqlab compare BASE_RESULT OTHER_RESULT ... [--json PATH]`.
 
 Systems are evaluation result folders (each with hypotheses.jsonl, as `make eval`
-writes them), the first being the baseline; or plain-text files for outputs seqlab did
-not produce: `--refs REF.txt [--refs REF2.txt] --hyps BASE.txt OTHER.txt ...` (one
+writes them), the first being the baseline, or archived evaluation records (a pipeline's
+`results/<experiment>/<stage>.json`, read with the outputs archived beside it); or plain-text
+files for outputs seqlab did not produce: `--refs REF.txt [--refs REF2.txt] --hyps BASE.txt OTHER.txt ...` (one
 segment per line; several `--refs` are several references).
 
 For every system and metric: the score and its 95% bootstrap interval; for every
@@ -18,6 +19,7 @@ subword tokens), to show where a difference comes from.
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 from collections.abc import Sequence
@@ -105,10 +107,14 @@ class Report:
 
 
 def read_lines(path: Path) -> list[str]:
+    """A file's lines; a `.gz` file decompressed (the archive's outputs)."""
     try:
-        return path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        return raw.decode("utf-8").rstrip("\n").split("\n")
     except OSError as err:
         raise CompareError(f"{path}: cannot read ({err.strerror})") from None
+    except (gzip.BadGzipFile, EOFError) as err:
+        raise CompareError(f"{path}: not a complete gzip file ({err})") from None
     except UnicodeDecodeError as err:
         raise CompareError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
 
@@ -121,6 +127,27 @@ def from_text_files(refs: Sequence[Path], hyps: Sequence[Path]) -> list[System]:
                                "differ in length; every reference file needs one line per segment")
     return [System(p.name if sum(q.name == p.name for q in hyps) == 1 else str(p), read_lines(p), streams,
                    origin=str(p)) for p in hyps]
+
+
+def from_result(path: Path) -> System:
+    """An evaluation result folder, or an archived evaluation record (`results/<experiment>/<stage>.json`)."""
+    return from_archived(path) if path.is_file() and path.suffix == ".json" else from_result_dir(path)
+
+
+def from_archived(path: Path) -> System:
+    """An archived evaluation: the record's first hypothesis per test sentence and its references, in the files
+    archived beside it (what a reader recomputes a reported score from). It keeps no sources: the references
+    say whether two systems translated one test set."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        outputs = record["result"]["outputs"]
+        hypotheses = read_lines(path.parent / outputs["hypotheses"])
+        references = [read_lines(path.parent / name) for name in outputs["references"]]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise CompareError(f"{path}: not an archived evaluation record with its outputs ({err!r}); pass an "
+                           "evaluation's record from results/") from None
+    return System(f"{path.parent.name}/{record.get('stage', path.stem)}", hypotheses, references,
+                  origin=str(path), source_tokens=None)
 
 
 def from_result_dir(path: Path) -> System:

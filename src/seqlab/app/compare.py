@@ -1,4 +1,5 @@
-"""`seqlab compare BASE_RESULT OTHER_RESULT ... [--json PATH]` or `--refs R.txt --hyps A.txt B.txt` (`make compare`):
+"""`seqlab compare BASE_RESULT OTHER_RESULT ... [--json PATH]` (result folders or archived records) or
+`--refs R.txt --hyps A.txt B.txt` (`make compare`):
 paired significance, as seqlab.analysis.compare describes."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from seqlab.analysis.compare import (
     CompareError,
     add_by_length,
     compare,
-    from_result_dir,
+    from_result,
     from_text_files,
     recorded_neural,
     significance_table,
@@ -26,7 +27,9 @@ from seqlab.metrics.significance import N_AR, N_BOOTSTRAP, SACREBLEU_DEFAULT_SEE
 
 def main(argv: list[str] | None = None) -> int:
     parser = cli.parser("compare", __doc__)
-    parser.add_argument("results", nargs="*", type=Path, help="evaluation result folders, the baseline first")
+    parser.add_argument("results", nargs="*", type=Path,
+                        help="evaluation result folders or archived evaluation records "
+                             "(results/EXPERIMENT/STAGE.json), the baseline first")
     parser.add_argument("--refs", action="append", type=Path, default=[], help="reference file (repeatable)")
     parser.add_argument("--hyps", nargs="+", type=Path, default=[], help="hypothesis files, the baseline first")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
@@ -49,7 +52,7 @@ def body(args: argparse.Namespace) -> int:
             raise CompareError("plain-text systems need both --refs REF.txt and --hyps BASE.txt OTHER.txt ...")
         systems = from_text_files(args.refs, args.hyps)
     elif args.results:
-        systems = [from_result_dir(p) for p in args.results]
+        systems = [from_result(p) for p in args.results]
     else:
         raise CompareError("nothing to compare: give result folders, or --refs and --hyps")
     metrics = args.metrics or [*DEFAULT_METRICS, *recorded_neural(systems)]

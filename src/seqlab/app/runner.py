@@ -33,7 +33,7 @@ from seqlab.hardware import QUIET_CORES, busy_warning, cpu_flags, cpu_model, gpu
 from seqlab.io import atomic_write_lines_gz, atomic_write_text, one_line, read_lines_gz
 from seqlab.metrics.neural import NeuralSettings
 from seqlab.pipeline.commands import Command, commit_archive, seqlab
-from seqlab.pipeline.core import OUTPUTS, Pipeline, Stage
+from seqlab.pipeline.core import OUTPUTS, RESULTS, Pipeline, Stage
 from seqlab.pipeline.training import diverged_at, training_result, wall_time
 from seqlab.provenance import capture
 from seqlab.tracking.results import DIVERGED, HYPOTHESES_FILE, METRICS_FILE, OK, source_tokens_of
@@ -69,6 +69,8 @@ NEUTRAL: dict[str, dict[str, Any]] = {
 
 
 DISTILLED = "corpus"  # a distill stage's corpus, in its folder
+HF_FOLDER, IMPORTED = "hf", "imported.ckpt"  # an hf stage's export, and the checkpoint read back from it
+INIT_FROM = "train.init_from"  # the override a fine-tuning reads an hf stage's imported checkpoint by
 CORPUS_PATH = "data.corpus.path"  # the override a student's training reads its distilled corpus by
 TOKENIZER_FROM = "train.tokenizer_from"  # ... and its teacher's tokenizer by (both `upstream` in the stage)
 
@@ -94,6 +96,9 @@ class Planned:
 def resolved_config(stage: Stage) -> dict[str, Any]:
     """The config seqlab composes for the stage, resolved, as plain data."""
     if stage.command == "compare":
+        baseline = {"baseline": archived_baseline(stage)} if stage.baseline else {}
+        return {"overrides": list(stage.overrides), **baseline}
+    if stage.command == "hf":
         return {"overrides": list(stage.overrides)}
     plain = copy.deepcopy(_composed(stage.command, tuple(stage.overrides), str(CONF_DIR)))
     if stage.command == "bench":  # its figures hold for one kind of CPU, or of GPU
@@ -118,6 +123,21 @@ def _composed(command: str, overrides: tuple[str, ...], conf_dir: str) -> dict[s
                 for k in cfg if k not in DROPPED}
     GlobalHydra.instance().clear()
     return without_neutral(without_places(composed))
+
+
+def baseline_record(stage: Stage) -> Path:
+    """A compare stage's baseline: the record another experiment archived (results/EXPERIMENT/STAGE.json)."""
+    return RESULTS / f"{stage.baseline}.json"
+
+
+def archived_baseline(stage: Stage) -> str:
+    """The baseline a compare stage reads, with the digest of its archived record (a rerun of it re-keys)."""
+    path = baseline_record(stage)
+    record = json.loads(path.read_text()) if path.is_file() else {}
+    if record.get("status") != OK or "outputs" not in record.get("result", {}):
+        raise PipelineError(f"stage {stage.name}: its baseline {stage.baseline} has no archived evaluation with its "
+                            f"outputs at {path}; run that experiment first")
+    return f"{stage.baseline}@{record['digest']}"
 
 
 def on_gpu(stage: Stage) -> bool:
@@ -231,7 +251,22 @@ def present(planned: Planned) -> bool:
         return (result_folder(planned) / HYPOTHESES_FILE).is_file()
     if planned.stage.command == "distill":
         return (planned.folder / DISTILLED / "distill.json").is_file()
+    if planned.stage.command == "hf":
+        return (planned.folder / IMPORTED).is_file()
     return True
+
+
+def command_lines(by_name: dict[str, Planned], planned: Planned, rerun: frozenset[str] = frozenset()
+                  ) -> list[list[str]]:
+    """The seqlab commands that run the stage in its folder, in turn: an hf stage exports its training's
+    checkpoint as a Hugging Face folder, then imports that folder as a user would; every other stage is one."""
+    stage, where = planned.stage, planned.folder
+    if stage.command != "hf":
+        return [command_line(by_name, planned, rerun)]
+    assert stage.after is not None
+    ckpt = checkpoint_file(by_name[stage.after].folder, stage.checkpoint or LAST)
+    return [["export", "--ckpt", str(ckpt), "--out", str(where / HF_FOLDER), *stage.overrides],
+            ["import", "--hf", str(where / HF_FOLDER), "--out", str(where / IMPORTED)]]
 
 
 def command_line(by_name: dict[str, Planned], planned: Planned, rerun: frozenset[str] = frozenset()) -> list[str]:
@@ -241,7 +276,11 @@ def command_line(by_name: dict[str, Planned], planned: Planned, rerun: frozenset
         last = checkpoint_file(where, LAST)  # a training cut off goes on from where it stopped
         resume = [f"train.resume={last}"] if last.is_file() and stage.name not in rerun else []
         overrides = stage.overrides
-        if stage.after is not None:  # a student: the distillation's corpus and its teacher's tokenizer
+        if stage.after is not None and by_name[stage.after].stage.command == "hf":  # fine-tuning an imported model
+            places = {INIT_FROM: by_name[stage.after].folder / IMPORTED}
+            overrides = tuple(f"{key}={places[key]}" if (key := o.split("=", 1)[0]) in places else o
+                              for o in overrides)
+        elif stage.after is not None:  # a student: the distillation's corpus and its teacher's tokenizer
             distill = by_name[stage.after]
             assert distill.stage.after is not None
             places = {CORPUS_PATH: distill.folder / DISTILLED,
@@ -256,10 +295,12 @@ def command_line(by_name: dict[str, Planned], planned: Planned, rerun: frozenset
     if stage.command == "evaluate":
         assert stage.after is not None
         trained = by_name[stage.after].folder
-        ckpt = checkpoint_file(trained, stage.checkpoint) if stage.checkpoint else trained
+        ckpt = trained / IMPORTED if by_name[stage.after].stage.command == "hf" else \
+            checkpoint_file(trained, stage.checkpoint) if stage.checkpoint else trained
         return ["evaluate", f"ckpt={ckpt}", *stage.overrides, f"results_dir={where}"]
     if stage.command == "compare":
-        return ["compare", *(str(result_folder(by_name[c])) for c in stage.compares), *stage.overrides,
+        base = [str(baseline_record(stage))] if stage.baseline else []
+        return ["compare", *base, *(str(result_folder(by_name[c])) for c in stage.compares), *stage.overrides,
                 "--json", str(where / "compare.json")]
     if stage.command == "bench":  # after a training: its model decodes its corpus's test sentences
         ckpt = [f"ckpt={checkpoint_file(by_name[stage.after].folder, LAST)}"] if stage.after else []
@@ -307,8 +348,8 @@ def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False
     needed &= asked
     failed: list[str] = []
     for p in planned:
-        args = command_line(by_name, p, rerun)
-        line = "seqlab " + " ".join(args)
+        commands = command_lines(by_name, p, rerun)
+        line = " && ".join("seqlab " + " ".join(args) for args in commands)
         if p.stage.name not in asked:
             print(f"== {p.stage.name}: left as it is (--only)", file=sys.stderr)
             continue
@@ -334,7 +375,8 @@ def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False
             continue
         p.folder.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        if not command(*args) and not (p.stage.diverges and diverged_at(p.folder) is not None):
+        if not all(command(*args) for args in commands) and not (p.stage.diverges and
+                                                                   diverged_at(p.folder) is not None):
             failed.append(p.stage.name)
             continue
         refusal = unreliable(p)
@@ -420,6 +462,17 @@ def archive_distilled(pipeline: Pipeline, planned: Planned) -> str:
                                  [one_line(r["target"]) for r in rows]).name
 
 
+def hf_result(where: Path) -> dict[str, Any]:
+    """An hf stage's record: the folder's family and files (name -> bytes), and what the import read back."""
+    folder = where / HF_FOLDER
+    config = json.loads((folder / "config.json").read_text())
+    imported = torch.load(where / IMPORTED, map_location="cpu", weights_only=False)["seqlab"]
+    return {"family": config.get("model_type"), "architectures": config.get("architectures"),
+            "files": {p.name: p.stat().st_size for p in sorted(folder.iterdir()) if p.is_file()},
+            "imported": {"family": imported.get("family"), "start": imported["model_config"].get("start"),
+                         "chat_template": bool((imported["tokenizer"].get("chat") or {}).get("template"))}}
+
+
 def test_side(archive: Path, stage: str, what: str, lines: list[str]) -> str:
     """One line per test example, shared by the archive's evaluations of one test set (`test.<what>.txt.gz`),
     or the stage's own (`<stage>.<what>.txt.gz`) where it decoded another; its file name."""
@@ -449,9 +502,12 @@ def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float
         precision, engine = str(payload["settings"]["precision"]), str(payload.get("engine"))
         updates = payload.get("checkpoint", {}).get("step")
     elif stage.command == "compare":
-        result = {**json.loads((where / "compare.json").read_text()), "stages": list(stage.compares)}
+        baseline = [stage.baseline] if stage.baseline else []  # another experiment's, named EXPERIMENT/STAGE
+        result = {**json.loads((where / "compare.json").read_text()), "stages": [*baseline, *stage.compares]}
     elif stage.command == "bench":
         result = json.loads((where / "bench.json").read_text())
+    elif stage.command == "hf":
+        result = hf_result(where)
     elif stage.command == "distill":
         result = {**json.loads((where / DISTILLED / "distill.json").read_text()),
                   "outputs": {"train_targets": archive_distilled(pipeline, planned)}}

@@ -9,7 +9,8 @@ came (`tokenizer.json`, or Marian's and M2M100's SentencePiece files and vocab.j
 tokenizer config files), or seqlab's own laid out as `MarianTokenizer` reads it: `source.spm` /
 `target.spm` and `vocab.json` (piece -> id, seqlab's ids; `target_vocab.json` too for separate
 vocabularies). So `AutoTokenizer.from_pretrained(DIR)` and `AutoModelForSeq2SeqLM.from_pretrained(DIR)`
-reproduce seqlab's tokenization and outputs (tested).
+reproduce seqlab's tokenization and outputs (tested). A decoder-only model seqlab trained goes out as the causal
+LM it is, its source-then-target layout as the folder's chat template (interop.causal_export).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from pathlib import Path
 
 from seqlab.checkpoint import load_for_inference, read_checkpoint
 from seqlab.decoding import DecodingConfig
+from seqlab.interop import causal_export
 from seqlab.interop.generation import generation_config
 from seqlab.interop.hf_export import write_family
+from seqlab.io import atomic_write_text
 
 
 def export(checkpoint: str | Path, out: str | Path, decoding: DecodingConfig | None = None) -> Path:
@@ -28,9 +31,16 @@ def export(checkpoint: str | Path, out: str | Path, decoding: DecodingConfig | N
 
     model, tokenizer, info = load_for_inference(checkpoint)
     out = Path(out)
+    layout_files = None  # a decoder-only model seqlab trained: its tokenizer and layout, checked before writing
+    if causal_export.needs_layout(model):
+        model = causal_export.as_causal_lm(model)
+        layout_files = causal_export.tokenizer_files(tokenizer, model.cfg.max_positions)
     write_family(model, out, read_checkpoint(info.path)["seqlab"].get("family"))
     if decoding is None:  # the checkpoint's own defaults (an imported model's generation config), else greedy
         decoding = DecodingConfig(**info.decoding) if info.decoding else DecodingConfig()
     GenerationConfig(**generation_config(decoding, model.cfg)).save_pretrained(out)
-    tokenizer.write_hf(out)
+    if layout_files is None:
+        tokenizer.write_hf(out)
+    for name, text in (layout_files or {}).items():
+        atomic_write_text(out / name, text)
     return out

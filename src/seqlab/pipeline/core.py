@@ -28,14 +28,16 @@ class Stage:
     """One seqlab command of a pipeline."""
 
     name: str  # unique within the pipeline; names its archive record
-    command: str  # train | evaluate | compare | bench | distill
+    command: str  # train | evaluate | compare | bench | distill | hf
     overrides: tuple[str, ...] = ()
-    # evaluate, bench, distill: the train stage whose checkpoint it reads; train: the distill stage whose corpus
-    # it trains on (a student)
+    # evaluate, bench, distill, hf: the train stage whose checkpoint it reads (evaluate, train: or the hf stage
+    # whose imported checkpoint it decodes or fine-tunes); train: or the distill stage whose corpus it trains on
     after: str | None = None
     compares: tuple[str, ...] = ()  # compare: the evaluation stages it pairs, the baseline first
     diverges: bool = False  # train: a non-finite loss is a result (archived as diverged), not a failure
     checkpoint: str | None = None  # evaluate: its training's `last` or `best` checkpoint; None: best (distill: last)
+    # compare: an evaluation another experiment archived (`EXPERIMENT/STAGE`), read from results/ as the baseline
+    baseline: str | None = None
 
     def upstream(self) -> tuple[str, ...]:
         """The stages whose outputs this one reads."""
@@ -78,7 +80,7 @@ class Pipeline:
                 if up not in names[: names.index(s.name)]:
                     raise ValueError(f"pipeline {self.name}: stage {s.name} reads {up}, which is not an earlier "
                                      "stage")
-            if s.command == "compare" and (len(s.compares) < 2 or any(
+            if s.command == "compare" and (len(s.compares) + (s.baseline is not None) < 2 or any(
                     self.stage(c).command != "evaluate" for c in s.compares)):
-                raise ValueError(f"pipeline {self.name}: compare stage {s.name} needs two or more evaluation "
-                                 f"stages, the baseline first (has {list(s.compares)})")
+                raise ValueError(f"pipeline {self.name}: compare stage {s.name} needs two or more evaluations, "
+                                 f"the baseline first (has {list(s.compares)}, baseline {s.baseline})")

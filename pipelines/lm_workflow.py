@@ -64,8 +64,8 @@ def render(archive: Path) -> str:
                      delta(vs_ref.get(stage, {}).get("bleu")), delta(vs_ref.get(stage, {}).get("chrf")),
                      delta(vs_zero.get(stage, {}).get("bleu")), metric(r, "decode_tokens_per_s", 0)])
     base = found.get("vs_reference")
-    if base is not None:  # the baseline's own scores, from the comparison (its record is another experiment's)
-        m = base["result"]["systems"][0]["metrics"]
+    m = base["result"]["systems"][0].get("metrics") if base is not None else None
+    if m:  # the baseline's own scores, from the comparison (its record is another experiment's)
         rows.insert(0, ["3 + 3 encoder-decoder (`mt_bible_small`), greedy", scored(m["bleu"]), scored(m["chrf"]),
                         "baseline", "", "", ""])
     notes = []

@@ -58,10 +58,21 @@ class FakeSeqlab:
             atomic_write_lines_gz(out / "train.jsonl.gz", [json.dumps({"id": "1", "source": "s", "target": "t"})])
             (out / "distill.json").write_text(json.dumps({"examples": 1, "label": "beam5", "step": 2}))
             return True
+        if command == "export":  # the family folder, as `seqlab export --ckpt C --out DIR` writes it
+            out = Path(args[args.index("--out") + 1])
+            out.mkdir(parents=True)
+            (out / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
+            return True
+        if command == "import":  # ... and read back (`seqlab import --hf DIR --out FILE`)
+            torch.save({"seqlab": {"family": "llama", "model_config": {"start": "prompt"},
+                                   "tokenizer": {"chat": {"template": "{{ x }}"}}}},
+                       args[args.index("--out") + 1])
+            return True
         if command == "compare":
             folders = [Path(a) for a in args[:args.index("--json")]]
-            assert all((f / "hypotheses.jsonl").is_file() for f in folders)
-            names = [json.loads((f / "metrics.json").read_text())["label"] for f in folders]
+            assert all((f / "hypotheses.jsonl").is_file() or f.suffix == ".json" for f in folders)
+            names = [json.loads(f.read_text())["stage"] if f.suffix == ".json" else
+                     json.loads((f / "metrics.json").read_text())["label"] for f in folders]
             Path(args[-1]).write_text(json.dumps({"systems": [{"name": n} for n in names], "comparisons": [
                 {"base": names[0], "system": n, "metric": m, "delta": 1.0, "p_bootstrap": 0.001,
                  "p_ar": 0.01 if m in ("bleu", "chrf") else None}
@@ -185,8 +196,10 @@ def test_experiments_that_share_a_stage_run_it_once_and_a_comparison_reads_its_e
 
 
 def test_a_comparison_needs_evaluations():
-    with pytest.raises(ValueError, match="needs two or more evaluation stages"):
+    with pytest.raises(ValueError, match="needs two or more evaluations"):
         Pipeline("c", "", (Stage("train", "train", TRAIN), compared("vs", "train", ("train",))))
+    with pytest.raises(ValueError, match="needs two or more evaluations"):  # an archived baseline and nothing
+        Pipeline("c", "", (Stage("vs", "compare", baseline="mt_bible_small/greedy"),))
     with pytest.raises(ValueError, match="reads beam, which is not an earlier stage"):
         Pipeline("c", "", (Stage("train", "train", TRAIN),
                            Stage("greedy", "evaluate", ("decoding=greedy", *EVAL), after="train"),
@@ -474,3 +487,38 @@ def test_a_training_record_holds_the_mean_training_loss_of_each_validation_inter
     _, result = training_result(tmp_path)
     assert result["val_curve"] == [(20, 3.5), (40, 2.5), (50, 2.4)]
     assert result["train_curve"] == [(20, 3.5), (40, 1.5)]  # nothing logged after update 40: no point at 50
+
+
+def test_the_lm_workflow_exports_imports_fine_tunes_and_tests_against_the_archived_reference(places):
+    """The trained LM goes out as a Hugging Face folder and comes back through `seqlab import`; the imported
+    checkpoint is what the prompted evaluations decode and what the fine-tuning starts from; the comparison's
+    baseline is the 3 + 3's archived greedy record, read from results/, and keys the comparison's digest."""
+    pipeline = PIPELINES["lm_workflow"]
+    reference = places / "results" / "mt_bible_small"
+    with pytest.raises(PipelineError, match="mt_bible_small/greedy has no archived evaluation"):
+        plan(pipeline)
+    reference.mkdir(parents=True)
+    atomic_write_lines_gz(reference / "greedy.hyps.txt.gz", ["h"])
+    atomic_write_lines_gz(reference / "test.references.txt.gz", ["r"])
+    record = {"stage": "greedy", "status": "ok", "digest": "d1", "result": {"outputs": {
+        "hypotheses": "greedy.hyps.txt.gz", "references": ["test.references.txt.gz"]}}}
+    (reference / "greedy.json").write_text(json.dumps(record))
+    fake = FakeSeqlab()
+    assert execute(pipeline, command=fake) == []
+    assert [c[0] for c in fake.calls] == ["train", "evaluate", "export", "import", "evaluate", "evaluate", "train",
+                                          "evaluate", "compare", "compare"]
+    export, imported = fake.calls[2], fake.calls[3]
+    assert export[export.index("--out") + 1] == imported[imported.index("--hf") + 1]  # the user's import path
+    ckpt = imported[imported.index("--out") + 1]
+    assert [dict(a.split("=", 1) for a in c[1:] if "=" in a)["ckpt"] for c in fake.calls[4:6]] == [ckpt, ckpt]
+    assert f"train.init_from={ckpt}" in fake.calls[6] and "prompt.chat=true" in fake.calls[6]
+    assert fake.calls[8][1] == str(reference / "greedy.json")  # the baseline first, from the archive
+    archive = places / "results" / "lm_workflow"
+    assert json.loads((archive / "hf.json").read_text())["result"]["family"] == "llama"
+    text = pipeline.tables[0].render(archive)
+    assert text.count("| imported folder") == 3 and "+1.00 (p 0.001 / 0.01) *" in text
+    assert "outputs on 1 of 1 test sentences" in text  # the fake writes its preset: the same greedy output
+    first = {p.stage.name: p.digest for p in plan(pipeline)}
+    (reference / "greedy.json").write_text(json.dumps({**record, "digest": "d2"}))  # the reference rerun
+    again = {p.stage.name: p.digest for p in plan(pipeline)}
+    assert [n for n in first if first[n] != again[n]] == ["vs_reference"]

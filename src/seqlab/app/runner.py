@@ -33,7 +33,8 @@ from seqlab.hardware import QUIET_CORES, busy_warning, cpu_flags, cpu_model, gpu
 from seqlab.io import atomic_write_lines_gz, atomic_write_text, one_line, read_lines_gz
 from seqlab.metrics.neural import NeuralSettings
 from seqlab.pipeline.commands import Command, commit_archive, seqlab
-from seqlab.pipeline.core import OUTPUTS, RESULTS, Pipeline, Stage
+from seqlab.pipeline import core as pipeline_core
+from seqlab.pipeline.core import OUTPUTS, Pipeline, Stage
 from seqlab.pipeline.training import diverged_at, training_result, wall_time
 from seqlab.provenance import capture
 from seqlab.tracking.results import DIVERGED, HYPOTHESES_FILE, METRICS_FILE, OK, source_tokens_of
@@ -127,7 +128,7 @@ def _composed(command: str, overrides: tuple[str, ...], conf_dir: str) -> dict[s
 
 def baseline_record(stage: Stage) -> Path:
     """A compare stage's baseline: the record another experiment archived (results/EXPERIMENT/STAGE.json)."""
-    return RESULTS / f"{stage.baseline}.json"
+    return pipeline_core.RESULTS / f"{stage.baseline}.json"
 
 
 def archived_baseline(stage: Stage) -> str:

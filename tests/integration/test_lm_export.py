@@ -27,7 +27,8 @@ from seqlab.interop.families import InteropError  # noqa: E402
 from tests.integration.conftest import CONF  # noqa: E402
 
 SOURCES = ["En el principio creó Dios los cielos y la tierra.", "Y dijo Dios: Sea la luz; y fue la luz.",
-           "¿Dónde está Abel tu hermano?", "Jesús lloró.", "  dos  espacios\tun tabulador  ", "ünïcödé — “comillas” 12:3"]
+           "¿Dónde está Abel tu hermano?", "Jesús lloró.", "  dos  espacios\tun tabulador  ",
+           "ünïcödé — “comillas” 12:3"]
 SMALL = ["model=llama_small", "model.d_model=32", "model.n_heads=2", "model.decoder_layers=2", "model.d_ff=64"]
 
 

@@ -32,8 +32,8 @@ from seqlab.decoding.options import digest_neutral
 from seqlab.hardware import QUIET_CORES, busy_warning, cpu_flags, cpu_model, gpu_host_tolerance
 from seqlab.io import atomic_write_lines_gz, atomic_write_text, one_line, read_lines_gz
 from seqlab.metrics.neural import NeuralSettings
-from seqlab.pipeline.commands import Command, commit_archive, seqlab
 from seqlab.pipeline import core as pipeline_core
+from seqlab.pipeline.commands import Command, commit_archive, seqlab
 from seqlab.pipeline.core import OUTPUTS, Pipeline, Stage
 from seqlab.pipeline.training import diverged_at, training_result, wall_time
 from seqlab.provenance import capture

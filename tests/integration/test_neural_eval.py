@@ -145,3 +145,58 @@ def test_another_metric_model_rescores_the_recorded_hypotheses(make_cfg, smoke_c
     assert again["metrics"]["comet"] != first["metrics"]["comet"]
     assert again["metrics"]["comet_signature"].startswith("comet:regression-layer1-cls|")
     assert again["settings"]["neural"]["comet"] == str(other)
+
+
+def test_a_rescore_that_fails_leaves_no_score_of_the_other_model_and_is_retried(make_cfg, smoke_checkpoint,
+                                                                               tmp_path, comet_models):
+    """Every neural score in a result folder was computed by the model its settings name: a finished setting
+    asked again with another COMET model that cannot score keeps none of the first model's scores (metrics.json
+    and hypotheses.jsonl), records the failure, and is scored on the next run once the model reads."""
+    broken = Path(shutil.copytree(FIXTURES / "regression-layer1-cls", tmp_path / "regression-layer1-cls"))
+    first = run_evaluation(make_cfg("eval", [*common(smoke_checkpoint, comet_models), "metrics=[bleu,comet]"],
+                                    out=tmp_path))
+    assert first["metrics"]["comet_signature"].startswith("comet:regression-mix-softmax-avg|")
+    good = (broken / "checkpoints" / "model.ckpt").read_bytes()
+    (broken / "checkpoints" / "model.ckpt").write_bytes(b"not a checkpoint")  # found, but it cannot score
+    cfg = make_cfg("eval", [*common(smoke_checkpoint, comet_models), "metrics=[bleu,comet]",
+                            f"neural.comet={broken}"], out=tmp_path)
+    folder = result_folder(cfg)
+
+    def files() -> tuple[dict, list[dict]]:
+        return (json.loads((folder / "metrics.json").read_text()),
+                [json.loads(line) for line in (folder / "hypotheses.jsonl").read_text().splitlines()])
+
+    failed = run_evaluation(cfg)
+    for payload in (failed, files()[0]):
+        assert not {"comet", "comet_ci", "comet_signature"} & set(payload["metrics"])
+        assert "model.ckpt: cannot be read" in payload["metrics"]["metric_errors"]["comet"]
+        assert "comet" not in payload["settings"]["neural"]  # no model is named for a score it did not give
+        assert payload["metrics"]["bleu"] == first["metrics"]["bleu"]
+    assert all("comet" not in (line.get("segment_scores") or {}) for line in files()[1])
+    (broken / "checkpoints" / "model.ckpt").write_bytes(good)
+    again = run_evaluation(cfg)  # retried, not "already evaluated"
+    assert again["metrics"]["comet_signature"].startswith("comet:regression-layer1-cls|")
+    assert again["settings"]["neural"]["comet"] == str(broken) and "metric_errors" not in again["metrics"]
+    segments = [line["segment_scores"]["comet"] for line in files()[1]]
+    assert again["metrics"]["comet"] == pytest.approx(sum(segments) / len(segments))
+    assert run_evaluation(cfg)["status"] == "skipped"
+
+
+@pytest.mark.parametrize("metric,model,kind", [("cometkiwi", "regression-mix-softmax-avg", "reference-based"),
+                                               ("comet", "referenceless-avg", "reference-free")])
+def test_a_comet_model_of_the_other_kind_is_refused_by_its_key_before_decoding(make_cfg, smoke_checkpoint, tmp_path,
+                                                                               comet_models, metric, model, kind):
+    folder = comet_models.get(model) or Path(shutil.copytree(FIXTURES / model, tmp_path / model))
+    cfg = make_cfg("eval", [*common(smoke_checkpoint, comet_models), f"metrics=[bleu,{metric}]",
+                            f"neural.{metric}={folder}"], out=tmp_path / "out")
+    with pytest.raises(MetricModelError, match=rf"neural.{metric}=.*{model}: a {kind} COMET model"):
+        run_evaluation(cfg)
+    assert not (result_folder(cfg) / "hypotheses.jsonl").exists()
+
+
+def test_a_missing_metric_model_ends_evaluate_in_one_line_with_status_2(tmp_path):
+    from seqlab.app.cli import reraise
+
+    with pytest.raises(SystemExit) as exit_:
+        reraise("evaluate", MetricModelError("neural.comet: /nowhere: no such folder"))
+    assert exit_.value.code == 2

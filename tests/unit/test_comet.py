@@ -146,3 +146,24 @@ def test_a_model_in_the_hub_cache_loads_by_name(tmp_path, monkeypatch, models):
     assert model.score(SRC, MT, REF) == pytest.approx(RECORD["scores"]["regression-mix-softmax-avg"]["batch1"],
                                                       abs=1e-5)
     assert "version:0123456789ab" in model.signature()
+
+
+def test_the_encoder_is_found_beside_the_model_folder_and_a_hub_name_signs_as_itself(tmp_path, monkeypatch):
+    """docs/neural_metrics.md: a bare encoder name is a folder of that name beside the model folder (else the
+    hub cache); a model read by its hub name is signed with that name and the cached commit, never the hash."""
+    folder = copy_model(tmp_path)
+    hparams = yaml.safe_load((folder / "hparams.yaml").read_text())
+    hparams["pretrained_model"] = "encoder"  # as a hub name: found beside, at tmp_path/encoder
+    (folder / "hparams.yaml").write_text(yaml.safe_dump(hparams))
+    assert load_comet(folder).score(SRC, MT, REF) == load_comet(FIXTURES / "regression-mix-softmax-avg").score(
+        SRC, MT, REF)
+    hub = tmp_path / "hub"
+    repo = hub / "models--Org--tiny-comet"
+    snapshot = repo / "snapshots" / "0123456789abcdef"
+    shutil.copytree(FIXTURES / "regression-mix-softmax-avg", snapshot)
+    shutil.copytree(FIXTURES / "encoder", repo / "snapshots" / "encoder")  # ../encoder from the snapshot
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123456789abcdef")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    signature = load_comet("Org/tiny-comet").signature()
+    assert signature == "comet:Org/tiny-comet|kind:regression_metric|version:0123456789ab|seqlab-fp32"

@@ -19,6 +19,7 @@ from seqlab.config import ConfigError
 from seqlab.data import CorpusError
 from seqlab.interop.hf import InteropError
 from seqlab.memory import keep_freed_memory
+from seqlab.metrics.neural.errors import MetricModelError
 
 log = logging.getLogger("seqlab")
 
@@ -27,7 +28,7 @@ class CommandError(ValueError):
     """Bad input a command finds itself (not a config's or a checkpoint's): the message says what to change."""
 
 
-BAD_INPUT = (CommandError, ConfigError, CheckpointError, CompareError, InteropError, CorpusError)
+BAD_INPUT = (CommandError, ConfigError, CheckpointError, CompareError, InteropError, CorpusError, MetricModelError)
 
 
 def parser(name: str, doc: str | None) -> argparse.ArgumentParser:

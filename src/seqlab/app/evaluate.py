@@ -155,25 +155,32 @@ def unscored(out: ResultDir, chosen: tuple[str, ...], neural: NeuralSettings) ->
 
 
 def score_recorded(cfg: DictConfig, out: ResultDir, missing: list[str], neural: NeuralSettings) -> dict[str, Any]:
-    """A finished setting that lacks only neural metrics (`missing`): score its recorded hypotheses, without
-    decoding them again, and add the scores to its files (its W&B run is not reopened)."""
+    """A finished setting that lacks only neural metrics (`missing`), or holds them from another model: score its
+    recorded hypotheses, without decoding them again, and add the scores to its files (its W&B run is not
+    reopened). A metric's earlier scores go first, so a rescore that fails leaves none of another model under
+    settings naming this one, and the metric stays unscored (retried on the next run)."""
     payload = json.loads(out.metrics_path.read_text())
     check_neural(missing, neural, have_references=True)
     lines = out.read_hypotheses()
-    rows = [RecordedRow(r["source"], r["hypothesis"], r["reference"], r.get("references"), r.get(K.SEGMENT_SCORES))
+    rows = [RecordedRow(r["source"], r["hypothesis"], r["reference"], r.get("references"),
+                        {k: v for k, v in (r.get(K.SEGMENT_SCORES) or {}).items() if k not in missing} or None)
             for r in lines]
-    metrics = dict(payload["metrics"])
+    metrics = {k: v for k, v in payload["metrics"].items() if K.metric_of(k) not in missing}
     metrics.pop(K.METRIC_ERRORS, None)
     add_neural_metrics(rows, metrics, missing, neural, cfg.ci_seed, cfg.n_bootstrap)
     for line, row in zip(lines, rows, strict=True):
+        line.pop(K.SEGMENT_SCORES, None)
         if row.segment_scores:
             line[K.SEGMENT_SCORES] = row.segment_scores
     out.write_hypotheses(lines)
     payload["metrics"] = metrics
     settings = payload.setdefault("settings", {})
-    settings["neural"] = {**(settings.get("neural") or {}), **{m: neural.to_dict()[m] for m in missing}}
+    failed = metrics.get(K.METRIC_ERRORS) or {}
+    recorded = {m: v for m, v in (settings.get("neural") or {}).items() if m not in failed}
+    settings["neural"] = {**recorded, **{m: neural.to_dict()[m] for m in missing if m not in failed}}
     out.write_metrics(payload)
-    log.info("scored the recorded hypotheses of %s with %s (no decoding)", out.path, missing)
+    log.info("scored the recorded hypotheses of %s with %s (no decoding)%s", out.path, missing,
+             f"; failed: {sorted(failed)}" if failed else "")
     return payload
 
 

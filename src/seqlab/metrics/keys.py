@@ -81,3 +81,13 @@ def bucket(metric: str, label: str) -> str:
 def ci(metric: str) -> str:
     """The key of a metric's 95% confidence interval, `[low, high]`, in metrics.json."""
     return f"{metric}_ci"
+
+
+def metric_of(key: str) -> str:
+    """The neural metric a metrics.json key reports on (its score, interval, signature, or its further values:
+    BERTScore's P and R), or the key itself: what a rescore with another model replaces."""
+    for metric in NEURAL:
+        extras = (BERTSCORE_P, BERTSCORE_R) if metric == BERTSCORE else ()
+        if key in (metric, ci(metric), signature(metric), *extras):
+            return metric
+    return key

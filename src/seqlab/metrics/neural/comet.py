@@ -55,6 +55,7 @@ class CometScorer:
     head: torch.nn.Sequential
     device: torch.device
     version: str
+    name: str  # as the settings name the model: a hub name, or the folder's name (what the signature says)
     cache: dict[tuple[str, ...], Tensor] = field(default_factory=dict)
     encoded: int = 0  # encoder inputs computed (not read from the cache)
 
@@ -165,7 +166,15 @@ class CometScorer:
                 raise MetricModelError(f"{name}: {len(hyps)} hypotheses but {len(texts)} {label}")
 
     def signature(self) -> str:
-        return f"comet:{self.folder.name}|kind:{self.spec.kind}|version:{self.version}|seqlab-fp32"
+        """The model as the settings name it (a hub name, or the folder's name), its kind, the cached commit."""
+        return f"comet:{self.name}|kind:{self.spec.kind}|version:{self.version}|seqlab-fp32"
+
+
+def model_name(name: str | Path) -> str:
+    """How a signature names a model: a hub name as given, a folder by its own name (never a cache's
+    snapshot hash)."""
+    path = Path(name).expanduser()
+    return path.name if path.is_dir() else str(name)
 
 
 def load_comet(name: str | Path, device: torch.device | str = "cpu") -> CometScorer:
@@ -200,4 +209,4 @@ def load_comet(name: str | Path, device: torch.device | str = "cpu") -> CometSco
                        encoder=encoder.eval().to(device), layer_weights=None if weights is None else weights.to(device),
                        gamma=state["layerwise_attention.gamma"].to(device) if mixed else None,
                        head=estimator(spec, in_dim, state, folder / CHECKPOINT).to(device), device=device,
-                       version=hub.snapshot_id(folder))
+                       version=hub.snapshot_id(folder), name=model_name(name))

@@ -119,16 +119,28 @@ def read_spec(folder: Path, hparams: dict[str, Any], checkpoint: dict[str, Any])
 
 
 def encoder_folder(spec: CometSpec, folder: Path) -> Path:
-    """The encoder's config and tokenizer: a folder beside the COMET model first (a relative name), else the
-    hub name in the local cache."""
-    beside = folder / spec.pretrained_model
-    if beside.is_dir():
-        return beside
+    """The encoder's config and tokenizer (its weights are in the COMET checkpoint): a path relative to the
+    model folder as written (`../encoder`), else a folder of that name beside the model folder (`xlm-roberta-
+    large` next to `wmt22-comet-da`), else the hub name in the local cache."""
+    name = spec.pretrained_model
+    for candidate in ((folder / name,) if name.startswith(".") else (folder.parent / name,)):
+        if candidate.is_dir():
+            return candidate
     try:
-        return hub.resolve_folder(spec.pretrained_model)
+        return hub.resolve_folder(name)
     except hub.HubError as err:
-        raise MetricModelError(f"{folder / HPARAMS}: its encoder pretrained_model={spec.pretrained_model}: "
-                               f"{err}") from None
+        raise MetricModelError(f"{folder / HPARAMS}: its encoder pretrained_model={name}: not a folder beside "
+                               f"the model folder ({folder.parent / name}), and {err}") from None
+
+
+def reads_references(folder: Path) -> bool:
+    """Whether a COMET model scores with references, from its hparams.yaml alone (before any weights load):
+    a regression model with them, a referenceless one without, a unified model as its input segments say."""
+    hparams = read_hparams(folder)
+    kind = choice(hparams, "class_identifier", KINDS, folder / HPARAMS)
+    if kind == "unified_metric":
+        return "ref" in tuple(hparams.get("input_segments", ("mt", "src", "ref")))
+    return kind == "regression_metric"
 
 
 def activation(name: str, where: Path) -> nn.Module:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,6 +21,7 @@ from seqlab import hub
 from seqlab.config import ConfigError
 from seqlab.metrics import keys as K
 from seqlab.metrics.neural.bertscore import BertScoreSettings, load_bertscore
+from seqlab.metrics.neural.comet_checkpoint import reads_references
 from seqlab.metrics.neural.errors import MetricModelError
 from seqlab.metrics.neural.metricx import MetricXSettings, load_metricx
 
@@ -87,15 +89,29 @@ def check_neural(chosen: Sequence[str], settings: NeuralSettings, have_reference
                                    "choose cometkiwi (reference-free) or a MetricX QE model")
         for name in model_names(metric, settings):
             try:
-                hub.resolve_folder(name)
+                folder = hub.resolve_folder(name)
             except hub.HubError as err:
                 raise MetricModelError(f"neural.{metric}: {err}") from None
+        if metric in (K.COMET, K.COMETKIWI):
+            check_comet_kind(metric, settings.of(metric), folder)
         if metric == K.BERTSCORE:
             settings.bertscore.layers()
         if metric == K.METRICX:
             settings.metricx.resolved_version()
     if settings.torch_device().type == "cuda" and not torch.cuda.is_available():
         raise MetricModelError(f"neural.device={settings.device}: no GPU here; use neural.device=cpu")
+
+
+def check_comet_kind(metric: str, name: str, folder: Path) -> None:
+    """COMET scores with references, CometKiwi without: a model of the other kind is refused by its key, before
+    decoding (its hparams.yaml says which it is)."""
+    with_refs = reads_references(folder)
+    if metric == K.COMET and not with_refs:
+        raise MetricModelError(f"neural.comet={name}: a reference-free COMET model (it reads no references); "
+                               "give it as neural.cometkiwi and choose metrics=[..., cometkiwi]")
+    if metric == K.COMETKIWI and with_refs:
+        raise MetricModelError(f"neural.cometkiwi={name}: a reference-based COMET model (it scores with "
+                               "references); give it as neural.comet and choose metrics=[..., comet]")
 
 
 LOADED: dict[tuple[str, Any, str], Any] = {}  # (metric, its settings, device) -> the loaded scorer, for the process

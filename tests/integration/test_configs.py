@@ -91,3 +91,17 @@ def test_data_files_hold_only_what_differs_from_the_dataclass(path):
     same += [f"tokenizer.{k}" for k, v in (own.get("tokenizer") or {}).items() if v == base["tokenizer"][k]]
     assert same == []
     assert set(own) - {"defaults", "corpus"} <= set(base)
+
+
+def test_a_command_run_elsewhere_keeps_its_cache_where_it_runs(tmp_path, monkeypatch):
+    """Prepared data and tokenizers go under the folder the command runs in, never into the installed checkout."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    monkeypatch.chdir(tmp_path)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=["experiment=smoke"])
+    GlobalHydra.instance().clear()
+    assert cfg.paths.cache_dir == str(tmp_path / "cache") == cfg.data.cache_dir
+    assert cfg.paths.root_dir == str(CONF.parent)  # the configs and data still come from the package

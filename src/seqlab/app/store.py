@@ -8,6 +8,7 @@ so the nodes exist before Hydra composes anything.
 
 from __future__ import annotations
 
+import os
 from dataclasses import MISSING, asdict, fields
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,10 @@ FROM_ELSEWHERE = {ModelConfig: ("src_vocab_size", "tgt_vocab_size", "pad_id", "b
 
 # `${project_root:}` in conf/paths: resolvable before Hydra's own config exists (sweep folders need it).
 OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT), replace=True)
+# `${working_dir:}`: where the command runs (Hydra keeps it: job.chdir is off), so that what a command writes
+# for later runs (prepared data, tokenizers, engine choices) lands where the user works, never inside an
+# installed package's checkout
+OmegaConf.register_new_resolver("working_dir", lambda: os.getcwd(), replace=True)
 
 
 def defaults(cls: type) -> dict[str, Any]:

@@ -106,3 +106,25 @@ def test_relative_schemes_record_their_weights_and_show_their_bias():
         page = inspect_page(maps, [], "a model")
         assert f"positions: {scheme}" in page and "encoder position bias" in page
         assert "decoder self position bias" in page
+
+
+def test_the_logged_alignments_are_over_the_recorded_hypotheses(tmp_path):
+    """What W&B shows beside a prediction is the attention over that prediction (teacher-forced), not over a
+    greedy decoding of its own; the model stays where it is."""
+    from seqlab.data.tokenizer import Tokenizer, TokenizerConfig
+    from seqlab.inference.inspection import alignment_images, attention_maps
+    from seqlab.model import ModelConfig, Seq2SeqTransformer
+
+    lines = [f"the {w} sat on the {v} mat" for w in ("cat", "dog", "bird", "cow") for v in ("red", "blue", "big")]
+    tokenizer = Tokenizer.train(lines * 20, lines * 20, TokenizerConfig(vocab_size=300))
+    torch.manual_seed(0)
+    model = Seq2SeqTransformer(ModelConfig(src_vocab_size=tokenizer.src_vocab_size, d_model=32, n_heads=4,
+                                           encoder_layers=1, decoder_layers=1, d_ff=64, max_positions=64)).eval()
+    hypotheses = ["the dog sat on the big mat", "a cow"]
+    paths = alignment_images(model, tokenizer, ["the cat sat", "the bird"], hypotheses, tmp_path)
+    assert [p.name for p in paths] == ["attention-0.png", "attention-1.png"]
+    assert all(p.read_bytes().startswith(b"\x89PNG") for p in paths)
+    maps = attention_maps(model, tokenizer, "the cat sat", hypotheses[0])
+    ids = tokenizer.encode_target([hypotheses[0]])[0]
+    assert maps.tgt_pieces[1:] == [tokenizer.id_to_piece(i, "tgt") for i in ids[:-1]]  # after the start token
+    assert next(model.parameters()).device.type == "cpu"

@@ -31,7 +31,7 @@ from seqlab.app.configs import (
 from seqlab.app.infer import LANGUAGE_KEYS, InferenceRequest, Loaded, chosen_engine, load
 from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError
-from seqlab.data import CorpusConfig, DataConfig, Example
+from seqlab.data import CorpusConfig, DataConfig
 from seqlab.data.prompting import PromptSettings
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.ensemble import Ensemble
@@ -237,7 +237,7 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
             out.write_candidates([r.candidates_row() for r in records])
         payload.update(status=OK, metrics=metrics, settings=asdict(settings))
         if logger is not None:
-            log_results(logger, tracking.kind, cfg, metrics, rows, loaded, examples, out.path)
+            log_results(logger, tracking.kind, cfg, metrics, rows, loaded, out.path)
         log.info("%s: %s", label, {k: round(v, 3) for k, v in metrics.items() if isinstance(v, float)})
         return payload
     except KeyboardInterrupt:
@@ -286,14 +286,16 @@ def open_logger(cfg: DictConfig, tracking: TrackingConfig, folder: Path, loaded:
 
 
 def log_results(logger: Any, kind: str, cfg: DictConfig, metrics: dict[str, Any], rows: list[dict[str, Any]],
-                loaded: Loaded, examples: list[Example], folder: Path) -> None:
-    """The metrics to the logger; with W&B also the predictions table and the first alignments."""
+                loaded: Loaded, folder: Path) -> None:
+    """The metrics to the logger; with W&B also the predictions table and the first alignments (each over the
+    hypothesis the evaluation recorded: nothing is decoded again)."""
     logger.log_metrics({f"{cfg.split}/{k}": v for k, v in scalar_metrics(metrics).items()})
     if kind == "wandb":
         log_predictions(logger, rows)
-        shown = examples[: cfg.inspect_sentences] if not isinstance(loaded.model, Ensemble) else []  # no one alignment
-        log_images(logger, "attention", alignment_images(loaded.model, loaded.tokenizer, [e.source for e in shown],
-                                                         loaded.decoding, folder), [e.source[:80] for e in shown])
+        shown = rows[: cfg.inspect_sentences] if not isinstance(loaded.model, Ensemble) else []  # no one alignment
+        sources, hypotheses = [r["source"] for r in shown], [r["hypothesis"] for r in shown]
+        log_images(logger, "attention", alignment_images(loaded.model, loaded.tokenizer, sources, hypotheses, folder),
+                   [s[:80] for s in sources])
         for key, value in metrics.items():  # sacreBLEU's signatures: how each score was computed
             if key.endswith("_signature"):
                 logger.experiment.summary[f"{cfg.split}/{key}"] = value

@@ -94,7 +94,8 @@ def attention_maps(model: Model, tokenizer: Tokenizer, source: str, target: str 
                    cfg: DecodingConfig | None = None) -> AttentionMaps:
     """Teacher-forced attention over `target` (the model's own hypothesis under `cfg` when None)."""
     model.eval()
-    src, pad = one_source(model, tokenizer, source)
+    device = next(model.parameters()).device  # computed where the model is (never moved); read back on the CPU
+    src, pad = (t.to(device) for t in one_source(model, tokenizer, source))
     if target is None:
         out = generate(model, src, pad, cfg or DecodingConfig())
         tgt = out.sequences[0, 0, : out.lengths[0, 0]].tolist()
@@ -104,10 +105,10 @@ def attention_maps(model: Model, tokenizer: Tokenizer, source: str, target: str 
     if model.cfg.start == "prompt":  # a causal LM: the prompt's last token opens the target (decoding.prompts)
         src, pad, start = split_prompt(src, pad, model.cfg.pad_id)
         first = int(start[0])
-    tgt_in = torch.tensor([[first, *tgt[:-1]]])
+    tgt_in = torch.tensor([[first, *tgt[:-1]]], device=device)
     with record_attention(model) as found:
         model(src, pad, tgt_in)
-    weights = {kind: [w[0] for w in found[kind]] for kind in KINDS}
+    weights = {kind: [w[0].float().cpu() for w in found[kind]] for kind in KINDS}
     if model.cfg.one_stack:  # one stack over source and target: its parts play the three kinds' roles
         s = src.shape[1]
         whole = weights["decoder_self"]  # per layer (H, S + T, S + T)
@@ -129,7 +130,7 @@ def position_bias(model: Model, src_len: int, tgt_len: int) -> dict[str, Tensor]
         if positions.bias is None:
             return None
         bias, _ = with_bias(None, kind == "decoder_self", positions)  # the decoder's causal mask folded in
-        out[kind] = bias[0].detach().float()
+        out[kind] = bias[0].detach().float().cpu()
     return out
 
 
@@ -218,16 +219,15 @@ def alignment_png(maps: AttentionMaps) -> str:
     return heatmap_grid(maps.alignment()[None], maps.tgt_pieces, maps.src_pieces, "alignment")
 
 
-def alignment_images(model: Model, tokenizer: Tokenizer, sources: list[str], decoding: DecodingConfig,
+def alignment_images(model: Model, tokenizer: Tokenizer, sources: list[str], hypotheses: list[str],
                      folder: Path) -> list[Path]:
-    """The alignment (cross-attention over the model's greedy hypothesis, within `decoding`'s length limits) of
-    each source, as PNG files attention-<i>.png in `folder`."""
-    greedy = DecodingConfig(max_length=decoding.max_length, max_len_a=decoding.max_len_a,
-                            max_len_b=decoding.max_len_b)
+    """The alignment of each source with the hypothesis the evaluation recorded for it (cross-attention,
+    teacher-forced over that very output, not a decoding of its own), as PNG files attention-<i>.png in
+    `folder`; computed on the model's device, which is left as it is."""
     paths = []
-    for i, source in enumerate(sources):
+    for i, (source, hypothesis) in enumerate(zip(sources, hypotheses, strict=True)):
         path = folder / f"attention-{i}.png"
-        path.write_bytes(base64.b64decode(alignment_png(attention_maps(model.cpu(), tokenizer, source, cfg=greedy))))
+        path.write_bytes(base64.b64decode(alignment_png(attention_maps(model, tokenizer, source, hypothesis))))
         paths.append(path)
     return paths
 

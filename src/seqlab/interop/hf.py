@@ -1,7 +1,8 @@
-"""Hugging Face encoder-decoder models <-> Model.
+"""Hugging Face models <-> Model: the encoder-decoder families (interop.families) and the causal LMs
+(interop.causal_families, interop.gemma_families), one catalog (interop.catalog).
 
-`from_state` builds the seqlab model of any family interop.families knows from a config.json and a state
-dict, fusing q/k/v; `from_hf` does it from a loaded transformers model; `to_hf` is the inverse, the model's
+`from_state` builds the seqlab model of any family the catalog knows from a config.json and a state dict,
+fusing q/k/v (a causal LM's model continues its prompt: model.start=prompt); `from_hf` does it from a loaded transformers model; `to_hf` is the inverse, the model's
 family as transformers computes it (interop.hf_export).
 `transformers` is imported only here, and only when called.
 """
@@ -21,8 +22,8 @@ __all__ = ["InteropError", "from_hf", "from_state", "to_hf"]
 
 
 def from_state(config: dict[str, Any], state: dict[str, Tensor], where: str = "the model") -> Model:
-    """A Seq2SeqTransformer (eval mode) computing what a Hugging Face model of this config.json and state dict
-    computes."""
+    """The seqlab model (eval mode; an encoder-decoder or a causal LM, as the family is) computing what a Hugging
+    Face model of this config.json and state dict computes."""
     family = family_of(config, where)
     cfg = untie_where_saved(model_config(config, where), state, family)
     if cfg.one_stack:

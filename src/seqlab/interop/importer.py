@@ -1,12 +1,14 @@
-"""A Hugging Face encoder-decoder folder (or a hub name in the local cache) as a seqlab checkpoint:
-`seqlab import --hf DIR_OR_NAME --out FILE.ckpt` (`make import`).
+"""A Hugging Face folder of an encoder-decoder or a causal LM, base or instruct (or a hub name in the local
+cache), as a seqlab checkpoint: `seqlab import --hf DIR_OR_NAME --out FILE.ckpt` (`make import`).
 
 The weights go through interop.hf.from_state (the family's variant, same logits); the tokenizer is the
 family's own, checked against transformers' (interop.hf_tokenizers); the folder's `generation_config.json`
 becomes the checkpoint's decoding defaults (interop.generation.decoding_of), which
-`decoding_from_checkpoint=true` uses in `make eval` / `make translate`. Language codes (`src_lang`,
-`tgt_lang`) and T5's task prefix are stored as the tokenizer's defaults; evaluation and translation can
-change them. The checkpoint has no training corpus: evaluate it on `corpus=...` or `source=... references=[...]`.
+`decoding_from_checkpoint=true` uses in `make eval` / `make translate`; its end-token list (an instruct model's
+several) ends rows, its pad token (or the tokenizer's) pads them, and its chat template is kept with the
+tokenizer (data.chat). Language codes (`src_lang`, `tgt_lang`) and T5's task prefix are stored as the
+tokenizer's defaults; evaluation and translation can change them. The checkpoint has no training corpus:
+evaluate it on `corpus=...` or `source=... references=[...]`.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 (interop.causal_families, interop.gemma_families), one catalog (interop.catalog).
 
 `from_state` builds the seqlab model of any family the catalog knows from a config.json and a state dict,
-fusing q/k/v (a causal LM's model continues its prompt: model.start=prompt); `from_hf` does it from a loaded transformers model; `to_hf` is the inverse, the model's
-family as transformers computes it (interop.hf_export).
+fusing q/k/v (a causal LM's model continues its prompt: model.start=prompt); `from_hf` does it from a loaded
+transformers model; `to_hf` is the inverse, the model's family as transformers computes it
+(interop.hf_export).
 `transformers` is imported only here, and only when called.
 """
 

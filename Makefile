@@ -23,7 +23,7 @@ FORMAT ?= hf
 export THP_MEM_ALLOC_ENABLE ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: experiments pipeline render check-docs help install install-browser train eval translate distill sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench gpu-check gpu-check-short gpu-wheels comet-fixtures params test test-full lint clean
+.PHONY: experiments pipeline render check-docs help install install-browser train eval translate distill sweep-decoding sweep-arch study study-trained study-norm study-tying study-positions inspect export import average compare report bench gpu-check gpu-check-short gpu-study gpu-wheels comet-fixtures params test test-full lint clean
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -143,6 +143,19 @@ gpu-check: ## On a GPU: the GPU tests, then the bench_gpu pipeline (both shapes,
 gpu-check-short: ## On a GPU, a rerun's shorter list: Transformer-base at 32k tokens and its levers (new code's stages)
 	if [ -d .whl ]; then $(PY) -m pip install --quiet --no-index --no-deps .whl/*.whl; fi
 	$(PY) -m pipelines bench_gpu --rerun base_32k --rerun levers_32k --only base_32k --only levers_32k $(ARGS)
+
+# The study's queued trainings on a lent GPU, a question's baseline trained there beside its variants, N trainings at a
+# time on the one GPU, bf16-mixed, decoded there; records in results/<experiment>-gpu/, each naming its GPU (a cut
+# queue carries on where it stopped: a run resumes from its checkpoint, a landed record is not run again).
+GPU_PARALLEL ?= 9
+GPU_STUDY := \
+	"arch_study_trained --only baseline-seed?.* --only decoder_only-seed?.* --only prefix_lm-seed?.*" \
+	"distillation" \
+	"arch_study_trained --only swiglu-seed?.* --only swiglu_low_lr-seed?.*"
+gpu-study: ## On a GPU: the queued trainings (architecture question, distillation, SwiGLU's rate) in parallel, decoded there -> results/<experiment>-gpu/
+	set -f; status=0; for queued in $(GPU_STUDY); do \
+	  $(PY) -m pipelines $$queued --device cuda --parallel $(GPU_PARALLEL) $(ARGS) || status=1; \
+	done; exit $$status
 
 gpu-wheels: ## Download into .whl/ what a GPU machine without network lacks for gpu-check (liger-kernel), to carry there
 	python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

@@ -10,6 +10,7 @@ import seqlab.pipeline.core
 from pipelines import PIPELINES
 from pipelines.render import render
 from seqlab.app.runner import PipelineError, execute
+from seqlab.pipeline.devices import DEVICES, on_device
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,7 +25,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerun", action="append", default=[], metavar="STAGE",
                         help="run this stage again although archived (repeatable; e.g. a measurement after a fix)")
     parser.add_argument("--only", action="append", default=[], metavar="STAGE",
-                        help="run only this stage (repeatable) and the stages it reads, if the archive lacks them")
+                        help="run only this stage (repeatable; a pattern such as 'prefix_lm-seed?.*') and the "
+                             "stages it reads, if the archive lacks them")
+    parser.add_argument("--device", choices=DEVICES, default="cpu",
+                        help="cuda: the experiment's trainings and decodings on one GPU, archived apart "
+                             "(results/NAME-gpu/; seqlab.pipeline.devices)")
+    parser.add_argument("--parallel", type=int, default=1, metavar="N",
+                        help="run the trainings that read no other stage N at a time (processes sharing a GPU)")
     args = parser.parse_args(argv)
     if args.list or not args.name:
         for p in PIPELINES.values():
@@ -41,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.name not in PIPELINES:
         parser.error(f"unknown experiment {args.name!r}; use one of {', '.join(PIPELINES)} (or --list)")
     try:
-        failed = execute(PIPELINES[args.name], dry_run=args.dry_run, commit=args.commit,
-                         rerun=frozenset(args.rerun), only=frozenset(args.only))
+        failed = execute(on_device(PIPELINES[args.name], args.device), dry_run=args.dry_run, commit=args.commit,
+                         rerun=frozenset(args.rerun), only=frozenset(args.only), parallel=args.parallel)
     except PipelineError as err:
         print(f"pipelines {args.name}: {err}", file=sys.stderr)
         return 2

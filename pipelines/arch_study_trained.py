@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.bench import bench_records
-from pipelines.tables import commit_of, table
+from pipelines.tables import commit_of, gpu_archive, gpu_note, table
 from seqlab.analysis.study import RECIPES, SEEDS, TRAINING, VARIANT_DESCRIPTIONS, Archived, Runs, load_records
 from seqlab.analysis.study_claims import early_vs_trained
 from seqlab.analysis.study_questions import QUESTIONS, STUDY, claims_table
@@ -143,12 +143,18 @@ def section(question: str, archive: Path) -> str:
     it is compared on the test set), once all its runs are archived, with its own validation curves once drawn
     (`seqlab study QUESTION --recipe trained --from-archive`)."""
     tables = decoded(archive, [question], REPORTED, load_records(archive, TRAINING))
+    note = ""
+    gpu = gpu_archive(archive)
+    if not tables and gpu.is_dir():  # its runs made on a lent GPU, baseline included (make gpu-study)
+        tables = decoded(gpu, [question], REPORTED, load_records(gpu, TRAINING))
+        archive = gpu
+        note = gpu_note(gpu, [f"{v}-seed{s}" for v, s in QUESTIONS[question].runs()]) + "\n\n"
     if not tables:
         return pending(question)
     q, png = QUESTIONS[question], question_png(question)
     curves = (f"\n\n![{q.curves.caption}](../../results/{archive.name}/{png})"
               if q.curves is not None and (archive / png).is_file() else "")
-    return tables[question][0] + curves
+    return note + tables[question][0] + curves
 
 
 # The layer split's decoding speed: trained checkpoints timed on the test set in one run on a quiet machine

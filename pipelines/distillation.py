@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.core import compared
-from pipelines.tables import delta, metric, missing, paired_tests, provenance, records, table
+from pipelines.tables import delta, gpu_archive, gpu_note, metric, missing, paired_tests, provenance, records, table
 from seqlab.analysis.study import RECIPES, VARIANTS
 from seqlab.analysis.study_stages import study_stages
 from seqlab.checkpoint import LAST
@@ -51,7 +51,11 @@ DISTILL = Stage("distill", "distill", ("decoding=beam", "precision=fp32", "engin
 
 
 def render(archive: Path) -> str:
-    found = records(archive)
+    found, device_note = records(archive), ""
+    if "distill" not in found and "distill" in records(gpu_archive(archive)):  # run on a lent GPU
+        archive = gpu_archive(archive)
+        found = records(archive)
+        device_note = gpu_note(archive, [s for s in found if s != "distill"]) + "\n\n"
     if "distill" not in found:
         return missing(archive)
     d = found["distill"]["result"]
@@ -73,7 +77,7 @@ def render(archive: Path) -> str:
     note = (f"The teacher's beam-5 outputs for {d['examples']:,} training examples ({d['label']}, step "
             f"{d['step']}) are the students' training targets (`distill.train_targets.txt.gz` in the archive).")
     stages = ["distill", *(f"{p}-seed{s}.beam5" for p in ("enc5_dec1", "student") for s in range(SEEDS))]
-    return (table(["model", "seed", "BLEU beam 5 [95% CI]", "chrF", "BLEU greedy", "vs undistilled 5+1",
+    return device_note + (table(["model", "seed", "BLEU beam 5 [95% CI]", "chrF", "BLEU greedy", "vs undistilled 5+1",
                    "vs teacher", "tokens/s (beam 5)"], rows) + "\n\n" + note + "\n\n"
             + provenance(archive, found, [s for s in stages if s in found]))
 

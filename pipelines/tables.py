@@ -102,3 +102,18 @@ def provenance(archive: Path, found: dict[str, Row], stages: list[str]) -> str:
 
 def missing(archive: Path) -> str:
     return f"_No archived run yet: `make pipeline NAME={archive.name}`._"
+
+
+def gpu_archive(archive: Path) -> Path:
+    """The archive of the experiment's GPU copy (`python -m pipelines NAME --device cuda`), beside its own."""
+    from seqlab.pipeline.devices import GPU_SUFFIX
+
+    return archive.parent / f"{archive.name}{GPU_SUFFIX}"
+
+
+def gpu_note(archive: Path, stages: list[str]) -> str:
+    """One line naming the GPU the rows' stages ran on, where the table renders from a GPU copy's archive."""
+    found = records(archive)
+    devices = sorted({found[s]["manifest"].get("device") or "the CPU" for s in stages if s in found})
+    return (f"_Trained and decoded on {', '.join(devices)} (`results/{archive.name}/`): every run of this "
+            "table on that kind of device, its baseline included._")

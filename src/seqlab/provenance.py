@@ -54,6 +54,7 @@ class Provenance:
     engine: str | None  # the decoding engine; None for a training
     wall_s: float  # seconds the command ran (a resumed training: the sum of its sittings)
     updates: int | None = None  # optimizer updates of the model it trained or decoded with
+    device: str | None = None  # the GPU it ran on (torch's name for it); None: the CPU above
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "cpu_flags": list(self.cpu_flags)}
@@ -68,7 +69,7 @@ class Provenance:
 
 
 def capture(command: str, precision: str, engine: str | None, wall_s: float, updates: int | None = None,
-            commit: str | None = None, clean: bool | None = None) -> Provenance:
+            commit: str | None = None, clean: bool | None = None, device: str | None = None) -> Provenance:
     """This machine's record of a command that just finished; `commit`/`clean` default to this checkout's
     (a training's checkpoint names the commit that trained it, which may be older)."""
     import torch
@@ -78,4 +79,4 @@ def capture(command: str, precision: str, engine: str | None, wall_s: float, upd
                       clean=clean if clean is not None else here_clean,
                       date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), cpu=cpu_model(),
                       cpu_flags=tuple(f for f in SPEED_FLAGS if f in cpu_flags()), torch=torch.__version__,
-                      precision=precision, engine=engine, wall_s=round(wall_s, 1), updates=updates)
+                      precision=precision, engine=engine, wall_s=round(wall_s, 1), updates=updates, device=device)

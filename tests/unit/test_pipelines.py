@@ -354,7 +354,7 @@ def test_a_stage_named_for_rerun_runs_again_and_an_unknown_name_is_refused(place
     execute(toy(), command=fake)
     fake.calls.clear()
     assert execute(toy(), command=fake, rerun=frozenset({"beam"})) == [] and fake.stages() == ["beam"]
-    with pytest.raises(PipelineError, match=r"--rerun \['bem'\]: no such stage of toy"):
+    with pytest.raises(PipelineError, match=r"--rerun 'bem': no such stage of toy"):
         execute(toy(), command=fake, rerun=frozenset({"bem"}))
 
 
@@ -522,3 +522,57 @@ def test_the_lm_workflow_exports_imports_fine_tunes_and_tests_against_the_archiv
     (reference / "greedy.json").write_text(json.dumps({**record, "digest": "d2"}))  # the reference rerun
     again = {p.stage.name: p.digest for p in plan(pipeline)}
     assert [n for n in first if first[n] != again[n]] == ["vs_reference"]
+
+
+def test_on_a_gpu_an_experiment_is_a_copy_with_its_own_digests_archive_and_named_device(places, monkeypatch):
+    """`--device cuda`: every training and decoding on the GPU (in its config, so in its digest), archived in
+    results/<name>-gpu/ with the GPU named in each record; the trainings that read nothing run side by side
+    (`--parallel`), before what reads them; the CPU archive is left as it was."""
+    from seqlab.pipeline.devices import on_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    cpu = Pipeline("toy", "a toy", (Stage("train", "train", TRAIN), Stage("other", "train", (*TRAIN, "seed=1")),
+                                    Stage("greedy", "evaluate", ("decoding=greedy", *EVAL), after="train"),
+                                    Stage("speed", "bench", ("bench.decode_sources=0",))), ())
+    gpu = on_device(cpu, "cuda")
+    assert gpu.name == "toy-gpu" and [s.name for s in gpu.stages] == ["train", "other", "greedy"]  # no bench
+    assert "trainer.accelerator=gpu" in gpu.stage("train").overrides and "device=cuda" in gpu.stage("greedy").overrides
+    digests = {p.stage.name: p.digest for p in plan(cpu)}
+    assert all(p.digest != digests[p.stage.name] for p in plan(gpu))
+    fake = FakeSeqlab()
+    assert execute(gpu, command=fake, parallel=2) == []
+    assert [c[0] for c in fake.calls] == ["train", "train", "evaluate"]
+    for name in ("train", "other", "greedy"):
+        record = json.loads((places / "results" / "toy-gpu" / f"{name}.json").read_text())
+        assert record["manifest"]["device"] == "NVIDIA H100 80GB HBM3"
+    assert not (places / "results" / "toy").exists()
+    fake.calls.clear()
+    assert execute(gpu, command=fake, parallel=2) == [] and fake.calls == []  # landed: nothing runs again
+    assert execute(cpu, command=fake, only=frozenset({"gr*"})) == []  # a pattern: the decoding and its training
+    assert [c[0] for c in fake.calls] == ["train", "evaluate"]
+    assert "device" not in json.loads((places / "results" / "toy" / "train.json").read_text())["manifest"]
+    with pytest.raises(ValueError, match="--device tpu: one of cpu, cuda"):
+        on_device(cpu, "tpu")
+
+
+def test_a_failed_parallel_training_is_not_archived_and_its_readers_wait(places):
+    fake = FakeSeqlab(fail="seed=1")
+    pipeline = Pipeline("toy", "a toy", (Stage("train", "train", TRAIN), Stage("other", "train", (*TRAIN, "seed=1")),
+                                         Stage("greedy", "evaluate", ("decoding=greedy", *EVAL), after="other")), ())
+    assert sorted(execute(pipeline, command=fake, parallel=2)) == ["greedy", "other"]
+    assert (places / "results" / "toy" / "train.json").is_file()
+    assert not (places / "results" / "toy" / "other.json").exists()
+
+
+@pytest.mark.slow
+def test_the_distillation_run_on_a_gpu_renders_on_its_page_naming_the_gpu(places, monkeypatch):
+    from seqlab.pipeline.devices import on_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    pipeline = PIPELINES["distillation"]
+    assert execute(on_device(pipeline, "cuda"), command=FakeSeqlab(), parallel=4) == []
+    text = pipeline.tables[0].render(places / "results" / "distillation")
+    assert text.startswith("_Trained and decoded on NVIDIA H200 (`results/distillation-gpu/`)")
+    assert text.count("5+1, distilled") == 3

@@ -7,13 +7,17 @@ second experiment that shares the stage copies the record instead of running it 
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fnmatch
 import functools
 import hashlib
 import json
 import re
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,7 @@ from seqlab.metrics.neural import NeuralSettings
 from seqlab.pipeline import core as pipeline_core
 from seqlab.pipeline.commands import Command, commit_archive, seqlab
 from seqlab.pipeline.core import OUTPUTS, Pipeline, Stage
+from seqlab.pipeline.devices import stage_device
 from seqlab.pipeline.training import diverged_at, training_result, wall_time
 from seqlab.provenance import capture
 from seqlab.tracking.results import DIVERGED, HYPOTHESES_FILE, METRICS_FILE, OK, source_tokens_of
@@ -139,6 +144,13 @@ def archived_baseline(stage: Stage) -> str:
         raise PipelineError(f"stage {stage.name}: its baseline {stage.baseline} has no archived evaluation with its "
                             f"outputs at {path}; run that experiment first")
     return f"{stage.baseline}@{record['digest']}"
+
+
+def gpu_name(stage: Stage, config: dict[str, Any]) -> str | None:
+    """The GPU a training or decoding stage ran on (its manifest's `device`), None for the CPU."""
+    if stage_device(stage.command, config) != "cuda":
+        return None
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cuda"
 
 
 def on_gpu(stage: Stage) -> bool:
@@ -332,25 +344,39 @@ def upstream_closure(by_name: dict[str, Planned], names: frozenset[str]) -> set[
 
 
 def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False, commit: bool = False,
-            rerun: frozenset[str] = frozenset(), only: frozenset[str] = frozenset()) -> list[str]:
+            rerun: frozenset[str] = frozenset(), only: frozenset[str] = frozenset(), parallel: int = 1) -> list[str]:
     """Run the stages the archive lacks (and those whose outputs they read); returns what failed. `commit`:
     git-commit the archive after each record lands (only the archive's folder), so a queue cut off keeps
     every finished stage. `rerun`: stages run again although archived (a digest covers the config, not the
     code: a changed measurement is rerun by name). `only`: these stages and what they read, no others (a
-    machine lent for minutes runs the one measurement it is lent for)."""
-    for flag, names in (("--rerun", rerun), ("--only", only)):
-        if unknown := names - {s.name for s in pipeline.stages}:
-            raise PipelineError(f"{flag} {sorted(unknown)}: no such stage of {pipeline.name}; its stages: "
-                                f"{[s.name for s in pipeline.stages]}")
+    machine lent for minutes runs the one measurement it is lent for); a name may be a pattern
+    (`decoder_only-seed?.*`). `parallel`: the trainings that read no other stage run first, this many at a
+    time (processes sharing one GPU), each archived as it lands; the rest follows in order."""
+    rerun, only = matching(pipeline, "--rerun", rerun), matching(pipeline, "--only", only)
     planned = [replace(p, archived=False) if p.stage.name in rerun else p for p in plan(pipeline)]
     by_name = {p.stage.name: p for p in planned}
     needed = needed_stages(planned)
     asked = upstream_closure(by_name, only) if only else {p.stage.name for p in planned}
     needed &= asked
     failed: list[str] = []
+    ran: set[str] = set()
+    if parallel > 1 and not dry_run:
+        first = [p for p in planned if p.stage.command == "train" and p.stage.after is None
+                 and p.stage.name in needed and not (present(p) and p.stage.name not in rerun
+                                                     and read_record(p.folder / "record.json", p.digest))]
+        lock = threading.Lock()
+
+        def one(p: Planned) -> None:
+            if not run_stage(pipeline, by_name, p, command, commit, rerun, lock):
+                with lock:
+                    failed.append(p.stage.name)
+
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            list(pool.map(one, first))
+        ran = {p.stage.name for p in first}
     for p in planned:
-        commands = command_lines(by_name, p, rerun)
-        line = " && ".join("seqlab " + " ".join(args) for args in commands)
+        if p.stage.name in ran:
+            continue
         if p.stage.name not in asked:
             print(f"== {p.stage.name}: left as it is (--only)", file=sys.stderr)
             continue
@@ -371,24 +397,47 @@ def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False
             if not dry_run:
                 adopt_record(pipeline, p, done, commit)
             continue
-        print(f"== {p.stage.name}: {'would run' if dry_run else 'running'}: {line}", file=sys.stderr)
         if dry_run:
+            line = " && ".join("seqlab " + " ".join(args) for args in command_lines(by_name, p, rerun))
+            print(f"== {p.stage.name}: would run: {line}", file=sys.stderr)
             continue
-        p.folder.mkdir(parents=True, exist_ok=True)
-        start = time.perf_counter()
-        if not all(command(*args) for args in commands) and not (p.stage.diverges and
-                                                                   diverged_at(p.folder) is not None):
+        if not run_stage(pipeline, by_name, p, command, commit, rerun):
             failed.append(p.stage.name)
-            continue
-        refusal = unreliable(p)
-        if refusal is not None:
-            print(f"== {p.stage.name}: not archived: {refusal}", file=sys.stderr)
-            failed.append(p.stage.name)
-            continue
+    return failed
+
+
+def matching(pipeline: Pipeline, flag: str, names: frozenset[str]) -> frozenset[str]:
+    """The stage names `names` give, each a name or a pattern (fnmatch); one that names no stage is refused."""
+    stages = [s.name for s in pipeline.stages]
+    found: set[str] = set()
+    for name in names:
+        hits = fnmatch.filter(stages, name)
+        if not hits:
+            raise PipelineError(f"{flag} {name!r}: no such stage of {pipeline.name}; its stages: {stages}")
+        found |= set(hits)
+    return frozenset(found)
+
+
+def run_stage(pipeline: Pipeline, by_name: dict[str, Planned], p: Planned, command: Command, commit: bool,
+              rerun: frozenset[str], lock: threading.Lock | None = None) -> bool:
+    """Run one stage's commands in its folder and archive its record; whether it succeeded (`lock`: held while
+    archiving and committing, when stages run side by side)."""
+    commands = command_lines(by_name, p, rerun)
+    line = " && ".join("seqlab " + " ".join(args) for args in commands)
+    print(f"== {p.stage.name}: running: {line}", file=sys.stderr)
+    p.folder.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    if not all(command(*args) for args in commands) and not (p.stage.diverges and diverged_at(p.folder) is not None):
+        return False
+    refusal = unreliable(p)
+    if refusal is not None:
+        print(f"== {p.stage.name}: not archived: {refusal}", file=sys.stderr)
+        return False
+    with lock or contextlib.nullcontext():
         archive_stage(pipeline, p, line, time.perf_counter() - start)
         if commit:
             commit_archive(pipeline.archive, f"{pipeline.name}: {p.stage.name}")
-    return failed
+    return True
 
 
 def adopt_record(pipeline: Pipeline, planned: Planned, done: dict[str, Any], commit: bool) -> None:
@@ -513,7 +562,9 @@ def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float
         result = {**json.loads((where / DISTILLED / "distill.json").read_text()),
                   "outputs": {"train_targets": archive_distilled(pipeline, planned)}}
         precision, engine = str(planned.config.get("precision")), str(planned.config.get("engine"))
-    manifest = capture(line, precision, engine, wall_s, updates).to_dict()
+    manifest = capture(line, precision, engine, wall_s, updates, device=gpu_name(stage, planned.config)).to_dict()
+    if manifest["device"] is None:
+        del manifest["device"]  # a CPU stage's record as every CPU record is (its CPU named above)
     record = {"stage": stage.name, "status": status, "digest": planned.digest, "result": result, "manifest": manifest}
     text = json.dumps(record, indent=1, default=str) + "\n"
     atomic_write_text(where / "record.json", text)

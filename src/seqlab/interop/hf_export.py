@@ -81,8 +81,10 @@ def family_for(cfg: ModelConfig, hint: str | None = None) -> Family:
     alike = [n for n in dict.fromkeys(names)
              if FAMILIES[n].choices.get("architecture", "encoder_decoder") == cfg.architecture]
     if not alike:
-        raise InteropError(f"no Hugging Face family is a model.architecture={cfg.architecture}; export it with "
-                           "--format ctranslate2 or keep it in seqlab")
+        elsewhere = ("its source attends to itself both ways, which neither a Hugging Face family nor "
+                     "CTranslate2's Generator computes: keep it in seqlab" if cfg.architecture == "prefix_lm"
+                     else "export it with --format ctranslate2 or keep it in seqlab")
+        raise InteropError(f"no Hugging Face family is a model.architecture={cfg.architecture}; {elsewhere}")
     found = {name: mismatches(cfg, FAMILIES[name]) for name in alike}
     for name, problems in found.items():
         if not problems:

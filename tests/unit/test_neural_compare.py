@@ -114,3 +114,31 @@ def test_the_wandb_predictions_table_has_a_column_per_neural_metric():
     logger = Logger()
     log_predictions(logger, rows)
     assert logger.columns[-2:] == ["comet", "metricx"] and [r[-2] for r in logger.data] == [80.0, 81.0, 82.0]
+
+
+def test_two_settings_of_one_checkpoint_are_told_apart_by_their_folders_and_archived_records_compare(tmp_path):
+    """Two prompts of one checkpoint and decoding share a label: each is named by its setting's folder; an
+    archived record (results/EXPERIMENT/STAGE.json with its .gz outputs) is a system as a folder is."""
+    from seqlab.analysis.compare import distinct_names, from_result
+    from seqlab.io import atomic_write_lines_gz
+
+    a = result_folder(tmp_path / "zero" / "imported", "greedy-1a", 0.0)  # results_dir/<run>/<label>-<key>
+    b = result_folder(tmp_path / "two" / "imported", "greedy-2b", 4.0)
+    for folder in (a, b):
+        (folder / "metrics.json").write_text(json.dumps({"status": "ok", "label": "greedy", "metrics": {}}))
+    assert [s.name for s in (from_result(a), from_result(b))] == ["imported/greedy", "imported/greedy"]
+    systems = distinct_names([from_result(a), from_result(b)])
+    assert [s.name for s in systems] == ["imported/greedy (greedy-1a)", "imported/greedy (greedy-2b)"]
+    with pytest.raises(CompareError, match="same name"):
+        compare(distinct_names([from_result(a), from_result(a)]), n_bootstrap=10, n_ar=10)
+    archive = tmp_path / "results" / "ref"
+    atomic_write_lines_gz(archive / "greedy.hyps.txt.gz", [f"base {i}" for i in range(40)])
+    atomic_write_lines_gz(archive / "test.references.txt.gz", REFS)
+    (archive / "greedy.json").write_text(json.dumps({"stage": "greedy", "status": "ok", "result": {"outputs": {
+        "hypotheses": "greedy.hyps.txt.gz", "references": ["test.references.txt.gz"]}}}))
+    report = compare([from_result(archive / "greedy.json"), *systems], n_bootstrap=10, n_ar=10,
+                     metrics=("bleu",))
+    assert [c.system for c in report.comparisons] == ["imported/greedy (greedy-1a)", "imported/greedy (greedy-2b)"]
+    (archive / "broken.json").write_text("{}")
+    with pytest.raises(CompareError, match="broken.json: not an archived evaluation record"):
+        from_result(archive / "broken.json")

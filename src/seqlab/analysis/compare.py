@@ -23,7 +23,7 @@ import gzip
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +148,13 @@ def from_archived(path: Path) -> System:
                            "evaluation's record from results/") from None
     return System(f"{path.parent.name}/{record.get('stage', path.stem)}", hypotheses, references,
                   origin=str(path), source_tokens=None)
+
+
+def distinct_names(systems: Sequence[System]) -> list[System]:
+    """Systems whose names repeat (two settings of one checkpoint and decoding: two prompts, two metric models)
+    told apart by their folder's own name, which keys the setting; the same folder twice stays a repeat."""
+    names = [s.name for s in systems]
+    return [replace(s, name=f"{s.name} ({Path(s.origin).name})") if names.count(s.name) > 1 else s for s in systems]
 
 
 def from_result_dir(path: Path) -> System:

@@ -15,6 +15,7 @@ from seqlab.analysis.compare import (
     CompareError,
     add_by_length,
     compare,
+    distinct_names,
     from_result,
     from_text_files,
     recorded_neural,
@@ -52,7 +53,7 @@ def body(args: argparse.Namespace) -> int:
             raise CompareError("plain-text systems need both --refs REF.txt and --hyps BASE.txt OTHER.txt ...")
         systems = from_text_files(args.refs, args.hyps)
     elif args.results:
-        systems = [from_result(p) for p in args.results]
+        systems = distinct_names([from_result(p) for p in args.results])
     else:
         raise CompareError("nothing to compare: give result folders, or --refs and --hyps")
     metrics = args.metrics or [*DEFAULT_METRICS, *recorded_neural(systems)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.tables import delta, metric, missing, paired_tests, provenance, records, table
+from pipelines.tables import delta, metric, missing, paired_tests, provenance, records, significant, table
 from seqlab.checkpoint import LAST
 from seqlab.pipeline.core import EVAL_COMMON, Pipeline, Stage, Table
 
@@ -74,6 +74,18 @@ def render(archive: Path) -> str:
         notes.append(f"The imported folder asked zero-shot gives the trained checkpoint's own greedy outputs on "
                      f"{same[0]:,} of {same[1]:,} test sentences (the chat template lays out the ids it was "
                      "trained on).")
+    if "few_shot.greedy" in found:
+        empty = found["few_shot.greedy"]["result"]["metrics"].get("empty_share")
+        if empty is not None:
+            notes.append(f"Asked {SHOTS}-shot, {empty:.0f}% of its outputs are empty: trained on one pair per "
+                         "sequence, the model reads the earlier pairs' end token as its own target's and ends at "
+                         "once; few-shot prompting needs a model trained on text holding several pairs, as a "
+                         "pretrained LM's is.")
+    tuned = vs_zero.get("sft.greedy", {}).get("bleu")
+    if tuned is not None:
+        verdict = "a significant difference" if significant(tuned) else "no significant difference"
+        notes.append(f"LoRA fine-tuning with the loss on the target, on the layout the model was trained on, "
+                     f"moves BLEU by {delta(tuned)} against zero-shot: {verdict}.")
     if "hf" in found:
         hf = found["hf"]["result"]
         notes.append(f"The exported folder: `{hf['family']}` ({', '.join(hf['architectures'] or [])}), files "

@@ -29,7 +29,11 @@ from tests.integration.conftest import CONF  # noqa: E402
 SOURCES = ["En el principio creó Dios los cielos y la tierra.", "Y dijo Dios: Sea la luz; y fue la luz.",
            "¿Dónde está Abel tu hermano?", "Jesús lloró.", "  dos  espacios\tun tabulador  ",
            "ünïcödé — “comillas” 12:3"]
-SMALL = ["model=llama_small", "model.d_model=32", "model.n_heads=2", "model.decoder_layers=2", "model.d_ff=64"]
+LLAMA = ["model.norm=rmsnorm", "model.positions=rope", "model.gated_ffn=true", "model.activation=silu",
+         "model.bias=false", "model.scale_embedding=false", "model.norm_position=pre", "model.tie_embeddings=all",
+         "model.layer_norm_eps=1e-6"]  # conf/experiment/lm_workflow.yaml's: the `llama` family's choices
+SMALL = ["model=llama_small", *LLAMA, "model.d_model=32", "model.n_heads=2", "model.decoder_layers=2",
+         "model.d_ff=64"]
 
 
 def trained(tmp_path_factory, shared_cache, overrides: list[str]) -> Path:

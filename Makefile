@@ -74,7 +74,7 @@ study: $(STAMP) ## The architecture study: every question, SEEDS seeds per varia
 # results/ here as it lands. Long: run with nohup; rerun to carry on where it stopped (a cut training resumes
 # from its checkpoint). Refuses a worktree left at another commit.
 EXPERIMENTS ?= mt_bible_small sum_debian_small decoding_sweep truncation mbr beam_curse no_repeat constraints bench \
-	arch_study arch_study_trained
+	arch_study arch_study_trained lm_workflow
 EXPERIMENTS_WT ?= ../seqlab-experiments
 EXPERIMENTS_REV ?= $(shell cat results/REVISION 2>/dev/null || echo HEAD)
 experiments: ## Every experiment's pipeline in turn (EXPERIMENTS=..., ARGS="--rerun STAGE") from a worktree at EXPERIMENTS_REV, records committed as they land; long, run with nohup

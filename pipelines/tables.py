@@ -114,6 +114,7 @@ def gpu_archive(archive: Path) -> Path:
 def gpu_note(archive: Path, stages: list[str]) -> str:
     """One line naming the GPU the rows' stages ran on, where the table renders from a GPU copy's archive."""
     found = records(archive)
-    devices = sorted({found[s]["manifest"].get("device") or "the CPU" for s in stages if s in found})
+    ran = [found[s] for s in stages if s in found and "comparisons" not in found[s]["result"]]  # not the tests
+    devices = sorted({r["manifest"].get("device") or "the CPU" for r in ran})
     return (f"_Trained and decoded on {', '.join(devices)} (`results/{archive.name}/`): every run of this "
             "table on that kind of device, its baseline included._")

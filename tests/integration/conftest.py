@@ -51,21 +51,26 @@ def make_cfg(tmp_path, shared_cache):
     GlobalHydra.instance().clear()
 
 
-@pytest.fixture(scope="session")
-def smoke_checkpoint(tmp_path_factory, shared_cache) -> Path:
-    """last.ckpt of a 2-step smoke training, shared by the session's tests (read it, never write it)."""
+def smoke_training(out: Path, cache: Path, overrides: list[str]) -> Path:
+    """last.ckpt of a smoke training (experiment=smoke, no logger, no quick decode) with `overrides`, its
+    outputs under `out` and its data in `cache`."""
     from seqlab.app.train import train
 
-    out = tmp_path_factory.mktemp("smoke_ckpt")
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name="train", overrides=["experiment=smoke", "logger=none", "train.quick_eval_size=0",
-                                                      "trainer.max_steps=2"], return_hydra_config=True)
+                                                      *overrides], return_hydra_config=True)
     with open_dict(cfg):
         cfg.paths.log_dir = str(out / "outputs")
         cfg.paths.output_dir = str(out / "run")
-        cfg.data.cache_dir = str(shared_cache)
+        cfg.data.cache_dir = str(cache)
     HydraConfig.instance().set_config(cfg)
     result = train(cfg)
     GlobalHydra.instance().clear()
     return Path(result["last"])
+
+
+@pytest.fixture(scope="session")
+def smoke_checkpoint(tmp_path_factory, shared_cache) -> Path:
+    """last.ckpt of a 2-step smoke training, shared by the session's tests (read it, never write it)."""
+    return smoke_training(tmp_path_factory.mktemp("smoke_ckpt"), shared_cache, ["trainer.max_steps=2"])

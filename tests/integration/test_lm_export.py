@@ -24,7 +24,7 @@ from seqlab.data.chat import ChatTemplate, ChatTemplateError  # noqa: E402
 from seqlab.interop.causal_export import LAYOUT_TEMPLATE, tokenizer_files  # noqa: E402
 from seqlab.interop.export import export  # noqa: E402
 from seqlab.interop.families import InteropError  # noqa: E402
-from tests.integration.conftest import CONF  # noqa: E402
+from tests.integration.conftest import CONF, smoke_training  # noqa: E402
 
 SOURCES = ["En el principio creó Dios los cielos y la tierra.", "Y dijo Dios: Sea la luz; y fue la luz.",
            "¿Dónde está Abel tu hermano?", "Jesús lloró.", "  dos  espacios\tun tabulador  ",
@@ -38,22 +38,8 @@ SMALL = ["model=llama_small", *LLAMA, "model.d_model=32", "model.n_heads=2", "mo
 
 def trained(tmp_path_factory, shared_cache, overrides: list[str]) -> Path:
     """last.ckpt of a 3-update smoke training of a Llama-shaped decoder-only model."""
-    from seqlab.app.train import train
-
-    out = tmp_path_factory.mktemp("lm")
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=["experiment=smoke", "logger=none", "train.quick_eval_size=0",
-                                                      "trainer.max_steps=3", "optim.lr=5e-3", *overrides],
-                      return_hydra_config=True)
-    with open_dict(cfg):
-        cfg.paths.log_dir = str(out / "outputs")
-        cfg.paths.output_dir = str(out / "run")
-        cfg.data.cache_dir = str(shared_cache)
-    HydraConfig.instance().set_config(cfg)
-    result = train(cfg)
-    GlobalHydra.instance().clear()
-    return Path(result["last"])
+    return smoke_training(tmp_path_factory.mktemp("lm"), shared_cache,
+                          ["trainer.max_steps=3", "optim.lr=5e-3", *overrides])
 
 
 @pytest.fixture(scope="module")

@@ -64,8 +64,8 @@ class FakeSeqlab:
             (out / "config.json").write_text(json.dumps({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}))
             return True
         if command == "import":  # ... and read back (`seqlab import --hf DIR --out FILE`)
-            torch.save({"seqlab": {"family": "llama", "model_config": {"start": "prompt"},
-                                   "tokenizer": {"chat": {"template": "{{ x }}"}}}},
+            torch.save({"state_dict": {}, "seqlab": {"family": "llama", "model_config": {"start": "prompt"},
+                                                     "tokenizer": {"chat": {"template": "{{ x }}"}}}},
                        args[args.index("--out") + 1])
             return True
         if command == "compare":

@@ -29,7 +29,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
 from seqlab.app.store import CONF_DIR
-from seqlab.checkpoint import LAST, checkpoint_file
+from seqlab.checkpoint import LAST, checkpoint_file, read_checkpoint
 from seqlab.data.prompting import PromptSettings
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.options import digest_neutral
@@ -362,8 +362,7 @@ def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False
     ran: set[str] = set()
     if parallel > 1 and not dry_run:
         first = [p for p in planned if p.stage.command == "train" and p.stage.after is None
-                 and p.stage.name in needed and not (present(p) and p.stage.name not in rerun
-                                                     and read_record(p.folder / "record.json", p.digest))]
+                 and p.stage.name in needed and ran_here_before(p, rerun) is None]
         lock = threading.Lock()
 
         def one(p: Planned) -> None:
@@ -390,8 +389,7 @@ def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False
             print(f"== {p.stage.name}: not run, {', '.join(u for u in p.stage.upstream() if u in failed)} failed",
                   file=sys.stderr)
             continue
-        done = read_record(p.folder / "record.json", p.digest) if present(p) and p.stage.name not in rerun \
-            else None
+        done = ran_here_before(p, rerun)
         if done is not None:  # run on this machine for another experiment: the same result
             print(f"== {p.stage.name}: ran here before ({p.folder}), archived", file=sys.stderr)
             if not dry_run:
@@ -404,6 +402,12 @@ def execute(pipeline: Pipeline, command: Command = seqlab, dry_run: bool = False
         if not run_stage(pipeline, by_name, p, command, commit, rerun):
             failed.append(p.stage.name)
     return failed
+
+
+def ran_here_before(p: Planned, rerun: frozenset[str]) -> dict[str, Any] | None:
+    """The record this machine left for the stage (run for another experiment with the same digest), unless the
+    stage is to run again."""
+    return read_record(p.folder / "record.json", p.digest) if present(p) and p.stage.name not in rerun else None
 
 
 def matching(pipeline: Pipeline, flag: str, names: frozenset[str]) -> frozenset[str]:
@@ -516,7 +520,7 @@ def hf_result(where: Path) -> dict[str, Any]:
     """An hf stage's record: the folder's family and files (name -> bytes), and what the import read back."""
     folder = where / HF_FOLDER
     config = json.loads((folder / "config.json").read_text())
-    imported = torch.load(where / IMPORTED, map_location="cpu", weights_only=False)["seqlab"]
+    imported = read_checkpoint(where / IMPORTED)["seqlab"]
     return {"family": config.get("model_type"), "architectures": config.get("architectures"),
             "files": {p.name: p.stat().st_size for p in sorted(folder.iterdir()) if p.is_file()},
             "imported": {"family": imported.get("family"), "start": imported["model_config"].get("start"),

@@ -37,7 +37,7 @@ LAYOUT_TEMPLATE = (
     "{%- endfor %}\n"
     "{%- if add_generation_prompt %}{{ bos_token }}{% endif %}"
 )
-SPECIAL_PIECES = {PAD_ID: "<pad>", UNK_ID: "<unk>", BOS_ID: "<s>", EOS_ID: "</s>"}
+SPECIAL_IDS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)  # seqlab's, fixed when its SentencePiece model is trained
 # what the exported tokenizer is checked on before it is written: words, digits, accents, punctuation, a byte
 PROBE = "En el principio creó Dios los cielos y la tierra. In the beginning, 1:1 — God's “word”… ✓"
 
@@ -68,9 +68,9 @@ def tokenizer_files(tokenizer: Any, max_positions: int) -> dict[str, str]:
     if ours != theirs:
         raise InteropError(f"the exported tokenizer.json encodes {PROBE!r} as {theirs}, seqlab as {ours}; "
                            "this SentencePiece model's normalization is not one the tokenizers library reproduces")
-    config = {"tokenizer_class": "TokenizersBackend", "bos_token": SPECIAL_PIECES[BOS_ID],
-              "eos_token": SPECIAL_PIECES[EOS_ID], "unk_token": SPECIAL_PIECES[UNK_ID],
-              "pad_token": SPECIAL_PIECES[PAD_ID], "add_bos_token": False, "add_eos_token": False,
+    name = backend.id_to_token  # the special pieces as the SentencePiece model names them
+    config = {"tokenizer_class": "TokenizersBackend", "bos_token": name(BOS_ID), "eos_token": name(EOS_ID),
+              "unk_token": name(UNK_ID), "pad_token": name(PAD_ID), "add_bos_token": False, "add_eos_token": False,
               "clean_up_tokenization_spaces": False, "model_max_length": max_positions,
               "chat_template": LAYOUT_TEMPLATE}
     return {"tokenizer.json": backend.to_str(),
@@ -93,6 +93,6 @@ def backend_of(model_proto: bytes) -> Any:
     backend = SpmConverter.build_tokenizer_from_spm_proto(proto, vocab)
     if backend is None:
         raise InteropError("this SentencePiece model is neither unigram nor BPE; it has no tokenizer.json form")
-    backend.add_special_tokens([AddedToken(SPECIAL_PIECES[i], special=True, normalized=False)
-                                for i in sorted(SPECIAL_PIECES)])
+    backend.add_special_tokens([AddedToken(proto.pieces[i].piece, special=True, normalized=False)
+                                for i in SPECIAL_IDS])
     return backend

@@ -2,10 +2,13 @@
 (Llama's code, grouped-query attention) with random weights, seqlab against Hugging Face `generate` on the
 same prompts and against CTranslate2's Generator on an export of the same model, greedy and beam 5, outputs
 compared; and the decoder-only and prefix LMs trained beside the encoder-decoder at equal layer parameters.
-One record per CPU model (results/bench_language_models/language_models-<cpu>.json), one table per record."""
+An instruct model's shape (Qwen2.5-0.5B-Instruct: two end tokens, chat-laid-out prompts) is its own stage: one
+such row costs as much as the base record, so it is timed once after its warm-up. One record per stage and CPU
+model (results/bench_language_models/language_models-<cpu>.json, instruct-<cpu>.json), one table per record."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from pipelines.bench import bench_records, machine_heading, side_heading
@@ -14,10 +17,15 @@ from seqlab.bench.architectures import from_dict as trained_from_dict
 from seqlab.bench.families import from_dict
 from seqlab.pipeline.core import Pipeline, Stage, Table
 
+# the instruct record's prompts (seqlab.bench.causal.CHAT)
+CHAT_LAYOUT = (", each source between 64 tokens (a system turn and the user header) and 5 (the turn's end, the "
+               "assistant header)")
 
-def render(archive: Path) -> str:
+
+def render(archive: Path, stage: str = "language_models", layout: str = "") -> str:
+    """The decoding rows of each `stage` record (`layout`: how its prompts are laid out, for the heading)."""
     parts = []
-    for record in bench_records(archive, "language_models-*.json"):
+    for record in bench_records(archive, f"{stage}-*.json"):
         found = from_dict(record["result"]["language_models"])
         with_ct2 = any(r.ct2_s is not None for r in found)  # records before the Generator export have none
         with_onednn = any(r.onednn_s is not None for r in found)  # nor the oneDNN engine's column
@@ -34,8 +42,9 @@ def render(archive: Path) -> str:
                                                 if with_ct2 else []),
                   *(["oneDNN engine vs generate", "oneDNN engine vs CTranslate2", "oneDNN outputs equal generate's"]
                     if with_onednn else [])]
-        parts.append(side_heading(record) + "\n\n" + table(header, rows))
-    return "\n\n".join(parts) or f"_No archived bench yet: `make pipeline NAME={archive.name}`._"
+        parts.append(side_heading(record, layout) + "\n\n" + table(header, rows))
+    run = f"make pipeline NAME={archive.name} ARGS=\"--only {stage}\""
+    return "\n\n".join(parts) or f"_No archived bench yet: `{run}`._"
 
 
 def render_training(archive: Path) -> str:
@@ -60,7 +69,9 @@ def render_training(archive: Path) -> str:
 
 PIPELINE = Pipeline(
     "bench_language_models", "causal LMs decoding at GPT-2 small's and SmolLM-135M's shapes against generate",
-    (Stage("language_models", "bench", ("language_models=true",)),),
+    (Stage("language_models", "bench", ("language_models=true",)),
+     Stage("instruct", "bench", ("language_models=true", "shapes=[qwen2.5-0.5b-instruct]", "bench.decode_repeats=1"))),
     (Table("bench_language_models", render, "docs/language_models.md"),
+     Table("bench_instruct", partial(render, stage="instruct", layout=CHAT_LAYOUT), "docs/language_models.md"),
      Table("bench_architectures", render_training, "docs/language_models.md")),
 )

@@ -79,3 +79,14 @@ def test_the_architectures_train_at_equal_layer_parameters_on_the_same_batches()
     assert decoder_only.step_flops > encoder_decoder.step_flops
     assert all(r.mfu == r.step_flops / r.step_s / r.matmul_peak_flops and r.tokens_per_s > 0 for r in rows)
     assert architectures.from_dict(architectures.to_dict(rows)) == rows
+
+
+def test_the_causal_bench_times_the_shapes_named_and_refuses_an_unknown_one():
+    from seqlab.bench import causal
+    from seqlab.config import ConfigError
+
+    assert list(causal.pick_shapes([])) == list(causal.SHAPES)  # the base shapes; the instruct one on its own
+    assert "qwen2.5-0.5b-instruct" not in causal.SHAPES
+    assert list(causal.pick_shapes(["qwen2.5-0.5b-instruct"])) == ["qwen2.5-0.5b-instruct"]
+    with pytest.raises(ConfigError, match="no causal shape 'qwen3'; known: gpt2, smollm-135m"):
+        causal.pick_shapes(["gpt2", "qwen3"])

@@ -4,7 +4,9 @@
 seqlab bench [out=results/bench.json] [ckpt=RUN_DIR] [scaling=true] [positions=true] [profile=true] [bench.batch=64 ...]
 seqlab bench families=true: decoding at t5-small's, bart-base's and opus-mt's shapes (bench.families)
 seqlab bench language_models=true: causal LMs at GPT-2 small's and SmolLM-135M's shapes (bench.causal), and the
-decoder-only and prefix LMs trained beside the encoder-decoder at equal parameters (bench.architectures)
+decoder-only and prefix LMs trained beside the encoder-decoder at equal parameters (bench.architectures);
+with shapes=[qwen2.5-0.5b-instruct]: that shape alone (an instruct model's end tokens and chat-laid-out prompts),
+no training
 seqlab bench features=true: ensembles, the coverage penalty and contrastive search against the plain searches
 (bench.features)
 seqlab bench levers=true: each training lever (fused loss, compiled layers) against the plain step and HF
@@ -33,7 +35,7 @@ from seqlab.app.configs import plain, typed
 from seqlab.app.store import CONF_DIR
 from seqlab.bench.architectures import architecture_training
 from seqlab.bench.architectures import to_dict as architectures_dict
-from seqlab.bench.causal import causal_bench
+from seqlab.bench.causal import causal_bench, pick_shapes
 from seqlab.bench.checkpoints import checkpoint_bench
 from seqlab.bench.checkpoints import to_dict as checkpoints_dict
 from seqlab.bench.families import family_bench, to_dict
@@ -49,7 +51,7 @@ from seqlab.bench.run import run_bench
 from seqlab.bench.speculative import causal_speculative_bench, speculative_bench
 from seqlab.bench.speculative import to_dict as speculative_dict
 from seqlab.bench.speed import BenchConfig
-from seqlab.config import resolve_device
+from seqlab.config import ConfigError, resolve_device
 from seqlab.hardware import CpuClock, cpu_description
 from seqlab.io import atomic_write_text
 
@@ -58,10 +60,13 @@ from seqlab.io import atomic_write_text
 def main(cfg: DictConfig) -> None:
     try:
         bench = typed(BenchConfig, plain(cfg.bench), "bench")
+        shapes = [str(s) for s in cfg.get("shapes") or []]
+        if shapes and not cfg.get("language_models"):
+            raise ConfigError("shapes: names causal LM shapes, read with language_models=true only")
         if cfg.get("families"):
             record, text = families(bench)
         elif cfg.get("language_models"):
-            record, text = families(bench, causal=True)
+            record, text = families(bench, causal=True, shapes=shapes)
         elif cfg.get("features"):
             record, text = feature_costs(bench)
         elif cfg.get("levers"):
@@ -94,15 +99,19 @@ def measured(key: str, rows: list[dict], bench: BenchConfig, clock: CpuClock) ->
             "torch": torch.__version__, "others_busy_cores": clock.others_busy_cores(CpuClock.now())}
 
 
-def families(bench: BenchConfig, causal: bool = False) -> tuple[dict, str]:
-    """The families' decoding bench (the encoder-decoders', or the causal LMs'): its record and a text table."""
+def families(bench: BenchConfig, causal: bool = False, shapes: list[str] | None = None) -> tuple[dict, str]:
+    """The families' decoding bench (the encoder-decoders', or the causal LMs': the base shapes with the
+    architectures' training, or the `shapes` named alone): its record and a text table."""
+    picked = pick_shapes(shapes or []) if causal else None  # an unknown name fails before anything is timed
     clock = CpuClock.now()
-    rows = causal_bench(bench) if causal else family_bench(bench)
+    rows = causal_bench(bench, shapes=picked) if causal else family_bench(bench)
     lines = [f"{r.shape:<10}{r.decoding:<8}seqlab {r.tokens / r.seqlab_s:>8,.0f} tok/s  {r.x_hf:.2f}x generate"
              + (f"  {r.x_ct2:.2f}x CTranslate2" if r.x_ct2 is not None else "")
              + f"  ({r.equal_hf} of {r.sources} equal generate's)" for r in rows]
     if not causal:
         return measured("families", to_dict(rows), bench, clock), "\n".join(lines)
+    if shapes:
+        return measured("language_models", to_dict(rows), bench, clock), "\n".join(lines)
     trained = architecture_training(bench)  # the decoder-only and prefix LMs trained beside the encoder-decoder
     lines += [f"train {t.precision} {t.architecture:<16}{t.tokens_per_s:>8,.0f} tok/s  MFU {t.mfu:.1%}"
               for t in trained]

@@ -64,7 +64,7 @@ NEUTRAL: dict[str, dict[str, Any]] = {
     "decoding": digest_neutral(DecodingConfig),  # each option's own declaration (decoding.options: in_digest=False)
     "": {"src_lang": None, "tgt_lang": None, "task_prefix": None, "prompt": PromptSettings().to_dict(),
          "metrics": ["bleu", "chrf", "rouge"], "ensemble": [],
-         "ensemble_rule": "mean_prob", "levers": False, "language_models": False, "finetune": False,
+         "ensemble_rule": "mean_prob", "levers": False, "language_models": False, "shapes": [], "finetune": False,
          "speculative": False, "drafts": [], "neural": NeuralSettings().to_dict(), "comet": False,
          "comet_python": None, "norms": False},
     "data": {"shuffle_each_epoch": False},  # the archived recipes replayed one batch order (conf/experiment)

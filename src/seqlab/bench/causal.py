@@ -27,6 +27,7 @@ from seqlab.bench.families import (
     until_end,
 )
 from seqlab.bench.speed import BenchConfig
+from seqlab.config import ConfigError
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig
 from seqlab.hardware import best_of
@@ -39,6 +40,9 @@ SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
     "smollm-135m": ("llama", dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                                   num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=2048,
                                   tie_word_embeddings=True, bos_token_id=1, eos_token_id=2, pad_token_id=2)),
+}
+# the instruct shapes, timed on their own (`shapes=[...]`: one such row costs as much as the base record)
+INSTRUCT: dict[str, tuple[str, dict[str, Any]]] = {
     # an instruct model: Qwen2.5-0.5B-Instruct's shape and its two end tokens (<|im_end|>, <|endoftext|>)
     "qwen2.5-0.5b-instruct": ("qwen2", dict(vocab_size=151936, hidden_size=896, intermediate_size=4864,
                                             num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
@@ -49,6 +53,15 @@ SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
 # the same for every prompt (Qwen2.5's default system turn and user header; the turn's end and the assistant
 # header): with sources of 20-40 tokens, prompts of ~100
 CHAT: dict[str, tuple[int, int]] = {"qwen2.5-0.5b-instruct": (64, 5)}
+
+
+def pick_shapes(names: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The shapes named (none: the base shapes, SHAPES), from SHAPES and INSTRUCT; an unknown name is refused
+    with the known ones."""
+    known = {**SHAPES, **INSTRUCT}
+    if unknown := [n for n in names if n not in known]:
+        raise ConfigError(f"shapes: no causal shape {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    return {n: known[n] for n in names} if names else dict(SHAPES)
 
 
 def chat_prompts(src: torch.Tensor, mask: torch.Tensor, around: tuple[int, int], vocab: int, end: int, pad: int,
@@ -84,9 +97,9 @@ def timed_generate(hf: Any, ids: torch.Tensor, attention: torch.Tensor, ends: tu
 
 def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | None = None,
                  chat: dict[str, tuple[int, int]] | None = None) -> list[FamilyTiming]:
-    """Every shape, greedy and beam 5: seqlab (its default engine and its oneDNN engine) against generate and
-    CTranslate2's Generator (CPU, fp32); the shapes in `chat` (default CHAT) continue chat-laid-out prompts and
-    end at any of their end tokens."""
+    """Every shape in `shapes` (default SHAPES), greedy and beam 5: seqlab (its default engine and its oneDNN
+    engine) against generate and CTranslate2's Generator (CPU, fp32); the shapes in `chat` (default CHAT)
+    continue chat-laid-out prompts and end at any of their end tokens."""
     from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig
 
     from seqlab.interop.hf import from_hf

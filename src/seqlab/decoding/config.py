@@ -11,6 +11,7 @@ from seqlab.constants import DEFAULT_IDS, ForceEOS
 from seqlab.decoding.constraints import ConstraintOrder
 from seqlab.decoding.coverage import CoverageRule
 from seqlab.decoding.mbr import MBRConfig
+from seqlab.decoding.methods import method_of
 from seqlab.decoding.options import (
     HF_SEED,
     MAPPED,
@@ -22,12 +23,12 @@ from seqlab.decoding.options import (
     ct2_bad_words,
     ct2_ban,
     ct2_length_penalty,
-    ct2_method,
     ct2_no_repeat,
     ct2_stop,
     hf_force_eos,
     hf_per_source_limit,
     labelled,
+    method_rule,
     option,
     sampling_only,
 )
@@ -59,7 +60,6 @@ from seqlab.decoding.registry import (
 )
 from seqlab.decoding.search import LengthRule
 
-Method = Literal["greedy", "beam", "sample", "contrastive"]
 EarlyStopping = Literal[True, False, "never"]
 DraftSchedule = Literal["fixed", "adaptive"]
 DRAFT_CHECKPOINT = "ckpt:"  # decoding.draft=ckpt:PATH: a draft model
@@ -119,7 +119,8 @@ class DecodingConfig:
     # Each field with its declaration (decoding.options.Option): what CTranslate2 (ct2) and Hugging Face's
     # generation_config.json (hf) do with it, its label, whether archived digests carry it at its default,
     # and the logits processor it builds at its place in Hugging Face's order (decoding.registry).
-    method: Method = option("greedy", ctranslate2=ct2_method, hf=MAPPED)
+    # a declared search method (decoding.methods: greedy, beam, sample, contrastive)
+    method: str = option("greedy", ctranslate2=method_rule("ctranslate2"), hf=method_rule("hf"))
     num_beams: int = option(1, ctranslate2=MAPPED, hf=MAPPED)
     n_best: int = option(1, ctranslate2=MAPPED, hf=MAPPED)  # beam: hypotheses returned; sample: samples per source
     length_penalty: float = option(1.0, ctranslate2=ct2_length_penalty, hf=MAPPED)
@@ -212,33 +213,27 @@ class DecodingConfig:
         if self.mbr is not None and not isinstance(self.mbr, MBRConfig):
             raise ConfigError(f"{own}.mbr={self.mbr!r} must be a mapping such as {{utility: chrf, candidates: 32}} "
                               "or null")
-        check_choice(own, "method", self.method, Method)
+        method = method_of(self)
         if self.early_stopping not in (True, False, "never"):
             raise ConfigError(f"{own}.early_stopping={self.early_stopping!r}; use true, false or never")
         if self.num_beams < 1:
             raise ConfigError(f"{own}.num_beams={self.num_beams} must be >= 1; use 1 for greedy, 4-5 for beam search")
         if self.n_best < 1:
             raise ConfigError(f"{own}.n_best={self.n_best} must be >= 1")
-        if self.method == "beam" and self.n_best > self.num_beams:
-            raise ConfigError(f"{own}.n_best={self.n_best} > num_beams={self.num_beams}: beam search keeps only "
-                              f"num_beams hypotheses; use n_best <= {self.num_beams} or raise num_beams")
         if self.num_beam_groups != 1 or self.diversity_penalty:
             self._check_groups()
-        if self.method == "greedy" and (self.num_beams != 1 or self.n_best != 1):
-            raise ConfigError(f"{own}.method=greedy returns one hypothesis; use method=beam for num_beams/n_best > 1")
-        if self.method == "sample" and self.num_beams != 1:
-            raise ConfigError(f"{own}.method=sample does not use beams; set num_beams=1 (n_best = samples per source)")
+        if self.penalty_alpha is not None and method.name != "contrastive":
+            raise ConfigError(f"{own}.penalty_alpha={self.penalty_alpha} is contrastive search's; use "
+                              f"method=contrastive (got method={self.method}) or penalty_alpha=null")
+        method.check(self)
         if self.max_length is not None and self.max_length < max(1, self.min_length):
             raise ConfigError(f"{own}.max_length={self.max_length} must be >= max(1, min_length={self.min_length})")
         if self.max_length is None and (self.max_len_a < 0 or self.max_len_b < 1):
             raise ConfigError(f"{own}.max_len_a={self.max_len_a}, max_len_b={self.max_len_b}: need a >= 0, b >= 1")
         if self.dynatemp_range is not None and self.edt_theta is not None:
             raise ConfigError(f"{own}.dynatemp_range and {own}.edt_theta are two temperature rules; set one")
-        if self.method == "contrastive" or self.penalty_alpha is not None:
-            self._check_contrastive()
-        if self.method != "sample":
-            sampling = [k for k in sampling_only(self) if getattr(self, k) is not None
-                        and not (k == "top_k" and self.method == "contrastive")]
+        if not method.samples:
+            sampling = [k for k in sampling_only(self) if getattr(self, k) is not None and k not in method.reads]
             if sampling:
                 raise ConfigError(f"{own}.{sampling[0]} only applies to method=sample (got method={self.method}); "
                                   f"use method=sample or set {sampling[0]}=null")
@@ -254,16 +249,16 @@ class DecodingConfig:
         build_processors(self, DEFAULT_IDS)  # each processor checks its own value
 
     def _check_mbr(self, mbr: MBRConfig) -> None:
-        own = "decoding"
-        if self.method in ("greedy", "contrastive"):
+        own, method = "decoding", method_of(self)
+        if not method.candidates:
             raise ConfigError(f"{own}.mbr needs candidates to choose from, not method={self.method}: use method=sample "
                               f"({own}.mbr.candidates samples) or method=beam (num_beams >= {own}.mbr.candidates)")
-        if self.method == "beam" and self.num_beams < mbr.candidates:
+        if method.beams and self.num_beams < mbr.candidates:
             raise ConfigError(f"{own}.mbr.candidates={mbr.candidates} > num_beams={self.num_beams}: the candidates "
                               f"are the beam's n-best list; raise num_beams or lower {own}.mbr.candidates")
-        if self.method == "beam" and mbr.references is not None:
+        if not method.samples and mbr.references is not None:
             raise ConfigError(f"{own}.mbr.references={mbr.references} draws a separate sample, which needs "
-                              f"method=sample; with beam candidates use {own}.mbr.references=null")
+                              f"method=sample; with {self.method} candidates use {own}.mbr.references=null")
         if self.n_best > mbr.candidates:
             raise ConfigError(f"{own}.n_best={self.n_best} > {own}.mbr.candidates={mbr.candidates}: MBR returns "
                               "the best of its candidates")
@@ -277,7 +272,7 @@ class DecodingConfig:
         if self.draft != "lookup" and self.draft_checkpoint is None:
             raise ConfigError(f"{own}.draft={self.draft!r} is not a draft: use lookup (prompt lookup), ckpt:PATH "
                               "(a seqlab checkpoint with the model's vocabulary) or null")
-        if self.method not in ("greedy", "sample"):
+        if not method_of(self).speculates:
             raise ConfigError(f"{own}.draft speculates for greedy search and sampling, not method={self.method}: "
                               f"use method=greedy or sample, or {own}.draft=null")
         if self.draft_tokens < 1:
@@ -292,24 +287,10 @@ class DecodingConfig:
             return None
         return self.draft[len(DRAFT_CHECKPOINT):] or None
 
-    def _check_contrastive(self) -> None:
-        own = "decoding"
-        if self.method != "contrastive":
-            raise ConfigError(f"{own}.penalty_alpha={self.penalty_alpha} is contrastive search's; use "
-                              f"method=contrastive (got method={self.method}) or penalty_alpha=null")
-        if self.penalty_alpha is None or not 0.0 <= self.penalty_alpha <= 1.0:
-            raise ConfigError(f"{own}.penalty_alpha={self.penalty_alpha} must be in [0, 1] with method=contrastive "
-                              "(0.6 in Su et al. 2022; 0 is greedy search)")
-        if self.top_k is None or self.top_k < 1:
-            raise ConfigError(f"{own}.top_k={self.top_k}: contrastive search ranks the top_k most probable tokens; "
-                              "set top_k >= 1 (4-10 in Su et al. 2022)")
-        if self.num_beams != 1 or self.n_best != 1:
-            raise ConfigError(f"{own}.method=contrastive returns one hypothesis; use num_beams=1 and n_best=1")
-
     def _check_gnmt(self) -> None:
         own = "decoding"
         check_choice(own, "length_rule", self.length_rule, LengthRule)
-        if self.length_rule != "power" and self.method != "beam":
+        if self.length_rule != "power" and not method_of(self).beams:
             raise ConfigError(f"{own}.length_rule={self.length_rule} scores finished beams; it needs method=beam "
                               f"(got method={self.method})")
         if self.coverage_penalty is None:
@@ -318,7 +299,7 @@ class DecodingConfig:
                                   f"{own}.coverage_penalty=wu or summary, or coverage_beta=0")
             return
         check_choice(own, "coverage_penalty", self.coverage_penalty, CoverageRule)
-        if self.method != "beam" or self.num_beam_groups > 1:
+        if not method_of(self).beams or self.num_beam_groups > 1:
             raise ConfigError(f"{own}.coverage_penalty={self.coverage_penalty} rescores finished beams of plain "
                               f"beam search; use method=beam with num_beam_groups=1 (got method={self.method}, "
                               f"num_beam_groups={self.num_beam_groups})")
@@ -332,7 +313,7 @@ class DecodingConfig:
             raise ConfigError(f"{own}.constraint_words={self.constraint_words} needs {own}.constraints=ordered or "
                               "unordered (how the words must appear)")
         check_choice(own, "constraints", self.constraints, ConstraintOrder)
-        if self.method != "beam" or self.num_beam_groups > 1 or self.coverage_penalty is not None:
+        if not method_of(self).beams or self.num_beam_groups > 1 or self.coverage_penalty is not None:
             raise ConfigError(f"{own}.constraints={self.constraints} is fairseq's constrained beam search: use "
                               f"method=beam without num_beam_groups or coverage_penalty (got method={self.method}, "
                               f"num_beam_groups={self.num_beam_groups}, coverage_penalty={self.coverage_penalty})")
@@ -349,7 +330,7 @@ class DecodingConfig:
 
     def _check_groups(self) -> None:
         own = "decoding"
-        if self.method != "beam" or self.num_beam_groups < 2:
+        if not method_of(self).beams or self.num_beam_groups < 2:
             raise ConfigError(f"{own}.num_beam_groups={self.num_beam_groups} with diversity_penalty="
                               f"{self.diversity_penalty} and method={self.method}: diverse beam search needs "
                               f"method=beam, num_beam_groups >= 2 and diversity_penalty > 0")
@@ -363,16 +344,14 @@ class DecodingConfig:
     @property
     def rows_per_source(self) -> int:
         """Decoder rows per source: beams for beam search, samples (or 1) otherwise."""
-        if self.method == "beam":
-            return self.num_beams
-        return self.hypotheses_per_source
+        return self.num_beams if method_of(self).beams else self.hypotheses_per_source
 
     @property
     def hypotheses_per_source(self) -> int:
         """Hypotheses generate() returns per source: n_best, or MBR's candidates (then its pseudo-references)."""
         if self.mbr is None:
             return self.n_best
-        extra = (self.mbr.references or 0) if self.method == "sample" else 0
+        extra = (self.mbr.references or 0) if method_of(self).samples else 0
         return self.mbr.candidates + extra
 
     @property
@@ -397,18 +376,7 @@ class DecodingConfig:
         if self.draft is not None:  # the same outputs, another speed: its own row in a bench or a sweep
             schedule = "a" if self.draft_schedule == "adaptive" else ""
             constraints += f"_{'lookup' if self.draft == 'lookup' else 'draft'}{self.draft_tokens}{schedule}"
-        if self.method == "greedy":
-            return "greedy" + constraints
-        if self.method == "beam":
-            groups = f"_g{self.num_beam_groups}_div{self.diversity_penalty:g}" if self.num_beam_groups > 1 else ""
-            nbest = f"_n{self.n_best}" if self.n_best > 1 else ""  # an n-best list: its own row in tables
-            rule = "wu" if self.length_rule == "wu" else ""
-            coverage = (f"_cov{self.coverage_penalty}{self.coverage_beta:g}" if self.coverage_penalty else "")
-            return f"beam{self.num_beams}_lp{rule}{self.length_penalty:g}{coverage}{groups}{nbest}{constraints}"
-        if self.method == "contrastive":
-            return f"contrastive_a{self.penalty_alpha:g}_k{self.top_k}" + constraints
-        parts = [f"{k}{getattr(self, k):g}" for k in sampling_only(self) if getattr(self, k) is not None]
-        return "sample" + ("_" + "_".join(parts) if parts else "") + constraints
+        return method_of(self).label(self) + constraints
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

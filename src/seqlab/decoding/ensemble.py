@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from seqlab.config import ConfigError, check_choice
 from seqlab.decoding.config import DecodingConfig
+from seqlab.decoding.methods import method_of
 from seqlab.model import DecoderCache, Model, ModelConfig
 
 Combination = Literal["mean_prob", "mean_logprob"]
@@ -118,6 +119,6 @@ def check_members(decoding: DecodingConfig, engine: str, owner: str) -> None:
     if decoding.coverage_penalty is not None:
         raise ConfigError(f"decoding.coverage_penalty={decoding.coverage_penalty} reads one model's attention; an "
                           f"ensemble has one per model: set it to null or decode without {owner}.ensemble")
-    if decoding.method == "contrastive":
-        raise ConfigError(f"decoding.method=contrastive compares one model's hidden states; decode without "
+    if method_of(decoding).one_model:
+        raise ConfigError(f"decoding.method={decoding.method} compares one model's hidden states; decode without "
                           f"{owner}.ensemble")

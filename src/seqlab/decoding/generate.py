@@ -21,6 +21,7 @@ from seqlab.decoding.constraints import check_constraints
 from seqlab.decoding.contrastive import contrastive_search
 from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.diverse import DiverseBeams
+from seqlab.decoding.methods import method_of
 from seqlab.decoding.processors import ForcedPrefix
 from seqlab.decoding.prompts import (
     check_one_stack,
@@ -140,7 +141,8 @@ def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingC
     start = None
     if model_cfg.start == "prompt":  # a causal LM continues its prompt's last token
         src_ids, src_pad_mask, start = split_prompt(src_ids, src_pad_mask, model_cfg.pad_id)
-    rows = 1 if cfg.method == "beam" else cfg.rows_per_source  # a beam search binds a source's beams to it
+    method = method_of(cfg)
+    rows = 1 if method.beams else cfg.rows_per_source  # a beam search binds a source's beams to it
     prefix = None if target_prefix is None else forced_prefix(target_prefix, limits, rows, model_cfg.pad_id)
     processors = build_processors(cfg, model_cfg, prefix)
     if start is not None:  # a causal LM's processors read its prompt, as Hugging Face's do (decoding.prompts)
@@ -149,7 +151,7 @@ def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingC
     model.eval()
     try:
         memory = model.encode(src_ids, src_pad_mask)
-        plain_beam = cfg.method == "beam" and cfg.num_beam_groups == 1  # makes its beams after the first step
+        plain_beam = method.beams and cfg.num_beam_groups == 1  # makes its beams after the first step
         cache = model.start_cache(memory, src_pad_mask, group=1 if plain_beam else cfg.rows_per_source,
                                   capacity=int(limits.max()) + 1, src_ids=src_ids)
         search = Search(model, (step or model_step)(model), cache, cfg, src_ids, src_pad_mask, limits, processors,
@@ -179,7 +181,7 @@ def check_request(cfg: DecodingConfig, own_step: bool, constraints: Sequence | N
         raise ConfigError(f"decoding.draft={cfg.draft} verifies several positions per decoder call, which "
                           f"{'a given one-token step' if own_step else 'a step trace'} cannot follow: decode it "
                           "with decoding.draft=null" + (" or engine=seqlab" if own_step else ""))
-    if on_step is not None and (cfg.constraints is not None or cfg.num_beam_groups > 1 or cfg.method == "contrastive"):
+    if on_step is not None and (cfg.constraints is not None or cfg.num_beam_groups > 1 or not method_of(cfg).traced):
         raise ConfigError("step traces follow greedy search, sampling and plain beam search, not "
                           f"{cfg.label}: decode it without a step hook")
 
@@ -211,13 +213,14 @@ class Search:
         cfg = self.cfg
         if cfg.constraints is not None:
             return first_hypotheses(self.constrained(constraints), cfg.hypotheses_per_source)
-        if cfg.method == "beam":
-            return first_hypotheses(self.beams(on_step), cfg.hypotheses_per_source)
-        if cfg.method == "contrastive":
-            return contrastive_search(self.model, self.cache, ids=self.ids, max_new=self.limits,
-                                      processors=self.processors, top_k=cfg.top_k, alpha=cfg.penalty_alpha,
-                                      force_eos=cfg.force_eos or None, start=self.start)
-        return self.rows(sample_keys, on_step)
+        return method_of(cfg).run(self, sample_keys, on_step)
+
+    def contrastive(self) -> GenerateOutput:
+        """Contrastive search (Su et al. 2022), one hypothesis per source."""
+        cfg = self.cfg
+        return contrastive_search(self.model, self.cache, ids=self.ids, max_new=self.limits,
+                                  processors=self.processors, top_k=cfg.top_k, alpha=cfg.penalty_alpha,
+                                  force_eos=cfg.force_eos or None, start=self.start)
 
     def constrained(self, constraints: Sequence[Sequence[Sequence[int]]] | None) -> GenerateOutput:
         """Lexically constrained beam search, each source's constraints checked against its limit first."""
@@ -232,7 +235,11 @@ class Search:
                                           self.cfg.constraints, self.start))
 
     def beams(self, on_step: Callable[..., None] | None) -> GenerateOutput:
-        """Plain beam search (with cfg's coverage penalty where set), or diverse beam search in groups."""
+        """Plain beam search (with cfg's coverage penalty where set), or diverse beam search in groups: each
+        source's first hypotheses."""
+        return first_hypotheses(self.beam_search(on_step), self.cfg.hypotheses_per_source)
+
+    def beam_search(self, on_step: Callable[..., None] | None) -> GenerateOutput:
         cfg, force_eos = self.cfg, self.cfg.force_eos or None
         if cfg.num_beam_groups > 1:
             return self.loop(DiverseBeams(self.ids, self.limits, cfg.num_beams, cfg.num_beam_groups,
@@ -257,7 +264,7 @@ class Search:
         cfg, b, rows = self.cfg, self.src_ids.shape[0], self.cfg.rows_per_source
         cache = self.cache.ungroup()  # samples finish one by one: each row gets its own cross keys/values
         keys = None
-        if cfg.method == "sample":
+        if method_of(cfg).samples:
             base = source_keys(self.src_ids, self.src_pad_mask) if sample_keys is None else sample_keys.long()
             keys = mix32(base.repeat_interleave(rows) * 0x01000193
                          + torch.arange(rows, device=base.device).repeat(len(base)))

@@ -20,6 +20,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal
 
 from seqlab.constants import DEFAULT_IDS, HasSpecialIds
+from seqlab.decoding.methods import method_of, refusal
 from seqlab.decoding.registry import Builds, suppressed
 
 # A DecodingConfig (decoding.config declares its fields with this module's rules, so this one does not import it).
@@ -77,14 +78,16 @@ def declared(config: Any) -> dict[str, Option | None]:
 
 
 def _beam(cfg: DecodingConfig) -> bool:
-    return cfg.method == "beam"
+    return method_of(cfg).beams
 
 
-def ct2_method(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
-    if cfg.method == "sample":
-        return ("decoding.method=sample: CTranslate2's sampling is not seeded per source (so not "
-                "batch-invariant); use decoding.method=greedy or beam")
-    return None if cfg.method in ("greedy", "beam") else f"CTranslate2 has no decoding.method={cfg.method};"
+def method_rule(consumer: Consumer) -> Check:
+    """`method`'s rule for `consumer`: the search method's own declaration maps it or says why not."""
+
+    def check(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
+        return refusal(cfg, consumer)
+
+    return check
 
 
 def ct2_stop(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:

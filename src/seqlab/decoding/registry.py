@@ -14,6 +14,7 @@ from typing import Any
 
 from seqlab.constants import HasSpecialIds
 from seqlab.decoding.adaptive import DynamicTemperature, EntropyTemperature, FrequencyPresencePenalty
+from seqlab.decoding.methods import method_of
 from seqlab.decoding.processors import (
     BadWords,
     ForcedPrefix,
@@ -53,8 +54,8 @@ def with_eos(cls: Callable[[Any, int], LogitsProcessor], order: int) -> Builds:
 
 
 def warper(cls: Callable[[Any], LogitsProcessor], order: int) -> Builds:
-    """A sampling warper; contrastive search's `top_k` counts its candidates instead, so it builds none there."""
-    return Builds(order, lambda value, cfg, ids: None if value is None or cfg.method == "contrastive" else cls(value))
+    """A sampling warper, where the method draws (contrastive search's `top_k` counts its candidates instead)."""
+    return Builds(order, lambda value, cfg, ids: None if value is None or not method_of(cfg).samples else cls(value))
 
 
 def temperature_rule(value: float | None, cfg: Settings, ids: HasSpecialIds) -> LogitsProcessor | None:

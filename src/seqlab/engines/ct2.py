@@ -21,6 +21,7 @@ from seqlab.data.sequences import pad_right
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, score
 from seqlab.decoding.generate import search_limits
+from seqlab.decoding.methods import mapping, method_of
 from seqlab.decoding.options import refusals
 from seqlab.decoding.prompts import check_one_stack
 from seqlab.decoding.registry import suppressed
@@ -49,11 +50,12 @@ def limit_groups(limits: list[int], cfg: DecodingConfig, lengths: list[int] | No
     search, where those tokens' log-probs join the beams' scores. A Generator's greedy search decodes each
     limit apart as well: a limit can be the room a prompt leaves in the positions, which a longer one would
     pass."""
-    if cfg.method != "beam" and lengths is None:
+    beams = method_of(cfg).beams
+    if not beams and lengths is None:
         return [(max(limits), list(range(len(limits))))]
     groups: dict[tuple[int, int], list[int]] = {}
     for i, limit in enumerate(limits):
-        length = lengths[i] if lengths is not None and cfg.method == "beam" else 0
+        length = lengths[i] if lengths is not None and beams else 0
         groups.setdefault((limit, length), []).append(i)
     return [(limit, rows) for (limit, _), rows in sorted(groups.items())]
 
@@ -81,7 +83,7 @@ def request(cfg: DecodingConfig, model: ModelConfig, rows: list[int], limits: li
     decoding.options says CTranslate2 cannot decode `cfg`."""
     check_decodable(cfg, model)
     check_one_stack(cfg, model)
-    options = dict(beam_size=cfg.num_beams if cfg.method == "beam" else 1, num_hypotheses=cfg.n_best,
+    options = dict(**mapping(cfg, "ctranslate2"), num_hypotheses=cfg.n_best,
                    length_penalty=cfg.length_penalty, min_decoding_length=cfg.min_length,
                    no_repeat_ngram_size=cfg.no_repeat_ngram_size or 0, return_scores=False,
                    max_decoding_length=top)
@@ -199,6 +201,6 @@ class CT2Engine:
         rows = src_ids.repeat_interleave(n, 0), src_pad_mask.repeat_interleave(n, 0)
         lps = score(model, *rows, tgt.to(src_ids.device), lengths)
         total = lps.sum(-1)
-        scores = normalized(total, lengths.float(), cfg.length_penalty) if cfg.method == "beam" else total
+        scores = normalized(total, lengths.float(), cfg.length_penalty) if method_of(cfg).beams else total
         b = src_ids.shape[0]
         return GenerateOutput(tgt.view(b, n, -1), scores.view(b, n), lps.view(b, n, -1), lengths.view(b, n))

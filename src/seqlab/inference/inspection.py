@@ -30,6 +30,7 @@ from torch import Tensor
 
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate
+from seqlab.decoding.methods import BEAM, GREEDY, method_of
 from seqlab.decoding.prompts import split_prompt
 from seqlab.decoding.search import NEG
 from seqlab.inference.evaluation import decode_texts
@@ -153,7 +154,7 @@ def trace(model: Model, tokenizer: Tokenizer, source: str, cfg: DecodingConfig,
 
     For method=greedy the chosen tokens are `generate`'s output for the same config (tested).
     """
-    if cfg.method != "greedy":
+    if method_of(cfg) is not GREEDY:
         raise ValueError("step traces follow greedy decoding; use method=greedy (beam traces are not drawn)")
     model.eval()
     src, pad = one_source(model, tokenizer, source)
@@ -191,7 +192,7 @@ def beam_trace(model: Model, tokenizer: Tokenizer, source: str, cfg: DecodingCon
     The search is seqlab's own (`beam_search` with a step hook), so the finished hypotheses are
     `generate`'s (tested).
     """
-    if cfg.method != "beam" or cfg.num_beam_groups > 1:
+    if method_of(cfg) is not BEAM or cfg.num_beam_groups > 1:
         raise ValueError("beam traces show plain beam search: method=beam with num_beam_groups=1")
     model.eval()
     src, pad = one_source(model, tokenizer, source)

@@ -11,6 +11,7 @@ from typing import Any
 
 from seqlab.config import ConfigError
 from seqlab.decoding import DecodingConfig
+from seqlab.decoding.methods import METHODS, mapping, method_of
 from seqlab.decoding.options import refusals
 from seqlab.decoding.registry import suppressed
 from seqlab.model import ModelConfig
@@ -62,10 +63,10 @@ def decoding_of(gc: Any) -> DecodingConfig:
         return None if not sample or value is None or value == off else value
 
     return DecodingConfig(
-        method=method, num_beams=beams if method == "beam" else 1,
+        method=method, num_beams=beams if METHODS[method].beams else 1,
         n_best=int(g.get("num_return_sequences") or 1),
-        num_beam_groups=int(g.get("num_beam_groups") or 1) if method == "beam" else 1,
-        diversity_penalty=float(g.get("diversity_penalty") or 0.0) if method == "beam" else 0.0,
+        num_beam_groups=int(g.get("num_beam_groups") or 1) if METHODS[method].beams else 1,
+        diversity_penalty=float(g.get("diversity_penalty") or 0.0) if METHODS[method].beams else 0.0,
         length_penalty=float(g.get("length_penalty", 1.0)),
         early_stopping=g.get("early_stopping", False) if g.get("early_stopping") != "never" else "never",
         min_length=min_length, max_length=max_length,
@@ -94,7 +95,7 @@ def generation_config(cfg: DecodingConfig, model: ModelConfig) -> dict[str, Any]
     problems = refusals(cfg, "hf")
     if problems:
         raise ConfigError("; ".join(problems))
-    sample = cfg.method == "sample"
+    sample = method_of(cfg).samples
     out: dict[str, Any] = {
         "decoder_start_token_id": model.bos_id, "pad_token_id": model.pad_id,
         "eos_token_id": list(model.end_ids) if model.extra_eos_ids else model.eos_id,
@@ -106,14 +107,4 @@ def generation_config(cfg: DecodingConfig, model: ModelConfig) -> dict[str, Any]
         "no_repeat_ngram_size": cfg.no_repeat_ngram_size or 0, "repetition_penalty": cfg.repetition_penalty or 1.0,
         "forced_eos_token_id": model.eos_id if cfg.force_eos else None,
     }
-    if cfg.method == "beam":  # HF refuses beam options without beams
-        out.update(length_penalty=cfg.length_penalty, early_stopping=cfg.early_stopping)
-        if cfg.num_beam_groups > 1:  # transformers >= 4.56 runs it from its hub repository group-beam-search
-            out.update(num_beam_groups=cfg.num_beam_groups, diversity_penalty=cfg.diversity_penalty)
-    if cfg.method == "contrastive":  # transformers >= 4.56 runs it from its hub repository contrastive-search
-        out.update(penalty_alpha=cfg.penalty_alpha, top_k=cfg.top_k)
-    if sample:
-        out.update(temperature=cfg.temperature or 1.0, top_k=cfg.top_k or 0, top_p=cfg.top_p or 1.0,
-                   min_p=cfg.min_p, typical_p=cfg.typical_p or 1.0, epsilon_cutoff=cfg.epsilon or 0.0,
-                   eta_cutoff=cfg.eta or 0.0)
-    return out
+    return {**out, **mapping(cfg, "hf")}  # the method's own fields (HF refuses beam options without beams)

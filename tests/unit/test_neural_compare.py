@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from seqlab.analysis.compare import (
-    DEFAULT_METRICS,
     CompareError,
     compare,
     from_result_dir,
@@ -20,6 +19,7 @@ from seqlab.analysis.compare import (
     significance_table,
 )
 from seqlab.analysis.pairs import pair_tests
+from seqlab.metrics import declarations as M
 from seqlab.metrics.significance import paired_ar_p
 
 SOURCES = [f"source {i}" for i in range(40)]
@@ -62,7 +62,7 @@ def test_compare_reads_the_recorded_neural_metrics(tmp_path):
     systems = [from_result_dir(result_folder(tmp_path, "base", 0.0)),
                from_result_dir(result_folder(tmp_path, "better", 4.0))]
     assert recorded_neural(systems) == ("comet", "metricx")
-    report = compare(systems, n_ar=1000, metrics=[*DEFAULT_METRICS[:1], *recorded_neural(systems)])
+    report = compare(systems, n_ar=1000, metrics=[*M.default_compared()[:1], *recorded_neural(systems)])
     comet = report.intervals[systems[1].name]["comet"]
     assert comet.score == pytest.approx(np.mean(systems[1].segment_scores["comet"]))
     assert comet.low < comet.score < comet.high

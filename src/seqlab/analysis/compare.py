@@ -27,15 +27,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import SeedComparison, SeedSummary, summarize
 from seqlab.metrics.seeds import compare as compare_seeds
 from seqlab.metrics.significance import (
     N_AR,
     N_BOOTSTRAP,
-    ROUGE_METRICS,
     SACREBLEU_DEFAULT_SEED,
-    SACREBLEU_METRICS,
     Comparison,
     Interval,
     mean_interval,
@@ -44,7 +43,7 @@ from seqlab.metrics.significance import (
     resample_indices,
     sacrebleu_paired,
 )
-from seqlab.metrics.text import length_buckets, rouge_per_example
+from seqlab.metrics.text import length_buckets
 from seqlab.tracking.results import (
     HYPOTHESES_FILE,
     METRICS_FILE,
@@ -54,9 +53,6 @@ from seqlab.tracking.results import (
 )
 
 log = logging.getLogger(__name__)
-METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER, *ROUGE_METRICS, *K.NEURAL)  # what can be compared
-# what is, unless chosen (--metrics); with it each neural metric that every system's result folder recorded
-DEFAULT_METRICS = (K.BLEU, K.CHRF, *ROUGE_METRICS)
 
 
 class CompareError(ValueError):
@@ -186,12 +182,12 @@ def from_result_dir(path: Path) -> System:
 
 def recorded_neural(systems: Sequence[System]) -> tuple[str, ...]:
     """The neural metrics every system recorded segment scores of (what compare adds to its default)."""
-    return tuple(m for m in K.NEURAL if all(m in s.segment_scores for s in systems))
+    return tuple(m for m in M.neural() if all(m in s.segment_scores for s in systems))
 
 
 def check_neural(systems: Sequence[System], metrics: Sequence[str]) -> None:
     """A chosen neural metric needs every system's segment scores (seqlab compare does not run the models)."""
-    for metric in (m for m in metrics if m in K.NEURAL):
+    for metric in M.of_kind("neural", metrics):
         missing = [s.origin for s in systems if metric not in s.segment_scores]
         if missing:
             raise CompareError(f"{missing[0]}: has no {metric} segment scores; evaluate it with "
@@ -213,13 +209,15 @@ def check_comparable(base: System, other: System) -> None:
 
 
 def compare(systems: Sequence[System], seed: int = SACREBLEU_DEFAULT_SEED, n_bootstrap: int = N_BOOTSTRAP,
-            n_ar: int = N_AR, metrics: Sequence[str] = DEFAULT_METRICS) -> Report:
+            n_ar: int = N_AR, metrics: Sequence[str] | None = None) -> Report:
     """Intervals for every system; paired tests against the baseline (the same seed's, when seeds vary).
-    `metrics`: a subset of METRICS where only some are read (ROUGE's scoring is the slowest part); n_ar=0
-    leaves out the approximate randomization test."""
-    unknown = [m for m in metrics if m not in METRICS]
+    `metrics`: the declared comparable metrics to test (default: metrics.declarations.default_compared; only
+    some where only some are read: ROUGE's scoring is the slowest part); n_ar=0 leaves out the approximate
+    randomization test."""
+    metrics = M.default_compared() if metrics is None else metrics
+    unknown = [m for m in metrics if m not in M.comparable()]
     if unknown:
-        raise CompareError(f"metrics {unknown}: choose from {list(METRICS)}")
+        raise CompareError(f"metrics {unknown}: choose from {list(M.comparable())}")
     if not systems:
         raise CompareError("nothing to compare: give at least one system")
     if seed <= 0:
@@ -233,12 +231,12 @@ def compare(systems: Sequence[System], seed: int = SACREBLEU_DEFAULT_SEED, n_boo
     report = Report()
     refs = systems[0].references
     idx = resample_indices(len(systems[0].hypotheses), seed, n_bootstrap)
-    by_sacrebleu = tuple(m for m in metrics if m in SACREBLEU_METRICS)
-    by_rouge = tuple(m for m in metrics if m in ROUGE_METRICS)
-    by_mean = (*by_rouge, *(m for m in metrics if m in K.NEURAL))  # means of per-segment scores
-    # system -> metric -> its per-segment scores: ROUGE's computed here, the neural ones as recorded
-    per_segment = {s.name: {**(rouge_per_example(s.hypotheses, refs, by_rouge) if by_rouge else {}),
-                            **{m: s.segment_scores[m] for m in metrics if m in K.NEURAL}} for s in systems}
+    by_sacrebleu = M.of_kind("sacrebleu", metrics)
+    by_segments, by_model = M.of_kind("segments", metrics), M.of_kind("neural", metrics)
+    by_mean = (*by_segments, *by_model)  # means of per-segment scores
+    # system -> metric -> its per-segment scores: computed here (ROUGE's), or as a model recorded them
+    per_segment = {s.name: {**(M.segment_scores(s.hypotheses, refs, by_segments) if by_segments else {}),
+                            **{m: s.segment_scores[m] for m in by_model}} for s in systems}
     for base, group in baseline_groups(systems):
         intervals, comparisons = sacrebleu_paired([(s.name, s.hypotheses) for s in [base, *group]], refs, seed,
                                                   n_bootstrap, n_ar, by_sacrebleu) if by_sacrebleu else ({}, [])
@@ -252,7 +250,7 @@ def compare(systems: Sequence[System], seed: int = SACREBLEU_DEFAULT_SEED, n_boo
             Comparison(base.name, s.name, m, report.intervals[s.name][m].score - report.intervals[base.name][m].score,
                        paired_bootstrap_p(per_segment[base.name][m], per_segment[s.name][m], idx),
                        paired_ar_p(per_segment[base.name][m], per_segment[s.name][m], seed, n_ar)
-                       if m in K.NEURAL and n_ar else None)
+                       if m in by_model and n_ar else None)
             for s in group for m in by_mean]
     add_seed_aggregates(report, systems, metrics)
     return report
@@ -279,7 +277,7 @@ def add_by_length(report: Report, systems: Sequence[System], seed: int = SACREBL
         for base, group in baseline_groups(systems):
             pairs = [(s.name, [s.hypotheses[i] for i in idx]) for s in [base, *group]]
             report.by_length.setdefault(label, []).extend(
-                sacrebleu_paired(pairs, refs, seed, n_bootstrap, 0, SACREBLEU_METRICS)[1])
+                sacrebleu_paired(pairs, refs, seed, n_bootstrap, 0, M.of_kind("sacrebleu"))[1])
 
 
 def length_lines(report: Report) -> list[str]:
@@ -306,7 +304,7 @@ def baseline_groups(systems: Sequence[System]) -> list[tuple[System, list[System
     return list(groups.values())
 
 
-def add_seed_aggregates(report: Report, systems: Sequence[System], metrics: Sequence[str] = DEFAULT_METRICS) -> None:
+def add_seed_aggregates(report: Report, systems: Sequence[System], metrics: Sequence[str]) -> None:
     """Mean +- sd over seeds for every variant run with several seeds, and each variant against the first."""
     by_variant: dict[str, list[System]] = {}
     for s in systems:
@@ -335,7 +333,7 @@ def significance_table(report: Report, systems: Sequence[System], alpha: float =
     found = {(c.system, c.metric): c for c in report.comparisons}
     width = max(len(s.name) for s in systems)
     lines = [f"{'metric':8} {'system':{width}} {'score':>7} {'95% CI':>17} {'delta':>7} {'p(bs)':>7} {'p(ar)':>7}"]
-    shown = [m for m in METRICS if m in report.intervals[systems[0].name]]
+    shown = [m for m in M.comparable() if m in report.intervals[systems[0].name]]
     for metric in shown:
         for s in systems:
             iv = report.intervals[s.name][metric]
@@ -347,7 +345,7 @@ def significance_table(report: Report, systems: Sequence[System], alpha: float =
             lines.append(row)
         lines.append("")
     lines.append(f"* p < {alpha} (paired bootstrap, and approximate randomization where given)")
-    lines += [f"{m}: lower is better (a negative delta is an improvement)" for m in shown if m in K.LOWER_IS_BETTER]
+    lines += [f"{m}: lower is better (a negative delta is an improvement)" for m in shown if M.lower_is_better(m)]
     if report.by_length:
         lines += length_lines(report)
     if report.seed_groups:

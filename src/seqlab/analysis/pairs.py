@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from seqlab.analysis.compare import CompareError, System, check_comparable, compare, from_result_dir
+from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import (
     N_AR_FAST,
@@ -126,7 +127,7 @@ def neural_tests(a: System, b: System, idx: np.ndarray, seed: int, n_ar: int) ->
     """Each neural metric both runs recorded: paired bootstrap and approximate randomization on its segment
     scores."""
     out = []
-    for metric in (m for m in K.NEURAL if m in a.segment_scores and m in b.segment_scores):
+    for metric in (m for m in M.neural() if m in a.segment_scores and m in b.segment_scores):
         x, y = a.segment_scores[metric], b.segment_scores[metric]
         out.append(PairTest(a.name, b.name, metric, sum(y) / len(y) - sum(x) / len(x),
                             paired_bootstrap_p(x, y, idx), paired_ar_p(x, y, seed, n_ar)))

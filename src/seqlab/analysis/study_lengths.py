@@ -21,6 +21,7 @@ from seqlab.analysis.study import (
     Runs,
 )
 from seqlab.analysis.study_claims import verdict
+from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import compare as compare_seeds
 from seqlab.metrics.seeds import summarize
@@ -42,7 +43,7 @@ def length_table(by_variant: dict[str, list[Record]], metric: str = K.BLEU) -> t
     if first is None or not has_buckets(first):
         return "", {}
     shares = " | ".join(f"{K.bucket_title(b)} ({first.metrics[K.bucket(K.SHARE, b)]:.0f}%)" for b in LABELS)
-    title = K.BUCKETED[metric]
+    title = M.bucketed()[metric]
     lines = [f"{title} by source length in subword tokens (share of the test set), mean ± sd over seeds", "",
              f"| variant | {shares} |", "|---" * (len(LABELS) + 1) + "|"]
     data: dict[str, Any] = {}
@@ -134,7 +135,7 @@ def length_section(by_variant: dict[str, list[Record]], pairs: Sequence[tuple[st
     """What a length question's table adds: BLEU and chrF per bucket, and (with the archive's source lengths,
     checked against every record first) each comparison per bucket."""
     parts, data = [], {}
-    for metric in K.BUCKETED:
+    for metric in M.bucketed():
         table, numbers = length_table(by_variant, metric)
         if table:
             parts.append(table)

@@ -10,8 +10,6 @@ import logging
 from pathlib import Path
 
 from seqlab.analysis.compare import (
-    DEFAULT_METRICS,
-    METRICS,
     CompareError,
     add_by_length,
     compare,
@@ -23,6 +21,7 @@ from seqlab.analysis.compare import (
 )
 from seqlab.app import cli
 from seqlab.io import atomic_write_text
+from seqlab.metrics import declarations as M
 from seqlab.metrics.significance import N_AR, N_BOOTSTRAP, SACREBLEU_DEFAULT_SEED
 
 
@@ -38,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-bootstrap", type=int, default=N_BOOTSTRAP)
     parser.add_argument("--n-ar", type=int, default=N_AR)
     parser.add_argument("--metrics", nargs="+", default=None, metavar="METRIC",
-                        help=f"which metrics, of {' '.join(METRICS)} (default: {' '.join(DEFAULT_METRICS)} and "
-                             "each neural metric every result folder recorded)")
+                        help=f"which metrics, of {' '.join(M.comparable())} (default: "
+                             f"{' '.join(M.default_compared())} and each neural metric every result folder recorded)")
     parser.add_argument("--by-length", action="store_true",
                         help="also BLEU and chrF per source-length bucket, each with its paired bootstrap")
     return cli.run("compare", parser, argv, body, level=logging.WARNING)
@@ -56,7 +55,7 @@ def body(args: argparse.Namespace) -> int:
         systems = distinct_names([from_result(p) for p in args.results])
     else:
         raise CompareError("nothing to compare: give result folders, or --refs and --hyps")
-    metrics = args.metrics or [*DEFAULT_METRICS, *recorded_neural(systems)]
+    metrics = args.metrics or [*M.default_compared(), *recorded_neural(systems)]
     report = compare(systems, args.seed, args.n_bootstrap, args.n_ar, metrics)
     if args.by_length:
         add_by_length(report, systems, args.seed, args.n_bootstrap)

@@ -42,9 +42,10 @@ from seqlab.inference.inspection import alignment_images
 from seqlab.inference.neural import add_neural_metrics
 from seqlab.inference.testset import TestSet
 from seqlab.memory import keep_freed_memory
+from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
-from seqlab.metrics.neural import NEURAL_METRICS, NeuralSettings, check_neural
-from seqlab.metrics.text import DEFAULT_METRICS, check_metrics
+from seqlab.metrics.neural import NeuralSettings, check_neural
+from seqlab.metrics.text import check_metrics
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir, variant_key
 from seqlab.tracking.wandb import (
     TrackingConfig,
@@ -147,10 +148,10 @@ def unscored(out: ResultDir, chosen: tuple[str, ...], neural: NeuralSettings) ->
     try:
         payload = json.loads(out.metrics_path.read_text())
     except (OSError, json.JSONDecodeError):
-        return [m for m in chosen if m in NEURAL_METRICS]
+        return [m for m in chosen if m in M.neural()]
     recorded = (payload.get("settings") or {}).get("neural") or {}
     asked = neural.to_dict()  # each metric's model settings under its name (NeuralSettings.of)
-    return [m for m in chosen if m in NEURAL_METRICS
+    return [m for m in chosen if m in M.neural()
             and (m not in (payload.get("metrics") or {}) or recorded.get(m) != asked[m])]
 
 
@@ -165,7 +166,7 @@ def score_recorded(cfg: DictConfig, out: ResultDir, missing: list[str], neural: 
     rows = [RecordedRow(r["source"], r["hypothesis"], r["reference"], r.get("references"),
                         {k: v for k, v in (r.get(K.SEGMENT_SCORES) or {}).items() if k not in missing} or None)
             for r in lines]
-    metrics = {k: v for k, v in payload["metrics"].items() if K.metric_of(k) not in missing}
+    metrics = {k: v for k, v in payload["metrics"].items() if M.metric_of(k) not in missing}
     metrics.pop(K.METRIC_ERRORS, None)
     add_neural_metrics(rows, metrics, missing, neural, cfg.ci_seed, cfg.n_bootstrap)
     for line, row in zip(lines, rows, strict=True):
@@ -191,9 +192,9 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     tests = test_set_of(cfg)
     request, label, invalid = setting_label(cfg, engine)
     out, setting = result_dir(cfg, tests, label, engine)
-    chosen = check_metrics(plain(cfg.get("metrics", list(DEFAULT_METRICS))))
+    chosen = check_metrics(plain(cfg.get("metrics", list(M.default_choices()))))
     neural = NeuralSettings.from_mapping(plain(cfg.get("neural")))
-    text_done = out.finished([m for m in chosen if m not in NEURAL_METRICS]) and not cfg.force
+    text_done = out.finished([m for m in chosen if m not in M.neural()]) and not cfg.force
     missing = unscored(out, chosen, neural) if text_done else []
     if text_done and not missing:
         log.info("already evaluated: %s (force=true to redo)", out.metrics_path)

@@ -34,14 +34,14 @@ from seqlab.metrics import (
     intervals,
     logprob_summary,
     repetition,
-    rouge_scores,
     sacrebleu_scores,
     sample_diversity,
 )
+from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
 from seqlab.metrics.neural import NeuralSettings
 from seqlab.metrics.significance import N_BOOTSTRAP, SACREBLEU_DEFAULT_SEED
-from seqlab.metrics.text import DEFAULT_METRICS, ROUGE, check_metrics
+from seqlab.metrics.text import check_metrics, segment_means
 from seqlab.model import Model, ModelConfig
 from seqlab.progress import Progress
 
@@ -59,7 +59,7 @@ class EvalSettings:
     ci_seed: int = SACREBLEU_DEFAULT_SEED  # resampling seed of the confidence intervals
     n_bootstrap: int = N_BOOTSTRAP  # resamples per interval; 0 = no intervals
     precision: str = "fp32"  # decoding: fp32 | bf16 (decoding.generate.precision_context); references stay fp32
-    metrics: tuple[str, ...] = DEFAULT_METRICS  # which metrics (metrics.text.METRIC_CHOICES)
+    metrics: tuple[str, ...] = field(default_factory=M.default_choices)  # `metrics=[...]` choices (declarations)
     neural: NeuralSettings = field(default_factory=NeuralSettings)  # the neural metrics' models
 
     def __post_init__(self) -> None:
@@ -310,8 +310,7 @@ def corpus_metrics(records: Sequence[Record], examples: Sequence[Example], decod
     metrics["n_references"] = len(streams)
     metrics.update(sacrebleu_scores(hyps_text, streams, settings.metrics))
     metrics.update(by_source_length(hyps_text, streams, [r.source_tokens for r in records], settings.metrics))
-    if ROUGE in settings.metrics:
-        metrics.update(rouge_scores(hyps_text, streams))
+    metrics.update(segment_means(hyps_text, streams, settings.metrics))
     if settings.n_bootstrap > 1:
         for name, interval in intervals(hyps_text, streams, settings.ci_seed, settings.n_bootstrap,
                                         settings.metrics).items():

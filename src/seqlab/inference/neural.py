@@ -10,8 +10,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
-from seqlab.metrics.neural import NEURAL_METRICS, NeuralSettings, neural_scores
+from seqlab.metrics.neural import NeuralSettings, neural_scores
 from seqlab.metrics.significance import mean_interval, resample_indices
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ def reference_streams(records: Sequence[Scored]) -> list[list[str]]:
 def add_neural_metrics(records: Sequence[Scored], metrics: dict[str, Any], chosen: Sequence[str],
                        settings: NeuralSettings, ci_seed: int, n_bootstrap: int) -> None:
     """Score the records with every chosen neural metric, in place (records and metrics)."""
-    names = [m for m in chosen if m in NEURAL_METRICS]
+    names = [m for m in chosen if m in M.neural()]
     if not names or not records:
         return
     sources, hyps = [r.source for r in records], [r.hypothesis for r in records]

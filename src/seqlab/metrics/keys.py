@@ -1,4 +1,5 @@
-"""Metric names, defined once: every run logs the same keys, so dashboards line up."""
+"""Metric and statistic keys, defined once: every run logs the same keys, so dashboards line up. What each
+quality metric is (how computed, tested, shown) is its declaration in metrics.declarations."""
 
 from typing import Final
 
@@ -47,13 +48,9 @@ SENTENCES_PER_S: Final = "decode_sentences_per_s"
 CONSTRAINTS_MET: Final = "constraints_met"  # % of lexical constraints the best hypotheses contain
 CONSTRAINED_ALL_MET: Final = "constrained_all_met"  # % of sources whose best hypothesis contains all of its own
 
-NEURAL: Final = (COMET, COMETKIWI, BERTSCORE, METRICX)  # scored by a model (seqlab.metrics.neural)
-QUALITY: Final = (BLEU, CHRF, CHRFPP, TER, ROUGE1, ROUGE2, ROUGEL, ROUGELSUM, *NEURAL)
-LOWER_IS_BETTER: Final = frozenset({TER, METRICX})  # quality metrics where a smaller value is the better one
 # source-length buckets in subword tokens (EOS not counted): (label, lowest, highest or None)
 LENGTH_BUCKETS: Final = (("src_le16", 1, 16), ("src_17_32", 17, 32), ("src_33_64", 33, 64), ("src_gt64", 65, None))
 SHARE: Final = "share"  # a length bucket's % of the test set
-BUCKETED: Final = {BLEU: "BLEU", CHRF: "chrF"}  # the metrics scored per length bucket, as tables name them
 
 SEGMENT_SCORES: Final = "segment_scores"  # a record's per-segment neural metric scores (hypotheses.jsonl)
 METRIC_ERRORS: Final = "metric_errors"  # metrics.json: the metrics that failed after decoding, and why
@@ -81,13 +78,3 @@ def bucket(metric: str, label: str) -> str:
 def ci(metric: str) -> str:
     """The key of a metric's 95% confidence interval, `[low, high]`, in metrics.json."""
     return f"{metric}_ci"
-
-
-def metric_of(key: str) -> str:
-    """The neural metric a metrics.json key reports on (its score, interval, signature, or its further values:
-    BERTScore's P and R), or the key itself: what a rescore with another model replaces."""
-    for metric in NEURAL:
-        extras = (BERTSCORE_P, BERTSCORE_R) if metric == BERTSCORE else ()
-        if key in (metric, ci(metric), signature(metric), *extras):
-            return metric
-    return key

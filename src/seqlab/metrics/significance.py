@@ -34,14 +34,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
 
 SACREBLEU_DEFAULT_SEED = 12345
 N_BOOTSTRAP = 1000
 N_AR = 10000  # approximate randomization trials: the default of every paired test
 N_AR_FAST = 1000  # where a page tests many pairs at once (the dashboard, the report's marks), which says so
-SACREBLEU_METRICS = (K.BLEU, K.CHRF, K.CHRFPP, K.TER)  # every metric sacreBLEU computes here
-ROUGE_METRICS = (K.ROUGE1, K.ROUGE2, K.ROUGEL)
 
 
 @dataclass(frozen=True)
@@ -70,7 +69,7 @@ class Comparison:
     @property
     def improves(self) -> bool:
         """Whether the system scores better than the base (a lower TER, a higher anything else)."""
-        return self.delta < 0 if self.metric in K.LOWER_IS_BETTER else self.delta > 0
+        return self.delta < 0 if M.lower_is_better(self.metric) else self.delta > 0
 
     def significant(self, alpha: float = 0.05) -> bool:
         return self.p_bootstrap < alpha and (self.p_ar is None or self.p_ar < alpha)
@@ -104,14 +103,16 @@ def sacrebleu_quiet() -> Iterator[None]:
 
 
 def sacrebleu_metric(name: str, references: Sequence[Sequence[str]] | None = None):  # noqa: ANN201  (a Metric)
-    """sacreBLEU's metric object for a seqlab metric name, with sacreBLEU's defaults (chrF++: word_order=2,
-    as `sacrebleu -m chrf --chrf-word-order 2`; TER: tercom tokenization, case-insensitive); `references`, if
-    given, held in its own reference cache."""
-    from sacrebleu.metrics import BLEU, CHRF, TER
+    """sacreBLEU's metric object for a seqlab metric name, as its declaration names it, with sacreBLEU's
+    defaults (chrF++: word_order=2, as `sacrebleu -m chrf --chrf-word-order 2`; TER: tercom tokenization,
+    case-insensitive); `references`, if given, held in its own reference cache."""
+    import sacrebleu.metrics
 
-    kind, options = {K.BLEU: (BLEU, {}), K.CHRF: (CHRF, {}), K.CHRFPP: (CHRF, {"word_order": 2}),
-                     K.TER: (TER, {})}[name]
-    return kind(**options, references=references)
+    declared = M.metric(name)
+    if declared is None or declared.sacrebleu is None:
+        raise ValueError(f"{name} is not a sacreBLEU metric; those are {', '.join(M.of_kind('sacrebleu'))}")
+    kind, options = declared.sacrebleu
+    return getattr(sacrebleu.metrics, kind)(**options, references=references)
 
 
 @functools.lru_cache(maxsize=16)

@@ -1,6 +1,6 @@
 """Text metrics by the reference implementations: sacreBLEU (BLEU, chrF, chrF++, TER) and rouge-score.
 
-Which are computed is a choice (`metrics=[bleu, chrf, chrfpp, ter, rouge]`, METRIC_CHOICES); BLEU, chrF
+Which are computed is a choice (`metrics=[bleu, chrf, chrfpp, ter, rouge]`, metrics.declarations); BLEU, chrF
 and ROUGE by default. chrF++ and TER are sacreBLEU's with its defaults, reported with their signatures.
 
 All take detokenized strings and a list of reference streams (one list of strings per
@@ -21,12 +21,11 @@ import re
 from collections.abc import Sequence
 
 from seqlab.config import ConfigError
+from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import (
     N_BOOTSTRAP,
-    ROUGE_METRICS,
     SACREBLEU_DEFAULT_SEED,
-    SACREBLEU_METRICS,
     Interval,
     mean_interval,
     resample_indices,
@@ -34,20 +33,18 @@ from seqlab.metrics.significance import (
     sacrebleu_metric,
 )
 
-ROUGE_NAMES = (K.ROUGE1, K.ROUGE2, K.ROUGEL, K.ROUGELSUM)
-ROUGE = "rouge"  # the choice that computes ROUGE-1/2/L/Lsum
-METRIC_CHOICES = (*SACREBLEU_METRICS, ROUGE, *K.NEURAL)  # the neural ones: seqlab.metrics.neural
-DEFAULT_METRICS = (K.BLEU, K.CHRF, ROUGE)
+ROUGE_NAMES = (K.ROUGE1, K.ROUGE2, K.ROUGEL, K.ROUGELSUM)  # rouge-score's variants, in one pass
 
 
 def check_metrics(chosen: Sequence[str], key: str = "eval.metrics") -> tuple[str, ...]:
-    """The chosen metric names as a tuple, or a ConfigError naming `key` and the choices."""
+    """The chosen metric names as a tuple, or a ConfigError naming `key` and the choices
+    (metrics.declarations)."""
     names = [chosen] if isinstance(chosen, str) else list(chosen)
-    unknown = [m for m in names if m not in METRIC_CHOICES]
+    unknown = [m for m in names if m not in M.choices()]
     if unknown or not names:
         raise ConfigError(f"{key}={names}: {f'unknown {unknown}; ' if unknown else ''}choose one or more of "
-                          f"{list(METRIC_CHOICES)} (rouge = ROUGE-1/2/L/Lsum; comet, cometkiwi, bertscore and "
-                          "metricx read a model: neural.*)")
+                          f"{list(M.choices())} (rouge = ROUGE-1/2/L/Lsum; {', '.join(M.neural())} read a model: "
+                          "neural.*)")
     return tuple(dict.fromkeys(names))
 
 
@@ -83,7 +80,7 @@ def sacrebleu_scores(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequenc
     signature (`<name>_signature`), and BLEU's length ratio (hypothesis / reference tokens) whatever is chosen."""
     ref_streams = streams(refs)
     out: dict[str, float | str] = {}
-    for name in dict.fromkeys([*(m for m in metrics if m in SACREBLEU_METRICS), K.BLEU]):  # BLEU: the ratio
+    for name in dict.fromkeys([*M.of_kind("sacrebleu", metrics), K.BLEU]):  # BLEU: the ratio
         metric = sacrebleu_metric(name)
         result = metric.corpus_score(list(hyps), ref_streams)
         if name in metrics:
@@ -100,12 +97,12 @@ def length_buckets(source_tokens: Sequence[int]) -> dict[str, list[int]]:
 
 
 def by_source_length(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]],
-                     source_tokens: Sequence[int], metrics: Sequence[str] = DEFAULT_METRICS) -> dict[str, float]:
+                     source_tokens: Sequence[int], metrics: Sequence[str] | None = None) -> dict[str, float]:
     """Corpus BLEU and chrF (those of them chosen in `metrics`) on each source-length bucket (K.LENGTH_BUCKETS,
     subword tokens), and each bucket's share of the examples in %: whether a model holds up on the long
     sentences that training saw least. An empty bucket has its share (0) and no scores."""
     ref_streams = streams(refs)
-    bucketed = [m for m in K.BUCKETED if m in metrics]
+    bucketed = [m for m in M.bucketed() if m in (M.default_choices() if metrics is None else metrics)]
     out: dict[str, float] = {}
     for label, idx in length_buckets(source_tokens).items():
         out[K.bucket(K.SHARE, label)] = 100.0 * len(idx) / max(len(hyps), 1)
@@ -147,15 +144,26 @@ def rouge_scores(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[st
     return {name: sum(values) / n for name, values in per_example.items()}
 
 
+def segment_means(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]],
+                  metrics: Sequence[str] | None = None) -> dict[str, float]:
+    """The corpus scores of the chosen metrics that are means of per-segment scores (ROUGE-1/2/L/Lsum with
+    `rouge` chosen; metrics.declarations kind `segments`)."""
+    keys = M.computed_by(M.default_choices() if metrics is None else metrics)
+    n = max(len(hyps), 1)
+    return {name: sum(values) / n for name, values in M.segment_scores(hyps, streams(refs), keys).items()}
+
+
 def intervals(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]],
               seed: int = SACREBLEU_DEFAULT_SEED, n: int = N_BOOTSTRAP,
-              metrics: Sequence[str] = DEFAULT_METRICS) -> dict[str, Interval]:
-    """95% bootstrap intervals, seeded, of the chosen sacreBLEU metrics (sacreBLEU's) and, with `rouge`
-    chosen, of ROUGE-1/2/L (resampled examples)."""
+              metrics: Sequence[str] | None = None) -> dict[str, Interval]:
+    """95% bootstrap intervals, seeded, of the chosen sacreBLEU metrics (sacreBLEU's) and of the chosen
+    segment-mean metrics that are tested (ROUGE-1/2/L with `rouge` chosen: resampled examples)."""
     ref_streams = streams(refs)
-    out = {m: sacrebleu_interval(m, hyps, ref_streams, seed, n) for m in SACREBLEU_METRICS if m in metrics}
-    if ROUGE in metrics:
+    keys = M.computed_by(M.default_choices() if metrics is None else metrics)
+    out = {m: sacrebleu_interval(m, hyps, ref_streams, seed, n) for m in M.of_kind("sacrebleu", keys)}
+    means = [m for m in M.of_kind("segments", keys) if m in M.comparable()]
+    if means:
         idx = resample_indices(len(hyps), seed, n)
-        per_example = rouge_per_example(hyps, ref_streams, ROUGE_METRICS)
-        out.update({m: mean_interval(per_example[m], idx) for m in ROUGE_METRICS})
+        per_example = M.segment_scores(hyps, ref_streams, means)
+        out.update({m: mean_interval(per_example[m], idx) for m in means})
     return out

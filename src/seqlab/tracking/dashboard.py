@@ -21,24 +21,34 @@ from pathlib import Path
 from typing import Any
 
 from seqlab.io import atomic_write_text
+from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
 
-# metrics the page offers, in this order, where any run has them; the table starts with the first
-# SHOWN_METRICS of them (the others are a "+ column" away), so that it fits a 1,400 px window
-TABLE_METRICS = (K.BLEU, K.CHRF, *K.NEURAL, K.CHRFPP, K.TER, K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.LENGTH_RATIO,
-                 K.ROUGE2, K.ROUGELSUM, K.REF_PPL, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU, K.SHORT_SHARE,
-                 K.TOKENS_PER_S,
-                 *(K.bucket(m, label) for m in K.BUCKETED for label, _, _ in K.LENGTH_BUCKETS))
 SHOWN_METRICS = 6
+# the statistics beside the quality metrics (metrics.declarations): after the main columns, after the others
+STATISTICS = (K.HYP_SEQ_LOGPROB, K.LENGTH_RATIO)
+MORE_STATISTICS = (K.REF_PPL, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU, K.SHORT_SHARE, K.TOKENS_PER_S)
+
+
+def table_metrics() -> tuple[str, ...]:
+    """What the page offers, in this order, where any run has them: the declared main columns, two statistics,
+    the other metrics, more statistics, the length buckets; the table starts with the first SHOWN_METRICS of
+    them (the others are a "+ column" away), so that it fits a 1,400 px window."""
+    return (*M.columns(), *STATISTICS, *M.further_columns(), *MORE_STATISTICS,
+            *(K.bucket(m, label) for m in M.bucketed() for label, _, _ in K.LENGTH_BUCKETS))
+
+
+def metric_names() -> dict[str, str]:
+    """Column names: each metric's declared title, a length bucket's, e.g. "BLEU src > 64"."""
+    return {**M.titles(), **{K.bucket(m, label): f"{name} src {K.bucket_title(label)}"
+                             for m, name in M.bucketed().items() for label, _, _ in K.LENGTH_BUCKETS}}
+
+
+
 # what "compare two runs" shows of each run's log-probs and lengths
 FIGURE_METRICS = (K.HYP_SEQ_LOGPROB, K.HYP_TOKEN_LOGPROB, K.REF_SEQ_LOGPROB, K.REF_TOKEN_LOGPROB, K.HYP_LEN,
                   K.REF_LEN, K.HYP_TOKENS, K.LENGTH_RATIO, K.SHORT_SHARE, K.EMPTY_SHARE)
-LOWER_IS_BETTER = {K.REF_PPL, K.SELF_BLEU, K.SHORT_SHARE, K.EMPTY_SHARE, *K.LOWER_IS_BETTER}
-# the column names of metrics the script does not name itself: a length bucket's, e.g. "BLEU src > 64"
-METRIC_NAMES = {K.CHRFPP: "chrF++", K.TER: "TER", K.COMET: "COMET", K.COMETKIWI: "CometKiwi", K.BERTSCORE: "BERTScore",
-                K.METRICX: "MetricX",
-                **{K.bucket(m, label): f"{name} src {K.bucket_title(label)}"
-                   for m, name in K.BUCKETED.items() for label, _, _ in K.LENGTH_BUCKETS}}
+LOWER_STATISTICS = (K.REF_PPL, K.SELF_BLEU, K.SHORT_SHARE, K.EMPTY_SHARE)  # with the declared error scores
 CURVE_POINTS = 200  # a training curve is thinned to at most this many points
 
 
@@ -86,7 +96,8 @@ def finite_metrics(metrics: dict[str, Any]) -> tuple[dict[str, float], dict[str,
 
 def page_data(runs: list[RunView], pairs: list[dict[str, Any]], title: str) -> dict[str, Any]:
     """Everything the page shows, as JSON-ready data."""
-    present = [m for m in TABLE_METRICS if any(m in r.metrics for r in runs)]
+    present = [m for m in table_metrics() if any(m in r.metrics for r in runs)]
+    names = metric_names()
     rows, seen = [asdict(r) for r in runs], set()
     for row in rows:  # a training decoded many ways carries its curves once, on its first run
         if row["link"] in seen:
@@ -97,8 +108,8 @@ def page_data(runs: list[RunView], pairs: list[dict[str, Any]], title: str) -> d
     varying = [k for k in keys if len({json.dumps(r.config.get(k), sort_keys=True) for r in runs}) > 1]
     figures = [m for m in FIGURE_METRICS if any(m in r.metrics for r in runs)]
     return {"title": title, "metrics": present, "shown_metrics": present[:SHOWN_METRICS], "figure_metrics": figures,
-            "lower_is_better": sorted(LOWER_IS_BETTER), "metric_names": {m: METRIC_NAMES[m] for m in present
-                                                                           if m in METRIC_NAMES},
+            "lower_is_better": sorted({*LOWER_STATISTICS, *M.lower_keys()}),
+            "metric_names": {m: names[m] for m in present if m in names},
             "config_keys": keys, "varying": varying,
             "runs": rows, "pairs": pairs}
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from seqlab.checkpoint import run_dir_of
+from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
 from seqlab.metrics.significance import N_AR_FAST, N_BOOTSTRAP
 from seqlab.tracking.dashboard import RunView, finite_metrics, page_data, render_page, run_id, thin, write_dashboard
@@ -95,9 +96,9 @@ def format_metric(metrics: dict[str, Any], name: str) -> str:
     return f"{value:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 else "")
 
 
-MARKDOWN_METRICS = (K.BLEU, K.CHRF, *K.NEURAL, K.CHRFPP, K.TER,
-                    K.ROUGE1, K.ROUGEL, K.HYP_SEQ_LOGPROB, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU,
-                    K.LENGTH_RATIO, K.SHORT_SHARE, K.TOKENS_PER_S, K.GENERATE_SECONDS, K.MBR_SECONDS)
+# the statistics after the declared main metric columns (metrics.declarations.columns)
+MARKDOWN_STATISTICS = (K.HYP_SEQ_LOGPROB, K.DISTINCT2, K.SAMPLE_DISTINCT2, K.SELF_BLEU, K.LENGTH_RATIO, K.SHORT_SHARE,
+                       K.TOKENS_PER_S, K.GENERATE_SECONDS, K.MBR_SECONDS)
 
 
 def markdown_table(results: list[dict[str, Any]], marks: dict[str, str] | None = None) -> str:
@@ -105,8 +106,8 @@ def markdown_table(results: list[dict[str, Any]], marks: dict[str, str] | None =
     95% intervals), and with `marks` (result path -> mark) a column "BLEU vs greedy": for READMEs."""
     ok = sorted((r for r in results if r.get("status") == OK), key=lambda r: (r["decoding"]["method"] != "greedy",
                                                                              r["decoding"]["method"], r["label"]))
-    shown = [m for m in MARKDOWN_METRICS if any(m in r["metrics"] for r in ok)]
-    with_ci = (K.BLEU, K.CHRF, *K.NEURAL, K.CHRFPP, K.TER)
+    shown = [m for m in (*M.columns(), *MARKDOWN_STATISTICS) if any(m in r["metrics"] for r in ok)]
+    with_ci = M.columns()  # each with its interval where the evaluation computed one
     head = [f"{m} [95% CI]" if m in with_ci else m for m in shown] + (
         [f"BLEU vs greedy (p: bootstrap {N_BOOTSTRAP:,} / randomization {N_AR_FAST:,})"] if marks else [])
     lines = ["| setting | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]

@@ -18,8 +18,8 @@ from typing import Any
 from seqlab.checkpoint import CHECKPOINT_DIR, CheckpointError, resolve, run_dir_of
 from seqlab.digest import cache_key
 from seqlab.io import atomic_write_text
+from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
-from seqlab.metrics.text import ROUGE
 
 METRICS_FILE = "metrics.json"
 HYPOTHESES_FILE = "hypotheses.jsonl"
@@ -86,8 +86,9 @@ class ResultDir:
         return self.path / METRICS_FILE
 
     def finished(self, metrics: Sequence[str] = ()) -> bool:
-        """Whether this setting has results, with each of `metrics` among them (ROUGE's choice, `rouge`,
-        by ROUGE-1): a setting evaluated before a metric was chosen is evaluated again to add it."""
+        """Whether this setting has results, with each of `metrics` (`metrics=[...]` choices) among them (a
+        choice by the metrics it computes: `rouge` by ROUGE-1/2/L/Lsum): a setting evaluated before a metric
+        was chosen is evaluated again to add it."""
         if not self.metrics_path.exists():
             return False
         try:
@@ -95,7 +96,7 @@ class ResultDir:
         except (OSError, json.JSONDecodeError):
             return False
         have = payload.get("metrics") or {}
-        return payload.get("status") == OK and all((m if m != ROUGE else K.ROUGE1) in have for m in metrics)
+        return payload.get("status") == OK and all(k in have for k in M.computed_by(metrics))
 
     def write_metrics(self, payload: dict[str, Any]) -> None:
         atomic_write_text(self.metrics_path, json.dumps(payload, indent=2, sort_keys=True, default=str))
@@ -141,7 +142,7 @@ def source_tokens_of(rows: list[dict[str, Any]]) -> list[int] | None:
 
 def segment_scores_of(rows: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
     """Each neural metric every row of hypotheses.jsonl has a segment score for: its scores, in row order."""
-    names = [m for m in K.NEURAL if rows and all(m in (r.get(K.SEGMENT_SCORES) or {}) for r in rows)]
+    names = [m for m in M.neural() if rows and all(m in (r.get(K.SEGMENT_SCORES) or {}) for r in rows)]
     return {m: [float(r[K.SEGMENT_SCORES][m]) for r in rows] for m in names}
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from seqlab.config import check_choice
+from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
 from seqlab.tracking.results import segment_scores_of
 
@@ -19,15 +20,19 @@ LoggerKind = Literal["wandb", "csv", "none"]
 Mode = Literal["auto", "online", "offline"]
 CSV_DIR = "csv"
 RUN_ID_FILE = "wandb-run-id"
-# Summaries keep the best value, not the last: losses and perplexity are minimized, quality maximized (TER and
-# MetricX, error scores, minimized). (W&B's define_metric takes exact names or trailing globs only.)
-SUMMARIES = (
-    *((name, "min") for name in ("train/loss", "val/loss", "val/nll", "val/ppl")),
-    *((f"val/greedy_{m}", "min" if m in K.LOWER_IS_BETTER else "max") for m in K.QUALITY),
-    *((f"{split}/{m}", "min" if m in K.LOWER_IS_BETTER else "max") for split in ("test", "validation")
-      for m in K.QUALITY),
-    *((f"{split}/{K.REF_PPL}", "min") for split in ("test", "validation")),
-)
+
+
+def summaries() -> tuple[tuple[str, str], ...]:
+    """Summaries keep the best value, not the last: losses and perplexity are minimized, quality maximized
+    (error scores, declared lower-is-better, minimized). (W&B's define_metric takes exact names or trailing
+    globs only.)"""
+    def best(m: str) -> str:
+        return "min" if M.lower_is_better(m) else "max"
+
+    return (*((name, "min") for name in ("train/loss", "val/loss", "val/nll", "val/ppl")),
+            *((f"val/greedy_{m}", best(m)) for m in M.quality()),
+            *((f"{split}/{m}", best(m)) for split in ("test", "validation") for m in M.quality()),
+            *((f"{split}/{K.REF_PPL}", "min") for split in ("test", "validation")))
 SECRET_KEY = re.compile(r"api_?key|secret|passw(or)?d|(^|_)token$|access_token|auth", re.IGNORECASE)
 
 
@@ -110,7 +115,7 @@ def make_logger(cfg: TrackingConfig, save_dir: Path, name: str, group: str, conf
         log.warning("W&B online start failed (%s); continuing offline", type(err).__name__)
         logger = wandb_logger(mode="offline", **common)
     run = logger.experiment
-    for pattern, summary in SUMMARIES:
+    for pattern, summary in summaries():
         run.define_metric(pattern, summary=summary)
     (save_dir / RUN_ID_FILE).write_text(run.id)
     if mode == "online" and getattr(run, "url", None):

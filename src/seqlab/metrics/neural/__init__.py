@@ -3,7 +3,6 @@ to its reference implementation; suite chooses and runs them for an evaluation."
 
 from seqlab.metrics.neural.errors import MetricModelError
 from seqlab.metrics.neural.suite import (
-    NEURAL_METRICS,
     NeuralScores,
     NeuralSettings,
     check_neural,
@@ -11,5 +10,5 @@ from seqlab.metrics.neural.suite import (
     neural_scores,
 )
 
-__all__ = ["NEURAL_METRICS", "MetricModelError", "NeuralScores", "NeuralSettings", "check_neural",
+__all__ = ["MetricModelError", "NeuralScores", "NeuralSettings", "check_neural",
            "encoded_sentences", "neural_scores"]

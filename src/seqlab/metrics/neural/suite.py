@@ -19,13 +19,13 @@ import torch
 
 from seqlab import hub
 from seqlab.config import ConfigError
+from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
 from seqlab.metrics.neural.bertscore import BertScoreSettings, load_bertscore
 from seqlab.metrics.neural.comet_checkpoint import reads_references
 from seqlab.metrics.neural.errors import MetricModelError
 from seqlab.metrics.neural.metricx import MetricXSettings, load_metricx
 
-NEURAL_METRICS = (K.COMET, K.COMETKIWI, K.BERTSCORE, K.METRICX)
 REFERENCE_BASED = frozenset({K.COMET, K.BERTSCORE})  # MetricX: its QE models need none (MetricXScorer.qe)
 
 
@@ -83,7 +83,7 @@ def model_names(metric: str, settings: NeuralSettings) -> list[str]:
 def check_neural(chosen: Sequence[str], settings: NeuralSettings, have_references: bool) -> None:
     """Before any decoding: every chosen neural metric's model is a folder or in the local hub cache, the device
     exists, and a reference-based metric has references."""
-    for metric in (m for m in chosen if m in NEURAL_METRICS):
+    for metric in (m for m in chosen if m in M.neural()):
         if metric in REFERENCE_BASED and not have_references:
             raise MetricModelError(f"metrics: {metric} compares with references and this test set has none; "
                                    "choose cometkiwi (reference-free) or a MetricX QE model")

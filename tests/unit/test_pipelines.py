@@ -134,7 +134,7 @@ def test_the_archived_reference_model_is_still_current():
 def test_every_archived_record_is_still_current():
     """A config field added since any archived run (a model variant, a loader setting, a prompt key) must leave
     that run's digest as it was: each record in results/ still names the digest its stage plans now (a new key
-    belongs in app.runner.NEUTRAL at the value that computes what the archived runs computed)."""
+    is left out at its default by construction: app.runner.without_new_defaults)."""
     stale = []
     for name, pipeline in PIPELINES.items():
         for planned in plan(pipeline):
@@ -576,3 +576,25 @@ def test_the_distillation_run_on_a_gpu_renders_on_its_page_naming_the_gpu(places
     text = pipeline.tables[0].render(places / "results" / "distillation")
     assert text.startswith("_Trained and decoded on NVIDIA H200 (`results/distillation-gpu/`)")
     assert text.count("5+1, distilled") == 3
+
+
+def test_a_field_added_at_its_default_leaves_every_archived_digest_as_it_was(tmp_path, monkeypatch):
+    """Archive keys are stable by construction: a key the archive's generation did not have (app.frozen_keys)
+    is left out of a digest at its default value, with no list to extend; a stage that sets it is re-keyed."""
+    import shutil
+
+    conf = tmp_path / "conf"
+    shutil.copytree(seqlab.app.runner.CONF_DIR, conf)
+    for name, added in (("train.yaml", "new_knob: 3\nnew_section: {a: 1, b: [2]}\n"), ("eval.yaml", "new_knob: 3\n"),
+                        ("trainer/cpu.yaml", "new_trainer_flag: false\n")):
+        with (conf / name).open("a") as f:
+            f.write(added)
+    pipeline = PIPELINES["mt_bible_small"]
+    before = {p.stage.name: (p.digest, p.archived) for p in plan(pipeline)}
+    monkeypatch.setattr(seqlab.app.runner, "CONF_DIR", conf)
+    after = {p.stage.name: (p.digest, p.archived) for p in plan(pipeline)}
+    assert after == before and any(archived for _, archived in after.values())
+    train = next(s for s in pipeline.stages if s.command == "train")
+    for override in ("new_knob=4", "new_section.a=2", "trainer.new_trainer_flag=true"):
+        changed = replace(train, overrides=(*train.overrides, override))
+        assert plan(replace(pipeline, stages=(changed,)))[0].digest != before[train.name][0], override

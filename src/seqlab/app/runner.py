@@ -28,6 +28,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
+from seqlab.app.frozen_keys import FROZEN_KEYS
 from seqlab.app.store import CONF_DIR
 from seqlab.checkpoint import LAST, checkpoint_file, read_checkpoint
 from seqlab.data.prompting import PromptSettings
@@ -51,10 +52,11 @@ DROPPED = ("paths", "root_dir", "data_dir", "cache_dir", "log_dir", "output_dir"
            "out", "ckpt",  # where things go, not what they compute: dropped at any depth (data.cache_dir too)
            "pin_memory",  # how batches reach a GPU, not which batches
            "profile")  # the bench's profiler tables, taken after its timings
-# Keys added after archived runs, left out of a digest at the value that computes what those runs computed
-# (tests/unit/test_variants.py: every earlier model decodes bit-identically; the processors are those of
-# before): the pretrained families' variants, Hugging Face's token constraints, language pairs, fine-tuning, the
-# toolkits' decoders (docs/reliability.md, "Compatibility").
+# Keys added after archived runs, before the archive's keys were frozen (app.frozen_keys), left out of a digest
+# at the value that computes what those runs computed (tests/unit/test_variants.py: every earlier model decodes
+# bit-identically; the processors are those of before): the pretrained families' variants, Hugging Face's token
+# constraints, language pairs, fine-tuning, the toolkits' decoders (docs/reliability.md, "Compatibility"). This
+# list is closed: a key added now is left out at its default by construction (`without_new_defaults`).
 NEUTRAL: dict[str, dict[str, Any]] = {
     "model": {"gated_ffn": False, "norm": "layernorm", "bias": True, "scale_attention": True, "d_head": None,
               "position_offset": 0, "sinusoid_layout": "marian", "rescale_output": False, "position_init": "small",
@@ -118,6 +120,15 @@ def _composed(command: str, overrides: tuple[str, ...], conf_dir: str) -> dict[s
     digest-neutral keys: once per process (about 0.2 s each; the experiments plan 375 stages, 195 of them
     distinct). The configs read no environment, so the overrides and the config folder decide it. Callers get
     a copy (`resolved_config`)."""
+    config = without_neutral(_plain_composition(command, overrides, conf_dir))
+    if command not in FROZEN_KEYS:
+        return config
+    return without_new_defaults(config, _plain_composition(command, (), conf_dir), FROZEN_KEYS[command])
+
+
+@functools.lru_cache(maxsize=1024)
+def _plain_composition(command: str, overrides: tuple[str, ...], conf_dir: str) -> dict[str, Any]:
+    """Hydra's composition of one command's config with these overrides, resolved, without places."""
     GlobalHydra.instance().clear()
     chosen = [o for o in overrides if not o.startswith("hydra.")]
     if command in ("evaluate", "distill"):
@@ -128,7 +139,66 @@ def _composed(command: str, overrides: tuple[str, ...], conf_dir: str) -> dict[s
     composed = {k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k]
                 for k in cfg if k not in DROPPED}
     GlobalHydra.instance().clear()
-    return without_neutral(without_places(composed))
+    return without_places(composed)
+
+
+def key_paths(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Every leaf of `config` by its dotted path (a list is a leaf)."""
+    out: dict[str, Any] = {}
+    for k, v in config.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(key_paths(v, f"{path}."))
+        else:
+            out[path] = v
+    return out
+
+
+def without_new_defaults(config: dict[str, Any], default: dict[str, Any], frozen: frozenset[str]) -> dict[str, Any]:
+    """`config` without each key that archived digests never carried (not in `frozen`, the keys of the
+    archive's generation, app.frozen_keys) while it holds the command's default value (`default`: its
+    composition without overrides): a field added later leaves every archived digest as it was, with nothing
+    to remember, and changes the digest of the stages that set it."""
+    defaults = key_paths(default)
+
+    def keep(node: dict[str, Any], prefix: str) -> dict[str, Any]:
+        out = {}
+        for k, v in node.items():
+            path = f"{prefix}{k}"
+            if isinstance(v, dict) and v:
+                v = keep(v, f"{path}.")
+                if not v and path not in frozen:  # a new section, all of it at its defaults
+                    continue
+            elif path not in frozen and path in defaults and defaults[path] == v:
+                continue
+            out[k] = v
+        return out
+
+    return keep(config, "")
+
+
+def frozen_keys(conf_dir: str = str(CONF_DIR)) -> dict[str, frozenset[str]]:
+    """Each command's config keys now (dotted paths, the dicts among them): what app.frozen_keys holds for the
+    archive's generation (`write_frozen_keys`)."""
+    out = {}
+    for command in CONFIG_NAMES:
+        paths = key_paths(without_neutral(_plain_composition(command, (), conf_dir)))
+        dicts = {p.rsplit(".", i)[0] for p in paths for i in range(1, p.count(".") + 1)}
+        out[command] = frozenset(paths) | dicts
+    return out
+
+
+def write_frozen_keys(path: Path | None = None) -> None:
+    """Write app.frozen_keys: only with a new archive generation (every record rerun), since a key frozen
+    here enters the digest of every stage."""
+    path = path or Path(__file__).with_name("frozen_keys.py")
+    keys = frozen_keys()
+    body = ",\n".join(f"    {json.dumps(c)}: frozenset({{\n" + "".join(f"        {json.dumps(k)},\n" for k in sorted(v))
+                      + "    })" for c, v in keys.items())
+    atomic_write_text(path, '"""The config keys of the archive\'s generation, per command (dotted paths): archived '
+                      'digests carry these;\nany other key is left out of a digest at its default value '
+                      '(app.runner.without_new_defaults).\nWritten by app.runner.write_frozen_keys; never by '
+                      'hand."""\n\nFROZEN_KEYS: dict[str, frozenset[str]] = {\n' + body + ",\n}\n")
 
 
 def baseline_record(stage: Stage) -> Path:

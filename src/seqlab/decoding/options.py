@@ -59,8 +59,9 @@ class Option:
 
     ctranslate2: Rule = REFUSED
     hf: Rule = REFUSED
-    # False: left out of an archived stage's digest while at its default (an option added after stages were
-    # archived, so that their digests still match); True: always part of the digest
+    # False: left out of an archived stage's digest while at its default (the options added before the archive's
+    # keys were frozen, app.frozen_keys; one added now is left out at its default without it); True: always
+    # part of the digest
     in_digest: bool = True
     label: str | None = None  # its short name in a setting's label where set (a value, or a list's length)
     processor: Builds | None = None  # the logits processor it builds, at its place in HF's order (decoding.registry)

@@ -71,11 +71,12 @@ def test_command_line_keeps_stdout_clean(smoke_checkpoint, tmp_path):
     assert not list(ROOT.glob(".hydra")), "nothing written next to the output"
 
 
-def test_bf16_decoding_is_the_model_under_bf16_autocast(make_cfg, smoke_checkpoint, tmp_path):
+def test_bf16_decoding_is_the_model_under_bf16_autocast(make_cfg, smoke_checkpoint, tmp_path, monkeypatch):
     """precision=bf16 (eval and translate): the hypotheses of generate under bf16 autocast, a result folder and
     label of their own beside fp32's, references still scored in fp32; a bad value names the key."""
     import torch
 
+    import seqlab.decoding.engine as engine_module
     from seqlab.app.evaluate import run_evaluation
     from seqlab.config import ConfigError
     from seqlab.decoding import generate
@@ -88,7 +89,15 @@ def test_bf16_decoding_is_the_model_under_bf16_autocast(make_cfg, smoke_checkpoi
     with torch.autocast("cpu", dtype=torch.bfloat16):
         out = generate(model, ids, pad, cfg)
     expected = [tokenizer.decode_target(out.sequences[i, 0, : out.lengths[i, 0]].tolist()) for i in range(3)]
+    autocast = []
+
+    def recording(*args, **kwargs):
+        autocast.append(torch.is_autocast_enabled("cpu"))
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "generate", recording)
     assert run(make_cfg, smoke_checkpoint, sources, "precision=bf16") == expected
+    assert autocast and all(autocast)  # every batch decoded under bf16 autocast (not only the same outputs)
 
     common = [f"ckpt={smoke_checkpoint}", "logger=none", "decoding.max_length=12", "n_bootstrap=0", "limit=3"]
     fp32 = run_evaluation(make_cfg("eval", common))

@@ -16,7 +16,6 @@ folder over for the new one), so a corpus never mixes two teachers' outputs.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import shutil
@@ -34,7 +33,6 @@ from seqlab.checkpoint import resolve
 from seqlab.config import ConfigError
 from seqlab.data import DataConfig, Example
 from seqlab.data.corpora import load_split
-from seqlab.decoding import precision_context
 from seqlab.inference.evaluation import decode_texts
 from seqlab.io import atomic_write_lines_gz, atomic_write_text, read_lines_gz
 from seqlab.memory import keep_freed_memory
@@ -118,13 +116,12 @@ def run_distill(cfg: DictConfig) -> dict[str, Any]:
     examples = load_split(corpus, "train")[: settings.limit]
     shards = [examples[i: i + settings.shard_size] for i in range(0, len(examples), settings.shard_size)]
     start, empty, decoded = time.perf_counter(), 0, 0
-    with precision_context(request.precision, loaded.device) if loaded.engine is None else contextlib.nullcontext():
-        for k, shard in enumerate(shards):
-            path = out / "shards" / f"train-{k:05d}.jsonl.gz"
-            if path.is_file() and not settings.force:
-                continue  # a cut run resumes here
-            empty += distil_shard(loaded, shard, settings, path)
-            decoded += len(shard)
+    for k, shard in enumerate(shards):  # the engine decodes in the request's precision (decoding.engine)
+        path = out / "shards" / f"train-{k:05d}.jsonl.gz"
+        if path.is_file() and not settings.force:
+            continue  # a cut run resumes here
+        empty += distil_shard(loaded, shard, settings, path)
+        decoded += len(shard)
     train = [row for k in range(len(shards)) for row in read_lines_gz(out / "shards" / f"train-{k:05d}.jsonl.gz")]
     atomic_write_lines_gz(out / "train.jsonl.gz", train)
     for split in ("validation", "test"):

@@ -21,6 +21,7 @@ from seqlab.config import ConfigError, check_choice, check_types, resolve_device
 from seqlab.data import CorpusConfig
 from seqlab.data.prompting import PromptSettings
 from seqlab.decoding import DecodingConfig
+from seqlab.decoding.engine import DecodingEngine
 from seqlab.decoding.ensemble import Combination, Ensemble, check_members
 from seqlab.decoding.generate import DecodePrecision
 from seqlab.decoding.labels import run_label
@@ -177,14 +178,14 @@ class InferenceRequest:
 
 @dataclass
 class Loaded:
-    """A checkpoint ready to decode: the model on its device, and the engine that decodes for it (None:
-    seqlab's own search in fp32 or bf16 autocast)."""
+    """A checkpoint ready to decode: the model on its device, and the engine that decodes for it in the
+    request's precision (decoding.engine)."""
 
     model: Model
     tokenizer: AnyTokenizer
     info: CheckpointInfo
     decoding: DecodingConfig  # the request's, or the checkpoint's own
-    engine: Any
+    engine: DecodingEngine
     device: str
     prompt: PromptSettings = PromptSettings()  # how the sources are asked: the request's, or the checkpoint's own
 

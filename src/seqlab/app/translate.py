@@ -8,7 +8,6 @@ terminal it is interactive: a prompt per line, answered at once.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from seqlab.app.cli import reraise
 from seqlab.app.infer import InferenceRequest, TranslateSettings, load
 from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError
-from seqlab.decoding import DecodingConfig, precision_context
+from seqlab.decoding import DecodingConfig
 from seqlab.inference.text import NO_PREFIX, TargetPrefix, format_output, translate, translate_stream
 from seqlab.memory import keep_freed_memory
 from seqlab.progress import Progress
@@ -38,9 +37,8 @@ def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int
     keep_freed_memory()
     loaded = load(request, cfg.device, Path(cfg.paths.cache_dir))
     log.info("%s (step %d), %s: %s", loaded.info.path, loaded.info.step, request.label, loaded.decoding.label)
-    seqlab_search = loaded.engine is None
-    with precision_context(request.precision, loaded.device) if seqlab_search else contextlib.nullcontext():
-        return _translate_all(cfg, loaded.model, loaded.tokenizer, loaded.decoding, stdin, stdout, loaded.engine)
+    # the engine decodes in the request's precision (decoding.engine: seqlab's search under bf16 autocast)
+    return _translate_all(cfg, loaded.model, loaded.tokenizer, loaded.decoding, stdin, stdout, loaded.engine)
 
 
 def _translate_all(cfg: DictConfig, model: Any, tokenizer: Any, decoding: DecodingConfig, stdin: Any,

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from seqlab.constants import ForceEOS, HasSpecialIds
 from seqlab.decoding.processors import LogitsProcessor, apply, for_examples
-from seqlab.decoding.search import GenerateOutput, ends, force_eos_, start_tokens
+from seqlab.decoding.search import GenerateOutput, ending, ends, start_tokens, with_forced_eos
 from seqlab.model import DecoderCache, Model
 
 
@@ -63,16 +63,14 @@ def contrastive_search(model: Model, cache: DecoderCache, *, ids: HasSpecialIds,
         a = active.shape[0]
         scores = apply(for_examples(processors, active), prefix, logits)
         at_limit = t + 1 >= max_new[active]
-        if force_eos is not None:
-            scores = force_eos_(scores.clone() if scores is logits else scores, at_limit, eos, force_eos)
+        scores = with_forced_eos(logits, scores, at_limit, eos, force_eos)
         top_probs, top_ids = torch.softmax(scores, dim=-1).topk(top_k, dim=-1)  # (A, K)
         cache.expand_(top_k)
         cand_logits, cand_states = state_step(model, top_ids.view(-1), cache)  # (A * K, V), (A * K, d)
         chosen = degeneration_choice(context, cand_states.view(a, top_k, -1), top_probs, alpha)  # (A,)
         rows = torch.arange(a, device=device) * top_k + chosen
         next_tok = top_ids.gather(1, chosen[:, None]).squeeze(1)
-        if force_eos is not None:
-            next_tok = torch.where(at_limit, eos, next_tok)
+        next_tok = ending(next_tok, at_limit, eos, force_eos)
         tokens[active, t] = next_tok
         logprobs[active, t] = F.log_softmax(logits, dim=-1).gather(1, next_tok[:, None]).squeeze(1)
         lengths[active] = t + 1

@@ -74,6 +74,33 @@ def force_eos_(scores: Tensor, at_limit: Tensor, eos: int, rule: ForceEOS, runni
     return scores
 
 
+def with_forced_eos(logits: Tensor, scores: Tensor, at_limit: Tensor | None, eos: int,
+                    rule: ForceEOS | None) -> Tensor:
+    """`scores` (A, V) with EOS forced on the rows at their limit under `rule` (a copy where `scores` is still
+    the model's `logits`); `scores` itself without a rule or with no row at its limit (`at_limit` None)."""
+    if rule is None or at_limit is None:
+        return scores
+    return force_eos_(scores.clone() if scores is logits else scores, at_limit, eos, rule)
+
+
+def ending(chosen: Tensor, at_limit: Tensor | None, eos: int, rule: ForceEOS | None) -> Tensor:
+    """The chosen tokens (A,) with EOS on the rows at their limit under a forced-EOS rule (even where fairseq's
+    rule left no finite score)."""
+    return chosen if rule is None or at_limit is None else torch.where(at_limit, eos, chosen)
+
+
+def choose_tokens(logits: Tensor, scores: Tensor, at_limit: Tensor | None, eos: int, rule: ForceEOS | None,
+                  keys: Tensor | None, seed: int, step: int | Tensor) -> tuple[Tensor, Tensor]:
+    """The one-token choice every one-token search makes (greedy search, sampling, speculative decoding's
+    model and draft): from the processed `scores` (A, V), EOS forced at a row's limit, the rows' keyed Gumbel
+    noise at `step` when sampling (`keys`: (A,), None for greedy), the argmax, EOS kept at the limit.
+    Returns the scores chosen from and the chosen tokens (A,)."""
+    scores = with_forced_eos(logits, scores, at_limit, eos, rule)
+    if keys is not None:
+        scores = scores.double() + gumbel_noise(seed, keys, step, scores.shape[-1])
+    return scores, ending(scores.argmax(dim=-1), at_limit, eos, rule)
+
+
 class StepBuffers:
     """Per-step (rows, vocabulary) tensors of a search, allocated once and reused as views of their
     first rows: a fresh (rows x vocabulary) tensor each step costs an allocation, and on CPU its page
@@ -120,13 +147,8 @@ def sample_or_greedy(
         logits, cache = step(prefix[:, -1], cache)  # (A, V)
         scores = apply(for_examples(processors, active), prefix, logits)
         at_limit = t + 1 >= max_new[active] if t + 1 >= first_limit else None  # None: no row at its limit
-        if force_eos is not None and at_limit is not None:
-            scores = force_eos_(scores.clone() if scores is logits else scores, at_limit, eos, force_eos)
-        if keys is not None:
-            scores = scores.double() + gumbel_noise(seed, keys[active], t, scores.shape[-1])
-        next_tok = scores.argmax(dim=-1)  # (A,)
-        if force_eos is not None and at_limit is not None:  # EOS even where fairseq's rule left no finite score
-            next_tok = torch.where(at_limit, eos, next_tok)
+        scores, next_tok = choose_tokens(logits, scores, at_limit, eos, force_eos,
+                                         None if keys is None else keys[active], seed, t)  # (A, V), (A,)
         if all_running:
             live, live_logits, live_scores, chosen = active, logits, scores, next_tok
         else:

@@ -41,8 +41,7 @@ from torch import Tensor
 from seqlab.config import ConfigError
 from seqlab.constants import ForceEOS, HasSpecialIds
 from seqlab.decoding.processors import LogitsProcessor, apply, for_examples
-from seqlab.decoding.sampling import gumbel_noise
-from seqlab.decoding.search import GenerateOutput, among, ends, force_eos_, start_tokens
+from seqlab.decoding.search import GenerateOutput, among, choose_tokens, ends, start_tokens
 from seqlab.model import DecoderCache, Model, ModelConfig
 from seqlab.model.cache import in_place_order
 
@@ -94,14 +93,8 @@ class Chooser:
                                      self.prefixes[rows, : 1 + g + j], logits[rows])
         step = self.generated + j  # (A,) each row's step
         at_limit = step + 1 >= self.max_new[self.active]
-        if self.force_eos is not None:
-            scores = force_eos_(scores.clone() if scores is logits else scores, at_limit, self.eos, self.force_eos)
-        if self.keys is not None:
-            scores = scores.double() + gumbel_noise(self.seed, self.keys[self.active], step, scores.shape[-1])
-        chosen = scores.argmax(dim=-1)
-        if self.force_eos is not None:
-            chosen = torch.where(at_limit, self.eos, chosen)
-        return chosen
+        keys = None if self.keys is None else self.keys[self.active]
+        return choose_tokens(logits, scores, at_limit, self.eos, self.force_eos, keys, self.seed, step)[1]
 
 
 class Draft(Protocol):

@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import torch
-from torch import Tensor
 
 from seqlab.config import ConfigError, check_choice
 from seqlab.data.tokenizer import Tokenizer
-from seqlab.decoding import DecodingConfig, GenerateOutput, generate, precision_context
-from seqlab.decoding.speculative import SpeculativeStats
+from seqlab.decoding import DecodingConfig, GenerateOutput, precision_context
+from seqlab.decoding.engine import BaseEngine, DecodeBatch, DecodingEngine, SearchEngine, search
 from seqlab.engines.ct2 import CT2Engine, check_decodable
 from seqlab.engines.graphs import GraphedStep, check_graphable
 from seqlab.hardware import cpu_model
@@ -106,9 +105,9 @@ def choose_engine(precision: str, device: str, cache_dir: Path | None) -> Engine
                                 f"oneDNN is taken at {AUTO_MARGIN}x or more")
 
 
-class VariantEngine:
+class VariantEngine(BaseEngine):
     """seqlab's own search on another form of the model that runs on a CPU only (int8 linear layers, or fp32
-    ones on oneDNN's packed weights), used like `generate`."""
+    ones on oneDNN's packed weights)."""
 
     def __init__(self, model: Model, variant: Callable[[Model], Model],
                  setting: str, kernels: str, on_gpu: str) -> None:
@@ -116,17 +115,13 @@ class VariantEngine:
             raise ConfigError(f"{setting} runs on a CPU ({kernels}); use device=cpu, or {on_gpu} on a GPU")
         self.model = variant(model)
 
-    def generate(self, model: Model, src_ids: Tensor, src_pad_mask: Tensor,
-                 cfg: DecodingConfig, target_prefix: Sequence[Sequence[int]] | None = None,
-                 constraints: Sequence[Sequence[Sequence[int]]] | None = None,
-                 draft_model: Model | None = None, stats: SpeculativeStats | None = None) -> GenerateOutput:
-        return generate(self.model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix, constraints=constraints,
-                        draft_model=draft_model, stats=stats)
+    def decode(self, model: Model, batch: DecodeBatch) -> GenerateOutput:
+        return search(self.model, batch)
 
 
-class GraphEngine:
-    """seqlab's own search with its decoder step replayed as a CUDA graph (engines.graphs), used like
-    `generate`; checked before decoding (a GPU, a model whose step has fixed shapes)."""
+class GraphEngine(BaseEngine):
+    """seqlab's own search with its decoder step replayed as a CUDA graph (engines.graphs); checked before
+    decoding (a GPU, a model whose step has fixed shapes)."""
 
     def __init__(self, model: Model, precision: str) -> None:
         if next(model.parameters()).device.type != "cuda":
@@ -134,24 +129,20 @@ class GraphEngine:
         check_graphable(model, "engine=seqlab_graphs")
         self.precision = precision
 
-    def generate(self, model: Model, src_ids: Tensor, src_pad_mask: Tensor,
-                 cfg: DecodingConfig, target_prefix: Sequence[Sequence[int]] | None = None,
-                 constraints: Sequence[Sequence[Sequence[int]]] | None = None,
-                 draft_model: Model | None = None, stats: SpeculativeStats | None = None) -> GenerateOutput:
-        with precision_context(self.precision, src_ids.device):
-            return generate(model, src_ids, src_pad_mask, cfg, target_prefix=target_prefix, constraints=constraints,
-                            draft_model=draft_model, stats=stats, step=GraphedStep)
+    def decode(self, model: Model, batch: DecodeBatch) -> GenerateOutput:
+        with precision_context(self.precision, batch.src_ids.device):
+            return search(model, batch, step=GraphedStep)
 
 
 def make_engine(engine: str, checkpoint: Path, model: Model, tokenizer: Tokenizer, cache_dir: Path,
-                precision: str) -> CT2Engine | VariantEngine | GraphEngine | None:
-    """None for seqlab's own search (fp32 or bf16 autocast), seqlab on int8 or oneDNN-packed linear layers,
-    or CTranslate2 on an export of `checkpoint` (made once, cached)."""
+                precision: str) -> DecodingEngine:
+    """seqlab's own search (fp32 or bf16 autocast), seqlab on int8 or oneDNN-packed linear layers or with a
+    CUDA-graph step, or CTranslate2 on an export of `checkpoint` (made once, cached)."""
     if engine == "seqlab" and precision == "int8":
         return VariantEngine(model, dynamic_int8, "precision=int8 with engine=seqlab", "PyTorch's int8 linear kernels",
                              "precision=bf16")
     if engine == "seqlab":
-        return None
+        return SearchEngine(precision)
     if engine == "seqlab_onednn":
         if not onednn_available():
             raise ConfigError(f"engine=seqlab_onednn: torch {torch.__version__} has no oneDNN packed linear on this "

@@ -20,6 +20,7 @@ from seqlab.constants import DEFAULT_IDS, HasSpecialIds
 from seqlab.data.sequences import pad_right
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, score
+from seqlab.decoding.engine import BaseEngine, DecodeBatch
 from seqlab.decoding.generate import search_limits
 from seqlab.decoding.methods import mapping, method_of
 from seqlab.decoding.options import refusals
@@ -114,7 +115,7 @@ def generator_prompt(source: list[int], cfg: ModelConfig) -> list[int]:
     return list(source) if cfg.start == "prompt" else [*source, cfg.bos_id]
 
 
-class CT2Engine:
+class CT2Engine(BaseEngine):
     """A CTranslate2 Translator (an encoder-decoder) or Generator (a decoder-only model) of one exported
     checkpoint, used like `seqlab.decoding.generate`.
 
@@ -178,17 +179,16 @@ class CT2Engine:
         return self.nbest(sources, request(cfg, self.model.cfg, rows, [max_length] * len(rows), max_length))
 
     @torch.no_grad()
-    def generate(self, model: Model, src_ids: torch.Tensor, src_pad_mask: torch.Tensor,
-                 cfg: DecodingConfig, target_prefix: Any = None, constraints: Any = None,
-                 draft_model: Any = None, stats: Any = None) -> GenerateOutput:
+    def decode(self, model: Model, batch: DecodeBatch) -> GenerateOutput:
         """`generate`'s output for a batch: (B, n, T) sequences, seqlab's scores and token log-probs (a draft model
         and its stats change nothing CTranslate2 decodes: decoding.options declares `draft` inert here)."""
-        if target_prefix is not None:
+        if batch.target_prefix is not None:
             raise ConfigError("engine=ctranslate2 scores a forced target prefix its own way (outside its length "
                               "normalization); use engine=seqlab for decoding.prefix_size or a target prefix")
-        if constraints is not None:
+        if batch.constraints is not None:
             raise ConfigError("engine=ctranslate2 has no lexical constraints; use engine=seqlab for "
                               "decoding.constraints")
+        src_ids, src_pad_mask, cfg = batch.src_ids, batch.src_pad_mask, batch.cfg
         sources = [row[~pad].tolist() for row, pad in zip(src_ids, src_pad_mask, strict=True)]
         nbest: list[list[list[int]]] = [[] for _ in sources]
         for request in requests(cfg, model.cfg, src_pad_mask):

@@ -19,8 +19,9 @@ from seqlab.config import ConfigError
 from seqlab.data.corpora import Example
 from seqlab.data.sequences import pad_right, truncate
 from seqlab.data.tokenizer import Tokenizer
-from seqlab.decoding import DecodingConfig, generate, precision_context, score
+from seqlab.decoding import DecodingConfig, score
 from seqlab.decoding.constraints import check_constraints
+from seqlab.decoding.engine import DecodeBatch, DecodingEngine, SearchEngine
 from seqlab.decoding.generate import search_limits
 from seqlab.decoding.labels import run_label
 from seqlab.decoding.mbr import MBRChoice, choose, ranked_distinct
@@ -178,14 +179,15 @@ def source_lengths(src_ids: Sequence[Sequence[int]], eos_id: int) -> list[int]:
 
 
 def decode_texts(model: Model, tokenizer: Tokenizer, sources: Sequence[str], cfg: DecodingConfig,
-                 max_tokens: int, on_batch: Any = None, precision: str = "fp32", engine: Any = None,
+                 max_tokens: int, on_batch: Any = None, precision: str = "fp32",
+                 engine: DecodingEngine | None = None,
                  prefixes: Sequence[Sequence[int]] | None = None,
                  constraints: Sequence[Sequence[Sequence[int]]] | None = None,
                  names: Sequence[str] | None = None) -> Decoded:
     """Tokenize, truncate to what the model takes, decode in length-sorted token-budget batches, and
     return the hypotheses in input order. `on_batch(n_sources)` is called after each batch (progress).
-    precision: fp32 | bf16 (the model under bf16 autocast; see `precision_context`).
-    engine: None (seqlab's search) or an object with generate()'s signature (engines.choice).
+    engine: what decodes (decoding.engine; engines.choice.make_engine), None: seqlab's search in `precision`
+    (fp32 | bf16: the model under bf16 autocast, `precision_context`); an engine decodes in its own.
     prefixes: each source's forced target prefix (token ids, no EOS; generate's `target_prefix`).
     constraints: each source's lexical constraints (token id sequences; generate's `constraints`), checked
     before any decoding, each source called by its name in `names` (default: `source i`)."""
@@ -193,6 +195,7 @@ def decode_texts(model: Model, tokenizer: Tokenizer, sources: Sequence[str], cfg
     src_ids, truncated = encode_sources(tokenizer, sources, model.cfg, cfg, names)
     if constraints is not None:
         check_all_constraints(cfg, model.cfg, src_ids, constraints, names)
+    decoder = engine or SearchEngine(precision)
     draft = load_draft(cfg, model)  # decoding.draft=ckpt:PATH's model, else None
     stats = SpeculativeStats() if cfg.draft is not None else None
     outputs: list[Any] = [None] * len(src_ids)
@@ -201,13 +204,7 @@ def decode_texts(model: Model, tokenizer: Tokenizer, sources: Sequence[str], cfg
         ids, pad = pad_batch([src_ids[i] for i in idx], model.cfg.pad_id, device)
         forced = None if prefixes is None else [prefixes[i] for i in idx]
         guided = None if constraints is None else [constraints[i] for i in idx]
-        if engine is not None:
-            out = engine.generate(model, ids, pad, cfg, target_prefix=forced, constraints=guided, draft_model=draft,
-                                  stats=stats)
-        else:
-            with precision_context(precision, device):
-                out = generate(model, ids, pad, cfg, target_prefix=forced, constraints=guided, draft_model=draft,
-                               stats=stats)
+        out = decoder.decode(model, DecodeBatch(ids, pad, cfg, forced, guided, draft, stats))
         generated += int(out.lengths.sum())
         for row, i in enumerate(idx):
             outputs[i] = [(out.sequences[row, j, : out.lengths[row, j]].tolist(), float(out.scores[row, j]),

@@ -13,11 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TextIO
+from typing import Literal, TextIO
 
 from seqlab.config import ConfigError
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig
+from seqlab.decoding.engine import DecodingEngine
 from seqlab.inference.evaluation import constraint_ids, decode_texts, prefix_ids
 from seqlab.model import Model
 
@@ -78,8 +79,10 @@ def split_constraints(tokenizer: Tokenizer, lines: Sequence[str], numbers: Seque
 
 def translate(model: Model, tokenizer: Tokenizer, lines: Sequence[str], cfg: DecodingConfig,
               max_tokens: int = 8000, on_batch: Callable[[int], None] | None = None,
-              engine: Any = None, prefix: TargetPrefix = NO_PREFIX, first_line: int = 1) -> list[list[Hypothesis]]:
-    """The n-best hypotheses of every line (none for a blank line), in input order (engine: engines.choice)."""
+              engine: DecodingEngine | None = None, prefix: TargetPrefix = NO_PREFIX, first_line: int = 1
+              ) -> list[list[Hypothesis]]:
+    """The n-best hypotheses of every line (none for a blank line), in input order (engine: decoding.engine,
+    None: seqlab's search in fp32)."""
     keep = [i for i, line in enumerate(lines) if line.strip()]
     numbers = [first_line + i for i in keep]  # each kept line's number in the input, for errors
     constraints = None
@@ -126,7 +129,7 @@ def chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
 
 def translate_stream(model: Model, tokenizer: Tokenizer, lines: Iterable[str], out: TextIO,
                      cfg: DecodingConfig, fmt: Format = "plain", max_tokens: int = 8000, chunk_size: int = 2000,
-                     on_batch: Callable[[int], None] | None = None, engine: Any = None,
+                     on_batch: Callable[[int], None] | None = None, engine: DecodingEngine | None = None,
                      prefix: TargetPrefix = NO_PREFIX) -> int:
     """Translate every line of `lines` to `out`, chunk by chunk; returns the number of lines."""
     done = 0

@@ -216,15 +216,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         loaded = load(request, cfg.device, Path(cfg.paths.cache_dir), task_checked=corpus is not None, corpus=corpus,
                       split=cfg.split)
         info, decoding = loaded.info, loaded.decoding
-        payload.update(decoding=decoding.to_dict(), checkpoint=checkpoint_payload(info))
-        if not loaded.prompt.asks_nothing:  # the prompt the sources were asked with (a fine-tuned model's own too)
-            payload["prompt"] = loaded.prompt.to_dict()
-        if request.ensemble:
-            payload["ensemble"] = {"checkpoints": list(request.ensemble), "rule": request.ensemble_rule}
-        data_cfg = DataConfig.from_dict(info.data_config) if info.data_config else None
-        examples = tests.examples(data_cfg)
-        payload["test_set"] = setting.get("test_set") or {"corpus": info.data_config["corpus"]["name"],
-                                                          "split": cfg.split}
+        describe(payload, loaded, request, setting, cfg.split)
+        examples = tests.examples(DataConfig.from_dict(info.data_config) if info.data_config else None)
         logger = open_logger(cfg, tracking, out.path, loaded, payload["checkpoint"], label, request.engine)
         settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
                                 score_references=cfg.score_references, ci_seed=cfg.ci_seed,
@@ -255,6 +248,19 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     finally:
         out.write_metrics(payload)
         finish()
+
+
+def describe(payload: dict[str, Any], loaded: Loaded, request: InferenceRequest, setting: dict[str, Any],
+             split: str) -> None:
+    """What a result records of what was decoded: the decoding, the checkpoint, the prompt the sources were
+    asked with (a fine-tuned model's own too), the ensemble, the test set."""
+    payload.update(decoding=loaded.decoding.to_dict(), checkpoint=checkpoint_payload(loaded.info))
+    if not loaded.prompt.asks_nothing:
+        payload["prompt"] = loaded.prompt.to_dict()
+    if request.ensemble:
+        payload["ensemble"] = {"checkpoints": list(request.ensemble), "rule": request.ensemble_rule}
+    payload["test_set"] = setting.get("test_set") or {"corpus": loaded.info.data_config["corpus"]["name"],
+                                                      "split": split}
 
 
 def log_failure(cfg: DictConfig, tracking: TrackingConfig, folder: Path, logger: Any, payload: dict[str, Any]

@@ -124,6 +124,16 @@ def trainer_arguments(cfg: DictConfig, spec: TrainSpec, out_dir: Path, loggers: 
     return arguments
 
 
+def shared_tokenizer(spec: TrainSpec) -> Any:
+    """`train.tokenizer_from`'s tokenizer (a student trained on its teacher's), or None: one learned here."""
+    if not spec.train.tokenizer_from:
+        return None
+    shared = load_for_inference(spec.train.tokenizer_from)[1]
+    log.info("the tokenizer of %s (vocabulary %d), not one learned from the corpus", spec.train.tokenizer_from,
+             shared.tgt_vocab_size)
+    return shared
+
+
 def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, Any]:
     precision = auto_trainer_precision(cfg, spec)
     runs_root = Path(cfg.paths.log_dir) / cfg.task_name / cfg.run_name
@@ -135,10 +145,7 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
 
     init = load_for_inference(spec.train.init_from) if spec.train.init_from else None
     check_lengths(spec.data, init[0].cfg if init else spec.model)  # before the data is prepared
-    shared = load_for_inference(spec.train.tokenizer_from)[1] if spec.train.tokenizer_from else None
-    if shared is not None:
-        log.info("the tokenizer of %s (vocabulary %d), not one learned from the corpus", spec.train.tokenizer_from,
-                 shared.tgt_vocab_size)
+    shared = shared_tokenizer(spec)
     completes = init is not None and init[0].cfg.start == "prompt"  # supervised fine-tuning of a causal LM
     if not spec.prompt.asks_nothing and not completes:
         raise ConfigError("prompt.* asks an imported causal LM its corpus; this run trains a model that reads its "
@@ -182,12 +189,16 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
             trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
     finally:
         finish()
+    return finished(trainer, out_dir)
+
+
+def finished(trainer: L.Trainer, out_dir: Path) -> dict[str, Any]:
+    """A finished training's result: its last metrics, its best and last checkpoints, its step."""
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     best, last = trainer.checkpoint_callbacks[:2]
-    result = {"metrics": metrics, "best": best.best_model_path, "last": last.last_model_path or
-              str(checkpoint_file(out_dir, LAST)), "step": trainer.global_step, "output_dir": str(out_dir)}
     log.info("finished at step %d: %s", trainer.global_step, metrics)
-    return result
+    return {"metrics": metrics, "best": best.best_model_path, "last": last.last_model_path or
+            str(checkpoint_file(out_dir, LAST)), "step": trainer.global_step, "output_dir": str(out_dir)}
 
 
 JOBS = JobLog("training multirun")

@@ -77,13 +77,35 @@ def chosen_template(template: str | dict | list | None, origin: str) -> str | No
 def compiled(template: str) -> Any:
     """The template compiled in transformers' environment (once per template text)."""
     import jinja2
-    from jinja2.ext import Extension, loopcontrols
+
+    try:
+        return environment().from_string(template)
+    except jinja2.TemplateSyntaxError as err:
+        raise ChatTemplateError(f"its chat template is not valid Jinja (line {err.lineno}: {err})") from None
+
+
+@functools.cache
+def environment() -> Any:
+    """transformers' chat-template environment: a sandbox that trims blocks, its `generation` tag and loop
+    controls, its `tojson` filter, and its globals (`raise_exception`, `strftime_now`, `dict`, `namespace`)."""
+    from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    class Generation(Extension):
-        """`{% generation %}...{% endgeneration %}` renders its body (transformers tracks assistant spans with it,
-        which a prompt does not need)."""
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[generation_extension(), loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals.update(raise_exception=raise_exception, strftime_now=strftime_now, dict=TemplateDict(),
+                       namespace=template_namespace())
+    return env
 
+
+def generation_extension() -> type:
+    """`{% generation %}...{% endgeneration %}` renders its body (transformers tracks assistant spans with it,
+    which a prompt does not need)."""
+    import jinja2
+    from jinja2.ext import Extension
+
+    class Generation(Extension):
         tags = {"generation"}
 
         def parse(self, parser: Any) -> Any:
@@ -94,18 +116,14 @@ def compiled(template: str) -> Any:
         def _body(self, caller: Any) -> str:
             return caller()
 
-    class TemplateDict:
-        """`dict(...)` without attribute access to the type."""
+    return Generation
 
-        def __call__(self, *args: Any, **kwargs: Any) -> dict:
-            return dict(*args, **kwargs)
 
-        def fromkeys(self, *args: Any, **kwargs: Any) -> dict:
-            return dict.fromkeys(*args, **kwargs)
+def template_namespace() -> type:
+    """Jinja's namespace, refusing underscore-prefixed names (as transformers' does)."""
+    import jinja2
 
     class TemplateNamespace(jinja2.utils.Namespace):
-        """Jinja's namespace, refusing underscore-prefixed names."""
-
         def __init__(*args: Any, **kwargs: Any) -> None:
             self, rest = args[0], args[1:]
             attrs = dict(*rest, **kwargs)
@@ -124,21 +142,29 @@ def compiled(template: str) -> Any:
                     f"Chat templates cannot store underscore-prefixed attributes on a namespace, but got {name!r}. "
                     "Please rename the attribute.")
 
-    def raise_exception(message: str) -> None:
-        raise jinja2.exceptions.TemplateError(message)
+    return TemplateNamespace
 
-    def tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
-               sort_keys: bool = False) -> str:
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    def strftime_now(format: str) -> str:
-        return datetime.now().strftime(format)
+class TemplateDict:
+    """`dict(...)` without attribute access to the type."""
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals.update(raise_exception=raise_exception, strftime_now=strftime_now, dict=TemplateDict(),
-                       namespace=TemplateNamespace)
-    try:
-        return env.from_string(template)
-    except jinja2.TemplateSyntaxError as err:
-        raise ChatTemplateError(f"its chat template is not valid Jinja (line {err.lineno}: {err})") from None
+    def __call__(self, *args: Any, **kwargs: Any) -> dict:
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict:
+        return dict.fromkeys(*args, **kwargs)
+
+
+def raise_exception(message: str) -> None:
+    import jinja2
+
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None, separators: Any = None,
+           sort_keys: bool = False) -> str:
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def strftime_now(format: str) -> str:
+    return datetime.now().strftime(format)

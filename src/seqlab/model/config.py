@@ -183,6 +183,11 @@ class ModelConfig:
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"{own}.d_model={self.d_model} must be even for sinusoidal positions")
         self._check_position_keys(own)
+        self._check_vocabulary(own)
+
+    def _check_vocabulary(self, own: str) -> None:
+        """What the vocabulary allows: tied tables and copying need one shared by source and target; the special
+        ids and the further end tokens are in it."""
         separate = (f"the source and target have separate vocabularies (data.tokenizer.joint=false, "
                     f"tgt_vocab_size={self.tgt_vocab_size}), where the same id means different pieces")
         if self.tie_embeddings in ("all", "inputs") and not self.shared_vocab:

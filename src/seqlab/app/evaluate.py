@@ -194,13 +194,9 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     out, setting = result_dir(cfg, tests, label, engine)
     chosen = check_metrics(plain(cfg.get("metrics", list(M.default_choices()))))
     neural = NeuralSettings.from_mapping(plain(cfg.get("neural")))
-    text_done = out.finished([m for m in chosen if m not in M.neural()]) and not cfg.force
-    missing = unscored(out, chosen, neural) if text_done else []
-    if text_done and not missing:
-        log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
-        return {"status": "skipped", "path": str(out.path)}
-    if text_done and out.has_hypotheses():
-        return score_recorded(cfg, out, missing, neural)
+    done = finished_before(cfg, out, chosen, neural)
+    if done is not None:
+        return done
     tracking = tracking_config(cfg)
     payload: dict[str, Any] = {"setting": setting, "label": label, "split": cfg.split}
     logger = None
@@ -248,6 +244,20 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     finally:
         out.write_metrics(payload)
         finish()
+
+
+def finished_before(cfg: DictConfig, out: ResultDir, chosen: tuple[str, ...], neural: NeuralSettings
+                    ) -> dict[str, Any] | None:
+    """A setting evaluated before: skipped, or its recorded hypotheses scored by the neural metrics it lacks;
+    None where it must be decoded (not yet, a text metric missing, or force=true)."""
+    text_done = out.finished([m for m in chosen if m not in M.neural()]) and not cfg.force
+    missing = unscored(out, chosen, neural) if text_done else []
+    if text_done and not missing:
+        log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
+        return {"status": "skipped", "path": str(out.path)}
+    if text_done and out.has_hypotheses():
+        return score_recorded(cfg, out, missing, neural)
+    return None
 
 
 def describe(payload: dict[str, Any], loaded: Loaded, request: InferenceRequest, setting: dict[str, Any],

@@ -42,7 +42,7 @@ from seqlab.pipeline.commands import Command, commit_archive, seqlab
 from seqlab.pipeline.core import OUTPUTS, Pipeline, Stage
 from seqlab.pipeline.devices import stage_device
 from seqlab.pipeline.training import diverged_at, training_result, wall_time
-from seqlab.provenance import capture
+from seqlab.provenance import capture, git_state
 from seqlab.tracking.results import DIVERGED, HYPOTHESES_FILE, METRICS_FILE, OK, source_tokens_of
 from seqlab.train.config import LoraConfig
 
@@ -500,7 +500,7 @@ def run_stage(pipeline: Pipeline, by_name: dict[str, Planned], p: Planned, comma
     line = " && ".join("seqlab " + " ".join(args) for args in commands)
     print(f"== {p.stage.name}: running: {line}", file=sys.stderr)
     p.folder.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
+    start, code = time.perf_counter(), git_state()  # the code that runs (the checkout may move on meanwhile)
     if not all(command(*args) for args in commands) and not (p.stage.diverges and diverged_at(p.folder) is not None):
         return False
     refusal = unreliable(p)
@@ -508,7 +508,7 @@ def run_stage(pipeline: Pipeline, by_name: dict[str, Planned], p: Planned, comma
         print(f"== {p.stage.name}: not archived: {refusal}", file=sys.stderr)
         return False
     with lock or contextlib.nullcontext():
-        archive_stage(pipeline, p, line, time.perf_counter() - start)
+        archive_stage(pipeline, p, line, time.perf_counter() - start, code)
         if commit:
             commit_archive(pipeline.archive, f"{pipeline.name}: {p.stage.name}")
     return True
@@ -608,9 +608,11 @@ def test_side(archive: Path, stage: str, what: str, lines: list[str]) -> str:
     return shared.name
 
 
-def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float) -> Path:
+def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float,
+                  code: tuple[str, bool] | None = None) -> Path:
     """The stage's record: its digest, its result (metrics, a training's curve, a comparison's tests, a
-    bench's figures) and manifest, in the archive and in the stage's folder."""
+    bench's figures) and manifest, in the archive and in the stage's folder. `code`: the checkout's commit
+    and cleanliness when the stage started (default: now)."""
     stage, where = planned.stage, planned.folder
     assert planned.config is not None
     result: dict[str, Any] = {}
@@ -636,7 +638,9 @@ def archive_stage(pipeline: Pipeline, planned: Planned, line: str, wall_s: float
         result = {**json.loads((where / DISTILLED / "distill.json").read_text()),
                   "outputs": {"train_targets": archive_distilled(pipeline, planned)}}
         precision, engine = str(planned.config.get("precision")), str(planned.config.get("engine"))
-    manifest = capture(line, precision, engine, wall_s, updates, device=gpu_name(stage, planned.config)).to_dict()
+    commit, clean = code if code is not None else (None, None)
+    manifest = capture(line, precision, engine, wall_s, updates, commit=commit, clean=clean,
+                       device=gpu_name(stage, planned.config)).to_dict()
     if manifest["device"] is None:
         del manifest["device"]  # a CPU stage's record as every CPU record is (its CPU named above)
     record = {"stage": stage.name, "status": status, "digest": planned.digest, "result": result, "manifest": manifest}

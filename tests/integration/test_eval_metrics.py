@@ -36,7 +36,8 @@ def test_ter_and_chrfpp_are_chosen_scored_and_added_later(make_cfg, smoke_checkp
     again = run_evaluation(make_cfg("eval", [*common, "metrics=[ter,rouge]"]))  # ROUGE is missing: evaluated
     assert again["status"] == "ok" and K.ROUGE1 in again["metrics"] and K.TER in again["metrics"]
     head, _, row = markdown_table([again]).split("\n")
-    assert "| ter [95% CI] | rouge1 |" in head and f"| {again['metrics'][K.TER]:.2f} [" in row
+    assert "| ter [95% CI] | rouge1 [95% CI] |" in head and f"| {again['metrics'][K.TER]:.2f} [" in row
+    assert f"| {again['metrics'][K.ROUGE1]:.2f} [" in row  # ROUGE's interval too, where evaluate computed it
 
     system = from_result_dir(hyp_file.parent)
     report = compare([system], n_ar=0, metrics=("ter",))

@@ -31,7 +31,7 @@ def test_baselines_prints_the_lead_baselines_rouge(capsys):
     from rouge_score import rouge_scorer
 
     from seqlab.data.corpora import CorpusConfig, load_split
-    from seqlab.metrics.text import lead
+    from seqlab.metrics.rouge import lead
 
     baselines.main(["--split", "validation"])
     printed = dict(kv.split("=") for kv in capsys.readouterr().out.split())

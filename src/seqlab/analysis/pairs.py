@@ -22,6 +22,7 @@ import numpy as np
 from seqlab.analysis.compare import CompareError, System, check_comparable, compare, from_result_dir
 from seqlab.metrics import declarations as M
 from seqlab.metrics import keys as K
+from seqlab.metrics.rouge import rouge_per_example
 from seqlab.metrics.significance import (
     N_AR_FAST,
     N_BOOTSTRAP,
@@ -31,7 +32,6 @@ from seqlab.metrics.significance import (
     resample_indices,
     sacrebleu_paired,
 )
-from seqlab.metrics.text import rouge_per_example
 from seqlab.tracking.dashboard import run_id
 from seqlab.tracking.examples import test_set_of
 from seqlab.tracking.results import OK

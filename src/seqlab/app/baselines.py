@@ -12,7 +12,7 @@ from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError, typed
 from seqlab.data.corpora import CorpusConfig, load_split
 from seqlab.metrics import rouge_scores
-from seqlab.metrics.text import lead
+from seqlab.metrics.rouge import lead
 
 
 def main(argv: list[str] | None = None) -> int:

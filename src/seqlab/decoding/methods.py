@@ -12,7 +12,7 @@ export or engine that lacks one (`tests/unit/test_methods.py` declares a fixture
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from seqlab.config import ConfigError
@@ -56,7 +56,8 @@ def method_of(cfg: Settings) -> SearchMethod:
     """The declaration of `cfg.method`; an undeclared value is refused with the declared ones."""
     found = METHODS.get(cfg.method)
     if found is None:
-        raise ConfigError(f"decoding.method={cfg.method!r} is not a search method; use one of {', '.join(METHODS)}")
+        raise ConfigError(f"decoding.method={cfg.method!r} is not valid (no search method of that name); use one of "
+                          f"{', '.join(METHODS)}")
     return found
 
 
@@ -119,9 +120,9 @@ def beam_hf(cfg: Settings) -> dict[str, Any]:
 
 
 def sample_label(cfg: Settings) -> str:
-    from seqlab.decoding.options import sampling_only
-
-    parts = [f"{k}{getattr(cfg, k):g}" for k in sampling_only(cfg) if getattr(cfg, k) is not None]
+    """sample, then each sampling-only option set (decoding.options: `sampling_only=True`) by its value."""
+    shaping = [f.name for f in fields(cfg) if getattr(f.metadata.get("option"), "sampling_only", False)]
+    parts = [f"{k}{getattr(cfg, k):g}" for k in shaping if getattr(cfg, k) is not None]
     return "sample" + ("_" + "_".join(parts) if parts else "")
 
 

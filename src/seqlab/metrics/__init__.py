@@ -2,7 +2,8 @@
 
 from seqlab.metrics.diversity import corpus_distinct, distinct_n, repetition, sample_diversity
 from seqlab.metrics.logprob import logprob_summary
-from seqlab.metrics.text import by_source_length, intervals, rouge_scores, sacrebleu_scores
+from seqlab.metrics.rouge import rouge_scores
+from seqlab.metrics.text import by_source_length, intervals, sacrebleu_scores
 
 __all__ = ["by_source_length", "corpus_distinct", "distinct_n", "intervals", "logprob_summary", "repetition",
            "rouge_scores", "sacrebleu_scores", "sample_diversity"]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from seqlab.metrics import keys as K
+from seqlab.metrics.rouge import rouge_per_example
 
 # sacrebleu: corpus-level, sacreBLEU's own metric object; segments: the mean of per-segment scores from
 # `segments`; neural: the mean of a model's segment scores (computed by seqlab.metrics.neural, recorded)
@@ -155,8 +156,6 @@ def segment_scores(hyps: Sequence[str], refs: Sequence[Sequence[str]], keys: Seq
 
 
 def rouge(hyps: Sequence[str], refs: Sequence[Sequence[str]], keys: Sequence[str]) -> dict[str, list[float]]:
-    from seqlab.metrics.text import rouge_per_example
-
     return rouge_per_example(hyps, refs, keys)
 
 

@@ -182,7 +182,7 @@ def frozen_keys(conf_dir: str = str(CONF_DIR)) -> dict[str, frozenset[str]]:
     archive's generation (`write_frozen_keys`)."""
     out = {}
     for command in CONFIG_NAMES:
-        paths = key_paths(without_neutral(_plain_composition(command, (), conf_dir)))
+        paths = key_paths(_plain_composition(command, (), conf_dir))  # NEUTRAL's keys too: they existed
         dicts = {p.rsplit(".", i)[0] for p in paths for i in range(1, p.count(".") + 1)}
         out[command] = frozenset(paths) | dicts
     return out

@@ -233,7 +233,7 @@ class DecodingConfig:
         if self.dynatemp_range is not None and self.edt_theta is not None:
             raise ConfigError(f"{own}.dynatemp_range and {own}.edt_theta are two temperature rules; set one")
         if not method.samples:
-            sampling = [k for k in sampling_only(self) if getattr(self, k) is not None and k not in method.reads]
+            sampling = [k for k in self.sampling_options if getattr(self, k) is not None and k not in method.reads]
             if sampling:
                 raise ConfigError(f"{own}.{sampling[0]} only applies to method=sample (got method={self.method}); "
                                   f"use method=sample or set {sampling[0]}=null")
@@ -340,6 +340,11 @@ class DecodingConfig:
         if not self.diversity_penalty > 0:
             raise ConfigError(f"{own}.diversity_penalty={self.diversity_penalty} must be > 0 with num_beam_groups="
                               f"{self.num_beam_groups} (0 would be {self.num_beam_groups} identical beam searches)")
+
+    @property
+    def sampling_options(self) -> tuple[str, ...]:
+        """The options that only sampling reads (decoding.options: `sampling_only=True`), in field order."""
+        return sampling_only(self)
 
     @property
     def rows_per_source(self) -> int:

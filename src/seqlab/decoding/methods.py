@@ -12,7 +12,7 @@ export or engine that lacks one (`tests/unit/test_methods.py` declares a fixture
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from seqlab.config import ConfigError
@@ -120,9 +120,8 @@ def beam_hf(cfg: Settings) -> dict[str, Any]:
 
 
 def sample_label(cfg: Settings) -> str:
-    """sample, then each sampling-only option set (decoding.options: `sampling_only=True`) by its value."""
-    shaping = [f.name for f in fields(cfg) if getattr(f.metadata.get("option"), "sampling_only", False)]
-    parts = [f"{k}{getattr(cfg, k):g}" for k in shaping if getattr(cfg, k) is not None]
+    """sample, then each sampling-only option set (DecodingConfig.sampling_options) by its value."""
+    parts = [f"{k}{getattr(cfg, k):g}" for k in cfg.sampling_options if getattr(cfg, k) is not None]
     return "sample" + ("_" + "_".join(parts) if parts else "")
 
 

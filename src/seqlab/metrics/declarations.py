@@ -86,8 +86,14 @@ def default_choices() -> tuple[str, ...]:
     return tuple(dict.fromkeys(m.chosen_by for m in METRICS.values() if m.default))
 
 
-def computed_by(chosen: Sequence[str]) -> tuple[str, ...]:
-    """The metrics the `metrics=[...]` values `chosen` compute."""
+def chosen_or_default(chosen: Sequence[str] | None) -> Sequence[str]:
+    """The `metrics=[...]` values `chosen`, or without any the defaults."""
+    return default_choices() if chosen is None else chosen
+
+
+def computed_by(chosen: Sequence[str] | None) -> tuple[str, ...]:
+    """The metrics the `metrics=[...]` values `chosen` (None: the defaults) compute."""
+    chosen = chosen_or_default(chosen)
     return tuple(k for k, m in METRICS.items() if m.chosen_by in chosen)
 
 
@@ -147,7 +153,7 @@ def bucketed() -> dict[str, str]:
 def segment_scores(hyps: Sequence[str], refs: Sequence[Sequence[str]], keys: Sequence[str]
                    ) -> dict[str, list[float]]:
     """Per-segment scores of the `segments` metrics among `keys`, one call per scoring function."""
-    wanted = [k for k in of_kind("segments", keys)]
+    wanted = of_kind("segments", keys)
     out: dict[str, list[float]] = {}
     for score in dict.fromkeys(METRICS[k].segments for k in wanted):
         served = [k for k in wanted if METRICS[k].segments is score]

@@ -73,7 +73,7 @@ def by_source_length(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequenc
     subword tokens), and each bucket's share of the examples in %: whether a model holds up on the long
     sentences that training saw least. An empty bucket has its share (0) and no scores."""
     ref_streams = streams(refs)
-    bucketed = [m for m in M.bucketed() if m in (M.default_choices() if metrics is None else metrics)]
+    bucketed = [m for m in M.bucketed() if m in M.chosen_or_default(metrics)]
     out: dict[str, float] = {}
     for label, idx in length_buckets(source_tokens).items():
         out[K.bucket(K.SHARE, label)] = 100.0 * len(idx) / max(len(hyps), 1)
@@ -88,7 +88,7 @@ def segment_means(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[s
                   metrics: Sequence[str] | None = None) -> dict[str, float]:
     """The corpus scores of the chosen metrics that are means of per-segment scores (ROUGE-1/2/L/Lsum with
     `rouge` chosen; metrics.declarations kind `segments`)."""
-    keys = M.computed_by(M.default_choices() if metrics is None else metrics)
+    keys = M.computed_by(metrics)
     n = max(len(hyps), 1)
     return {name: sum(values) / n for name, values in M.segment_scores(hyps, streams(refs), keys).items()}
 
@@ -99,7 +99,7 @@ def intervals(hyps: Sequence[str], refs: Sequence[str] | Sequence[Sequence[str]]
     """95% bootstrap intervals, seeded, of the chosen sacreBLEU metrics (sacreBLEU's) and of the chosen
     segment-mean metrics that are tested (ROUGE-1/2/L with `rouge` chosen: resampled examples)."""
     ref_streams = streams(refs)
-    keys = M.computed_by(M.default_choices() if metrics is None else metrics)
+    keys = M.computed_by(metrics)
     out = {m: sacrebleu_interval(m, hyps, ref_streams, seed, n) for m in M.of_kind("sacrebleu", keys)}
     means = [m for m in M.of_kind("segments", keys) if m in M.comparable()]
     if means:

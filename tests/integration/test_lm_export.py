@@ -116,8 +116,8 @@ def test_what_a_causal_lm_cannot_be_is_refused_by_name(tmp_path_factory, shared_
     with pytest.raises(ChatTemplateError, match="user and assistant messages only, no system message"):
         template.render([{"role": "system", "content": "Translate."}, {"role": "user", "content": "hola"}])
     prefix = trained(tmp_path_factory, shared_cache, [*SMALL, "model.architecture=prefix_lm"])
-    with pytest.raises(InteropError, match="no Hugging Face family is a model.architecture=prefix_lm; its source "
-                                           "attends to itself both ways"):
+    with pytest.raises(InteropError, match="no Hugging Face family computes it: model.architecture=prefix_lm: "
+                                           "its source part attends to all of itself"):
         export(prefix, tmp_path / "prefix")
     assert not (tmp_path / "prefix").exists()  # refused before anything is written
 

@@ -144,7 +144,7 @@ def test_seqlabs_engines_decode_a_one_stack_model_and_what_cannot_is_refused(tmp
     assert generate(dynamic_int8(model), src, pad, cfg).sequences.shape[0] == 3
     with pytest.raises(ConfigError, match="one-stack model's step"):
         check_graphable(model)
-    with pytest.raises(InteropError, match="model.architecture=prefix_lm: CTranslate2's decoder-only model"):
+    with pytest.raises(InteropError, match="model.architecture=prefix_lm: its source part attends to all of itself"):
         check_exportable(model_of("prefix_lm").cfg)
     with pytest.raises(ConfigError, match="decoding.coverage_penalty=wu sums cross-attention"):
         generate(model, src, pad, DecodingConfig(method="beam", num_beams=3, coverage_penalty="wu", coverage_beta=0.2))

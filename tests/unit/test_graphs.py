@@ -12,6 +12,7 @@ import torch
 
 from seqlab.config import ConfigError
 from seqlab.decoding import DecodingConfig, generate
+from seqlab.decoding.ensemble import Ensemble
 from seqlab.decoding.search import model_step
 from seqlab.engines.graphs import GraphedStep, check_graphable
 from seqlab.model import ModelConfig, Seq2SeqTransformer
@@ -103,7 +104,7 @@ def test_copy_attention_and_ensembles_are_refused_by_name():
     with pytest.raises(ConfigError, match="copy attention is not a plain output projection; use engine=seqlab"):
         check_graphable(model)
     with pytest.raises(ConfigError, match="an ensemble decodes with each model's own step"):
-        check_graphable([model, model])
+        check_graphable(Ensemble([model, model]))
 
 
 def test_graphs_need_a_gpu_and_no_coverage_penalty():

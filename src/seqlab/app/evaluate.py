@@ -7,7 +7,6 @@ recorded as failed, in metrics.json and in W&B; in a multirun the other jobs go 
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import traceback
@@ -34,16 +33,14 @@ from seqlab.config import ConfigError
 from seqlab.data import CorpusConfig, DataConfig
 from seqlab.data.prompting import PromptSettings
 from seqlab.decoding import DecodingConfig
-from seqlab.decoding.ensemble import Ensemble
 from seqlab.decoding.labels import run_label
 from seqlab.decoding.mbr import check_task
 from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.inference.inspection import alignment_images
-from seqlab.inference.neural import add_neural_metrics
+from seqlab.inference.rescoring import Rescoring, finished_before
 from seqlab.inference.testset import TestSet
 from seqlab.memory import keep_freed_memory
 from seqlab.metrics import declarations as M
-from seqlab.metrics import keys as K
 from seqlab.metrics.neural import NeuralSettings, check_neural
 from seqlab.metrics.text import check_metrics
 from seqlab.tracking.results import FAILED, INTERRUPTED, OK, ResultDir, variant_key
@@ -131,133 +128,94 @@ def checkpoint_payload(info: Any) -> dict[str, Any]:
             "seed": info.run_config.get("seed"), "variant": variant_key(info.run_config)}
 
 
-@dataclass
-class RecordedRow:
-    """A hypotheses.jsonl line, as the neural metrics read it."""
+@dataclass(frozen=True)
+class EvalJob:
+    """One `seqlab evaluate` setting, typed from its config before any data is read: the engine (auto chosen
+    once), the test set, the typed request and its label (or the error of a value that does not type, recorded
+    in the folder of that label), the result folder and the values that key it, how a finished setting is
+    rescored, what evaluation decodes and scores, and where W&B logs."""
 
-    source: str
-    hypothesis: str
-    reference: str
-    references: list[str] | None
-    segment_scores: dict[str, float] | None
+    engine: str
+    tests: TestSet
+    request: InferenceRequest | None
+    label: str
+    invalid: ConfigError | None
+    out: ResultDir
+    setting: dict[str, Any]
+    rescoring: Rescoring
+    settings: EvalSettings | None  # None where the request does not type
+    tracking: TrackingConfig
+    device: str
+    cache_dir: Path
+    inspect_sentences: int
 
-
-def unscored(out: ResultDir, chosen: tuple[str, ...], neural: NeuralSettings) -> list[str]:
-    """The chosen neural metrics a finished setting lacks, or recorded with another model than `neural` asks
-    for (its segment scores are then computed again)."""
-    try:
-        payload = json.loads(out.metrics_path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return [m for m in chosen if m in M.neural()]
-    recorded = (payload.get("settings") or {}).get("neural") or {}
-    asked = neural.to_dict()  # each metric's model settings under its name (NeuralSettings.of)
-    return [m for m in chosen if m in M.neural()
-            and (m not in (payload.get("metrics") or {}) or recorded.get(m) != asked[m])]
-
-
-def score_recorded(cfg: DictConfig, out: ResultDir, missing: list[str], neural: NeuralSettings) -> dict[str, Any]:
-    """A finished setting that lacks only neural metrics (`missing`), or holds them from another model: score its
-    recorded hypotheses, without decoding them again, and add the scores to its files (its W&B run is not
-    reopened). A metric's earlier scores go first, so a rescore that fails leaves none of another model under
-    settings naming this one, and the metric stays unscored (retried on the next run)."""
-    payload = json.loads(out.metrics_path.read_text())
-    check_neural(missing, neural, have_references=True)
-    lines = out.read_hypotheses()
-    rows = [RecordedRow(r["source"], r["hypothesis"], r["reference"], r.get("references"),
-                        {k: v for k, v in (r.get(K.SEGMENT_SCORES) or {}).items() if k not in missing} or None)
-            for r in lines]
-    metrics = {k: v for k, v in payload["metrics"].items() if M.metric_of(k) not in missing}
-    metrics.pop(K.METRIC_ERRORS, None)
-    add_neural_metrics(rows, metrics, missing, neural, cfg.ci_seed, cfg.n_bootstrap)
-    for line, row in zip(lines, rows, strict=True):
-        line.pop(K.SEGMENT_SCORES, None)
-        if row.segment_scores:
-            line[K.SEGMENT_SCORES] = row.segment_scores
-    out.write_hypotheses(lines)
-    payload["metrics"] = metrics
-    settings = payload.setdefault("settings", {})
-    failed = metrics.get(K.METRIC_ERRORS) or {}
-    recorded = {m: v for m, v in (settings.get("neural") or {}).items() if m not in failed}
-    settings["neural"] = {**recorded, **{m: neural.to_dict()[m] for m in missing if m not in failed}}
-    out.write_metrics(payload)
-    log.info("scored the recorded hypotheses of %s with %s (no decoding)%s", out.path, missing,
-             f"; failed: {sorted(failed)}" if failed else "")
-    return payload
+    @classmethod
+    def from_cfg(cls, cfg: DictConfig) -> EvalJob:
+        engine = chosen_engine(cfg)  # engine=auto: chosen once; the folder, label, record and decoding name it
+        tests = test_set_of(cfg)
+        request, label, invalid = setting_label(cfg, engine)
+        out, setting = result_dir(cfg, tests, label, engine)
+        chosen = check_metrics(plain(cfg.get("metrics", list(M.default_choices()))))
+        neural = NeuralSettings.from_mapping(plain(cfg.get("neural")))
+        settings = None if request is None else EvalSettings(
+            split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens, score_references=cfg.score_references,
+            ci_seed=cfg.ci_seed, n_bootstrap=cfg.n_bootstrap, precision=request.precision, metrics=chosen,
+            neural=neural)
+        return cls(engine, tests, request, label, invalid, out, setting,
+                   Rescoring(chosen, neural, bool(cfg.force), cfg.ci_seed, cfg.n_bootstrap), settings,
+                   tracking_config(cfg), str(cfg.device), Path(cfg.paths.cache_dir), int(cfg.inspect_sentences))
 
 
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
     """Evaluate, or skip a setting that already has results; failures are recorded, then re-raised."""
     keep_freed_memory()
-    engine = chosen_engine(cfg)  # engine=auto: chosen once; the folder, label, record and decoding name it
-    tests = test_set_of(cfg)
-    request, label, invalid = setting_label(cfg, engine)
-    out, setting = result_dir(cfg, tests, label, engine)
-    chosen = check_metrics(plain(cfg.get("metrics", list(M.default_choices()))))
-    neural = NeuralSettings.from_mapping(plain(cfg.get("neural")))
-    done = finished_before(cfg, out, chosen, neural)
+    job = EvalJob.from_cfg(cfg)
+    done = finished_before(job.out, job.rescoring)
     if done is not None:
         return done
-    tracking = tracking_config(cfg)
-    payload: dict[str, Any] = {"setting": setting, "label": label, "split": cfg.split}
+    split = job.tests.split
+    payload: dict[str, Any] = {"setting": job.setting, "label": job.label, "split": split}
     logger = None
     try:
-        if invalid is not None:  # a bad value fails here, recorded in the setting's folder
-            raise invalid
-        assert request is not None
-        corpus = tests.corpus
+        if job.invalid is not None:  # a bad value fails here, recorded in the setting's folder
+            raise job.invalid
+        assert job.request is not None and job.settings is not None
+        request, corpus = job.request, job.tests.corpus
         if corpus is not None:
             check_task(request.decoding.mbr, corpus.task, f"corpus {corpus.name}")
         payload["decoding"] = request.decoding.to_dict()
-        check_neural(chosen, neural, have_references=True)  # every test set has references
-        loaded = load(request, cfg.device, Path(cfg.paths.cache_dir), task_checked=corpus is not None, corpus=corpus,
-                      split=cfg.split)
+        check_neural(job.rescoring.chosen, job.rescoring.neural, have_references=True)  # all test sets have them
+        loaded = load(request, job.device, job.cache_dir, task_checked=corpus is not None, corpus=corpus, split=split)
         info, decoding = loaded.info, loaded.decoding
-        describe(payload, loaded, request, setting, cfg.split)
-        examples = tests.examples(DataConfig.from_dict(info.data_config) if info.data_config else None)
-        logger = open_logger(cfg, tracking, out.path, loaded, payload["checkpoint"], label, request.engine)
-        settings = EvalSettings(split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens,
-                                score_references=cfg.score_references, ci_seed=cfg.ci_seed,
-                                n_bootstrap=cfg.n_bootstrap, precision=request.precision, metrics=chosen,
-                                neural=neural)
+        describe(payload, loaded, request, job.setting, split)
+        examples = job.tests.examples(DataConfig.from_dict(info.data_config) if info.data_config else None)
+        logger = open_logger(cfg, job.tracking, job.out.path, loaded, payload["checkpoint"], job.label,
+                             request.engine)
         payload["engine"] = request.engine
-        records, metrics = evaluate(loaded.model, loaded.tokenizer, examples, decoding, settings, loaded.engine)
+        records, metrics = evaluate(loaded.model, loaded.tokenizer, examples, decoding, job.settings, loaded.engine)
         rows = [r.to_dict() for r in records]
-        out.write_hypotheses(rows)
+        job.out.write_hypotheses(rows)
         if decoding.mbr is not None:
-            out.write_candidates([r.candidates_row() for r in records])
-        payload.update(status=OK, metrics=metrics, settings=asdict(settings))
+            job.out.write_candidates([r.candidates_row() for r in records])
+        payload.update(status=OK, metrics=metrics, settings=asdict(job.settings))
         if logger is not None:
-            log_results(logger, tracking.kind, cfg, metrics, rows, loaded, out.path)
-        log.info("%s: %s", label, {k: round(v, 3) for k, v in metrics.items() if isinstance(v, float)})
+            log_results(logger, job, metrics, rows, loaded)
+        log.info("%s: %s", job.label, {k: round(v, 3) for k, v in metrics.items() if isinstance(v, float)})
         return payload
     except KeyboardInterrupt:
         payload.update(status=INTERRUPTED, error="interrupted (Ctrl-C or SIGTERM) before the end; run it again to "
                                                  "finish (finished settings are skipped)")
-        log.error("evaluation interrupted (%s); recorded in %s", payload["label"], out.metrics_path)
+        log.error("evaluation interrupted (%s); recorded in %s", payload["label"], job.out.metrics_path)
         raise
     except Exception as err:
         payload.update(status=FAILED, error=f"{type(err).__name__}: {err}",
                        traceback=traceback.format_exc(limit=5))
         log.error("evaluation failed (%s): %s", payload["label"], payload["error"])
-        log_failure(cfg, tracking, out.path, logger, payload)
+        log_failure(cfg, job.tracking, job.out.path, logger, payload)
         raise
     finally:
-        out.write_metrics(payload)
+        job.out.write_metrics(payload)
         finish()
-
-
-def finished_before(cfg: DictConfig, out: ResultDir, chosen: tuple[str, ...], neural: NeuralSettings
-                    ) -> dict[str, Any] | None:
-    """A setting evaluated before: skipped, or its recorded hypotheses scored by the neural metrics it lacks;
-    None where it must be decoded (not yet, a text metric missing, or force=true)."""
-    text_done = out.finished([m for m in chosen if m not in M.neural()]) and not cfg.force
-    missing = unscored(out, chosen, neural) if text_done else []
-    if text_done and not missing:
-        log.info("already evaluated: %s (force=true to redo)", out.metrics_path)
-        return {"status": "skipped", "path": str(out.path)}
-    if text_done and out.has_hypotheses():
-        return score_recorded(cfg, out, missing, neural)
-    return None
 
 
 def describe(payload: dict[str, Any], loaded: Loaded, request: InferenceRequest, setting: dict[str, Any],
@@ -302,20 +260,22 @@ def open_logger(cfg: DictConfig, tracking: TrackingConfig, folder: Path, loaded:
     return logger
 
 
-def log_results(logger: Any, kind: str, cfg: DictConfig, metrics: dict[str, Any], rows: list[dict[str, Any]],
-                loaded: Loaded, folder: Path) -> None:
+def log_results(logger: Any, job: EvalJob, metrics: dict[str, Any], rows: list[dict[str, Any]],
+                loaded: Loaded) -> None:
     """The metrics to the logger; with W&B also the predictions table and the first alignments (each over the
     hypothesis the evaluation recorded: nothing is decoded again)."""
-    logger.log_metrics({f"{cfg.split}/{k}": v for k, v in scalar_metrics(metrics).items()})
-    if kind == "wandb":
+    split = job.tests.split
+    logger.log_metrics({f"{split}/{k}": v for k, v in scalar_metrics(metrics).items()})
+    if job.tracking.kind == "wandb":
         log_predictions(logger, rows)
-        shown = rows[: cfg.inspect_sentences] if not isinstance(loaded.model, Ensemble) else []  # no one alignment
+        shown = rows[: job.inspect_sentences] if loaded.model.attention_modules() else []  # an ensemble: no one map
         sources, hypotheses = [r["source"] for r in shown], [r["hypothesis"] for r in shown]
-        log_images(logger, "attention", alignment_images(loaded.model, loaded.tokenizer, sources, hypotheses, folder),
+        log_images(logger, "attention",
+                   alignment_images(loaded.model, loaded.tokenizer, sources, hypotheses, job.out.path),
                    [s[:80] for s in sources])
         for key, value in metrics.items():  # sacreBLEU's signatures: how each score was computed
             if key.endswith("_signature"):
-                logger.experiment.summary[f"{cfg.split}/{key}"] = value
+                logger.experiment.summary[f"{split}/{key}"] = value
         logger.experiment.summary["status"] = OK
     else:
         logger.save()

@@ -70,7 +70,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 def check_lengths(data: DataConfig, model: ModelConfig) -> None:
     """Sequences the data keeps must fit the model's positions (a pretrained model fixes them); a one-stack
     model reads source and target as one sequence."""
-    if model.one_stack:
+    if model.layout.one_sequence:
         total = data.max_source_len + data.max_target_len
         if total > model.max_positions:
             raise ConfigError(f"data.max_source_len + data.max_target_len = {total} does not fit model.max_positions="
@@ -146,7 +146,7 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
     init = load_for_inference(spec.train.init_from) if spec.train.init_from else None
     check_lengths(spec.data, init[0].cfg if init else spec.model)  # before the data is prepared
     shared = shared_tokenizer(spec)
-    completes = init is not None and init[0].cfg.start == "prompt"  # supervised fine-tuning of a causal LM
+    completes = init is not None and init[0].layout.continues_prompt  # supervised fine-tuning of a causal LM
     if not spec.prompt.asks_nothing and not completes:
         raise ConfigError("prompt.* asks an imported causal LM its corpus; this run trains a model that reads its "
                           "source (train.init_from names none, or an encoder-decoder): remove the prompt keys")

@@ -107,7 +107,7 @@ def forward_flops(cfg: ModelConfig, batch: int, src_len: int, tgt_len: int) -> f
     """Forward-pass FLOPs (2 per multiply-add) of one padded batch: projections, attention, output layer (a
     one-stack model's layers over the source and target as one sequence)."""
     d, f, v = cfg.d_model, cfg.d_ff, cfg.target_vocab_size
-    if cfg.one_stack:  # one stack over source + decoder inputs; logits at the target positions only
+    if cfg.layout.one_sequence:  # one stack over source + decoder inputs; logits at the target positions only
         n = src_len + tgt_len
         return 2.0 * batch * (cfg.decoder_layers * n * (4 * d * d + 2 * d * f + 2 * n * d) + tgt_len * d * v)
     enc = cfg.encoder_layers * src_len * (4 * d * d + 2 * d * f + 2 * src_len * d)

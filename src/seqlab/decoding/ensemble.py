@@ -29,7 +29,7 @@ from torch import Tensor, nn
 from seqlab.config import ConfigError, check_choice
 from seqlab.decoding.config import DecodingConfig
 from seqlab.decoding.methods import method_of
-from seqlab.model import DecoderCache, Model, ModelConfig
+from seqlab.model import DecoderCache, Model, ModelConfig, RowLayout
 
 Combination = Literal["mean_prob", "mean_logprob"]
 
@@ -83,6 +83,17 @@ class Ensemble(nn.Module):
         self.members = nn.ModuleList(models)
         self.rule = rule
         self.cfg: ModelConfig = replace(models[0].cfg, max_positions=min(m.cfg.max_positions for m in models))
+
+    @property
+    def layout(self) -> RowLayout:
+        return self.cfg.layout
+
+    def attention_modules(self) -> list[tuple[nn.Module, str]]:
+        """None: each member attends in its own way, and no one map is the ensemble's."""
+        return []
+
+    def step_at_blocker(self) -> str | None:
+        return "an ensemble decodes with each model's own step"
 
     def encode(self, src_ids: Tensor, src_pad_mask: Tensor) -> list[Tensor]:
         """Each model's memory (B, S, d_i)."""

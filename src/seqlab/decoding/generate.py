@@ -23,14 +23,7 @@ from seqlab.decoding.coverage import Coverage
 from seqlab.decoding.diverse import DiverseBeams
 from seqlab.decoding.methods import method_of
 from seqlab.decoding.processors import ForcedPrefix
-from seqlab.decoding.prompts import (
-    check_one_stack,
-    in_prompt,
-    last_token_as_padding,
-    position_room,
-    prompt_context,
-    split_prompt,
-)
+from seqlab.decoding.prompts import check_layout, in_prompt, prompt_context
 from seqlab.decoding.registry import build_processors
 from seqlab.decoding.sampling import mix32, source_keys
 from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, model_step, sample_or_greedy
@@ -41,7 +34,7 @@ from seqlab.decoding.speculative import (
     check_draft,
     speculative_search,
 )
-from seqlab.model import DecoderCache, Model, ModelConfig
+from seqlab.model import DecoderCache, DecodingModel, ModelConfig
 
 DecodePrecision = Literal["fp32", "bf16", "int8"]  # int8: an int8 engine (engines.choice), not autocast
 
@@ -80,10 +73,9 @@ def search_limits(cfg: DecodingConfig, model_cfg: ModelConfig, src_pad_mask: Ten
     whole source or prompt; a causal LM continuing its prompt (model.start=prompt) feeds the prompt's last token
     as its first decoder input, so that token's position is the first step's, not the prompt's. Every engine
     and check that needs a limit reads it here."""
-    if model_cfg.start == "prompt":  # an empty prompt is refused by split_prompt
-        src_pad_mask = last_token_as_padding(src_pad_mask)
-    limits = max_new_tokens(cfg, src_pad_mask, model_cfg.max_positions)
-    return position_room(limits, src_pad_mask, model_cfg) if model_cfg.one_stack else limits
+    layout = model_cfg.layout
+    read = layout.read_before_target(src_pad_mask)  # an empty prompt is refused by layout.split
+    return layout.room(max_new_tokens(cfg, read, model_cfg.max_positions), read, model_cfg.max_positions)
 
 
 def length_penalty(cfg: DecodingConfig) -> LengthPenalty:
@@ -111,12 +103,12 @@ def first_hypotheses(out: GenerateOutput, n: int) -> GenerateOutput:
 
 
 @torch.no_grad()
-def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingConfig,
+def generate(model: DecodingModel, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingConfig,
              sample_keys: Tensor | None = None,
              target_prefix: Sequence[Sequence[int]] | None = None,
              constraints: Sequence[Sequence[Sequence[int]]] | None = None,
-             step: Callable[[Model], StepFn] | None = None,
-             on_step: Callable[..., None] | None = None, draft_model: Model | None = None,
+             step: Callable[[DecodingModel], StepFn] | None = None,
+             on_step: Callable[..., None] | None = None, draft_model: DecodingModel | None = None,
              stats: SpeculativeStats | None = None) -> GenerateOutput:
     """Decode a batch. src_ids (B, S) long; src_pad_mask (B, S) bool, True at padding.
 
@@ -136,11 +128,10 @@ def generate(model: Model, src_ids: Tensor, src_pad_mask: Tensor, cfg: DecodingC
     """
     model_cfg = model.cfg
     check_request(cfg, step is not None, constraints, target_prefix, on_step)
-    check_one_stack(cfg, model_cfg)
+    check_layout(cfg, model_cfg)
     limits = search_limits(cfg, model_cfg, src_pad_mask)
-    start = None
-    if model_cfg.start == "prompt":  # a causal LM continues its prompt's last token
-        src_ids, src_pad_mask, start = split_prompt(src_ids, src_pad_mask, model_cfg.pad_id)
+    # a causal LM continues its prompt's last token (start), the others their decoder start token (None)
+    src_ids, src_pad_mask, start = model_cfg.layout.split(src_ids, src_pad_mask, model_cfg.pad_id)
     method = method_of(cfg)
     rows = 1 if method.beams else cfg.rows_per_source  # a beam search binds a source's beams to it
     prefix = None if target_prefix is None else forced_prefix(target_prefix, limits, rows, model_cfg.pad_id)
@@ -191,7 +182,7 @@ class Search:
     """One batch's search, set up by `generate`: the model, its step and cache, the limits (B,), the processors
     and each source's first decoder input (a causal LM's last prompt token; None: the decoder start)."""
 
-    model: Model
+    model: DecodingModel
     step: StepFn
     cache: DecoderCache
     cfg: DecodingConfig
@@ -305,7 +296,7 @@ class Speculation:
     """What speculative decoding takes beyond `cfg`: the draft model of `cfg.draft=ckpt:PATH` (None for prompt
     lookup) and the stats to add to."""
 
-    model: Model | None
+    model: DecodingModel | None
     stats: SpeculativeStats | None
 
 

@@ -127,10 +127,11 @@ def ct2_ban(key: str) -> Check:
     return check
 
 
-def _one_stack(ids: HasSpecialIds) -> bool:
-    """Whether the model is decoded by CTranslate2's Generator (a ModelConfig says; bare special ids are an
-    encoder-decoder's)."""
-    return bool(getattr(ids, "one_stack", False))
+def _one_sequence(ids: HasSpecialIds) -> bool:
+    """Whether CTranslate2 would decode the model as one sequence, with its Generator (a ModelConfig's layout
+    says; bare special ids are an encoder-decoder's)."""
+    layout = getattr(ids, "layout", None)
+    return layout is not None and layout.one_sequence
 
 
 PROMPT_BLIND = ("CTranslate2's Generator matches {what} within the generated tokens only, where seqlab and Hugging "
@@ -141,7 +142,7 @@ def ct2_no_repeat(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
     """CTranslate2 leaves the decoder start token out of the n-grams it blocks, Hugging Face (and seqlab)
     count it: the same only where the start token can never be emitted again (banned, or EOS itself). Its
     Generator also leaves a causal LM's prompt out of them (measured: no-repeat 1 and 2 on GPT-2 shapes)."""
-    if cfg.no_repeat_ngram_size and _one_stack(ids):
+    if cfg.no_repeat_ngram_size and _one_sequence(ids):
         return PROMPT_BLIND.format(what="no-repeat n-grams", key="no_repeat_ngram_size",
                                    value=cfg.no_repeat_ngram_size)
     if not cfg.no_repeat_ngram_size or ids.bos_id == ids.eos_id or ids.bos_id in suppressed(cfg, ids):
@@ -154,7 +155,7 @@ def ct2_no_repeat(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
 def ct2_bad_words(cfg: DecodingConfig, ids: HasSpecialIds) -> str | None:
     """A banned sequence of several tokens may begin in a causal LM's prompt, which CTranslate2's Generator
     does not match (single tokens are the same either way)."""
-    if _one_stack(ids) and any(len(s) > 1 for s in cfg.bad_words_ids or []):
+    if _one_sequence(ids) and any(len(s) > 1 for s in cfg.bad_words_ids or []):
         return PROMPT_BLIND.format(what="banned sequences", key="bad_words_ids", value=cfg.bad_words_ids)
     return ct2_ban("bad_words_ids")(cfg, ids)
 

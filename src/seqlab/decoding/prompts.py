@@ -3,7 +3,7 @@ causal LM's first decoder input, and the processors that read the prompt.
 
 A model seqlab trains (model.start=bos) reads the source, then the decoder start token, then the target; an
 imported causal LM (model.start=prompt) continues its prompt: the prompt's last real token is each row's first
-decoder input (`split_prompt`) and the rest is the cache's prompt. Hugging Face's decoder-only processors see
+decoder input (`seqlab.model.layout`) and the rest is the cache's prompt. Hugging Face's decoder-only processors see
 the prompt in their `input_ids`: a repetition penalty counts prompt tokens, no-repeat n-grams and banned or
 biased sequences match across the prompt's end. seqlab gives those processors each row's prompt before what it
 generated (`InPrompt`), its real tokens only, so a prompt's output does not depend on the padding of the batch
@@ -28,15 +28,13 @@ PROMPT_READERS = (RepetitionPenalty, NoRepeatNGram, BadWords, SequenceBias)
 NO_TOKEN = -1  # context padding that no token sequence matches
 
 
-def check_one_stack(cfg: DecodingConfig, model: ModelConfig) -> None:
-    """Fail, naming the key, on a decoding option a one-stack model cannot take."""
-    if not model.one_stack:
-        return
+def check_layout(cfg: DecodingConfig, model: ModelConfig) -> None:
+    """Fail, naming the key, on a decoding option the model's layout cannot take."""
     arch = f"model.architecture={model.architecture}"
-    if cfg.coverage_penalty is not None:
+    if cfg.coverage_penalty is not None and not model.layout.cross_attention:
         raise ConfigError(f"decoding.coverage_penalty={cfg.coverage_penalty} sums cross-attention, which "
                           f"{arch} has none of: set decoding.coverage_penalty=null")
-    if model.start == "prompt" and cfg.max_length is None:
+    if model.layout.continues_prompt and cfg.max_length is None:
         raise ConfigError(f"decoding.max_len_a / max_len_b set a length limit as a share of a source, which a "
                           f"causal LM's prompt is not ({arch}, model.start=prompt): set decoding.max_length (the "
                           "new tokens, Hugging Face's max_new_tokens)")
@@ -93,40 +91,3 @@ def in_prompt(processors: Sequence[LogitsProcessor], context: Tensor) -> list[Lo
     """The processors with those that read the prompt reading it (`context`: per example)."""
     return [(BanInPrompt if isinstance(p, Ban) else InPrompt)(p, context) if isinstance(p, PROMPT_READERS) else p
             for p in processors]
-
-
-def last_token_as_padding(src_pad_mask: Tensor) -> Tensor:
-    """A right-padded pad mask (B, P) with each row's last real token marked as padding: the prompt a causal LM
-    has read before its first decoder step, which feeds that token (rows without a token stay as they are)."""
-    lengths = (~src_pad_mask).sum(dim=1)  # (B,)
-    rows = (lengths > 0).nonzero().squeeze(1)
-    pad = src_pad_mask.clone()
-    pad[rows, lengths[rows] - 1] = True
-    return pad
-
-
-def split_prompt(src_ids: Tensor, src_pad_mask: Tensor, pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
-    """(the prompts without their last real token (B, P') and its pad mask, that token (B,)) of right-padded
-    prompts (B, P); an empty prompt fails, naming it."""
-    lengths = (~src_pad_mask).sum(dim=1)  # (B,)
-    empty = (lengths == 0).nonzero()
-    if empty.numel():
-        raise ConfigError(f"prompt {int(empty[0])} of the batch is empty: a causal LM continues its prompt's last "
-                          "token; give at least one token (its BOS, where the family has one)")
-    rows = torch.arange(src_ids.shape[0], device=src_ids.device)
-    start = src_ids[rows, lengths - 1]
-    width = int(lengths.max()) - 1
-    pad = last_token_as_padding(src_pad_mask)
-    ids = src_ids.masked_fill(pad, pad_id)
-    return ids[:, :width], pad[:, :width], start
-
-
-def position_room(limits: Tensor, src_pad_mask: Tensor, model: ModelConfig) -> Tensor:
-    """(B,) the length limits within a one-stack model's positions: the source (or prompt) and the decoder's
-    inputs share them; a prompt that leaves no room fails, naming it."""
-    room = model.max_positions - (~src_pad_mask).sum(dim=1)
-    full = (room < 1).nonzero()
-    if full.numel():
-        raise ConfigError(f"prompt {int(full[0])} of the batch leaves no room for a new token within "
-                          f"model.max_positions={model.max_positions}: shorten it")
-    return torch.minimum(limits, room)

@@ -6,13 +6,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from seqlab.decoding.prompts import split_prompt
 from seqlab.decoding.search import ends
-from seqlab.model import Model, ModelConfig
+from seqlab.model import DecodingModel, ModelConfig
 
 
 @torch.no_grad()
-def score(model: Model, src_ids: Tensor, src_pad_mask: Tensor, tgt_ids: Tensor,
+def score(model: DecodingModel, src_ids: Tensor, src_pad_mask: Tensor, tgt_ids: Tensor,
           lengths: Tensor | None = None) -> Tensor:
     """(B, T) log p(y_t | y_<t, x) of target ids (BOS excluded, EOS included), 0 past each row's length.
 
@@ -25,12 +24,11 @@ def score(model: Model, src_ids: Tensor, src_pad_mask: Tensor, tgt_ids: Tensor,
     was_training = model.training
     model.eval()
     try:
-        if model.cfg.start == "prompt":  # a causal LM: the prompt's last token comes first (decoding.prompts)
-            src_ids, src_pad_mask, first = split_prompt(src_ids, src_pad_mask, model.cfg.pad_id)
-            bos = first[:, None]
-        else:
-            bos = torch.full_like(tgt_ids[:, :1], model.cfg.bos_id)
-        if model.cfg.one_stack:  # source (or prompt) and decoder inputs share the positions
+        layout = model.cfg.layout
+        src_ids, src_pad_mask, first = layout.split(src_ids, src_pad_mask, model.cfg.pad_id)
+        # the first decoder input: a causal LM's prompt's last token, else the decoder start token
+        bos = torch.full_like(tgt_ids[:, :1], model.cfg.bos_id) if first is None else first[:, None]
+        if layout.one_sequence:  # source (or prompt) and decoder inputs share the positions
             check_positions(src_pad_mask, lengths, model.cfg.max_positions)
         logits = model(src_ids, src_pad_mask, torch.cat([bos, tgt_ids[:, :-1]], dim=1)).float()
         logprobs = F.log_softmax(logits, dim=-1).gather(2, tgt_ids[:, :, None]).squeeze(2)

@@ -24,11 +24,11 @@ from seqlab.decoding.engine import BaseEngine, DecodeBatch
 from seqlab.decoding.generate import search_limits
 from seqlab.decoding.methods import mapping, method_of
 from seqlab.decoding.options import refusals
-from seqlab.decoding.prompts import check_one_stack
+from seqlab.decoding.prompts import check_layout
 from seqlab.decoding.registry import suppressed
 from seqlab.decoding.search import normalized
 from seqlab.digest import file_digest
-from seqlab.interop.ct2 import export_ctranslate2, vocabulary
+from seqlab.interop.ct2 import ct2_class, export_ctranslate2, vocabulary
 from seqlab.model import Model, ModelConfig
 
 
@@ -74,7 +74,7 @@ def requests(cfg: DecodingConfig, model: ModelConfig, src_pad_mask: torch.Tensor
     """The calls of `translate_batch` that decode a batch as seqlab's search would (refused by name where
     decoding.options says CTranslate2 cannot)."""
     limits = search_limits(cfg, model, src_pad_mask).tolist()
-    lengths = (~src_pad_mask).sum(1).tolist() if model.one_stack else None
+    lengths = (~src_pad_mask).sum(1).tolist() if model.layout.one_sequence else None
     return [request(cfg, model, rows, [limits[i] for i in rows], limit)
             for limit, rows in limit_groups(limits, cfg, lengths)]
 
@@ -83,7 +83,7 @@ def request(cfg: DecodingConfig, model: ModelConfig, rows: list[int], limits: li
     """One call for `rows` decoded to `top` tokens, each cut at its own limit; refused by name where
     decoding.options says CTranslate2 cannot decode `cfg`."""
     check_decodable(cfg, model)
-    check_one_stack(cfg, model)
+    check_layout(cfg, model)
     options = dict(**mapping(cfg, "ctranslate2"), num_hypotheses=cfg.n_best,
                    length_penalty=cfg.length_penalty, min_decoding_length=cfg.min_length,
                    no_repeat_ngram_size=cfg.no_repeat_ngram_size or 0, return_scores=False,
@@ -112,7 +112,7 @@ def generator_prompt(source: list[int], cfg: ModelConfig) -> list[int]:
     """What a Generator continues for a decoder-only model's source: an imported causal LM's prompt as it is
     (model.start=prompt), or a model seqlab trained followed by its decoder start token (model.start=bos), the
     sequence seqlab's own search continues."""
-    return list(source) if cfg.start == "prompt" else [*source, cfg.bos_id]
+    return list(source) if cfg.layout.continues_prompt else [*source, cfg.bos_id]
 
 
 class CT2Engine(BaseEngine):
@@ -129,7 +129,7 @@ class CT2Engine(BaseEngine):
         import ctranslate2
 
         self.path, self.model = Path(path), model
-        kind = ctranslate2.Generator if model.cfg.one_stack else ctranslate2.Translator
+        kind = getattr(ctranslate2, ct2_class(model.cfg))  # a Translator or a Generator, as the model's layout says
         self.engine = kind(str(path), device=device, device_index=device_index, compute_type=compute_type,
                            intra_threads=threads or torch.get_num_threads())
         self.src_tokens = vocabulary(tokenizer, "src", model.cfg.src_vocab_size, model.cfg)
@@ -142,7 +142,7 @@ class CT2Engine(BaseEngine):
         end tokens as ids: then with the one that ended it)."""
         if "end_token" in options:
             options = {**options, "end_token": [self.tgt_pieces[i] for i in options["end_token"]]}
-        if not self.model.cfg.one_stack:
+        if self.model.cfg.layout.cross_attention:  # a Translator
             results = self.engine.translate_batch([[self.src_tokens[i] for i in s] for s in sources],
                                                   suppress_sequences=banned, **options)
         else:

@@ -27,16 +27,13 @@ from torch import Tensor
 
 from seqlab.config import ConfigError
 from seqlab.decoding.search import model_step
-from seqlab.model import DecoderCache, Model
+from seqlab.model import DecoderCache, DecodingModel, Model
 from seqlab.model.cache import slabs
 
 
-def check_graphable(model: object, setting: str = "step graphs") -> None:
+def check_graphable(model: DecodingModel, setting: str = "step graphs") -> None:
     """Fail, naming the reason, unless `model` can decode with a captured step."""
-    blocker = getattr(model, "step_at_blocker", None)  # the model boundary's; an ensemble has none
-    if blocker is None:
-        raise ConfigError(f"{setting}: an ensemble decodes with each model's own step; use engine=seqlab")
-    if why := blocker():
+    if why := model.step_at_blocker():
         raise ConfigError(f"{setting}: {why}; use engine=seqlab for this model")
 
 

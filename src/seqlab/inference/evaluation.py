@@ -148,7 +148,7 @@ def encode_sources(tokenizer: Tokenizer, sources: Sequence[str], model: ModelCon
     cut to its positions (EOS kept); a one-stack model's prompt is refused (`check_prompts`)."""
     src_ids = tokenizer.encode_source(list(sources))
     max_positions, eos_id = model.max_positions, model.eos_id
-    if model.one_stack:
+    if model.layout.one_sequence:
         check_prompts(src_ids, model, cfg, names)
         return src_ids, 0
     truncated = sum(len(s) > max_positions for s in src_ids)
@@ -163,11 +163,11 @@ def check_prompts(src_ids: Sequence[Sequence[int]], model: ModelConfig, cfg: Dec
     """A one-stack model's prompts must leave room in its positions: a cut prompt loses its end (a template's
     "TL;DR:" cue, a chat's assistant turn), and a causal LM's `decoding.max_length` new tokens past the last
     position would stop each row early. Refused before anything is decoded, naming the source."""
-    room = model.max_positions - (cfg.max_length or 1) if model.start == "prompt" else model.max_positions - 1
+    room = model.layout.prompt_room(model.max_positions, cfg.max_length)
     for i, ids in enumerate(src_ids):
         if len(ids) > room:
             name = names[i] if names is not None else f"source {i + 1}"
-            wanted = (f" and decoding.max_length={cfg.max_length} new tokens" if model.start == "prompt"
+            wanted = (f" and decoding.max_length={cfg.max_length} new tokens" if model.layout.continues_prompt
                       else " and at least one target token")
             raise ConfigError(f"{name}: a prompt of {len(ids)} tokens{wanted} do not fit model.max_positions="
                               f"{model.max_positions}; shorten it (or its template), or lower decoding.max_length")
@@ -263,7 +263,7 @@ def evaluate(model: Model, tokenizer: Tokenizer, examples: Sequence[Example],
     # a drawn word the tokenizer keeps nothing of is no constraint (the user did not ask for it)
     constraints = ([[c for c in cs if c] for cs in constraint_ids(tokenizer, words)] if words is not None
                    else None)
-    if settings.score_references and model.cfg.one_stack:  # before decoding, not after it
+    if settings.score_references and model.cfg.layout.one_sequence:  # before decoding, not after it
         check_references_fit(tokenizer, model.cfg, examples)
     try:
         decoded = decode_texts(model, tokenizer, [e.source for e in examples], cfg, settings.max_tokens, progress,
@@ -393,7 +393,7 @@ def as_generated(tokenizer: Tokenizer, texts: Sequence[str], cfg: ModelConfig) -
     """Target ids of texts as the model generates them: a model seqlab trains, its target layout (the text,
     then EOS); an imported causal LM (start=prompt), the continuation of a prompt (the text's tokens, then its
     end token, no start token before them)."""
-    if cfg.start == "prompt":
+    if cfg.layout.continues_prompt:
         return tokenizer.encode_continuation(list(texts))
     return tokenizer.encode_target(list(texts))
 

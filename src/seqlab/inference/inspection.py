@@ -31,7 +31,6 @@ from torch import Tensor
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, generate
 from seqlab.decoding.methods import BEAM, GREEDY, method_of
-from seqlab.decoding.prompts import split_prompt
 from seqlab.decoding.search import NEG
 from seqlab.inference.evaluation import decode_texts
 from seqlab.model import Model, Seq2SeqTransformer
@@ -67,10 +66,7 @@ class AttentionMaps:
 def record_attention(model: Model) -> Iterator[dict[str, list[Tensor]]]:
     """Collect the attention weights of every layer while the block runs: kind -> list of (B, H, T, S)."""
     found: dict[str, list[Tensor]] = {k: [] for k in KINDS}
-    modules = [(m, "encoder") for layer in model.encoder_layers for m in [layer.self_attn]]
-    modules += [(layer.self_attn, "decoder_self") for layer in model.decoder_layers]
-    modules += [(layer.cross_attn, "cross") for layer in model.decoder_layers if hasattr(layer, "cross_attn")]
-    for module, kind in modules:
+    for module, kind in model.attention_modules():
         module.recorder = found[kind]
     try:
         yield found
@@ -102,19 +98,15 @@ def attention_maps(model: Model, tokenizer: Tokenizer, source: str, target: str 
         tgt = out.sequences[0, 0, : out.lengths[0, 0]].tolist()
     else:
         tgt = tokenizer.encode_target([target])[0][: model.cfg.max_positions - 1]
-    first = model.cfg.bos_id
-    if model.cfg.start == "prompt":  # a causal LM: the prompt's last token opens the target (decoding.prompts)
-        src, pad, start = split_prompt(src, pad, model.cfg.pad_id)
-        first = int(start[0])
+    layout = model.cfg.layout
+    src, pad, start = layout.split(src, pad, model.cfg.pad_id)  # a causal LM's prompt's last token opens it
+    first = model.cfg.bos_id if start is None else int(start[0])
     tgt_in = torch.tensor([[first, *tgt[:-1]]], device=device)
     with record_attention(model) as found:
         model(src, pad, tgt_in)
     weights = {kind: [w[0].float().cpu() for w in found[kind]] for kind in KINDS}
-    if model.cfg.one_stack:  # one stack over source and target: its parts play the three kinds' roles
-        s = src.shape[1]
-        whole = weights["decoder_self"]  # per layer (H, S + T, S + T)
-        weights = {"encoder": [w[:, :s, :s] for w in whole], "decoder_self": [w[:, s:, s:] for w in whole],
-                   "cross": [w[:, s:, :s] for w in whole]}
+    # one stack over source and target: its parts play the three kinds' roles
+    weights = layout.three_kinds(weights["decoder_self"], src.shape[1]) or weights
     return AttentionMaps(pieces(tokenizer, src[0].tolist(), "src"), pieces(tokenizer, tgt_in[0].tolist(), "tgt"),
                          weights, model.cfg.positions, position_bias(model, src.shape[1], tgt_in.shape[1]))
 
@@ -122,7 +114,7 @@ def attention_maps(model: Model, tokenizer: Tokenizer, source: str, target: str 
 def position_bias(model: Model, src_len: int, tgt_len: int) -> dict[str, Tensor] | None:
     """The logit bias a relative scheme adds in each stack's self-attention (ALiBi, T5), (H, T, T) per stack
     (the decoder's with later keys at -inf, as its mask has them); None for schemes without one."""
-    if model.cfg.one_stack:  # its bias spans source and target; the page shows the attention alone
+    if model.cfg.layout.one_sequence:  # its bias spans source and target; the page shows the attention alone
         return None
     stacks = {"encoder": (model.encoder_positions, src_len), "decoder_self": (model.decoder_positions, tgt_len)}
     out = {}

@@ -24,6 +24,7 @@ from typing import Any
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from seqlab.interop.families import InteropError
 from seqlab.model import Model
+from seqlab.model.layout import DECODER_ONLY
 
 # The trained layout as a chat template (transformers' Jinja environment: trim_blocks and lstrip_blocks). A
 # system message has no place in it (the model never saw one): refused by the template, as Gemma 2's refuses.
@@ -44,7 +45,7 @@ PROBE = "En el principio creó Dios los cielos y la tierra. In the beginning, 1:
 
 def needs_layout(model: Model) -> bool:
     """Whether the model is a one-stack model seqlab trained (its target starts from BOS after the source)."""
-    return model.cfg.architecture == "decoder_only" and model.cfg.start == "bos"
+    return model.cfg.layout == DECODER_ONLY
 
 
 def as_causal_lm(model: Model) -> Model:

@@ -37,6 +37,14 @@ ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_tanh": "GELUTanh", "silu": 
 SPECIALS = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}
 
 
+def ct2_class(cfg: ModelConfig) -> str:
+    """The CTranslate2 class that decodes the model (its layout's: Translator or Generator); refused by name where
+    none computes it."""
+    if cfg.layout.ct2_class is None:
+        raise InteropError(f"{cfg.layout.unexportable}; decode it with engine=seqlab")
+    return cfg.layout.ct2_class
+
+
 def check_exportable(cfg: ModelConfig) -> None:
     """Fail, naming the key, on what CTranslate2's Transformer specifications cannot express."""
     gemma = [f"model.{k}={getattr(cfg, k)}" for k in ("sandwich_norm", "attention_scalar", "attn_softcap",
@@ -48,16 +56,14 @@ def check_exportable(cfg: ModelConfig) -> None:
     if cfg.sliding_window is not None:
         raise InteropError(f"model.sliding_window={cfg.sliding_window}: seqlab's CTranslate2 export writes full "
                            "attention, which would read past the window; decode with engine=seqlab")
-    if cfg.architecture == "prefix_lm":
-        raise InteropError("model.architecture=prefix_lm: CTranslate2's decoder-only model (its Generator) attends "
-                           "causally throughout, never bidirectionally over a prefix; decode it with engine=seqlab")
-    if not cfg.one_stack and (cfg.kv_heads is not None or cfg.qkv_bias is not None):
+    ct2_class(cfg)
+    if cfg.layout.cross_attention and (cfg.kv_heads is not None or cfg.qkv_bias is not None):
         raise InteropError(f"model.kv_heads={cfg.kv_heads}, model.qkv_bias={cfg.qkv_bias}: the encoder-decoder "
                            "export writes fused multi-head projections with one bias rule; set both to null")
     if cfg.copy_attention:
         raise InteropError("model.copy_attention=true: CTranslate2's Transformer has no copy attention "
                            "(pointer-generator output); export a model trained with model.copy_attention=false")
-    if cfg.positions == "alibi" and not cfg.one_stack:
+    if cfg.positions == "alibi" and cfg.layout.cross_attention:
         raise InteropError("model.positions=alibi: CTranslate2 has ALiBi in decoders only, not in the encoder; "
                            "export a model trained with model.positions=rope, t5, sinusoidal or learned")
     if cfg.norm_position == "post" and cfg.use_final_norm:
@@ -199,7 +205,7 @@ def to_spec(model: Model, tokenizer: TextTokenizer | None) -> Any:
 
     cfg = model.cfg
     check_exportable(cfg)
-    if cfg.one_stack:
+    if cfg.layout.ct2_class == "Generator":
         return _generator_spec(model, tokenizer)
     common = _stack_options(cfg)
     encoder = transformer_spec.TransformerEncoderSpec(cfg.encoder_layers, cfg.n_heads, **common)

@@ -288,7 +288,7 @@ def untie_where_saved(cfg: ModelConfig, state: Mapping[str, Tensor], family: Fam
     if head is None or cfg.tie_embeddings not in ("all", "decoder"):
         return cfg
     # the table the head is tied to: the shared one, or the decoder's (a one-stack model's only one)
-    decoder = cfg.tie_embeddings == "decoder" or cfg.one_stack
+    decoder = cfg.tie_embeddings == "decoder" or cfg.layout.one_sequence
     table = dict(family.weights(cfg))["tgt_embed.tokens.weight" if decoder else "src_embed.tokens.weight"][0]
     names = [n for n in table.split("|") if n != "lm_head.weight"]
     tied_to = next((state[n] for n in names if n in state), None)

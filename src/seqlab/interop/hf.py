@@ -27,7 +27,7 @@ def from_state(config: dict[str, Any], state: dict[str, Tensor], where: str = "t
     Face model of this config.json and state dict computes."""
     family = family_of(config, where)
     cfg = untie_where_saved(model_config(config, where), state, family)
-    if cfg.one_stack:
+    if cfg.layout.one_sequence:
         check_all_used(cfg, family, state, where)
     model = build_model(cfg)
     ours = seqlab_state(cfg, family, state, where)

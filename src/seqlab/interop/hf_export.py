@@ -77,14 +77,14 @@ def matches(cfg: ModelConfig, family: Family) -> bool:
 def family_for(cfg: ModelConfig, hint: str | None = None) -> Family:
     """The family to export to: the one the model was imported from (`hint`) if it still fits, else the first
     that computes it; refuses, naming what the nearest family lacks."""
+    if cfg.layout.hf_class is None:
+        raise InteropError(f"no Hugging Face family computes it: {cfg.layout.unexportable}; keep it in seqlab")
     names = ([hint] if hint in FAMILIES else []) + list(EXPORT_ORDER)
     alike = [n for n in dict.fromkeys(names)
              if FAMILIES[n].choices.get("architecture", "encoder_decoder") == cfg.architecture]
     if not alike:
-        elsewhere = ("its source attends to itself both ways, which neither a Hugging Face family nor "
-                     "CTranslate2's Generator computes: keep it in seqlab" if cfg.architecture == "prefix_lm"
-                     else "export it with --format ctranslate2 or keep it in seqlab")
-        raise InteropError(f"no Hugging Face family is a model.architecture={cfg.architecture}; {elsewhere}")
+        raise InteropError(f"no Hugging Face family is a model.architecture={cfg.architecture}; export it with "
+                           "--format ctranslate2 or keep it in seqlab")
     found = {name: mismatches(cfg, FAMILIES[name]) for name in alike}
     for name, problems in found.items():
         if not problems:
@@ -128,12 +128,11 @@ def part_sizes(cfg: ModelConfig, name: str, rows: int, parts: int) -> list[int]:
 def hf_model(model: Model, family: str | None = None) -> Any:
     """The transformers model (eval mode) of `model` in its family (`family`: the one to try first), loaded by
     `from_pretrained` from the folder `seqlab export` writes, so that it ties and unties as an export does."""
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+    import transformers
 
-    auto = AutoModelForCausalLM if model.cfg.one_stack else AutoModelForSeq2SeqLM
     with tempfile.TemporaryDirectory(prefix="seqlab-hf-") as tmp:
-        write_family(model, Path(tmp), family)
-        return auto.from_pretrained(tmp).eval()
+        write_family(model, Path(tmp), family)  # refuses a layout no family computes (hf_class None)
+        return getattr(transformers, model.cfg.layout.hf_class).from_pretrained(tmp).eval()
 
 
 def write_family(model: Model, out: Path, hint: str | None = None) -> Family:

@@ -78,7 +78,8 @@ def import_hf(source: str | Path, task_prefix: str | None = None, src_lang: str 
     ends = end_tokens(folder, config, model.cfg.eos_id, model.cfg.target_vocab_size)
     pad = given_pad(folder, config)
     cfg = replace(model.cfg, eos_id=ends[0], extra_eos_ids=ends[1:], pad_id=model.cfg.pad_id if pad is None else pad)
-    tokenizer = read_tokenizer(folder, (cfg.pad_id, 0, cfg.bos_id, cfg.eos_id), ends, cfg.one_stack and pad is None)
+    pad_from_tokenizer = cfg.layout.one_sequence and pad is None  # a causal LM's config names no pad token
+    tokenizer = read_tokenizer(folder, (cfg.pad_id, 0, cfg.bos_id, cfg.eos_id), ends, pad_from_tokenizer)
     cfg = replace(cfg, pad_id=tokenizer.pad_id)
     try:
         tokenizer = tokenizer.with_settings(src_lang, tgt_lang, task_prefix)

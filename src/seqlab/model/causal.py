@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from seqlab.model.cache import DecoderCache
 from seqlab.model.config import ModelConfig
 from seqlab.model.layers import Embedder, make_norm, per_token_attention, token_positions
+from seqlab.model.layout import RowLayout
 from seqlab.model.packing import Packing
 from seqlab.model.positions import make_relative
 from seqlab.model.transformer import EncoderLayer, initialize
@@ -175,6 +176,19 @@ class CausalTransformer(nn.Module):
         if states is not None:
             states.append(h)
         return self.logits(h), cache
+
+    @property
+    def layout(self) -> RowLayout:
+        return self.cfg.layout
+
+    def blocks(self) -> list[nn.Module]:
+        """Every Transformer layer of the one stack (what training checkpoints or compiles)."""
+        return list(self.decoder_layers)
+
+    def attention_modules(self) -> list[tuple[nn.Module, str]]:
+        """The one stack's attention modules: its weights span source and target (`RowLayout.three_kinds`
+        cuts them into the encoder's, the decoder's and the cross-attention's parts)."""
+        return [(layer.self_attn, "decoder_self") for layer in self.decoder_layers]
 
     def step_at_blocker(self) -> str | None:
         return "a one-stack model's step (its keys' positions depend on the prompt's padding) is not captured"

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from seqlab.config import ConfigError, check_choice, check_types, typed
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID, never_emitted
+from seqlab.model.layout import RowLayout, layout_of
 
 __all__ = ["ConfigError", "ModelConfig", "check_choice", "check_types"]
 
@@ -342,6 +343,12 @@ class ModelConfig:
     def one_stack(self) -> bool:
         """A decoder-only or prefix LM: no encoder, source and target one sequence."""
         return self.architecture in ONE_STACK
+
+    @property
+    def layout(self) -> RowLayout:
+        """How the model reads a row (seqlab.model.layout): what the code around the model asks instead of
+        comparing the architecture."""
+        return layout_of(self.architecture, self.start)
 
     @property
     def key_value_heads(self) -> int:

@@ -23,6 +23,7 @@ from seqlab.model.layers import (
     per_token_attention,
     token_positions,
 )
+from seqlab.model.layout import RowLayout
 from seqlab.model.packing import Packing
 from seqlab.model.positions import AttentionPositions, LearnedPositions, Rotary, make_relative
 
@@ -309,6 +310,20 @@ class Seq2SeqTransformer(nn.Module):
         h = self._stack(tgt_ids, position, self_mask, False, positions, buffers, cache.cross_kv, cache.cross_mask,
                         cache.group)
         return self.output(self.output_input(h))  # (rows, 1, V)
+
+    @property
+    def layout(self) -> RowLayout:
+        return self.cfg.layout
+
+    def blocks(self) -> list[nn.Module]:
+        """Every Transformer layer, the encoder's then the decoder's (what training checkpoints or compiles)."""
+        return [*self.encoder_layers, *self.decoder_layers]
+
+    def attention_modules(self) -> list[tuple[nn.Module, str]]:
+        """Each stack's attention modules with their kind (the model boundary's, for inspection)."""
+        return ([(layer.self_attn, "encoder") for layer in self.encoder_layers]
+                + [(layer.self_attn, "decoder_self") for layer in self.decoder_layers]
+                + [(layer.cross_attn, "cross") for layer in self.decoder_layers])
 
     def step_at_blocker(self) -> str | None:
         """Why this model cannot decode with `step_at`, or None: copy attention mixes in a distribution over the

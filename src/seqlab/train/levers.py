@@ -100,7 +100,7 @@ def checkpoint_layers(model: Model) -> int:
     """Activation checkpointing for every encoder and decoder layer (`model.transformer.Checkpointable`), in
     place; the number of layers. Memory for activations drops from every layer's to one layer's at a time plus
     each layer's input, for one more forward of each layer in the backward."""
-    layers = [*model.encoder_layers, *model.decoder_layers]
+    layers = model.blocks()
     for layer in layers:
         layer.checkpointed = True
     return len(layers)
@@ -120,7 +120,7 @@ def compile_layers(model: Model) -> int:
         raise ConfigError(f"train.compile=layers needs torch >= 2.6 (this is {torch.__version__}); upgrade torch "
                           "or set train.compile=none")
     use_compile_cache()
-    layers = [*model.encoder_layers, *model.decoder_layers]
+    layers = model.blocks()
     for layer in layers:
         layer.compile()
     return len(layers)

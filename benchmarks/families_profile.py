@@ -1,11 +1,12 @@
 """Where seqlab's time goes at a families-bench shape, against CTranslate2 in the same process:
-`python benchmarks/families_profile.py [--shape t5-small] [--beams 5] [--batch 64]`.
+`python benchmarks/families_profile.py [--shape t5-small] [--beams 5] [--batch 64] [--onednn]`.
 
 Builds the bench's random model of the shape and its sources (seqlab.bench.families), times seqlab's default
-engine and CTranslate2 alternately (best of `--rounds`, outputs compared), then prints torch.profiler's
-operator summary of one seqlab run: the matrix products (addmm, mm, bmm, linear) against everything else (the
-beam's cache moves, the processors, the host work between steps). `--batch 1` decodes the sources one at a time,
-as `seqlab translate` reading stdin does. Prints the CPU's flags and other processes' load.
+engine (or, with `--onednn`, its oneDNN engine) and CTranslate2 alternately (best of `--rounds`, outputs
+compared), then prints torch.profiler's operator summary of one seqlab run: the matrix products (addmm, mm, bmm,
+linear) against everything else (the beam's cache moves, the processors, the host work between steps).
+`--batch 1` decodes the sources one at a time, as `seqlab translate` reading stdin does. Prints the CPU's flags
+and other processes' load.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def main() -> None:
     parser.add_argument("--sources", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rows", type=int, default=25, help="operators shown")
+    parser.add_argument("--onednn", action="store_true", help="seqlab's oneDNN engine (packed weights) instead")
     parser.add_argument("--counts", help="write each operator's calls and self CPU time (JSON) to this file")
     args = parser.parse_args()
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
@@ -58,6 +60,10 @@ def main() -> None:
                                    values["eos_token_id"], torch.Generator().manual_seed(cfg.seed))
     batches = [(src[i:i + args.batch], mask[i:i + args.batch]) for i in range(0, args.sources, args.batch)]
     engine = fam.ct2_engine(model)
+    if args.onednn:  # after the export: CTranslate2 converts the plain model
+        from seqlab.model.onednn import onednn_linears
+
+        model = onednn_linears(model)
     decoding = DecodingConfig(method="beam" if args.beams > 1 else "greedy", num_beams=args.beams,
                               max_length=cfg.max_new_tokens, early_stopping=True, suppress_special=False)
 
@@ -81,7 +87,7 @@ def main() -> None:
         for name, r in runs.items():
             out, seconds = r()
             best[name], outputs[name] = min(best[name], seconds), out
-    print(json.dumps({"shape": args.shape, "beams": args.beams, "batch": args.batch,
+    print(json.dumps({"shape": args.shape, "beams": args.beams, "batch": args.batch, "onednn": args.onednn,
                       "seqlab_s": round(best["seqlab"], 3),
                       "ct2_s": round(best["ct2"], 3), "ct2_over_seqlab": round(best["ct2"] / best["seqlab"], 3),
                       "equal": sum(a == b for a, b in zip(outputs["seqlab"], outputs["ct2"], strict=True)),
@@ -93,7 +99,8 @@ def main() -> None:
     averages = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in averages)
     products = sum(e.self_cpu_time_total for e in averages if e.key in ("aten::addmm", "aten::mm", "aten::bmm",
-                                                                          "aten::_mkl_linear", "aten::baddbmm"))
+                                                                          "aten::_mkl_linear", "aten::baddbmm",
+                                                                          "mkldnn::_linear_pointwise"))
     print(f"matrix products: {products / total:.1%} of self CPU time ({total / 1e6:.2f} s profiled)")
     print(averages.table(sort_by="self_cpu_time_total", row_limit=args.rows))
     if args.counts:

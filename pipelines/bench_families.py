@@ -19,7 +19,8 @@ def render(archive: Path) -> str:
     parts = []
     for record in bench_records(archive, "families-*.json"):
         found = from_dict(record["result"]["families"])
-        rows = [[r.shape, r.decoding, f"{r.tokens / r.seqlab_s:,.0f}", f"{r.x_hf:.2f}x",
+        rows = [[r.shape, f"{r.decoding}, one source a call" if r.one_at_a_time else r.decoding,
+                 f"{r.tokens / r.seqlab_s:,.0f}", f"{r.x_hf:.2f}x",
                  "–" if r.x_ct2 is None else f"{r.x_ct2:.2f}x",
                  f"{r.equal_hf} of {r.sources}", "–" if r.equal_ct2 is None else f"{r.equal_ct2} of {r.sources}"]
                 for r in found]

@@ -23,10 +23,12 @@ def test_every_family_shape_decodes_alike_in_every_engine(monkeypatch):
                           encoder_ffn_dim=64, decoder_ffn_dim=64)
         small[name] = (kind, values)
     monkeypatch.setattr(bench_families, "SHAPES", small)
+    monkeypatch.setattr(bench_families, "ONE_AT_A_TIME", 4)
     rows = bench_families.family_bench(BenchConfig(decode_sources=6, seq_len=10, max_new_tokens=8), repeats=1)
-    assert [(r.shape, r.decoding) for r in rows] == [(s, d) for s in small for d, _ in bench_families.DECODINGS]
-    for r in rows:
-        assert r.equal_hf == r.sources == 6, r
+    assert [(r.shape, r.decoding, r.one_at_a_time) for r in rows] == [
+        (s, d, singly) for s in small for d, _ in bench_families.DECODINGS for singly in (False, True)]
+    for r in rows:  # one source a call: the first 4, each trimmed of its padding, decoded as in the batch
+        assert r.equal_hf == r.sources == (4 if r.one_at_a_time else 6), r
         assert r.equal_ct2 in (None, r.sources), r
         assert r.equal_onednn in (None, r.sources) and (r.onednn_s is None) == (r.equal_onednn is None), r
     assert bench_families.from_dict(bench_families.to_dict(rows)) == rows

@@ -4,6 +4,10 @@ bart-base and an opus-mt model, built with random weights from the family's own 
 the same random sources greedily and with beam 5 under one rule set (no forced or banned tokens, HF's
 early stopping, length penalty 1): seqlab against `generate` and CTranslate2 fp32, outputs compared.
 Random weights make the timings, not the texts, meaningful: hypotheses mostly run to the length limit.
+
+Each decoding is timed twice: the sources in one call, and the first `ONE_AT_A_TIME` of them one per call, each
+trimmed of its padding (a user translating one sentence at a time, `seqlab translate` reading stdin: the case
+where per-step host work, not arithmetic, sets the speed).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -40,6 +45,7 @@ SHAPES: dict[str, tuple[str, dict[str, Any]]] = {
                                decoder_start_token_id=58100)),
 }
 DECODINGS = (("greedy", 1), ("beam5", 5))
+ONE_AT_A_TIME = 16  # sources decoded one per call, the first of the batch's
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,7 @@ class FamilyTiming:
     equal_ct2: int | None
     onednn_s: float | None = None  # seqlab's oneDNN engine (packed fp32 weights); None: not on this build
     equal_onednn: int | None = None  # sources whose oneDNN output equals generate's
+    one_at_a_time: bool = False  # each source decoded in a call of its own (seconds summed over the calls)
 
     @property
     def x_hf(self) -> float:
@@ -92,7 +99,8 @@ def until_end(row: list[int], ends: tuple[int, ...]) -> list[int]:
     return row if cut is None else row[: cut + 1]
 
 
-def timing_row(shape: str, name: str, best: dict[str, tuple[list[list[int]], float]]) -> FamilyTiming:
+def timing_row(shape: str, name: str, best: dict[str, tuple[list[list[int]], float]], one_at_a_time: bool = False
+               ) -> FamilyTiming:
     """One decoding's row from the best run of each engine (`hardware.best_of`: outputs and seconds): seqlab's,
     generate's, and CTranslate2's and seqlab's oneDNN engine's where they ran, with the sources each decoded
     as seqlab (oneDNN: as generate) did."""
@@ -106,15 +114,16 @@ def timing_row(shape: str, name: str, best: dict[str, tuple[list[list[int]], flo
     ours, ct2, oned = best["seqlab"][0], best.get("ct2"), best.get("onednn")
     row = FamilyTiming(shape, name, len(ours), sum(map(len, ours)), best["seqlab"][1], best["hf"][1],
                        ct2[1] if ct2 else None, equal("hf"), equal("ct2"), oned[1] if oned else None,
-                       equal("hf", "onednn"))
-    log.info("%s %s: seqlab %.2fs, HF %.2fs, CTranslate2 %s, oneDNN %s", shape, name, row.seqlab_s, row.hf_s,
+                       equal("hf", "onednn"), one_at_a_time)
+    log.info("%s %s%s: seqlab %.2fs, HF %.2fs, CTranslate2 %s, oneDNN %s", shape, name,
+             ", one at a time" if one_at_a_time else "", row.seqlab_s, row.hf_s,
              f"{row.ct2_s:.2f}s" if ct2 else "-", f"{row.onednn_s:.2f}s" if oned else "-")
     return row
 
 
 def family_bench(cfg: BenchConfig, repeats: int | None = None) -> list[FamilyTiming]:
-    """Every shape in SHAPES, greedy and beam 5, seqlab (its default engine and its oneDNN engine) against
-    generate and CTranslate2 (CPU, fp32)."""
+    """Every shape in SHAPES, greedy and beam 5, all sources in one call and `ONE_AT_A_TIME` one per call, seqlab
+    (its default engine and its oneDNN engine) against generate and CTranslate2 (CPU, fp32)."""
     return [row for shape, (kind, values) in SHAPES.items()
             for row in time_shape(shape, kind, values, cfg, repeats or cfg.decode_repeats)]
 
@@ -142,16 +151,31 @@ def time_shape(shape: str, kind: str, values: dict[str, Any], cfg: BenchConfig, 
         hf.generation_config = GenerationConfig(  # the same rules, nothing from the model's config
             num_beams=beams, max_new_tokens=cfg.max_new_tokens, do_sample=False, decoder_start_token_id=start,
             pad_token_id=pad, eos_token_id=eos, **beam_rules)
-        runs = {"seqlab": partial(timed_seqlab, model, src, mask, decoding),
-                "hf": partial(timed_hf, hf, src, mask, eos)}
+        calls = {"seqlab": partial(timed_seqlab, model, decoding=decoding), "hf": partial(timed_hf, hf, eos=eos)}
         if engine is not None:
-            runs["ct2"] = partial(timed_ct2, engine, src, mask, decoding)
+            calls["ct2"] = partial(timed_ct2, engine, decoding=decoding)
         if packed is not None:
-            runs["onednn"] = partial(timed_seqlab, packed, src, mask, decoding)
-        for run in runs.values():  # warm-up
-            run()
-        rows.append(timing_row(shape, name, best_of(runs, repeats)))
+            calls["onednn"] = partial(timed_seqlab, packed, decoding=decoding)
+        first = min(ONE_AT_A_TIME, src.shape[0])
+        for singly, runs in ((False, {k: partial(f, src, mask) for k, f in calls.items()}),
+                             (True, {k: partial(one_by_one, f, src[:first], mask[:first]) for k, f in calls.items()})):
+            for run in runs.values():  # warm-up
+                run()
+            rows.append(timing_row(shape, name, best_of(runs, repeats), singly))
     return rows
+
+
+def one_by_one(timed: Callable[[torch.Tensor, torch.Tensor], tuple[list[list[int]], float]], src: torch.Tensor,
+               mask: torch.Tensor) -> tuple[list[list[int]], float]:
+    """`timed` (sources, pad mask) -> (outputs, seconds) over each source alone, trimmed of its padding: what a
+    caller decoding one sentence at a time pays (the calls' seconds summed, nothing between them)."""
+    outputs, seconds = [], 0.0
+    for row, pad in zip(src, mask, strict=True):
+        n = int((~pad).sum())
+        out, spent = timed(row[None, :n], pad[None, :n])
+        outputs += out
+        seconds += spent
+    return outputs, seconds
 
 
 def timed_seqlab(model: Any, src: torch.Tensor, mask: torch.Tensor, decoding: DecodingConfig, stats: Any = None

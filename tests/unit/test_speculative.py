@@ -5,6 +5,7 @@ follow the model's exact distribution (chi-square); and what cannot speculate is
 
 from __future__ import annotations
 
+import importlib
 import itertools
 from dataclasses import replace
 
@@ -51,7 +52,7 @@ DRAFTS = [("lookup", "fixed"), ("lookup", "adaptive"), ("other", "fixed"), ("oth
 def decode(model, src, pad, cfg, draft: str, schedule: str, stats=None):
     other = {"other": model_of(model.cfg.architecture, seed=1, positions=model.cfg.positions), "itself": model}
     setting = replace(cfg, draft="lookup" if draft == "lookup" else "ckpt:draft.ckpt", draft_tokens=3,
-                      draft_schedule=schedule)
+                      draft_schedule=schedule, draft_payoff=False)  # proposing at every call: the machinery
     return generate(model, src, pad, setting, draft_model=other.get(draft), stats=stats)
 
 
@@ -74,6 +75,66 @@ def test_speculative_outputs_equal_plain_decoding_token_for_token(architecture, 
         if draft == "itself" and cfg.method == "greedy":
             assert stats.acceptance == 1.0  # a model drafting for itself is always right
     assert calls < 0.7 * tokens  # proposals were kept: fewer decoder calls than tokens
+
+
+def costs(plain: float, proposing: float):
+    """A clock for `Payoff`: the first call (a plain step) takes `plain` seconds, every later one `proposing`."""
+    yield from (0.0, plain)
+    now = plain
+    while True:
+        yield now
+        now += proposing
+        yield now
+
+
+@pytest.mark.parametrize(("draft", "proposing", "pays"), [("lookup", 1.0, True), ("lookup", 50.0, False),
+                                                          ("other", 1.0, True), ("other", 50.0, False)])
+def test_a_batch_stops_proposing_once_its_calls_cost_more_per_token_than_a_plain_step(monkeypatch, draft,
+                                                                                       proposing, pays):
+    """Payoff measures the batch's own calls (a fake clock here): the first call steps plainly; where proposing
+    calls cost less per token than it, proposals go on to the end, else they stop after two calls; the outputs
+    are plain decoding's either way, the draft model's cache following the plain steps too."""
+    from seqlab.decoding.speculative import Payoff
+
+    generating = importlib.import_module("seqlab.decoding.generate")  # the module (the package exports the function)
+
+    made = []
+
+    def measured() -> Payoff:
+        made.append(Payoff(clock=costs(1.0, proposing).__next__))
+        return made[-1]
+
+    monkeypatch.setattr(generating, "Payoff", measured)
+    model = model_of("encoder_decoder")
+    src, pad = sources()
+    cfg = DecodingConfig(max_length=20)
+    stats = SpeculativeStats()
+    drafted = replace(cfg, draft="lookup" if draft == "lookup" else "ckpt:d", draft_tokens=3)  # payoff: default
+    out = generate(model, src, pad, drafted, stats=stats,
+                   draft_model=model_of("encoder_decoder", seed=1) if draft == "other" else None)
+    assert torch.equal(out.sequences, generate(model, src, pad, cfg).sequences)
+    (payoff,) = made
+    assert payoff.plain == 1.0 and payoff.plain_calls >= 1 and payoff.on is pays
+    assert payoff.calls == 2 if not pays else payoff.calls > 2
+    assert stats.proposed > 0 and stats.tokens == int(out.lengths.sum())
+
+
+def test_payoff_judges_the_proposing_calls_seconds_per_token_against_the_fastest_plain_step():
+    from seqlab.decoding.speculative import Payoff
+
+    payoff = Payoff(warm=2)
+    assert not payoff.proposing()  # the first call is a plain step
+    payoff.observe(2.0, False, 1.0)
+    payoff.observe(1.5, False, 1.0)  # a call without any proposal is a plain step too: the fastest counts
+    assert payoff.proposing() and payoff.plain == 1.5
+    payoff.observe(4.0, True, 2.0)  # 2 s a token: not judged before two proposing calls
+    assert payoff.proposing()
+    payoff.observe(2.0, True, 2.0)  # (4 + 2) / (2 + 2) = 1.5 s a token: not more than a plain step's
+    assert payoff.proposing()
+    payoff.observe(3.2, True, 2.0)  # 9.2 / 6 > 1.5: proposals stop for good
+    assert not payoff.proposing()
+    payoff.observe(0.1, False, 1.0)
+    assert not payoff.proposing()
 
 
 @pytest.mark.parametrize("architecture", ["encoder_decoder", "decoder_only"])

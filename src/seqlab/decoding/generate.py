@@ -30,6 +30,7 @@ from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, model_
 from seqlab.decoding.speculative import (
     LookupDraft,
     ModelDraft,
+    Payoff,
     SpeculativeStats,
     check_draft,
     speculative_search,
@@ -288,7 +289,7 @@ class Search:
         return speculative_search(self.model, cache, draft, ids=self.ids, max_new=limits, processors=self.processors,
                                   keys=keys, seed=cfg.seed, force_eos=cfg.force_eos or None, start=start,
                                   draft_tokens=cfg.draft_tokens, adaptive=cfg.draft_schedule == "adaptive",
-                                  stats=self.speculation.stats)
+                                  stats=self.speculation.stats, payoff=Payoff() if cfg.draft_payoff else None)
 
 
 @dataclass(frozen=True)

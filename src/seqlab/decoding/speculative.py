@@ -25,13 +25,22 @@ the tokens that followed the earliest earlier occurrence of the row's last n tok
 proposals and shrinks it by 1 otherwise (Hugging Face's `heuristic` schedule, per row), up to 2k: a batch's call
 verifies as many positions as its widest row proposes, so one row's long run costs every row (Hugging Face
 decodes one sequence and has no bound).
+
+Where proposing pays is the machine's and the batch's: a call verifying k + 1 positions a row reads the weights
+once, and costs about one plain step where the products are bound by reading them (few rows, weights packed
+for the CPU), but up to k + 1 steps where they are bound by arithmetic (many rows) or where the library
+multiplies one row much faster than several (MKL's fp32 products at one row). So each batch measures it
+(`Payoff`, `decoding.draft_payoff`, on by default): its first call steps plainly, timed; its proposing calls'
+seconds per token a row gains are summed, and once they cost more than a plain step's, the batch proposes no
+more and decodes as plain greedy search (or sampling) does. Outputs are the same either way; only the speed is
+measured.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -65,6 +74,37 @@ class SpeculativeStats:
     def tokens_per_call(self) -> float:
         """Tokens generated per row and decoder call (1 is plain decoding)."""
         return self.tokens / self.calls if self.calls else 0.0
+
+
+@dataclass
+class Payoff:
+    """Whether a batch's proposals still pay, from the timings of its own calls (module docstring): the first
+    `probe` calls propose nothing and time a plain step; after `warm` proposing calls, proposals stop for good
+    once the proposing calls' seconds per token gained (each call's tokens per row: 1 + its rows' mean kept
+    proposals) exceed the fastest plain call's. A call without any proposal is a plain step too."""
+
+    probe: int = 1
+    warm: int = 2
+    clock: Callable[[], float] = field(default=time.perf_counter, repr=False)
+    plain: float = float("inf")  # the fastest plain call's seconds
+    spent: float = 0.0  # the proposing calls' seconds, summed
+    gained: float = 0.0  # the tokens per row they generated, summed
+    calls: int = 0  # proposing calls
+    plain_calls: int = 0
+    on: bool = True
+
+    def proposing(self) -> bool:
+        """Whether this call may propose."""
+        return self.on and self.plain_calls >= self.probe
+
+    def observe(self, seconds: float, proposed: bool, tokens_per_row: float) -> None:
+        """One call's seconds, whether any row proposed, and the tokens per row it generated."""
+        if not proposed:
+            self.plain, self.plain_calls = min(self.plain, seconds), self.plain_calls + 1
+            return
+        self.spent, self.gained, self.calls = self.spent + seconds, self.gained + tokens_per_row, self.calls + 1
+        if self.calls >= self.warm and self.spent / self.gained > self.plain:
+            self.on = False
 
 
 class Chooser:
@@ -170,9 +210,11 @@ def speculative_search(
     model: Model, cache: DecoderCache, draft: Draft, *, ids: HasSpecialIds, max_new: Tensor,
     processors: Sequence[LogitsProcessor], keys: Tensor | None, seed: int, force_eos: ForceEOS | None,
     start: Tensor | None, draft_tokens: int, adaptive: bool, stats: SpeculativeStats | None = None,
+    payoff: Payoff | None = None,
 ) -> GenerateOutput:
     """One hypothesis per row, as `search.sample_or_greedy` with the same arguments returns it, in fewer decoder
-    calls (module docstring). max_new: (N,) per-row limits; keys: sampling keys or None (greedy)."""
+    calls (module docstring). max_new: (N,) per-row limits; keys: sampling keys or None (greedy); payoff: the
+    batch's measure of whether proposing pays (None: propose at every call)."""
     n, limit, device = max_new.shape[0], int(max_new.max()), max_new.device
     rows = Rows(torch.arange(n, device=device), start_tokens(start, ids.bos_id, (n,), device),
                 torch.full((n,), draft_tokens, dtype=torch.long, device=device),
@@ -181,9 +223,12 @@ def speculative_search(
     first = rows.last.clone()  # (n,) each example's decoder start
     choose, stats = Chooser(processors, ids, max_new, keys, seed, force_eos), stats or SpeculativeStats()
     while rows.active.numel():
+        called = payoff.clock() if payoff is not None else 0.0
         active = rows.active
         generated = rows.lengths[active]
         counts = draft_counts(rows.k, generated, max_new[active])
+        if payoff is not None and not payoff.proposing():
+            counts = torch.zeros_like(counts)  # a plain step
         width = int(counts.max())
         prefixes = torch.full((active.shape[0], 1 + limit + width), ids.pad_id, dtype=torch.long, device=device)
         prefixes[:, 0], prefixes[:, 1 : 1 + limit] = first[active], rows.tokens[active]
@@ -207,6 +252,8 @@ def speculative_search(
             rows.k = torch.where(kept == counts, (rows.k + 2).clamp(max=2 * draft_tokens), (rows.k - 1).clamp(min=1))
         last = chosen.gather(1, kept[:, None]).squeeze(1)
         rows.last = last
+        if payoff is not None:
+            payoff.observe(payoff.clock() - called, width > 0, 1.0 + float(kept.sum()) / active.shape[0])
         running = ~ends(last, ids) & (rows.lengths[active] < max_new[active])
         if not bool(running.all()):
             keep = in_place_order(running)
@@ -323,14 +370,16 @@ class ModelDraft:
         return counts
 
     def follow(self, kept: Tensor, tokens: Tensor) -> None:
-        """The draft read its unread tokens and proposals 0..K-2; of those, the proposals beyond the kept ones
-        become holes. A row that kept all K has not read its last proposal: it reads it next, before the
-        model's token."""
+        """The draft read its unread tokens (a filler or its last proposal, the model's tokens since it last read)
+        and proposals 0..K-2; of those, the proposals beyond the kept ones become holes. A row that kept all K
+        has not read its last proposal: it reads it next, before the model's token."""
         k = self.width
-        if k == 0:  # no row had room for a proposal: each is at its limit and finishes with this token
+        if k == 0:  # a plain step (no row proposed): the draft reads the model's token with what it has not read
+            self.unread = torch.cat([self.unread, tokens[:, :1]], dim=1)
+            self.unread_valid = torch.cat([self.unread_valid, torch.ones_like(self.unread_valid[:, :1])], dim=1)
             return
         read = torch.arange(k - 1, device=kept.device)[None, :] < kept[:, None]  # proposals 0..K-2 kept
-        self.cache.reject_(torch.cat([read.new_ones(read.shape[0], 2), read], dim=1))
+        self.cache.reject_(torch.cat([read.new_ones(read.shape[0], self.unread.shape[1]), read], dim=1))
         bonus = tokens.gather(1, kept[:, None]).squeeze(1)
         whole = kept == k
         self.unread = torch.stack([torch.where(whole, self.last, 0), bonus], dim=1)

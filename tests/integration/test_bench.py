@@ -301,8 +301,7 @@ def test_the_speculative_bench_without_a_checkpoint_times_prompt_lookup_at_gpt2s
     monkeypatch.setitem(causal.SHAPES, "gpt2", ("gpt2", tiny))
     rows = causal_speculative_bench(BenchConfig(seq_len=8, max_new_tokens=6, decode_repeats=1))
     assert {(r.batch, r.setting) for r in rows} >= {(b, s) for b in (1, 8, 32)
-                                                     for s in ("greedy", "greedy_lookup2", "greedy_lookup5",
-                                                               "greedy_lookup2_always", "greedy_lookup5_always")}
+                                                     for s in ("greedy", "greedy_lookup2", "greedy_lookup5")}
     assert all(r.equal == r.sources for r in rows)
     assert all((r.acceptance is None) == (r.draft == "none") for r in rows if "seqlab" in r.model)
     hf = [r.setting for r in rows if r.model.endswith("hf generate")]

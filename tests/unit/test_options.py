@@ -72,7 +72,7 @@ CASES: dict[str, list[tuple[dict, object]]] = {
     "draft_tokens": [({}, 3, {"draft": "lookup"})],
     "draft_schedule": [({}, "adaptive", {"draft": "lookup"})],
     "lookup_ngram": [({}, 3, {"draft": "lookup"})],
-    "draft_payoff": [({}, False, {"draft": "lookup"})],
+    "draft_payoff": [({}, True, {"draft": "lookup"})],
 }
 
 

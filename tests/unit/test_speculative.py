@@ -52,7 +52,7 @@ DRAFTS = [("lookup", "fixed"), ("lookup", "adaptive"), ("other", "fixed"), ("oth
 def decode(model, src, pad, cfg, draft: str, schedule: str, stats=None):
     other = {"other": model_of(model.cfg.architecture, seed=1, positions=model.cfg.positions), "itself": model}
     setting = replace(cfg, draft="lookup" if draft == "lookup" else "ckpt:draft.ckpt", draft_tokens=3,
-                      draft_schedule=schedule, draft_payoff=False)  # proposing at every call: the machinery
+                      draft_schedule=schedule)  # proposing at every call (the default): the machinery
     return generate(model, src, pad, setting, draft_model=other.get(draft), stats=stats)
 
 
@@ -109,7 +109,7 @@ def test_a_batch_stops_proposing_once_its_calls_cost_more_per_token_than_a_plain
     src, pad = sources()
     cfg = DecodingConfig(max_length=20)
     stats = SpeculativeStats()
-    drafted = replace(cfg, draft="lookup" if draft == "lookup" else "ckpt:d", draft_tokens=3)  # payoff: default
+    drafted = replace(cfg, draft="lookup" if draft == "lookup" else "ckpt:d", draft_tokens=3, draft_payoff=True)
     out = generate(model, src, pad, drafted, stats=stats,
                    draft_model=model_of("encoder_decoder", seed=1) if draft == "other" else None)
     assert torch.equal(out.sequences, generate(model, src, pad, cfg).sequences)

@@ -196,9 +196,9 @@ class DecodingConfig:
     draft_schedule: DraftSchedule = option("fixed", ctranslate2=SPECULATIVE, hf=SPECULATIVE, in_digest=False)
     # prompt lookup: the longest n-gram matched (Hugging Face's max_matching_ngram_size)
     lookup_ngram: int = option(2, ctranslate2=SPECULATIVE, hf=SPECULATIVE, in_digest=False)
-    # proposals stop in a batch whose proposing calls cost more per token than its plain steps (measured as it
-    # decodes: decoding.speculative.Payoff); false: propose at every call
-    draft_payoff: bool = option(True, ctranslate2=SPECULATIVE, hf=SPECULATIVE)
+    # true: proposals stop in a batch whose proposing calls cost more per token than its plain steps (measured as
+    # it decodes: decoding.speculative.Payoff); false: propose at every call
+    draft_payoff: bool = option(False, ctranslate2=SPECULATIVE, hf=SPECULATIVE)
 
     def __post_init__(self) -> None:
         own = "decoding"
@@ -245,7 +245,7 @@ class DecodingConfig:
         self._check_gnmt()
         if self.constraints is not None or self.constraint_words:
             self._check_constraints()
-        if self.draft is not None or self.draft_schedule != "fixed" or not self.draft_payoff:
+        if self.draft is not None or self.draft_schedule != "fixed" or self.draft_payoff:
             self._check_draft()
         if self.prefix_size < 0:
             raise ConfigError(f"{own}.prefix_size={self.prefix_size} must be >= 0 (0: no forced prefix)")
@@ -273,7 +273,7 @@ class DecodingConfig:
             raise ConfigError(f"{own}.draft_schedule={self.draft_schedule} without {own}.draft: set {own}.draft="
                               "lookup or ckpt:PATH, or draft_schedule=fixed")
         if self.draft is None:
-            raise ConfigError(f"{own}.draft_payoff=false without {own}.draft: set {own}.draft=lookup or "
+            raise ConfigError(f"{own}.draft_payoff=true without {own}.draft: set {own}.draft=lookup or "
                               "ckpt:PATH, or remove draft_payoff")
         if self.draft != "lookup" and self.draft_checkpoint is None:
             raise ConfigError(f"{own}.draft={self.draft!r} is not a draft: use lookup (prompt lookup), ckpt:PATH "
@@ -387,7 +387,7 @@ class DecodingConfig:
         if self.draft is not None:  # the same outputs, another speed: its own row in a bench or a sweep
             schedule = "a" if self.draft_schedule == "adaptive" else ""
             constraints += f"_{'lookup' if self.draft == 'lookup' else 'draft'}{self.draft_tokens}{schedule}"
-            constraints += "" if self.draft_payoff else "_always"  # proposing at every call
+            constraints += "_payoff" if self.draft_payoff else ""  # proposals stop where they do not pay
         return method_of(self).label(self) + constraints
 
     def to_dict(self) -> dict[str, Any]:

@@ -29,11 +29,12 @@ decodes one sequence and has no bound).
 Where proposing pays is the machine's and the batch's: a call verifying k + 1 positions a row reads the weights
 once, and costs about one plain step where the products are bound by reading them (few rows, weights packed
 for the CPU), but up to k + 1 steps where they are bound by arithmetic (many rows) or where the library
-multiplies one row much faster than several (MKL's fp32 products at one row). So each batch measures it
-(`Payoff`, `decoding.draft_payoff`, on by default): its first call steps plainly, timed; its proposing calls'
-seconds per token a row gains are summed, and once they cost more than a plain step's, the batch proposes no
-more and decodes as plain greedy search (or sampling) does. Outputs are the same either way; only the speed is
-measured.
+multiplies one row much faster than several (MKL's fp32 products at one row). `decoding.draft_payoff=true`
+has each batch measure it (`Payoff`): its first call steps plainly, timed; its proposing calls' seconds per
+token a row gains are summed, and once they cost more than a plain step's, the batch proposes no more and
+decodes as plain greedy search (or sampling) does. Outputs are the same either way. It is off by default: on
+the GPT-2-shaped bench it cost more where proposing pays (the first proposing calls, before a row's output
+repeats, gain little, and it stops there) than it saved at 32 prompts (docs/decoding.md).
 """
 
 from __future__ import annotations

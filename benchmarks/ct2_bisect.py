@@ -12,18 +12,82 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 
-def families_module():
-    """The families bench wherever the revision keeps it (seqlab.bench.families, earlier analysis.bench_families)."""
-    for name in ("seqlab.bench.families", "seqlab.analysis.bench_families"):
+def bench_modules() -> tuple[Any, Any]:
+    """The families bench and its BenchConfig wherever the revision keeps them (seqlab.bench, earlier
+    seqlab.analysis), so that two revisions run the same bench."""
+    for families, speed in (("seqlab.bench.families", "seqlab.bench.speed"),
+                            ("seqlab.analysis.bench_families", "seqlab.analysis.bench")):
         try:
-            return importlib.import_module(name)
+            return importlib.import_module(families), importlib.import_module(speed).BenchConfig
         except ModuleNotFoundError:
             continue
     raise SystemExit("no families bench in this revision")
+
+
+@dataclass
+class FamilySetup:
+    """A families-bench shape as the bench builds it: its random model in seqlab, the bench's random sources,
+    CTranslate2 on an export of the model, and the bench's decoding rules."""
+
+    families: Any  # the revision's families bench module
+    model: Any
+    src: torch.Tensor
+    mask: torch.Tensor
+    engine: Any
+    decoding: Any
+
+
+def family_setup(shape: str, beams: int, sources: int | None = None) -> FamilySetup:
+    """`shape` built as the families bench builds it, `sources` of its random sources (None: the bench's
+    number), 2 threads."""
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    from seqlab.decoding import DecodingConfig
+    from seqlab.interop.hf import from_hf
+
+    fam, bench_config = bench_modules()
+    cfg = bench_config()
+    kind, values = fam.SHAPES[shape]
+    torch.set_num_threads(2)
+    torch.manual_seed(cfg.seed)
+    hf = AutoModelForSeq2SeqLM.from_config(AutoConfig.for_model(kind, **values, dropout=0.0)).eval()
+    model = from_hf(hf)
+    src, mask = fam.random_sources(sources or cfg.decode_sources, cfg.seq_len, values["vocab_size"],
+                                   values["pad_token_id"], values["eos_token_id"],
+                                   torch.Generator().manual_seed(cfg.seed))
+    decoding = DecodingConfig(method="beam" if beams > 1 else "greedy", num_beams=beams,
+                              max_length=cfg.max_new_tokens, early_stopping=True, suppress_special=False)
+    return FamilySetup(fam, model, src, mask, fam.ct2_engine(model), decoding)
+
+
+def alternated(runs: dict[str, Callable[[], tuple[list[list[int]], float]]], rounds: int) -> dict[str, Any]:
+    """Each run (-> outputs, seconds) warmed up, then `rounds` times in turn (a slower minute slows both): the
+    best seconds of "seqlab" and "ct2", their ratio, the outputs equal, the CPU's flags and other load."""
+    from seqlab import hardware
+
+    for run in runs.values():
+        run()  # warm-up
+    best = {name: float("inf") for name in runs}
+    outputs = {}
+    clock = getattr(hardware, "CpuClock", None)
+    before = clock.now() if clock else None
+    for _ in range(rounds):
+        for name, run in runs.items():
+            out, seconds = run()
+            best[name], outputs[name] = min(best[name], seconds), out
+    return {"seqlab_s": round(best["seqlab"], 3), "ct2_s": round(best["ct2"], 3),
+            "ct2_over_seqlab": round(best["ct2"] / best["seqlab"], 3),
+            "equal": sum(a == b for a, b in zip(outputs["seqlab"], outputs["ct2"], strict=True)),
+            "cpu": hardware.cpu_model(),
+            "flags": sorted(f for f in hardware.cpu_flags() if f.startswith(("avx", "amx"))),
+            "others_busy_cores": before.others_busy_cores(clock.now()) if before else None}
 
 
 def main() -> None:
@@ -32,46 +96,14 @@ def main() -> None:
     parser.add_argument("--shape", default="t5-small")
     parser.add_argument("--beams", type=int, default=5)
     args = parser.parse_args()
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM
-
     import seqlab
-    from seqlab import hardware
-    from seqlab.decoding import DecodingConfig
-    from seqlab.interop.hf import from_hf
 
-    fam = families_module()
-    bench = importlib.import_module("seqlab.bench.speed" if fam.__name__.startswith("seqlab.bench")
-                                    else "seqlab.analysis.bench")
-    cfg = bench.BenchConfig()
-    kind, values = fam.SHAPES[args.shape]
-    torch.set_num_threads(2)
-    torch.manual_seed(cfg.seed)
-    hf = AutoModelForSeq2SeqLM.from_config(AutoConfig.for_model(kind, **values, dropout=0.0)).eval()
-    model = from_hf(hf)
-    src, mask = fam.random_sources(cfg.decode_sources, cfg.seq_len, values["vocab_size"], values["pad_token_id"],
-                                   values["eos_token_id"], torch.Generator().manual_seed(cfg.seed))
-    engine = fam.ct2_engine(model)
-    decoding = DecodingConfig(method="beam" if args.beams > 1 else "greedy", num_beams=args.beams,
-                              max_length=cfg.max_new_tokens, early_stopping=True, suppress_special=False)
+    it = family_setup(args.shape, args.beams)
+    fam, model, src, mask, decoding = it.families, it.model, it.src, it.mask, it.decoding
     runs = {"seqlab": lambda: fam.timed_seqlab(model, src, mask, decoding),
-            "ct2": lambda: fam.timed_ct2(engine, src, mask, decoding)}
-    for run in runs.values():
-        run()  # warm-up
-    best = {name: float("inf") for name in runs}
-    outputs = {}
-    clock = getattr(hardware, "CpuClock", None)
-    before = clock.now() if clock else None
-    for _ in range(args.rounds):
-        for name, run in runs.items():  # alternating: a slower minute slows both
-            out, seconds = run()
-            best[name], outputs[name] = min(best[name], seconds), out
+            "ct2": lambda: fam.timed_ct2(it.engine, src, mask, decoding)}
     print(json.dumps({"revision": seqlab.__file__, "shape": args.shape, "beams": args.beams,
-                      "seqlab_s": round(best["seqlab"], 3), "ct2_s": round(best["ct2"], 3),
-                      "ct2_over_seqlab": round(best["ct2"] / best["seqlab"], 3),
-                      "equal": sum(a == b for a, b in zip(outputs["seqlab"], outputs["ct2"], strict=True)),
-                      "cpu": hardware.cpu_model(),
-                      "flags": sorted(f for f in hardware.cpu_flags() if f.startswith(("avx", "amx"))),
-                      "others_busy_cores": before.others_busy_cores(clock.now()) if before else None}))
+                      **alternated(runs, args.rounds)}))
 
 
 if __name__ == "__main__":

@@ -12,27 +12,13 @@ and other processes' load.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 
-import torch
 from torch.profiler import ProfilerActivity, profile
 
-from seqlab import hardware
-from seqlab.decoding import DecodingConfig
-from seqlab.interop.hf import from_hf
+from ct2_bisect import alternated, family_setup  # benchmarks/, beside this script
 
-
-def bench_modules():
-    """The families bench and BenchConfig wherever the revision keeps them (seqlab.bench, earlier
-    seqlab.analysis), so that two revisions' profiles compare (`--counts` of each, then diff)."""
-    for families, speed in (("seqlab.bench.families", "seqlab.bench.speed"),
-                            ("seqlab.analysis.bench_families", "seqlab.analysis.bench")):
-        try:
-            return importlib.import_module(families), importlib.import_module(speed).BenchConfig
-        except ModuleNotFoundError:
-            continue
-    raise SystemExit("no families bench in this revision")
+PRODUCTS = ("aten::addmm", "aten::mm", "aten::bmm", "aten::_mkl_linear", "aten::baddbmm", "mkldnn::_linear_pointwise")
 
 
 def main() -> None:
@@ -46,26 +32,14 @@ def main() -> None:
     parser.add_argument("--onednn", action="store_true", help="seqlab's oneDNN engine (packed weights) instead")
     parser.add_argument("--counts", help="write each operator's calls and self CPU time (JSON) to this file")
     args = parser.parse_args()
-    from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
-    fam, BenchConfig = bench_modules()
-
-    cfg = BenchConfig()
-    kind, values = fam.SHAPES[args.shape]
-    torch.set_num_threads(2)
-    torch.manual_seed(cfg.seed)
-    hf = AutoModelForSeq2SeqLM.from_config(AutoConfig.for_model(kind, **values, dropout=0.0)).eval()
-    model = from_hf(hf)
-    src, mask = fam.random_sources(args.sources, cfg.seq_len, values["vocab_size"], values["pad_token_id"],
-                                   values["eos_token_id"], torch.Generator().manual_seed(cfg.seed))
-    batches = [(src[i:i + args.batch], mask[i:i + args.batch]) for i in range(0, args.sources, args.batch)]
-    engine = fam.ct2_engine(model)
+    it = family_setup(args.shape, args.beams, args.sources)
+    fam, model, decoding = it.families, it.model, it.decoding
     if args.onednn:  # after the export: CTranslate2 converts the plain model
         from seqlab.model.onednn import onednn_linears
 
         model = onednn_linears(model)
-    decoding = DecodingConfig(method="beam" if args.beams > 1 else "greedy", num_beams=args.beams,
-                              max_length=cfg.max_new_tokens, early_stopping=True, suppress_special=False)
+    batches = [(it.src[i:i + args.batch], it.mask[i:i + args.batch]) for i in range(0, args.sources, args.batch)]
 
     def run(timed):  # every batch, trimmed of its padding columns as a caller would
         outs, seconds = [], 0.0
@@ -77,30 +51,14 @@ def main() -> None:
         return outs, seconds
 
     runs = {"seqlab": lambda: run(lambda s, m: fam.timed_seqlab(model, s, m, decoding)),
-            "ct2": lambda: run(lambda s, m: fam.timed_ct2(engine, s, m, decoding))}
-    for r in runs.values():
-        r()
-    clock = getattr(hardware, "CpuClock", None)
-    before = clock.now() if clock else None
-    best, outputs = {k: float("inf") for k in runs}, {}
-    for _ in range(args.rounds):
-        for name, r in runs.items():
-            out, seconds = r()
-            best[name], outputs[name] = min(best[name], seconds), out
+            "ct2": lambda: run(lambda s, m: fam.timed_ct2(it.engine, s, m, decoding))}
     print(json.dumps({"shape": args.shape, "beams": args.beams, "batch": args.batch, "onednn": args.onednn,
-                      "seqlab_s": round(best["seqlab"], 3),
-                      "ct2_s": round(best["ct2"], 3), "ct2_over_seqlab": round(best["ct2"] / best["seqlab"], 3),
-                      "equal": sum(a == b for a, b in zip(outputs["seqlab"], outputs["ct2"], strict=True)),
-                      "cpu": hardware.cpu_model(),
-                      "flags": sorted(f for f in hardware.cpu_flags() if f.startswith(("avx", "amx"))),
-                      "others_busy_cores": round(before.others_busy_cores(clock.now()), 2) if before else None}))
+                      **alternated(runs, args.rounds)}))
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         runs["seqlab"]()
     averages = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in averages)
-    products = sum(e.self_cpu_time_total for e in averages if e.key in ("aten::addmm", "aten::mm", "aten::bmm",
-                                                                          "aten::_mkl_linear", "aten::baddbmm",
-                                                                          "mkldnn::_linear_pointwise"))
+    products = sum(e.self_cpu_time_total for e in averages if e.key in PRODUCTS)
     print(f"matrix products: {products / total:.1%} of self CPU time ({total / 1e6:.2f} s profiled)")
     print(averages.table(sort_by="self_cpu_time_total", row_limit=args.rows))
     if args.counts:

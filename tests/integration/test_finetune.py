@@ -35,7 +35,7 @@ def small_corpus(tmp_path):
 
 
 
-@pytest.mark.parametrize("family", ["pegasus", "bart"])
+@pytest.mark.parametrize("family", [pytest.param("pegasus", marks=pytest.mark.slow), "bart"])
 def test_finetune_an_imported_model(family, make_cfg, tmp_path):
     path, _, _ = folder(family, tmp_path)
     ckpt = tmp_path / f"{family}.ckpt"

@@ -28,11 +28,12 @@ def paths(tmp: Path, cache: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def smoke_ckpt(tmp_path_factory) -> tuple[Path, Path]:
-    """A smoke-trained run directory (and the cache it used), shared by this module's tests."""
+def smoke_ckpt(tmp_path_factory, shared_cache) -> tuple[Path, Path]:
+    """A smoke-trained run directory (and the session's cache it used: the smoke tokenizer trained once),
+    shared by this module's tests."""
     tmp = tmp_path_factory.mktemp("smoke")
-    cache = tmp / "cache"
-    run(["-m", "seqlab", "train", "experiment=smoke", "train.quick_eval_size=0", "trainer.max_steps=20",
+    cache = shared_cache
+    run(["-m", "seqlab", "train", "experiment=smoke", "train.quick_eval_size=0", "trainer.max_steps=4",
          f"hydra.run.dir={tmp / 'run'}", *paths(tmp, cache)])
     return tmp / "run", cache
 

@@ -86,7 +86,7 @@ def test_unknown_key_is_named(make_cfg):
     assert "norm_positon" in str(err.value.__cause__ or err.value)
 
 
-@pytest.mark.parametrize("precision", ["32", "bf16-mixed"])
+@pytest.mark.parametrize("precision", ["32", pytest.param("bf16-mixed", marks=pytest.mark.slow)])
 @pytest.mark.parametrize(("clip", "moves"), [("1.0", True), ("1e-12", False)])
 def test_gradients_are_clipped_once_through_lightnings_hook(make_cfg, tmp_path, clip, moves, precision):
     """Adam ignores the gradient's scale except against eps: clipped to 1e-12, the weights barely move.
@@ -156,6 +156,7 @@ def test_fused_loss_trains_the_same_weights_as_the_plain_step(make_cfg, tmp_path
     assert fused["metrics"]["val/loss"] == pytest.approx(plain["metrics"]["val/loss"], rel=1e-5)
 
 
+@pytest.mark.slow  # three bf16 trainings: minutes where the CPU has no bf16 kernels
 def test_bf16_weights_train_fp32_master_weights_close_to_the_bf16_mixed_run(make_cfg, tmp_path):
     """train.bf16_weights=true: 4 updates in bf16 leave fp32 parameters (the optimizer's master weights, the
     checkpoint's) near the bf16-mixed run's, tied matrices still one, and a validation loss within rounding."""

@@ -23,7 +23,7 @@ for _, values, _ in SMALL.values():
 
 def test_every_mode_runs_on_both_toolkits_and_lora_trains_the_same_sliver():
     cfg = BenchConfig(batch=2, seq_len=6, train_steps=1, warmup_steps=1)
-    rows = finetune.finetune_bench(cfg, SMALL)
+    rows = finetune.finetune_bench(cfg, SMALL, rounds=1)
     assert [(r.shape, r.mode, r.side) for r in rows] == [(s, m, side) for s in SMALL for m in finetune.MODES
                                                           for side in ("seqlab", "hf")]
     assert all(r.skipped is None and r.step_s > 0 and r.peak_mb > 0 for r in rows)
@@ -40,3 +40,23 @@ def test_every_mode_runs_on_both_toolkits_and_lora_trains_the_same_sliver():
         assert (row.skipped is not None) == (mode == "full") and (row.step_s is None) == (mode == "full")
     assert "AdamW state need" in finetune.run_or_skip(cfg, "t5", SMALL["flan-t5-large"], "full", "seqlab", 0.01).skipped
     assert finetune.from_dict(finetune.to_dict(rows)) == rows
+
+
+def test_the_toolkits_take_turns_and_a_row_keeps_its_sides_fastest_step_and_largest_peak(monkeypatch):
+    calls = []
+    steps = iter([3.0, 5.0, 2.0, 6.0])  # seqlab, hf, seqlab, hf
+
+    def fake_run(cfg, shape, spec, mode, side, available):
+        calls.append((mode, side))
+        step = next(steps) if mode == "lora" else 1.0
+        return finetune.FinetuneRun(shape, mode, side, 10, 2, 8 / step, step, 100 + 10 * step)
+
+    monkeypatch.setattr(finetune, "run_or_skip", fake_run)
+    monkeypatch.setattr(finetune, "MODES", ("lora",))
+    rows = finetune.finetune_bench(BenchConfig(batch=2, seq_len=2), {"x": SMALL["mbart-large"]}, rounds=2)
+    assert calls == [("lora", "seqlab"), ("lora", "hf")] * 2
+    mine, theirs = rows
+    assert (mine.side, mine.step_s, mine.tokens_per_s, mine.peak_mb) == ("seqlab", 2.0, 4.0, 130.0)
+    assert (theirs.side, theirs.step_s, theirs.peak_mb) == ("hf", 5.0, 160.0)
+    skipped = finetune.FinetuneRun("x", "full", "hf", 10, 10, None, None, None, "no room")
+    assert finetune.best_of([skipped, skipped]) == skipped

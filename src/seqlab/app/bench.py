@@ -41,6 +41,7 @@ from seqlab.bench.checkpoints import to_dict as checkpoints_dict
 from seqlab.bench.families import family_bench, to_dict
 from seqlab.bench.features import feature_bench
 from seqlab.bench.features import to_dict as features_dict
+from seqlab.bench.finetune import ROUNDS as FINETUNE_ROUNDS
 from seqlab.bench.finetune import finetune_bench
 from seqlab.bench.finetune import to_dict as finetune_dict
 from seqlab.bench.levers import lever_bench
@@ -163,7 +164,7 @@ def finetune_costs(bench: BenchConfig) -> tuple[dict, str]:
                                                        f"{r.tokens_per_s:>8,.0f} tok/s  {r.peak_mb:>9,.0f} MiB  "
                                                        f"{r.trainable:,} of {r.parameters:,} trained")
              for r in rows]
-    return measured("finetune", finetune_dict(rows), bench, clock), "\n".join(lines)
+    return {**measured("finetune", finetune_dict(rows), bench, clock), "rounds": FINETUNE_ROUNDS}, "\n".join(lines)
 
 
 def checkpoint_speeds(bench: BenchConfig, checkpoints: list[str]) -> tuple[dict, str]:

@@ -27,6 +27,7 @@ from seqlab.model.layers import Embedder, make_norm, per_token_attention, token_
 from seqlab.model.layout import RowLayout
 from seqlab.model.packing import Packing
 from seqlab.model.positions import make_relative
+from seqlab.model.products import Linear
 from seqlab.model.transformer import EncoderLayer, initialize
 
 
@@ -61,7 +62,7 @@ class CausalTransformer(nn.Module):
             make_relative(replace(cfg, rope_base=cfg.local_rope_base), causal=True)
         self.decoder_norm = make_norm(cfg) if cfg.use_final_norm else nn.Identity()
         self.output_scale = d**-0.5 if cfg.rescale_output else None
-        self.output = nn.Linear(d, cfg.target_vocab_size, bias=cfg.output_bias)
+        self.output = Linear(d, cfg.target_vocab_size, bias=cfg.output_bias)
         self.reset_parameters()
         if cfg.tie_embeddings in ("all", "decoder"):
             self.output.weight = tokens.weight

@@ -14,6 +14,7 @@ from seqlab.model.config import AttentionKernel, DropoutKernel, ModelConfig
 from seqlab.model.dropout import Dropout, dropout
 from seqlab.model.packing import Packing
 from seqlab.model.positions import AttentionPositions, Rotary, make_absolute, rotate
+from seqlab.model.products import Linear, linear
 
 
 def padding_to_attn_mask(pad_mask: Tensor) -> Tensor:
@@ -49,11 +50,11 @@ class MultiHeadAttention(nn.Module):
         self.kernel, self.dropout_kernel = cfg.attention_kernel, cfg.dropout_kernel
         self.split = (a, kv, kv)  # the fused projection's q, k, v blocks
         if cross:
-            self.q_proj = nn.Linear(d, a, bias=in_bias)
-            self.kv_proj = nn.Linear(d, 2 * kv, bias=in_bias)
+            self.q_proj = Linear(d, a, bias=in_bias)
+            self.kv_proj = Linear(d, 2 * kv, bias=in_bias)
         else:
-            self.qkv_proj = nn.Linear(d, a + 2 * kv, bias=in_bias)
-        self.out_proj = nn.Linear(a, d, bias=bias)
+            self.qkv_proj = Linear(d, a + 2 * kv, bias=in_bias)
+        self.out_proj = Linear(a, d, bias=bias)
         self.recorder: list[Tensor] | None = None  # set by seqlab.inference.inspection to collect attention weights
 
     def split_heads(self, x: Tensor) -> Tensor:
@@ -265,8 +266,8 @@ class FeedForward(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.gated = cfg.gated_ffn
-        self.fc1 = nn.Linear(cfg.d_model, 2 * cfg.d_ff if self.gated else cfg.d_ff, bias=cfg.bias)
-        self.fc2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+        self.fc1 = Linear(cfg.d_model, 2 * cfg.d_ff if self.gated else cfg.d_ff, bias=cfg.bias)
+        self.fc2 = Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
         self.act = ACTIVATIONS[cfg.activation]
         self.dropout = Dropout(cfg.activation_dropout, cfg.dropout_kernel)
 
@@ -282,11 +283,11 @@ class FeedForward(nn.Module):
         contiguous, which decodes SmolLM-135M's shape about 5% faster on a CPU than the one product whose halves
         the activation then reads strided (the same weights: checkpoints are unchanged). An engine's own fc1
         (packed or int8, not an nn.Linear) keeps its one product."""
-        if torch.is_grad_enabled() or type(self.fc1) is not nn.Linear:
+        if torch.is_grad_enabled() or not isinstance(self.fc1, nn.Linear):
             return self.fc1(x).chunk(2, dim=-1)
         f = self.fc1.out_features // 2
         w, b = self.fc1.weight, self.fc1.bias
-        return (F.linear(x, w[:f], None if b is None else b[:f]), F.linear(x, w[f:], None if b is None else b[f:]))
+        return (linear(x, w[:f], None if b is None else b[:f]), linear(x, w[f:], None if b is None else b[f:]))
 
 
 def identity(x: Tensor) -> Tensor:

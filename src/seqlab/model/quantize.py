@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from seqlab.hardware import cpu_flags
 from seqlab.model.layers import fuse_relu, replace_layers
+from seqlab.model.products import plain_linears
 from seqlab.model.transformer import Seq2SeqTransformer
 
 VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
@@ -51,8 +52,9 @@ def dynamic_int8(model: Seq2SeqTransformer) -> Seq2SeqTransformer:
     with warnings.catch_warnings():  # torch.ao's eager-mode API warns that torchao will replace it
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
-        quantized = torch.ao.quantization.quantize_dynamic(copy.deepcopy(model).cpu().eval(), {nn.Linear},
-                                                           dtype=torch.qint8)
+        plain = copy.deepcopy(model).cpu().eval()
+        plain_linears(plain)  # the quantizer swaps nn.Linear by its exact class
+        quantized = torch.ao.quantization.quantize_dynamic(plain, {nn.Linear}, dtype=torch.qint8)
     reduce_range = not full_range_activations()
     replace_layers(quantized, torch.ao.nn.quantized.dynamic.Linear,
                    lambda linear: Int8Linear(linear, reduce_range=reduce_range))

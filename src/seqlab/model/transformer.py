@@ -26,6 +26,7 @@ from seqlab.model.layers import (
 from seqlab.model.layout import RowLayout
 from seqlab.model.packing import Packing
 from seqlab.model.positions import AttentionPositions, LearnedPositions, Rotary, make_relative
+from seqlab.model.products import Linear
 
 
 class Checkpointable(nn.Module):
@@ -166,7 +167,7 @@ class Seq2SeqTransformer(nn.Module):
         self.encoder_norm = make_norm(cfg) if final else nn.Identity()
         self.decoder_norm = make_norm(cfg) if final else nn.Identity()
         self.output_scale = d**-0.5 if cfg.rescale_output else None  # T5 v1.0: the tied head reads h * d^-1/2
-        self.output = nn.Linear(d, cfg.target_vocab_size, bias=cfg.output_bias)
+        self.output = Linear(d, cfg.target_vocab_size, bias=cfg.output_bias)
         self.pointer = PointerGenerator(cfg) if cfg.copy_attention else None
         self.reset_parameters()
         if cfg.tie_embeddings in ("all", "decoder"):

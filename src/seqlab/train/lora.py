@@ -18,7 +18,7 @@ def target_modules(model: Model, targets: str) -> list[str]:
     """The full names of the model's nn.Linear projections `targets` names (attention | ffn | all)."""
     wanted = TARGETS["attention"] + TARGETS["ffn"] if targets == "all" else TARGETS[targets]
     return [name for name, module in model.named_modules()
-            if type(module) is nn.Linear and name.rsplit(".", 1)[-1] in wanted]
+            if isinstance(module, nn.Linear) and name.rsplit(".", 1)[-1] in wanted]
 
 
 def add_adapters(model: Model, cfg: LoraConfig) -> tuple[int, int]:

@@ -1,12 +1,12 @@
 """The model's linear layers: x W^T + b, with a decoding step's few rows taken the fast way round on a CPU.
 
 MKL's fp32 product of a few rows (2-16: a decoding step's beams of one source, a speculative call's positions)
-by a transposed weight runs far below the memory's speed on the CPUs measured: t5-small's output layer (32,128 x
-512) takes ~30 ms for 5 rows where (W x^T)^T, the same product with the weight as the left operand, takes ~9
-ms, and every projection of a decoding step gains alike (2-3.9x for 2-10 rows, 1.3-1.9x at 16; one row is
-faster as it is). Beam search of one source a call decodes 2.1-2.4x faster for it at the t5-small, bart-base
-and opus-mt shapes, the outputs the same (docs/performance.md). Training (gradients on), autocast and other
-devices keep `F.linear`; so do engines that bring their own products (oneDNN's packed weights, int8).
+by a transposed weight runs far below the memory's speed on the 2-core AVX2 EPYC measured: t5-small's output
+layer (32,128 x 512) took ~30 ms for 5 rows where (W x^T)^T, the same product with the weight as the left
+operand, took ~9 ms, and a decoding step's projections gained alike (one row is faster as it is). Beam search of
+one source a call decoded 2.0-2.2x faster for it at the families bench's t5-small, bart-base and opus-mt shapes,
+the outputs the same (`benchmarks/few_rows.py`). Training (gradients on), autocast and other devices and types
+keep `F.linear`; so do engines that bring their own products (oneDNN's packed weights, int8).
 """
 
 from __future__ import annotations

@@ -22,9 +22,11 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """(..., in) -> (..., out): x W^T + b, as (W x^T)^T for `FEW_ROWS` rows of fp32 on a CPU without
     gradients or autocast (the rounding of a different summation order, well inside fp32's; outputs
     contiguous)."""
-    rows = x.numel() // max(x.shape[-1], 1)
-    if (rows not in FEW_ROWS or torch.is_grad_enabled() or x.device.type != "cpu" or x.dtype != torch.float32
+    if (torch.is_grad_enabled() or x.device.type != "cpu" or x.dtype != torch.float32
             or weight.dtype != torch.float32 or torch.is_autocast_enabled("cpu")):
+        return F.linear(x, weight, bias)  # training's products first: no guard on their shapes when compiled
+    rows = x.numel() // max(x.shape[-1], 1)
+    if rows not in FEW_ROWS:
         return F.linear(x, weight, bias)
     flat = x.reshape(rows, x.shape[-1]).t()  # (in, rows)
     out = torch.mm(weight, flat) if bias is None else torch.addmm(bias[:, None], weight, flat)  # (out, rows)

@@ -1,16 +1,18 @@
-"""Follow one call's configuration through the code: which seqlab functions are handed the raw (Hydra /
-OmegaConf) config or a node of it, in call order, and how often that path comes back to a package it had left.
+"""Follow one call's configuration through the code: the seqlab functions handed the raw (Hydra / OmegaConf)
+config or a node of it, and those handed one of the typed settings built from it (`SETTINGS`), in call order.
 
-A function "is handed the configuration" when one of its arguments is an OmegaConf container; its package is the
-module's second name (`seqlab.app.evaluate` -> `app`). The path is the packages in call order with repeats
-collapsed; a return is an entry whose package appeared earlier in the path. Typed settings (dataclasses built
-from the config) end the path, which is what typing the configuration at the entry is for.
+A function's package is its module's second name (`seqlab.app.evaluate` -> `app`). The path is the packages in
+call order with repeats collapsed; a return is an entry whose package appeared earlier in the path
+(`ConfigTrace.returns`), and a call whose own traced callers had left its package is a return down a call chain
+(`nested_returns`: A -> B -> A).
 
     python tests/config_trace.py CKPT [override ...]    # one `seqlab evaluate` call, traced (any tree on PYTHONPATH)
+    TRACE_CALLS=1 python tests/config_trace.py ...     # and every traced call
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -143,7 +145,7 @@ def main(argv: list[str]) -> None:
           f"{len(set(trace.packages))} packages, {trace.returns} returns to a package left "
           f"in call order, {trace.nested_returns} down a call chain")
     print(" -> ".join(trace.packages))
-    if "-v" in sys.argv[0:1] or __import__("os").environ.get("TRACE_CALLS"):
+    if os.environ.get("TRACE_CALLS"):  # every traced call, in order
         print("\n".join(trace.calls))
 
 

@@ -12,6 +12,7 @@ call order with repeats collapsed; a return is an entry whose package appeared e
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from collections.abc import Callable
@@ -37,12 +38,7 @@ class ConfigTrace:
     @property
     def packages(self) -> list[str]:
         """The packages in call order, consecutive repeats collapsed."""
-        path: list[str] = []
-        for call in self.calls:
-            package = call.split(".")[1]
-            if not path or path[-1] != package:
-                path.append(package)
-        return path
+        return collapsed([call.split(".")[1] for call in self.calls])
 
     @property
     def nested_returns(self) -> int:
@@ -50,8 +46,8 @@ class ConfigTrace:
         count = 0
         for chain in self.chains:
             *callers, own = chain
-            collapsed = [p for i, p in enumerate(callers) if i == 0 or callers[i - 1] != p]
-            count += own in collapsed[:-1] and (not collapsed or collapsed[-1] != own)
+            left = collapsed(callers)
+            count += own in left[:-1] and left[-1] != own
         return count
 
     @property
@@ -65,16 +61,21 @@ class ConfigTrace:
         return count
 
 
+def collapsed(packages: list[str]) -> list[str]:
+    """`packages` with consecutive repeats kept once."""
+    return [p for i, p in enumerate(packages) if i == 0 or packages[i - 1] != p]
+
+
 def handed_config(frame) -> str | None:
     """"raw" where an argument is the OmegaConf config or a node of it, "typed" where it is one of the typed
     settings, else None."""
     code = frame.f_code
     count = code.co_argcount + code.co_kwonlyargcount
     names = list(code.co_varnames[:count])
-    for flag, extra in ((0x04, 1), (0x08, 1)):  # *args, **kwargs follow the named arguments
+    for flag in (inspect.CO_VARARGS, inspect.CO_VARKEYWORDS):  # *args, **kwargs follow the named arguments
         if code.co_flags & flag:
             names.append(code.co_varnames[count])
-            count += extra
+            count += 1
     found = None
     for name in names:
         value = frame.f_locals.get(name)

@@ -128,9 +128,7 @@ def causal_speculative_bench(cfg: BenchConfig) -> list[SpeculativeTiming]:
     src, mask = random_sources(32, cfg.seq_len, model.cfg.src_vocab_size, model.cfg.pad_id, model.cfg.eos_id,
                                torch.Generator().manual_seed(cfg.seed))
     greedy = DecodingConfig(max_length=cfg.max_new_tokens, suppress_special=False)
-    named = {"greedy": greedy}
-    for k in (2, 5):  # proposing at every call, as the record of this shape has it
-        named[f"greedy_lookup{k}"] = replace(greedy, draft="lookup", draft_tokens=k)
+    named = {"greedy": greedy, **{f"greedy_lookup{k}": replace(greedy, draft="lookup", draft_tokens=k) for k in (2, 5)}}
     decoders = {"seqlab": model, **({"seqlab_onednn": onednn_linears(model)} if onednn_available() else {})}
     drafted = {name: d.draft for name, d in named.items() if d.draft is not None}
     rows, plain = [], {}  # plain: seqlab's own greedy run per batch, what the peers' outputs are compared with

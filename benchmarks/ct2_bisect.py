@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch import Tensor
 
 
 def bench_modules() -> tuple[Any, Any]:
@@ -67,6 +68,30 @@ def family_setup(shape: str, beams: int, sources: int | None = None) -> FamilySe
     return FamilySetup(fam, model, src, mask, fam.ct2_engine(model), decoding)
 
 
+def cpu_report(before: Any) -> dict[str, Any]:
+    """The CPU's model, its speed flags and other processes' load since `before` (hardware.CpuClock.now(); None
+    where this seqlab has no clock)."""
+    from seqlab import hardware
+
+    after = hardware.CpuClock.now() if before is not None else None
+    return {"cpu": hardware.cpu_model(),
+            "flags": sorted(f for f in hardware.cpu_flags() if f.startswith(("avx", "amx"))),
+            "others_busy_cores": round(before.others_busy_cores(after), 2) if before is not None else None}
+
+
+def trimmed_calls(src: Tensor, mask: Tensor, per_call: int,
+                  timed: Callable[[Tensor, Tensor], tuple[list[list[int]], float]]) -> tuple[list[list[int]], float]:
+    """The sources decoded `per_call` at a time, each call trimmed of its padding columns as a caller would:
+    (outputs, seconds summed)."""
+    outputs, seconds = [], 0.0
+    for i in range(0, src.shape[0], per_call):
+        s, m = src[i:i + per_call], mask[i:i + per_call]
+        width = int((~m).sum(1).max())
+        out, t = timed(s[:, :width], m[:, :width])
+        outputs, seconds = outputs + out, seconds + t
+    return outputs, seconds
+
+
 def alternated(runs: dict[str, Callable[[], tuple[list[list[int]], float]]], rounds: int) -> dict[str, Any]:
     """Each run (-> outputs, seconds) warmed up, then `rounds` times in turn (a slower minute slows both): the
     best seconds of "seqlab" and "ct2", their ratio, the outputs equal, the CPU's flags and other load."""
@@ -84,10 +109,7 @@ def alternated(runs: dict[str, Callable[[], tuple[list[list[int]], float]]], rou
             best[name], outputs[name] = min(best[name], seconds), out
     return {"seqlab_s": round(best["seqlab"], 3), "ct2_s": round(best["ct2"], 3),
             "ct2_over_seqlab": round(best["ct2"] / best["seqlab"], 3),
-            "equal": sum(a == b for a, b in zip(outputs["seqlab"], outputs["ct2"], strict=True)),
-            "cpu": hardware.cpu_model(),
-            "flags": sorted(f for f in hardware.cpu_flags() if f.startswith(("avx", "amx"))),
-            "others_busy_cores": before.others_busy_cores(clock.now()) if before else None}
+            "equal": sum(a == b for a, b in zip(outputs["seqlab"], outputs["ct2"], strict=True)), **cpu_report(before)}
 
 
 def main() -> None:

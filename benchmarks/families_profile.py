@@ -16,7 +16,7 @@ import json
 
 from torch.profiler import ProfilerActivity, profile
 
-from ct2_bisect import alternated, family_setup  # benchmarks/, beside this script
+from ct2_bisect import alternated, family_setup, trimmed_calls  # benchmarks/, beside this script
 
 PRODUCTS = ("aten::addmm", "aten::mm", "aten::bmm", "aten::_mkl_linear", "aten::baddbmm", "mkldnn::_linear_pointwise")
 
@@ -39,19 +39,10 @@ def main() -> None:
         from seqlab.model.onednn import onednn_linears
 
         model = onednn_linears(model)
-    batches = [(it.src[i:i + args.batch], it.mask[i:i + args.batch]) for i in range(0, args.sources, args.batch)]
-
-    def run(timed):  # every batch, trimmed of its padding columns as a caller would
-        outs, seconds = [], 0.0
-        for s, m in batches:
-            width = int((~m).sum(1).max())
-            out, t = timed(s[:, :width], m[:, :width])
-            outs += out
-            seconds += t
-        return outs, seconds
-
-    runs = {"seqlab": lambda: run(lambda s, m: fam.timed_seqlab(model, s, m, decoding)),
-            "ct2": lambda: run(lambda s, m: fam.timed_ct2(it.engine, s, m, decoding))}
+    engines = {"seqlab": lambda s, m: fam.timed_seqlab(model, s, m, decoding),
+               "ct2": lambda s, m: fam.timed_ct2(it.engine, s, m, decoding)}
+    runs = {name: (lambda timed=timed: trimmed_calls(it.src, it.mask, args.batch, timed))
+            for name, timed in engines.items()}
     print(json.dumps({"shape": args.shape, "beams": args.beams, "batch": args.batch, "onednn": args.onednn,
                       **alternated(runs, args.rounds)}))
     with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -11,22 +11,17 @@ from __future__ import annotations
 import json
 import sys
 
-from ct2_bisect import family_setup  # benchmarks/, beside this script
+from ct2_bisect import cpu_report, family_setup, trimmed_calls  # benchmarks/, beside this script
 from seqlab import hardware
 from seqlab.model import products
 
 
 def main(shape: str, beams: int, per_call: int, sources: int) -> None:
     it = family_setup(shape, beams, sources)
-    batches = [(it.src[i:i + per_call], it.mask[i:i + per_call]) for i in range(0, sources, per_call)]
 
-    def run() -> tuple[list[list[int]], float]:  # every call trimmed of its padding columns, as a caller would
-        outs, seconds = [], 0.0
-        for s, m in batches:
-            width = int((~m).sum(1).max())
-            out, t = it.families.timed_seqlab(it.model, s[:, :width], m[:, :width], it.decoding)
-            outs, seconds = outs + out, seconds + t
-        return outs, seconds
+    def run() -> tuple[list[list[int]], float]:
+        return trimmed_calls(it.src, it.mask, per_call,
+                             lambda s, m: it.families.timed_seqlab(it.model, s, m, it.decoding))
 
     few = products.FEW_ROWS
     sides = {"F.linear": range(0), "few rows": few}
@@ -42,9 +37,7 @@ def main(shape: str, beams: int, per_call: int, sources: int) -> None:
                       "seconds": {k: round(v, 3) for k, v in best.items()},
                       "speedup": round(best["F.linear"] / best["few rows"], 2),
                       "equal": sum(a == b for a, b in zip(outs["F.linear"], outs["few rows"], strict=True)),
-                      "cpu": hardware.cpu_model(),
-                      "flags": sorted(f for f in hardware.cpu_flags() if f.startswith(("avx", "amx"))),
-                      "others_busy_cores": round(before.others_busy_cores(hardware.CpuClock.now()), 2)}))
+                      **cpu_report(before)}))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from ct2_bisect import cpu_report  # benchmarks/, beside this script
 from seqlab import hardware
 from seqlab.bench.finetune import SHAPES, batches, hf_model, seqlab_model
 from seqlab.bench.speed import BenchConfig, bench_optimizer, hf_train_step, seqlab_train_step
@@ -58,9 +59,7 @@ def main() -> None:
     for b in data[1:]:
         for side in sides:
             best[side] = min(best[side], one(side, b))
-    print(json.dumps({"shape": args.shape, "layers": args.layers, "mode": args.mode, "cpu": hardware.cpu_model(),
-                      "flags": sorted(f for f in hardware.cpu_flags() if f.startswith(("avx", "amx"))),
-                      "others_busy_cores": round(before.others_busy_cores(hardware.CpuClock.now()), 2),
+    print(json.dumps({"shape": args.shape, "layers": args.layers, "mode": args.mode, **cpu_report(before),
                       "step_s": {k: round(v, 3) for k, v in best.items()},
                       "seqlab_vs_hf": round(best["hf"] / best["seqlab"], 3)}))
     for side in sides:

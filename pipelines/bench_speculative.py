@@ -1,8 +1,8 @@
 """Speculative decoding on the reference models (`seqlab bench speculative=true` after each reference training):
 each decodes its test set greedily, with prompt lookup (k = 2, 5 and adaptive) and with CTranslate2's greedy
 search beside, tokens/s against plain greedy, the share of proposals kept, tokens per decoder call and the
-outputs equal to plain greedy's; and prompt lookup on a random model of GPT-2 small's shape at batches of 1, 8 and
-32, on seqlab's engine and oneDNN's (what verifying several positions per call costs on this CPU). One record per
+outputs equal to plain greedy's; and prompt lookup on a random model of GPT-2 small's shape at batches of 1, 8, 32
+and 64, on seqlab's engine and oneDNN's (what verifying several positions per call costs on this CPU). One record per
 model and CPU model (results/bench_speculative/)."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def render_gpt2(archive: Path) -> str:
                  "-" if r.tokens_per_call is None else f"{r.tokens_per_call:.2f}"]
                 for r in from_dict(record["result"]["speculative"])]
         cfg = record["result"]["config"]
-        heading = machine_heading(record, f"a random model of GPT-2 small's shape, 32 random prompts of "
+        heading = machine_heading(record, f"a random model of GPT-2 small's shape, 64 random prompts of "
                                           f"{cfg['seq_len'] // 2}-{cfg['seq_len']} tokens, {cfg['max_new_tokens']} new "
                                           f"tokens at most, fp32, best of {cfg['decode_repeats']}")
         parts.append(heading + "\n\n" + table(

@@ -72,7 +72,7 @@ CASES: dict[str, list[tuple[dict, object]]] = {
     "draft_tokens": [({}, 3, {"draft": "lookup"})],
     "draft_schedule": [({}, "adaptive", {"draft": "lookup"})],
     "lookup_ngram": [({}, 3, {"draft": "lookup"})],
-    "draft_payoff": [({}, True, {"draft": "lookup"})],
+    "draft_positions": [({}, "all", {"draft": "lookup"})],
 }
 
 
@@ -136,7 +136,7 @@ def test_the_options_archived_digests_leave_out():
         "bad_words_ids": None, "sequence_bias": None, "suppress_tokens": None, "forced_bos_token_id": None,
         "suppress_special": True, "renormalize_logits": False, "length_rule": "power", "coverage_penalty": None,
         "coverage_beta": 0.0, "penalty_alpha": None, "prefix_size": 0, "constraints": None, "constraint_words": 0,
-        "draft": None, "draft_tokens": 5, "draft_schedule": "fixed", "lookup_ngram": 2}
+        "draft": None, "draft_tokens": 5, "draft_schedule": "fixed", "lookup_ngram": 2, "draft_positions": "paying"}
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ DRAFTS = [("lookup", "fixed"), ("lookup", "adaptive"), ("other", "fixed"), ("oth
 def decode(model, src, pad, cfg, draft: str, schedule: str, stats=None):
     other = {"other": model_of(model.cfg.architecture, seed=1, positions=model.cfg.positions), "itself": model}
     setting = replace(cfg, draft="lookup" if draft == "lookup" else "ckpt:draft.ckpt", draft_tokens=3,
-                      draft_schedule=schedule)  # proposing at every call (the default): the machinery
+                      draft_schedule=schedule, draft_positions="all")  # proposing at every call: the machinery
     return generate(model, src, pad, setting, draft_model=other.get(draft), stats=stats)
 
 
@@ -77,83 +77,58 @@ def test_speculative_outputs_equal_plain_decoding_token_for_token(architecture, 
     assert calls < 0.7 * tokens  # proposals were kept: fewer decoder calls than tokens
 
 
-def costs(plain: float, proposing: float):
-    """A clock for `Payoff`: the first call (a plain step) takes `plain` seconds, every later one `proposing`."""
-    yield from (0.0, plain)
-    now = plain
-    while True:
-        yield now
-        now += proposing
-        yield now
-
-
-@pytest.mark.parametrize(("draft", "proposing", "pays"), [("lookup", 1.0, True), ("lookup", 50.0, False),
-                                                          ("other", 1.0, True), ("other", 50.0, False)])
-def test_a_batch_stops_proposing_once_its_calls_cost_more_per_token_than_a_plain_step(monkeypatch, draft,
-                                                                                       proposing, pays):
-    """Payoff measures the batch's own calls (a fake clock here): the first call steps plainly; where proposing
-    calls cost less per token than it, proposals go on to the end, else they stop after two calls; the outputs
-    are plain decoding's either way, the draft model's cache following the plain steps too."""
-    from seqlab.decoding.speculative import Payoff
+@pytest.mark.parametrize(("draft", "per_position", "pays"), [("lookup", 0.001, True), ("lookup", 1.0, False),
+                                                              ("other", 0.001, True), ("other", 1.0, False)])
+def test_a_batch_verifies_the_proposals_that_pay_for_their_positions(monkeypatch, draft, per_position, pays):
+    """Pacing reads the batch's own calls (here a call of R positions takes 1 + per_position * R seconds): where a
+    position is nearly free the rows go on proposing, where it costs a row's step the batch stops after its
+    measuring call (one proposal a row at most); outputs are plain decoding's either way, the draft model's
+    cache following the plain steps too."""
+    from seqlab.decoding.speculative import Pacing
 
     generating = importlib.import_module("seqlab.decoding.generate")  # the module (the package exports the function)
-
     made = []
 
-    def measured() -> Payoff:
-        made.append(Payoff(clock=costs(1.0, proposing).__next__))
+    class Priced(Pacing):
+        def observe(self, positions: int, seconds: float) -> None:
+            super().observe(positions, (0.0 if per_position == 1.0 else 1.0) + per_position * positions)
+
+    def priced() -> Pacing:
+        made.append(Priced())
         return made[-1]
 
-    monkeypatch.setattr(generating, "Payoff", measured)
+    monkeypatch.setattr(generating, "Pacing", priced)
     model = model_of("encoder_decoder")
     src, pad = sources()
     cfg = DecodingConfig(max_length=20)
     stats = SpeculativeStats()
-    drafted = replace(cfg, draft="lookup" if draft == "lookup" else "ckpt:d", draft_tokens=3, draft_payoff=True)
+    drafted = replace(cfg, draft="lookup" if draft == "lookup" else "ckpt:d", draft_tokens=3)
     out = generate(model, src, pad, drafted, stats=stats,
                    draft_model=model_of("encoder_decoder", seed=1) if draft == "other" else None)
     assert torch.equal(out.sequences, generate(model, src, pad, cfg).sequences)
-    (payoff,) = made
-    assert payoff.plain == 1.0 and payoff.plain_calls >= 1 and payoff.on is pays
-    assert payoff.calls == 2 if not pays else payoff.calls > 2
-    assert stats.proposed > 0 and stats.tokens == int(out.lengths.sum())
+    (pacing,) = made
+    assert pacing.positions[0] == src.shape[0]  # the first call is a plain step
+    proposing = [r for r in pacing.positions[1:] if r > src.shape[0]]
+    assert (len(proposing) > 2) is pays
+    if not pays:
+        assert proposing == [pacing.positions[1]] and proposing[0] <= 2 * src.shape[0]
+    assert stats.tokens == int(out.lengths.sum())
 
 
-def test_payoff_judges_the_proposing_calls_seconds_per_token_against_the_fastest_plain_step():
-    from seqlab.decoding.speculative import Payoff
+def test_pacing_verifies_a_proposal_where_its_chance_outweighs_a_positions_share_of_a_step():
+    from seqlab.decoding.speculative import Pacing
 
-    payoff = Payoff(warm=2)
-    assert not payoff.proposing()  # the first call is a plain step
-    payoff.observe(2.0, False, 1.0)
-    payoff.observe(1.5, False, 1.0)  # a call without any proposal is a plain step too: the fastest counts
-    assert payoff.proposing() and payoff.plain == 1.5
-    payoff.observe(4.0, True, 2.0)  # 2 s a token: not judged before two proposing calls
-    assert payoff.proposing()
-    payoff.observe(2.0, True, 2.0)  # (4 + 2) / (2 + 2) = 1.5 s a token: not more than a plain step's
-    assert payoff.proposing()
-    payoff.observe(3.2, True, 2.0)  # 9.2 / 6 > 1.5: proposals stop for good
-    assert not payoff.proposing()
-    payoff.observe(0.1, False, 1.0)
-    assert not payoff.proposing()
-
-
-@pytest.mark.parametrize("architecture", ["encoder_decoder", "decoder_only"])
-def test_forced_prefixes_speculate_to_the_same_outputs(architecture):
-    model = model_of(architecture)
-    src, pad = sources()
-    prefixes = [[5, 6], [], [7], [8, 9, 10], [4]]
-    cfg = DecodingConfig(max_length=15)
-    plain = generate(model, src, pad, cfg, target_prefix=prefixes)
-    out = generate(model, src, pad, replace(cfg, draft="lookup", draft_tokens=3), target_prefix=prefixes)
-    assert torch.equal(out.sequences, plain.sequences)
-
-
-def test_a_draft_model_of_the_other_architecture_proposes_the_same_tokens():
-    model, draft = model_of("encoder_decoder"), model_of("decoder_only", seed=1)
-    src, pad = sources()
-    cfg = DecodingConfig(max_length=20, draft="ckpt:x", draft_tokens=4)
-    out = generate(model, src, pad, cfg, draft_model=draft)
-    assert torch.equal(out.sequences, generate(model, src, pad, replace(cfg, draft=None)).sequences)
+    k, chance = torch.tensor([5, 5, 5, 2]), torch.tensor([0.9, 0.5, 0.3, 0.9])
+    pacing = Pacing()
+    assert pacing.counts(k, chance).tolist() == [0, 0, 0, 0]  # the first call: a plain step, timed
+    pacing.observe(4, 1.0)
+    assert pacing.counts(k, chance).tolist() == [1, 1, 1, 1]  # spreading the positions to measure a position
+    pacing.observe(8, 1.4)  # a = 0.6, b = 0.1: theta = 0.4 / 1.0
+    assert pacing.counts(k, chance).tolist() == [5, 1, 0, 2]  # 0.9^8 > 0.4; 0.5^2 < 0.4; 0.3 < 0.4
+    dear = Pacing(positions=[4, 8], seconds=[1.0, 2.0])  # a = 0: a position costs a row's share of a step
+    assert dear.counts(k, chance).tolist() == [0, 0, 0, 0]
+    free = Pacing(positions=[4, 8], seconds=[1.0, 1.0])
+    assert free.counts(k, chance).tolist() == [5, 5, 5, 2]
 
 
 @pytest.mark.parametrize("architecture", ARCHITECTURES)

@@ -102,13 +102,15 @@ def timed(run: Any) -> tuple[tuple[list[list[int]], Any], float]:
     return ([nbest[0][0] for nbest in decoded.hypotheses], decoded.speculation), decoded.seconds
 
 
-BATCHES = ((1, [slice(i, i + 1) for i in range(4)]), (8, [slice(0, 8)]), (32, [slice(0, 32)]))
+BATCHES = ((1, [slice(i, i + 1) for i in range(4)]), (8, [slice(0, 8)]), (32, [slice(0, 32)]), (64, [slice(0, 64)]))
 
 
 def causal_speculative_bench(cfg: BenchConfig) -> list[SpeculativeTiming]:
     """Prompt lookup against plain greedy search on a random model of GPT-2 small's shape (bench.causal), on
-    seqlab's engine and on oneDNN's packed weights, at batches of 1 (the first 4 prompts one at a time), 8 and
-    32 prompts: what verifying several positions per call costs and gains at a real shape on this machine;
+    seqlab's engine and on oneDNN's packed weights, at batches of 1 (the first 4 prompts one at a time), 8, 32
+    and 64 prompts, each lookup verifying the proposals that pay (`draft_positions=paying`, the default) and, at
+    k = 5, every proposal (`all`): what verifying several positions per call costs and gains at a real shape
+    on this machine;
     beside it Hugging Face's prompt lookup (`generate(prompt_lookup_num_tokens=k)`, one prompt at a time: it
     takes no batch) against its own greedy search, and CTranslate2's greedy search against seqlab's. Random
     weights: how often the proposals are kept is what the random model's outputs give, not a real model's (the
@@ -125,10 +127,13 @@ def causal_speculative_bench(cfg: BenchConfig) -> list[SpeculativeTiming]:
     kind, values = SHAPES["gpt2"]
     hf = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **values)).eval()
     model = from_hf(hf)
-    src, mask = random_sources(32, cfg.seq_len, model.cfg.src_vocab_size, model.cfg.pad_id, model.cfg.eos_id,
+    prompts = max(batch for batch, _ in BATCHES)
+    src, mask = random_sources(prompts, cfg.seq_len, model.cfg.src_vocab_size, model.cfg.pad_id, model.cfg.eos_id,
                                torch.Generator().manual_seed(cfg.seed))
     greedy = DecodingConfig(max_length=cfg.max_new_tokens, suppress_special=False)
-    named = {"greedy": greedy, **{f"greedy_lookup{k}": replace(greedy, draft="lookup", draft_tokens=k) for k in (2, 5)}}
+    lookups = [replace(greedy, draft="lookup", draft_tokens=k, draft_positions=positions)
+               for k, positions in ((2, "paying"), (5, "paying"), (5, "all"))]
+    named = {"greedy": greedy, **{d.label: d for d in lookups}}
     decoders = {"seqlab": model, **({"seqlab_onednn": onednn_linears(model)} if onednn_available() else {})}
     drafted = {name: d.draft for name, d in named.items() if d.draft is not None}
     rows, plain = [], {}  # plain: seqlab's own greedy run per batch, what the peers' outputs are compared with

@@ -62,6 +62,7 @@ from seqlab.decoding.search import LengthRule
 
 EarlyStopping = Literal[True, False, "never"]
 DraftSchedule = Literal["fixed", "adaptive"]
+DraftPositions = Literal["paying", "all"]
 DRAFT_CHECKPOINT = "ckpt:"  # decoding.draft=ckpt:PATH: a draft model
 
 
@@ -196,9 +197,9 @@ class DecodingConfig:
     draft_schedule: DraftSchedule = option("fixed", ctranslate2=SPECULATIVE, hf=SPECULATIVE, in_digest=False)
     # prompt lookup: the longest n-gram matched (Hugging Face's max_matching_ngram_size)
     lookup_ngram: int = option(2, ctranslate2=SPECULATIVE, hf=SPECULATIVE, in_digest=False)
-    # true: proposals stop in a batch whose proposing calls cost more per token than its plain steps (measured as
-    # it decodes: decoding.speculative.Payoff); false: propose at every call
-    draft_payoff: bool = option(False, ctranslate2=SPECULATIVE, hf=SPECULATIVE)
+    # paying: a call verifies the proposals whose chance of being kept outweighs a position's cost, both measured
+    # as the batch decodes (decoding.speculative.Pacing); all: every proposal
+    draft_positions: DraftPositions = option("paying", ctranslate2=SPECULATIVE, hf=SPECULATIVE, in_digest=False)
 
     def __post_init__(self) -> None:
         own = "decoding"
@@ -245,7 +246,7 @@ class DecodingConfig:
         self._check_gnmt()
         if self.constraints is not None or self.constraint_words:
             self._check_constraints()
-        if self.draft is not None or self.draft_schedule != "fixed" or self.draft_payoff:
+        if self.draft is not None or self.draft_schedule != "fixed" or self.draft_positions != "paying":
             self._check_draft()
         if self.prefix_size < 0:
             raise ConfigError(f"{own}.prefix_size={self.prefix_size} must be >= 0 (0: no forced prefix)")
@@ -269,12 +270,11 @@ class DecodingConfig:
     def _check_draft(self) -> None:
         own = "decoding"
         check_choice(own, "draft_schedule", self.draft_schedule, DraftSchedule)
-        if self.draft is None and self.draft_schedule != "fixed":
-            raise ConfigError(f"{own}.draft_schedule={self.draft_schedule} without {own}.draft: set {own}.draft="
-                              "lookup or ckpt:PATH, or draft_schedule=fixed")
-        if self.draft is None:
-            raise ConfigError(f"{own}.draft_payoff=true without {own}.draft: set {own}.draft=lookup or "
-                              "ckpt:PATH, or remove draft_payoff")
+        check_choice(own, "draft_positions", self.draft_positions, DraftPositions)
+        for key, default in (("draft_schedule", "fixed"), ("draft_positions", "paying")):
+            if self.draft is None and getattr(self, key) != default:
+                raise ConfigError(f"{own}.{key}={getattr(self, key)} without {own}.draft: set {own}.draft=lookup "
+                                  f"or ckpt:PATH, or {key}={default}")
         if self.draft != "lookup" and self.draft_checkpoint is None:
             raise ConfigError(f"{own}.draft={self.draft!r} is not a draft: use lookup (prompt lookup), ckpt:PATH "
                               "(a seqlab checkpoint with the model's vocabulary) or null")
@@ -387,7 +387,7 @@ class DecodingConfig:
         if self.draft is not None:  # the same outputs, another speed: its own row in a bench or a sweep
             schedule = "a" if self.draft_schedule == "adaptive" else ""
             constraints += f"_{'lookup' if self.draft == 'lookup' else 'draft'}{self.draft_tokens}{schedule}"
-            constraints += "_payoff" if self.draft_payoff else ""  # proposals stop where they do not pay
+            constraints += "_all" if self.draft_positions == "all" else ""  # every proposal verified
         return method_of(self).label(self) + constraints
 
     def to_dict(self) -> dict[str, Any]:

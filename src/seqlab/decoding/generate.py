@@ -30,7 +30,7 @@ from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, model_
 from seqlab.decoding.speculative import (
     LookupDraft,
     ModelDraft,
-    Payoff,
+    Pacing,
     SpeculativeStats,
     check_draft,
     speculative_search,
@@ -289,7 +289,8 @@ class Search:
         return speculative_search(self.model, cache, draft, ids=self.ids, max_new=limits, processors=self.processors,
                                   keys=keys, seed=cfg.seed, force_eos=cfg.force_eos or None, start=start,
                                   draft_tokens=cfg.draft_tokens, adaptive=cfg.draft_schedule == "adaptive",
-                                  stats=self.speculation.stats, payoff=Payoff() if cfg.draft_payoff else None)
+                                  stats=self.speculation.stats,
+                                  pacing=Pacing() if cfg.draft_positions == "paying" else None)
 
 
 @dataclass(frozen=True)

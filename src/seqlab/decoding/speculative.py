@@ -28,13 +28,13 @@ decodes one sequence and has no bound).
 
 Where proposing pays is the machine's and the batch's: a call verifying k + 1 positions a row reads the weights
 once, and costs about one plain step where the products are bound by reading them (few rows, weights packed
-for the CPU), but up to k + 1 steps where they are bound by arithmetic (many rows) or where the library
-multiplies one row much faster than several (MKL's fp32 products at one row). `decoding.draft_payoff=true`
-has each batch measure it (`Payoff`): its first call steps plainly, timed; its proposing calls' seconds per
-token a row gains are summed, and once they cost more than a plain step's, the batch proposes no more and
-decodes as plain greedy search (or sampling) does. Outputs are the same either way. It is off by default: on
-the GPT-2-shaped bench it cost more where proposing pays (the first proposing calls, before a row's output
-repeats, gain little, and it stops there) than it saved at 32 prompts (docs/decoding.md).
+for the CPU), but up to k + 1 steps where they are bound by arithmetic (many rows). `decoding.draft_positions=
+paying` (the default) has each batch measure it (`Pacing`): from its own calls' seconds against the positions
+they verified, what one more position costs, and from each row's share of proposals kept so far, which
+proposals are likely enough to be kept to pay for it; the others are not verified (not computed: the models'
+layers and output layer run on a call's real positions only). Where none pays, the batch steps as plain greedy
+search (or sampling) does after one measuring call. `draft_positions=all` verifies every proposal. Outputs are
+the same either way.
 """
 
 from __future__ import annotations
@@ -78,34 +78,51 @@ class SpeculativeStats:
 
 
 @dataclass
-class Payoff:
-    """Whether a batch's proposals still pay, from the timings of its own calls (module docstring): the first
-    `probe` calls propose nothing and time a plain step; after `warm` proposing calls, proposals stop for good
-    once the proposing calls' seconds per token gained (each call's tokens per row: 1 + its rows' mean kept
-    proposals) exceed the fastest plain call's. A call without any proposal is a plain step too."""
+class Pacing:
+    """Which proposals a call verifies under `decoding.draft_positions=paying`: those whose chance of being kept
+    outweighs what verifying one more position costs, both measured on the batch's own calls.
 
-    probe: int = 1
-    warm: int = 2
+    A call of A rows verifying R positions in all (each row's own token, then its proposals) takes about
+    a + b R seconds: b is what one more position adds (next to nothing where the products are bound by reading
+    the weights, a row's share of the step where they are bound by arithmetic). A proposal kept with chance c
+    saves c of a row's share of a plain step, (a + b A) / A, so it pays where c > theta = b A / (a + b A). The
+    rule fits a and b by least squares to the batch's calls: its first call is a plain step, then calls
+    verifying at most one proposal a row (R <= 2A) until the calls' R spread over a quarter of A, and from then
+    on every call's rows take the proposals above theta. Row r's j-th proposal is kept with chance c_r^j (after
+    all before it), c_r its share kept so far with one kept and one rejected counted in (a new row: 1/2). Where
+    proposing does not pay, the batch pays one call verifying a proposal a row at most, then steps plainly."""
+
     clock: Callable[[], float] = field(default=time.perf_counter, repr=False)
-    plain: float = float("inf")  # the fastest plain call's seconds
-    spent: float = 0.0  # the proposing calls' seconds, summed
-    gained: float = 0.0  # the tokens per row they generated, summed
-    calls: int = 0  # proposing calls
-    plain_calls: int = 0
-    on: bool = True
+    positions: list[int] = field(default_factory=list)  # R of each call so far
+    seconds: list[float] = field(default_factory=list)
 
-    def proposing(self) -> bool:
-        """Whether this call may propose."""
-        return self.on and self.plain_calls >= self.probe
+    def observe(self, positions: int, seconds: float) -> None:
+        self.positions.append(positions)
+        self.seconds.append(seconds)
 
-    def observe(self, seconds: float, proposed: bool, tokens_per_row: float) -> None:
-        """One call's seconds, whether any row proposed, and the tokens per row it generated."""
-        if not proposed:
-            self.plain, self.plain_calls = min(self.plain, seconds), self.plain_calls + 1
-            return
-        self.spent, self.gained, self.calls = self.spent + seconds, self.gained + tokens_per_row, self.calls + 1
-        if self.calls >= self.warm and self.spent / self.gained > self.plain:
-            self.on = False
+    def fit(self, rows: int) -> tuple[float, float] | None:
+        """(a, b) of the calls so far, or None while their positions spread over less than a quarter of `rows`."""
+        r, s = torch.tensor(self.positions, dtype=torch.float64), torch.tensor(self.seconds, dtype=torch.float64)
+        if r.numel() < 2 or float(r.max() - r.min()) < max(1.0, rows / 4):
+            return None
+        b = float(((r - r.mean()) * (s - s.mean())).sum() / ((r - r.mean()) ** 2).sum())
+        return float(s.mean()) - b * float(r.mean()), max(b, 0.0)
+
+    def counts(self, k: Tensor, chance: Tensor) -> Tensor:
+        """(A,) how many proposals each row verifies this call, at most k (A,), given its chance (A,)."""
+        if not self.positions:
+            return torch.zeros_like(k)  # the first call: a plain step, timed
+        rows = k.shape[0]
+        fit = self.fit(rows)
+        if fit is None:
+            return k.clamp(max=1)  # spreading the calls' positions: one proposal a row
+        a, b = fit
+        theta = b * rows / max(a + b * rows, 1e-12)
+        if theta >= 1.0:
+            return torch.zeros_like(k)
+        j = torch.arange(1, int(k.max()) + 1 if k.numel() else 1, device=k.device)
+        paying = chance[:, None] ** j[None, :] > theta  # (A, K): decreasing in j, so a prefix of each row
+        return torch.minimum(paying.sum(1), k)
 
 
 class Chooser:
@@ -182,9 +199,17 @@ class Rows:
     tokens: Tensor  # (n, limit) every example's tokens
     logprobs: Tensor  # (n, limit)
     lengths: Tensor  # (n,)
+    proposed: Tensor  # (A,) proposals each row had verified
+    accepted: Tensor  # (A,) of them, kept
 
     def keep(self, index: Tensor) -> None:
         self.active, self.last, self.k = self.active[index], self.last[index], self.k[index]
+        self.proposed, self.accepted = self.proposed[index], self.accepted[index]
+
+    @property
+    def chance(self) -> Tensor:
+        """(A,) each row's chance of keeping a proposal: its share kept, one kept and one rejected counted in."""
+        return (self.accepted + 1.0) / (self.proposed + 2.0)
 
 
 def verify(logits: Tensor, proposals: Tensor, counts: Tensor, choose: Chooser,
@@ -211,25 +236,26 @@ def speculative_search(
     model: Model, cache: DecoderCache, draft: Draft, *, ids: HasSpecialIds, max_new: Tensor,
     processors: Sequence[LogitsProcessor], keys: Tensor | None, seed: int, force_eos: ForceEOS | None,
     start: Tensor | None, draft_tokens: int, adaptive: bool, stats: SpeculativeStats | None = None,
-    payoff: Payoff | None = None,
+    pacing: Pacing | None = None,
 ) -> GenerateOutput:
     """One hypothesis per row, as `search.sample_or_greedy` with the same arguments returns it, in fewer decoder
-    calls (module docstring). max_new: (N,) per-row limits; keys: sampling keys or None (greedy); payoff: the
-    batch's measure of whether proposing pays (None: propose at every call)."""
+    calls (module docstring). max_new: (N,) per-row limits; keys: sampling keys or None (greedy); pacing: which
+    proposals pay, measured on the batch's calls (None: every row proposes its k at every call)."""
     n, limit, device = max_new.shape[0], int(max_new.max()), max_new.device
+    none = torch.zeros(n, dtype=torch.long, device=device)
     rows = Rows(torch.arange(n, device=device), start_tokens(start, ids.bos_id, (n,), device),
                 torch.full((n,), draft_tokens, dtype=torch.long, device=device),
                 torch.full((n, limit), ids.pad_id, dtype=torch.long, device=device),
-                torch.zeros((n, limit), device=device), torch.zeros(n, dtype=torch.long, device=device))
+                torch.zeros((n, limit), device=device), none.clone(), none.clone(), none.clone())
     first = rows.last.clone()  # (n,) each example's decoder start
     choose, stats = Chooser(processors, ids, max_new, keys, seed, force_eos), stats or SpeculativeStats()
     while rows.active.numel():
-        called = payoff.clock() if payoff is not None else 0.0
+        called = pacing.clock() if pacing is not None else 0.0
         active = rows.active
         generated = rows.lengths[active]
         counts = draft_counts(rows.k, generated, max_new[active])
-        if payoff is not None and not payoff.proposing():
-            counts = torch.zeros_like(counts)  # a plain step
+        if pacing is not None:
+            counts = pacing.counts(counts, rows.chance)
         width = int(counts.max())
         prefixes = torch.full((active.shape[0], 1 + limit + width), ids.pad_id, dtype=torch.long, device=device)
         prefixes[:, 0], prefixes[:, 1 : 1 + limit] = first[active], rows.tokens[active]
@@ -249,12 +275,14 @@ def speculative_search(
         stats.proposed += int(counts.sum())
         stats.accepted += int(kept.sum())
         stats.tokens += int(kept.sum()) + active.shape[0]
-        if adaptive:
-            rows.k = torch.where(kept == counts, (rows.k + 2).clamp(max=2 * draft_tokens), (rows.k - 1).clamp(min=1))
+        rows.proposed, rows.accepted = rows.proposed + counts, rows.accepted + kept
+        if adaptive:  # the rows that proposed
+            grown = torch.where(kept == counts, (rows.k + 2).clamp(max=2 * draft_tokens), (rows.k - 1).clamp(min=1))
+            rows.k = torch.where(counts > 0, grown, rows.k)
         last = chosen.gather(1, kept[:, None]).squeeze(1)
         rows.last = last
-        if payoff is not None:
-            payoff.observe(payoff.clock() - called, width > 0, 1.0 + float(kept.sum()) / active.shape[0])
+        if pacing is not None:
+            pacing.observe(active.shape[0] + int(counts.sum()), pacing.clock() - called)
         running = ~ends(last, ids) & (rows.lengths[active] < max_new[active])
         if not bool(running.all()):
             keep = in_place_order(running)
@@ -295,6 +323,8 @@ class LookupDraft:
 
     def propose(self, counts: Tensor, choose: Chooser, prefixes: Tensor, generated: Tensor) -> Tensor:
         width = int(counts.max())
+        if width == 0:
+            return counts
         proposals, found = lookup(self.history, self.lengths, width, self.ngram, self.ends)
         found = torch.minimum(found, counts)
         scatter_after(prefixes, generated, proposals, found)

@@ -25,7 +25,7 @@ from seqlab.model.cache import DecoderCache
 from seqlab.model.config import ModelConfig
 from seqlab.model.layers import Embedder, make_norm, per_token_attention, token_positions
 from seqlab.model.layout import RowLayout
-from seqlab.model.packing import Packing
+from seqlab.model.packing import Packing, at_real
 from seqlab.model.positions import make_relative
 from seqlab.model.products import Linear
 from seqlab.model.transformer import EncoderLayer, initialize
@@ -163,6 +163,7 @@ class CausalTransformer(nn.Module):
         """Logits (B, T, V) of the new tokens `tgt_ids` after the prompt in `cache` and the tokens already in it
         (extended in place); without a cache, after the source `src_ids` (then `tgt_ids` is the whole target
         so far). `states` receives the final states (B, T, d)."""
+        real = None  # (N, T) which new tokens are real, over a cache
         if cache is None:
             h = self._sequence(src_ids, src_pad_mask, tgt_ids)
         else:
@@ -174,9 +175,10 @@ class CausalTransformer(nn.Module):
                 prompt.shape[0], past - cache.prompt_length + tgt_ids.shape[1])
             valid = torch.cat([prompt, generated], dim=1)  # (N, L)
             h = self._stack(tgt_ids, valid, past, cache.prompt_length, cache)
+            real = valid[:, past:]
         if states is not None:
             states.append(h)
-        return self.logits(h), cache
+        return (self.logits(h) if real is None else at_real(real, h, self.logits)), cache
 
     @property
     def layout(self) -> RowLayout:

@@ -8,6 +8,7 @@ rows' width, against products over every padded slot)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from torch import Tensor
@@ -37,3 +38,11 @@ class Packing:
         """(R, ...) -> (B, T, ...), zeros at padding (which attention masks out and nobody reads)."""
         full = x.new_zeros(self.batch * self.length, *x.shape[1:])
         return full.index_copy_(0, self.index, x).view(self.batch, self.length, *x.shape[1:])  # in place: no clone
+
+
+def at_real(valid: Tensor, h: Tensor, project: Callable[[Tensor], Tensor]) -> Tensor:
+    """project(h) (B, T, V) computed at the real tokens of `valid` (B, T) only, zeros elsewhere: a speculative
+    call's fillers and unused proposal slots (`DecoderCache.valid`) would otherwise take the output layer's
+    product, the widest of the step, for scores nobody reads."""
+    packing = Packing.of(valid)
+    return project(h) if packing is None else packing.unpack(project(packing.pack(h)))

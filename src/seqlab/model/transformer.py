@@ -24,7 +24,7 @@ from seqlab.model.layers import (
     token_positions,
 )
 from seqlab.model.layout import RowLayout
-from seqlab.model.packing import Packing
+from seqlab.model.packing import Packing, at_real
 from seqlab.model.positions import AttentionPositions, LearnedPositions, Rotary, make_relative
 from seqlab.model.products import Linear
 
@@ -225,7 +225,8 @@ class Seq2SeqTransformer(nn.Module):
         h, cache, (copy, cross_mask, group) = self._decoder(tgt_ids, memory, src_pad_mask, cache, src_ids)
         if states is not None:
             states.append(h)
-        logits = self.output(self.output_input(h))  # (B, T, V)
+        real = None if cache is None or cache.valid is None else cache.valid[:, -tgt_ids.shape[1]:]  # (B, T)
+        logits = self.logits(h) if real is None else at_real(real, h, self.logits)  # (B, T, V)
         if self.pointer is not None:
             logits = self.pointer(h, logits, copy, cross_mask, group)
         return logits, cache
@@ -233,6 +234,10 @@ class Seq2SeqTransformer(nn.Module):
     def output_input(self, h: Tensor) -> Tensor:
         """What the output layer reads of the decoder's states h (B, T, d): h, or h * d^-1/2 (T5 v1.0)."""
         return h if self.output_scale is None else h * self.output_scale
+
+    def logits(self, h: Tensor) -> Tensor:
+        """The output layer on the decoder's states (..., d) -> (..., V)."""
+        return self.output(self.output_input(h))
 
     def _decoder(self, tgt_ids: Tensor, memory: Tensor | None, src_pad_mask: Tensor | None,
                  cache: DecoderCache | None, src_ids: Tensor | None

@@ -45,7 +45,8 @@ def render_gpt2(archive: Path) -> str:
                  "-" if r.tokens_per_call is None else f"{r.tokens_per_call:.2f}"]
                 for r in from_dict(record["result"]["speculative"])]
         cfg = record["result"]["config"]
-        heading = machine_heading(record, f"a random model of GPT-2 small's shape, 64 random prompts of "
+        prompts = max(r["batch"] for r in record["result"]["speculative"])
+        heading = machine_heading(record, f"a random model of GPT-2 small's shape, {prompts} random prompts of "
                                           f"{cfg['seq_len'] // 2}-{cfg['seq_len']} tokens, {cfg['max_new_tokens']} new "
                                           f"tokens at most, fp32, best of {cfg['decode_repeats']}")
         parts.append(heading + "\n\n" + table(

@@ -90,8 +90,8 @@ def test_a_batch_verifies_the_proposals_that_pay_for_their_positions(monkeypatch
     made = []
 
     class Priced(Pacing):
-        def observe(self, positions: int, seconds: float) -> None:
-            super().observe(positions, (0.0 if per_position == 1.0 else 1.0) + per_position * positions)
+        def observe(self, rows: int, positions: int, seconds: float) -> None:
+            super().observe(rows, positions, (0.0 if per_position == 1.0 else 1.0) + per_position * positions)
 
     def priced() -> Pacing:
         made.append(Priced())
@@ -107,27 +107,31 @@ def test_a_batch_verifies_the_proposals_that_pay_for_their_positions(monkeypatch
                    draft_model=model_of("encoder_decoder", seed=1) if draft == "other" else None)
     assert torch.equal(out.sequences, generate(model, src, pad, cfg).sequences)
     (pacing,) = made
-    assert pacing.positions[0] == src.shape[0]  # the first call is a plain step
-    proposing = [r for r in pacing.positions[1:] if r > src.shape[0]]
-    assert (len(proposing) > 2) is pays
-    if not pays:
-        assert proposing == [pacing.positions[1]] and proposing[0] <= 2 * src.shape[0]
+    assert pacing.calls[0][1] == pacing.calls[0][0] == src.shape[0]  # the first call is a plain step
+    proposing = [(rows, positions) for rows, positions, _ in pacing.calls if positions > rows]
+    assert (len(proposing) > 3) is pays
+    assert all(positions <= 2 * rows for rows, positions in proposing[:2])  # measuring: A / 2, then A proposals
     assert stats.tokens == int(out.lengths.sum())
 
 
-def test_pacing_verifies_a_proposal_where_its_chance_outweighs_a_positions_share_of_a_step():
+def test_pacing_verifies_the_likeliest_proposals_while_they_raise_the_tokens_a_second():
     from seqlab.decoding.speculative import Pacing
 
     k, chance = torch.tensor([5, 5, 5, 2]), torch.tensor([0.9, 0.5, 0.3, 0.9])
     pacing = Pacing()
     assert pacing.counts(k, chance).tolist() == [0, 0, 0, 0]  # the first call: a plain step, timed
-    pacing.observe(4, 1.0)
-    assert pacing.counts(k, chance).tolist() == [1, 1, 1, 1]  # spreading the positions to measure a position
-    pacing.observe(8, 1.4)  # a = 0.6, b = 0.1: theta = 0.4 / 1.0
-    assert pacing.counts(k, chance).tolist() == [5, 1, 0, 2]  # 0.9^8 > 0.4; 0.5^2 < 0.4; 0.3 < 0.4
-    dear = Pacing(positions=[4, 8], seconds=[1.0, 2.0])  # a = 0: a position costs a row's share of a step
+    pacing.observe(4, 4, 1.0)
+    assert pacing.counts(k, chance).tolist() == [1, 1, 0, 0]  # measuring: A / 2 proposals, then A
+    pacing.observe(4, 6, 1.2)
+    assert pacing.counts(k, chance).tolist() == [1, 1, 1, 1]
+    pacing.observe(4, 8, 1.4)  # a = 0.6, b = 0.1, c = 0: a plain step 1.0 s for 4 tokens
+    # the n likeliest (0.9, 0.9, 0.81, 0.81, 0.73, 0.66, 0.59, then 0.5, ...) while (4 + sum) / (1 + 0.1 n) grows
+    assert pacing.counts(k, chance).tolist() == [5, 0, 0, 2]
+    dear = Pacing(calls=[(4, 4, 1.0), (4, 6, 1.5), (4, 8, 2.0)])  # a = 0: a position costs a row's step
     assert dear.counts(k, chance).tolist() == [0, 0, 0, 0]
-    free = Pacing(positions=[4, 8], seconds=[1.0, 1.0])
+    overhead = Pacing(calls=[(4, 4, 1.0), (4, 6, 2.5), (4, 8, 2.6)])  # c = 1.4: a proposing call's fixed cost
+    assert overhead.counts(k, chance).tolist() == [0, 0, 0, 0]
+    free = Pacing(calls=[(4, 4, 1.0), (4, 6, 1.0), (4, 8, 1.0)])
     assert free.counts(k, chance).tolist() == [5, 5, 5, 2]
 
 

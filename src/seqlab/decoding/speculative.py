@@ -79,50 +79,60 @@ class SpeculativeStats:
 
 @dataclass
 class Pacing:
-    """Which proposals a call verifies under `decoding.draft_positions=paying`: those whose chance of being kept
-    outweighs what verifying one more position costs, both measured on the batch's own calls.
+    """Which proposals a call verifies under `decoding.draft_positions=paying`: as many as make the batch's
+    expected tokens per second highest, the likeliest to be kept first, from costs measured on its own calls.
 
-    A call of A rows verifying R positions in all (each row's own token, then its proposals) takes about
-    a + b R seconds: b is what one more position adds (next to nothing where the products are bound by reading
-    the weights, a row's share of the step where they are bound by arithmetic). A proposal kept with chance c
-    saves c of a row's share of a plain step, (a + b A) / A, so it pays where c > theta = b A / (a + b A). The
-    rule fits a and b by least squares to the batch's calls: its first call is a plain step, then calls
-    verifying at most one proposal a row (R <= 2A) until the calls' R spread over a quarter of A, and from then
-    on every call's rows take the proposals above theta. Row r's j-th proposal is kept with chance c_r^j (after
-    all before it), c_r its share kept so far with one kept and one rejected counted in (a new row: 1/2). Where
-    proposing does not pay, the batch pays one call verifying a proposal a row at most, then steps plainly."""
+    A call verifying R positions in all (each of its A rows' own token, then their proposals) takes about
+    a + b R seconds, plus c where it verifies any proposal (the wider call: its masks, its packing, the choice at
+    each position, the draft): b is next to nothing where the products are bound by reading the weights, a
+    row's share of the step where they are bound by arithmetic. Row r's j-th proposal is kept with chance c_r^j
+    (after all before it), c_r its share kept so far with one kept and one rejected counted in (a new row: 1/2).
+    Verifying the n likeliest proposals yields A + (their chances summed) tokens in a + c + b (A + n) seconds
+    against A tokens in a + b A for a plain step; the call takes the n (0 included) with the most tokens a
+    second. a, b and c are fitted by least squares to the batch's calls: its first call is a plain step, the
+    next ones verify A/2 then A proposals (one a row, or more where A < 2) until its proposing calls' positions
+    spread over a quarter of A; where proposing does not pay, those are all it pays."""
 
     clock: Callable[[], float] = field(default=time.perf_counter, repr=False)
-    positions: list[int] = field(default_factory=list)  # R of each call so far
-    seconds: list[float] = field(default_factory=list)
+    calls: list[tuple[int, int, float]] = field(default_factory=list)  # (rows, positions, seconds) of each call
 
-    def observe(self, positions: int, seconds: float) -> None:
-        self.positions.append(positions)
-        self.seconds.append(seconds)
+    def observe(self, rows: int, positions: int, seconds: float) -> None:
+        self.calls.append((rows, positions, seconds))
 
-    def fit(self, rows: int) -> tuple[float, float] | None:
-        """(a, b) of the calls so far, or None while their positions spread over less than a quarter of `rows`."""
-        r, s = torch.tensor(self.positions, dtype=torch.float64), torch.tensor(self.seconds, dtype=torch.float64)
-        if r.numel() < 2 or float(r.max() - r.min()) < max(1.0, rows / 4):
+    def fit(self, rows: int) -> tuple[float, float, float] | None:
+        """(a, b, c) of the calls so far, or None before a plain call and proposing calls whose positions spread
+        over a quarter of `rows`."""
+        proposing = [r for a, r, _ in self.calls if r > a]
+        if len(proposing) == len(self.calls) or not proposing or max(proposing) - min(proposing) < max(1, rows / 4):
             return None
-        b = float(((r - r.mean()) * (s - s.mean())).sum() / ((r - r.mean()) ** 2).sum())
-        return float(s.mean()) - b * float(r.mean()), max(b, 0.0)
+        x = torch.tensor([[1.0, r, float(r > a)] for a, r, _ in self.calls], dtype=torch.float64)
+        y = torch.tensor([[t] for _, _, t in self.calls], dtype=torch.float64)
+        a, b, c = torch.linalg.lstsq(x, y).solution[:, 0].tolist()
+        return a, max(b, 0.0), max(c, 0.0)
 
     def counts(self, k: Tensor, chance: Tensor) -> Tensor:
         """(A,) how many proposals each row verifies this call, at most k (A,), given its chance (A,)."""
-        if not self.positions:
-            return torch.zeros_like(k)  # the first call: a plain step, timed
         rows = k.shape[0]
+        if not self.calls:
+            return torch.zeros_like(k)  # the first call: a plain step, timed
         fit = self.fit(rows)
-        if fit is None:
-            return k.clamp(max=1)  # spreading the calls' positions: one proposal a row
-        a, b = fit
-        theta = b * rows / max(a + b * rows, 1e-12)
-        if theta >= 1.0:
-            return torch.zeros_like(k)
-        j = torch.arange(1, int(k.max()) + 1 if k.numel() else 1, device=k.device)
-        paying = chance[:, None] ** j[None, :] > theta  # (A, K): decreasing in j, so a prefix of each row
-        return torch.minimum(paying.sum(1), k)
+        if fit is None:  # spreading the proposing calls' positions: A / 2, then A proposals, round the rows
+            extra = max(1, rows // 2) * (1 + sum(r > a for a, r, _ in self.calls) % 2)
+            spread = extra // rows + (torch.arange(rows, device=k.device) < extra % rows).long()
+            return torch.minimum(spread, k)
+        a, b, c = fit
+        width = int(k.max()) if rows else 0
+        j = torch.arange(1, width + 1, device=k.device)
+        odds = torch.where(j[None, :] <= k[:, None], chance[:, None] ** j[None, :], -1.0)  # (A, K), -1: none
+        ranked, order = odds.flatten().sort(descending=True)
+        ranked = ranked[ranked > 0]
+        n = torch.arange(ranked.numel() + 1, dtype=torch.float64, device=k.device)
+        tokens = rows + torch.cat([ranked.new_zeros(1), ranked.cumsum(0)]).double()
+        seconds = a + b * (rows + n) + c * (n > 0).double()
+        best = int((tokens / seconds.clamp(min=1e-12)).argmax())
+        taken = torch.zeros(odds.numel(), dtype=torch.long, device=k.device)
+        taken[order[:best]] = 1
+        return taken.view(odds.shape).sum(1)
 
 
 class Chooser:
@@ -282,7 +292,7 @@ def speculative_search(
         last = chosen.gather(1, kept[:, None]).squeeze(1)
         rows.last = last
         if pacing is not None:
-            pacing.observe(active.shape[0] + int(counts.sum()), pacing.clock() - called)
+            pacing.observe(active.shape[0], active.shape[0] + int(counts.sum()), pacing.clock() - called)
         running = ~ends(last, ids) & (rows.lengths[active] < max_new[active])
         if not bool(running.all()):
             keep = in_place_order(running)

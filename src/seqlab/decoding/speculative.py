@@ -33,7 +33,7 @@ paying` (the default) has each batch measure it (`Pacing`): from its own calls' 
 they verified, what one more position costs, and from each row's share of proposals kept so far, which
 proposals are likely enough to be kept to pay for it; the others are not verified (not computed: the models'
 layers and output layer run on a call's real positions only). Where none pays, the batch steps as plain greedy
-search (or sampling) does after one measuring call. `draft_positions=all` verifies every proposal. Outputs are
+search (or sampling) does after its measuring calls. `draft_positions=all` verifies every proposal. Outputs are
 the same either way.
 """
 
@@ -85,8 +85,8 @@ class Pacing:
     A call verifying R positions in all (each of its A rows' own token, then their proposals) takes about
     a + b R seconds, plus c where it verifies any proposal (the wider call: its masks, its packing, the choice at
     each position, the draft): b is next to nothing where the products are bound by reading the weights, a
-    row's share of the step where they are bound by arithmetic. Row r's j-th proposal is kept with chance c_r^j
-    (after all before it), c_r its share kept so far with one kept and one rejected counted in (a new row: 1/2).
+    row's share of the step where they are bound by arithmetic. Row r's j-th proposal is kept with chance p_r^j
+    (after all before it), p_r its share kept so far with one kept and one rejected counted in (a new row: 1/2).
     Verifying the n likeliest proposals yields A + (their chances summed) tokens in a + c + b (A + n) seconds
     against A tokens in a + b A for a plain step; the call takes the n (0 included) with the most tokens a
     second. a, b and c are fitted by least squares to the batch's calls: its first call is a plain step, the

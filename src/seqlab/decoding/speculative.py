@@ -31,10 +31,10 @@ once, and costs about one plain step where the products are bound by reading the
 for the CPU), but up to k + 1 steps where they are bound by arithmetic (many rows). `decoding.draft_positions=
 paying` (the default) has each batch measure it (`Pacing`): from its own calls' seconds against the positions
 they verified, what one more position costs, and from each row's share of proposals kept so far, which
-proposals are likely enough to be kept to pay for it; the others are not verified (not computed: the models'
-layers and output layer run on a call's real positions only). Where none pays, the batch steps as plain greedy
-search (or sampling) does after its measuring calls. `draft_positions=all` verifies every proposal. Outputs are
-the same either way.
+proposals are likely enough to be kept to pay for it; the others are not verified (not computed: every
+model's output layer, and a one-stack model's layers, run on a call's real positions only). Where none pays,
+the batch steps as plain greedy search (or sampling) does after its measuring calls. `draft_positions=all`
+verifies every proposal. Outputs are the same either way.
 """
 
 from __future__ import annotations
@@ -99,10 +99,15 @@ class Pacing:
     def observe(self, rows: int, positions: int, seconds: float) -> None:
         self.calls.append((rows, positions, seconds))
 
+    @property
+    def proposing(self) -> list[int]:
+        """The positions of the calls so far that verified a proposal."""
+        return [r for a, r, _ in self.calls if r > a]
+
     def fit(self, rows: int) -> tuple[float, float, float] | None:
         """(a, b, c) of the calls so far, or None before a plain call and proposing calls whose positions spread
         over a quarter of `rows`."""
-        proposing = [r for a, r, _ in self.calls if r > a]
+        proposing = self.proposing
         if len(proposing) == len(self.calls) or not proposing or max(proposing) - min(proposing) < max(1, rows / 4):
             return None
         x = torch.tensor([[1.0, r, float(r > a)] for a, r, _ in self.calls], dtype=torch.float64)
@@ -117,7 +122,7 @@ class Pacing:
             return torch.zeros_like(k)  # the first call: a plain step, timed
         fit = self.fit(rows)
         if fit is None:  # spreading the proposing calls' positions: A / 2, then A proposals, round the rows
-            extra = max(1, rows // 2) * (1 + sum(r > a for a, r, _ in self.calls) % 2)
+            extra = max(1, rows // 2) * (1 + len(self.proposing) % 2)
             spread = extra // rows + (torch.arange(rows, device=k.device) < extra % rows).long()
             return torch.minimum(spread, k)
         a, b, c = fit
@@ -281,8 +286,9 @@ def speculative_search(
         record(rows, logits, chosen, kept, generated)
         cache.reject_(torch.arange(width + 1, device=device)[None, :] <= kept[:, None])
         draft.follow(kept, chosen)
+        proposed = int(counts.sum())
         stats.calls += active.shape[0]
-        stats.proposed += int(counts.sum())
+        stats.proposed += proposed
         stats.accepted += int(kept.sum())
         stats.tokens += int(kept.sum()) + active.shape[0]
         rows.proposed, rows.accepted = rows.proposed + counts, rows.accepted + kept
@@ -292,7 +298,7 @@ def speculative_search(
         last = chosen.gather(1, kept[:, None]).squeeze(1)
         rows.last = last
         if pacing is not None:
-            pacing.observe(active.shape[0], active.shape[0] + int(counts.sum()), pacing.clock() - called)
+            pacing.observe(active.shape[0], active.shape[0] + proposed, pacing.clock() - called)
         running = ~ends(last, ids) & (rows.lengths[active] < max_new[active])
         if not bool(running.all()):
             keep = in_place_order(running)

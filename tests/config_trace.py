@@ -8,6 +8,7 @@ call order with repeats collapsed; a return is an entry whose package appeared e
 
     python tests/config_trace.py CKPT [override ...]    # one `seqlab evaluate` call, traced (any tree on PYTHONPATH)
     TRACE_CALLS=1 python tests/config_trace.py ...     # and every traced call
+    TRACE_CHECKPOINT=1 python tests/config_trace.py ... # the checkpoint's model and data configs followed too
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from typing import Any
 
 from omegaconf import Container
 
-# The typed settings an evaluation builds from its own config (not the checkpoint's model and data configs);
-# names, so that one list measures trees where some of them do not exist yet.
-SETTINGS = {"EvalJob", "EvalSettings", "DecodingConfig", "InferenceRequest", "InferenceSettings", "TestSet",
-            "NeuralSettings", "BertScoreSettings", "MetricXSettings", "TrackingConfig", "PromptSettings",
-            "Rescoring", "ResultDir"}
+# The typed settings an evaluation builds from its own config; names, so that one list measures trees where some
+# of them do not exist yet.
+SETTINGS = frozenset({"EvalJob", "EvalSettings", "DecodingConfig", "InferenceRequest", "InferenceSettings", "TestSet",
+                      "NeuralSettings", "BertScoreSettings", "MetricXSettings", "TrackingConfig", "PromptSettings",
+                      "Rescoring", "ResultDir"})
+# ... and with the checkpoint's model and data configs, which the evaluation reads too: the whole configuration.
+WITH_CHECKPOINT = SETTINGS | {"ModelConfig", "DataConfig"}
 
 
 @dataclass
@@ -66,9 +69,9 @@ def collapsed(packages: list[str]) -> list[str]:
     return [p for i, p in enumerate(packages) if i == 0 or packages[i - 1] != p]
 
 
-def handed_config(frame) -> str | None:
+def handed_config(frame, settings: frozenset[str]) -> str | None:
     """"raw" where an argument is the OmegaConf config or a node of it, "typed" where it is one of the typed
-    settings, else None."""
+    settings named `settings`, else None."""
     code = frame.f_code
     count = code.co_argcount + code.co_kwonlyargcount
     names = list(code.co_varnames[:count])
@@ -82,13 +85,14 @@ def handed_config(frame) -> str | None:
         values = value.values() if isinstance(value, dict) else value if isinstance(value, tuple) else (value,)
         if any(isinstance(v, Container) for v in values):
             return "raw"
-        if any(type(v).__name__ in SETTINGS for v in values):
+        if any(type(v).__name__ in settings for v in values):
             found = "typed"
     return found
 
 
-def trace_config(call: Callable[[], Any]) -> tuple[Any, ConfigTrace]:
-    """Run `call()` and record every seqlab function handed the configuration."""
+def trace_config(call: Callable[[], Any], names: frozenset[str] = SETTINGS) -> tuple[Any, ConfigTrace]:
+    """Run `call()` and record every seqlab function handed the raw config or one of the typed settings
+    `names`."""
     trace = ConfigTrace()
     stack: list[tuple[object, str]] = []  # the traced frames now running, outermost first
 
@@ -98,7 +102,7 @@ def trace_config(call: Callable[[], Any]) -> tuple[Any, ConfigTrace]:
         if event != "call":
             return
         module = frame.f_globals.get("__name__", "")
-        handed = handed_config(frame) if module.startswith("seqlab.") else None
+        handed = handed_config(frame, names) if module.startswith("seqlab.") else None
         if handed:
             package = module.split(".")[1]
             trace.calls.append(f"{module}.{frame.f_code.co_name}")
@@ -139,7 +143,8 @@ def main(argv: list[str]) -> None:
         cfg.paths.log_dir, cfg.paths.output_dir = str(out / "outputs"), str(out / "run")
         cfg.results_dir = str(out / "eval_results")
     HydraConfig.instance().set_config(cfg)
-    payload, trace = trace_config(lambda: run_evaluation(cfg))
+    names = WITH_CHECKPOINT if os.environ.get("TRACE_CHECKPOINT") else SETTINGS
+    payload, trace = trace_config(lambda: run_evaluation(cfg), names)
     print(f"status {payload['status']}; the raw config: {len(trace.raw)} calls, "
           f"packages {sorted({c.split('.')[1] for c in trace.raw})}")
     print(f"with the typed settings: {len(trace.calls)} calls handed the config, {len(trace.files)} files, "

@@ -79,11 +79,16 @@ def check_trainer(cfg: DictConfig) -> None:
             raise ConfigError(f"trainer.{key}={value} must be at least 1")
 
 
-def tracking_config(cfg: DictConfig) -> TrackingConfig:
-    """The `logger` group as a TrackingConfig (tags as a tuple)."""
+def tracking_values(cfg: DictConfig) -> dict[str, Any]:
+    """The `logger` group's values, typed by TrackingConfig (tags as a tuple)."""
     values = plain(cfg.logger)
     values["tags"] = tuple(values.get("tags") or ())
-    return typed(TrackingConfig, values, "logger")
+    return values
+
+
+def tracking_config(cfg: DictConfig) -> TrackingConfig:
+    """The `logger` group as a TrackingConfig."""
+    return typed(TrackingConfig, tracking_values(cfg), "logger")
 
 
 def is_multirun() -> bool:

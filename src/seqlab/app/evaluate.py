@@ -24,19 +24,20 @@ from seqlab.app.configs import (
     is_multirun,
     plain,
     sweep_group,
-    tracking_config,
+    tracking_values,
     typed,
 )
 from seqlab.app.infer import LANGUAGE_KEYS, InferenceRequest, Loaded, chosen_engine, load
 from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError
-from seqlab.data import CorpusConfig, DataConfig
+from seqlab.data import CorpusConfig
 from seqlab.data.prompting import PromptSettings
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.labels import run_label
 from seqlab.decoding.mbr import check_task
 from seqlab.inference.evaluation import EvalSettings, evaluate
 from seqlab.inference.inspection import alignment_images
+from seqlab.inference.prompts import corpus_of
 from seqlab.inference.rescoring import Rescoring, finished_before
 from seqlab.inference.testset import TestSet
 from seqlab.memory import keep_freed_memory
@@ -70,13 +71,6 @@ def setting_decoding(cfg: DictConfig) -> dict[str, Any]:
     return {k: v for k, v in values.items() if not (k == "mbr" and v is None)}
 
 
-def test_set_of(cfg: DictConfig) -> TestSet:
-    """The test set the config names (inference.testset)."""
-    return TestSet(split=cfg.split, limit=cfg.limit, source=None if cfg.source is None else str(cfg.source),
-                   references=tuple(str(r) for r in cfg.references or ()), corpus=other_corpus(cfg),
-                   extra_references=tuple(cfg.extra_references or ()))
-
-
 def other_corpus(cfg: DictConfig) -> CorpusConfig | None:
     """`corpus=NAME` (a file of conf/data) or `+corpus.kind=files ...` (a corpus config): a test set
     other than the checkpoint's own corpus; None when not given."""
@@ -94,19 +88,24 @@ def other_corpus(cfg: DictConfig) -> CorpusConfig | None:
     return typed(CorpusConfig, dict(values), "corpus")
 
 
-def result_dir(cfg: DictConfig, tests: TestSet, label: str, engine: str) -> tuple[ResultDir, dict[str, Any]]:
-    """The setting's result folder, named by its label, and the values that key it
-    (tracking.results.ResultDir.for_evaluation)."""
+DEFAULT_PROMPT = PromptSettings().to_dict()  # the sources as they are: a prompt asking that keys no folder
+
+
+def setting_values(cfg: DictConfig) -> dict[str, Any]:
+    """ResultDir.for_evaluation's arguments but the label, engine and test set, which key the setting's result
+    folder with them: the decoding (or the checkpoint's own, with the command line's changes), the ensemble, the
+    languages and how the sources were asked."""
     changed = decoding_overrides(cfg) if cfg.decoding_from_checkpoint else {}
     decoding = ({"checkpoint": changed} if changed else "checkpoint") if cfg.decoding_from_checkpoint \
         else setting_decoding(cfg)
     members = [str(c) for c in cfg.get("ensemble") or ()]
     ensemble = {"checkpoints": members, "rule": str(cfg.ensemble_rule)} if members else None
     languages = {k: plain(cfg[k]) for k in LANGUAGE_KEYS if cfg.get(k) is not None}
-    if cfg.get("prompt") is not None and plain(cfg.prompt) != PromptSettings().to_dict():
+    if cfg.get("prompt") is not None and plain(cfg.prompt) != DEFAULT_PROMPT:
         languages["prompt"] = plain(cfg.prompt)  # how the sources were asked keys the folder too
-    return ResultDir.for_evaluation(Path(cfg.results_dir), str(cfg.ckpt), label, cfg.split, cfg.limit, decoding,
-                                    str(cfg.precision), engine, tests.key(), ensemble, languages or None)
+    return {"root": Path(cfg.results_dir), "checkpoint": str(cfg.ckpt), "split": cfg.split, "limit": cfg.limit,
+            "decoding": decoding, "precision": str(cfg.precision), "ensemble": ensemble,
+            "languages": languages or None}
 
 
 def setting_label(cfg: DictConfig, engine: str) -> tuple[InferenceRequest | None, str, ConfigError | None]:
@@ -151,19 +150,24 @@ class EvalJob:
 
     @classmethod
     def from_cfg(cls, cfg: DictConfig) -> EvalJob:
+        """Every value read from the config first, then typed, the request before the rest."""
         engine = chosen_engine(cfg)  # engine=auto: chosen once; the folder, label, record and decoding name it
-        tests = test_set_of(cfg)
         request, label, invalid = setting_label(cfg, engine)
-        out, setting = result_dir(cfg, tests, label, engine)
+        keyed, corpus, tracking = setting_values(cfg), other_corpus(cfg), tracking_values(cfg)
         chosen = check_metrics(plain(cfg.get("metrics", list(M.default_choices()))))
         neural = NeuralSettings.from_mapping(plain(cfg.get("neural")))
+        tests = TestSet(split=cfg.split, limit=cfg.limit, source=None if cfg.source is None else str(cfg.source),
+                        references=tuple(str(r) for r in cfg.references or ()), corpus=corpus,
+                        extra_references=tuple(cfg.extra_references or ()))
         settings = None if request is None else EvalSettings(
             split=cfg.split, limit=cfg.limit, max_tokens=cfg.max_tokens, score_references=cfg.score_references,
             ci_seed=cfg.ci_seed, n_bootstrap=cfg.n_bootstrap, precision=request.precision, metrics=chosen,
             neural=neural)
-        return cls(engine, tests, request, label, invalid, out, setting,
-                   Rescoring(chosen, neural, bool(cfg.force), cfg.ci_seed, cfg.n_bootstrap), settings,
-                   tracking_config(cfg), str(cfg.device), Path(cfg.paths.cache_dir), int(cfg.inspect_sentences))
+        rescoring = Rescoring(chosen, neural, bool(cfg.force), cfg.ci_seed, cfg.n_bootstrap)
+        out, setting = ResultDir.for_evaluation(**keyed, label=label, engine=engine, test_set=tests.key())
+        return cls(engine, tests, request, label, invalid, out, setting, rescoring, settings,
+                   typed(TrackingConfig, tracking, "logger"), str(cfg.device), Path(cfg.paths.cache_dir),
+                   int(cfg.inspect_sentences))
 
 
 def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
@@ -188,9 +192,8 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
         loaded = load(request, job.device, job.cache_dir, task_checked=corpus is not None, corpus=corpus, split=split)
         info, decoding = loaded.info, loaded.decoding
         describe(payload, loaded, request, job.setting, split)
-        examples = job.tests.examples(DataConfig.from_dict(info.data_config) if info.data_config else None)
-        logger = open_logger(cfg, job.tracking, job.out.path, loaded, payload["checkpoint"], job.label,
-                             request.engine)
+        examples = job.tests.examples(corpus_of(info))
+        logger = open_logger(cfg, job.tracking, job.out.path, loaded, payload, request.engine)
         payload["engine"] = request.engine
         records, metrics = evaluate(loaded.model, loaded.tokenizer, examples, decoding, job.settings, loaded.engine)
         rows = [r.to_dict() for r in records]
@@ -220,9 +223,12 @@ def run_evaluation(cfg: DictConfig) -> dict[str, Any]:
 
 def describe(payload: dict[str, Any], loaded: Loaded, request: InferenceRequest, setting: dict[str, Any],
              split: str) -> None:
-    """What a result records of what was decoded: the decoding, the checkpoint, the prompt the sources were
-    asked with (a fine-tuned model's own too), the ensemble, the test set."""
-    payload.update(decoding=loaded.decoding.to_dict(), checkpoint=checkpoint_payload(loaded.info))
+    """What a result records of what was decoded: the decoding (the request's, recorded before loading, unless
+    the checkpoint's own defaults or the target language's forced first token changed it), the checkpoint, the
+    prompt the sources were asked with (a fine-tuned model's own too), the ensemble, the test set."""
+    if loaded.decoding is not request.decoding:
+        payload["decoding"] = loaded.decoding.to_dict()
+    payload["checkpoint"] = checkpoint_payload(loaded.info)
     if not loaded.prompt.asks_nothing:
         payload["prompt"] = loaded.prompt.to_dict()
     if request.ensemble:
@@ -242,16 +248,17 @@ def log_failure(cfg: DictConfig, tracking: TrackingConfig, folder: Path, logger:
         logger.experiment.summary["error"] = payload["error"]
 
 
-def open_logger(cfg: DictConfig, tracking: TrackingConfig, folder: Path, loaded: Loaded,
-                checkpoint: dict[str, Any], label: str, engine: str) -> Any:
-    """The setting's logger (a W&B run in the model's group, which uses the checkpoint's artifact)."""
-    info = loaded.info
+def open_logger(cfg: DictConfig, tracking: TrackingConfig, folder: Path, loaded: Loaded, payload: dict[str, Any],
+                engine: str) -> Any:
+    """The setting's logger (a W&B run in the model's group, which uses the checkpoint's artifact); its config
+    is what the result records (`describe`)."""
+    info, checkpoint = loaded.info, payload["checkpoint"]
     group = cfg.logger.get("group") or info.tracking.get("group") or sweep_group(cfg)
     artifact = artifact_of(info.tracking, info.path)
-    logger = make_logger(tracking, folder, f"{checkpoint['run_name']}/{label}", group,
+    logger = make_logger(tracking, folder, f"{checkpoint['run_name']}/{payload['label']}", group,
                          {"eval": {**{k: v for k, v in plain(cfg).items() if k != "decoding"}, "engine": engine},
-                          "decoding": loaded.decoding.to_dict(), "prompt": loaded.prompt.to_dict(),
-                          "model": info.model_config.to_dict(),
+                          "decoding": payload["decoding"], "prompt": payload.get("prompt", DEFAULT_PROMPT),
+                          "model": checkpoint["model"],
                           "checkpoint": checkpoint, "training_run_id": info.tracking.get("run_id"),
                           "checkpoint_artifact": artifact},
                          job_type="sweep" if is_multirun() else "eval")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -153,19 +154,22 @@ class InferenceRequest:
     def from_cfg(cls, cfg: DictConfig, command: str, settings_cls: type[InferenceSettings] = InferenceSettings,
                  engine: str | None = None) -> InferenceRequest:
         """`settings_cls`: the command's own settings (TranslateSettings), all checked here, once; `engine`: the
-        command's chosen engine (default: chosen here, chosen_engine)."""
-        settings = replace(settings_of(cfg, settings_cls, command), engine=engine or chosen_engine(cfg))
-        decoding = typed(DecodingConfig, plain(cfg.decoding), "decoding")
+        command's chosen engine (default: chosen here, chosen_engine). The config is read first, then typed;
+        the decoding's label and draft file are settled with it, before anything loads."""
+        decoding_values = plain(cfg.decoding)
+        settings = settings_of(cfg, settings_cls, command, engine=engine or chosen_engine(cfg))
+        overrides = tuple(decoding_overrides(cfg).items()) if settings.decoding_from_checkpoint else ()
+        decoding = typed(DecodingConfig, decoding_values, "decoding")
+        decoding.label  # noqa: B018  (named as it is typed: the request's label, settled before anything loads)
         check_engine(command, settings.engine, settings.precision, decoding)
         draft_file(decoding)  # a missing draft checkpoint fails before anything loads
         if settings.ensemble:
             check_members(decoding, settings.engine, command)
         return cls(command, settings.ckpt, decoding, settings.precision, settings.engine,
                    settings.decoding_from_checkpoint, (settings.src_lang, settings.tgt_lang, settings.task_prefix),
-                   tuple(settings.ensemble), settings.ensemble_rule, settings.prompt,
-                   tuple(decoding_overrides(cfg).items()) if settings.decoding_from_checkpoint else ())
+                   tuple(settings.ensemble), settings.ensemble_rule, settings.prompt, overrides)
 
-    @property
+    @cached_property
     def label(self) -> str:
         """The setting's one label, settled before anything loads: it names the result folder, the record and
         the W&B run. The decoding's label (`checkpoint` for the checkpoint's own defaults, whose values the
@@ -190,9 +194,11 @@ class Loaded:
     prompt: PromptSettings = PromptSettings()  # how the sources are asked: the request's, or the checkpoint's own
 
 
-def settings_of(cfg: DictConfig, cls: type, owner: str) -> Any:
-    """The typed, checked settings `cls` (InferenceSettings or TranslateSettings) of a composed config."""
-    settings = typed(cls, {f.name: plain(cfg[f.name]) for f in fields(cls)}, owner)
+def settings_of(cfg: DictConfig, cls: type, owner: str, **given: Any) -> Any:
+    """The typed, checked settings `cls` (InferenceSettings or TranslateSettings) of a composed config; `given`:
+    values settled by the command instead of read (the engine `engine=auto` chose)."""
+    settings = typed(cls, {f.name: given[f.name] if f.name in given else plain(cfg[f.name]) for f in fields(cls)},
+                     owner)
     settings.check(owner)
     return settings
 

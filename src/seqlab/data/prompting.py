@@ -23,6 +23,7 @@ import json
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 from seqlab.config import ConfigError, check_types, typed
@@ -66,7 +67,7 @@ class PromptSettings:
             raise ConfigError(f"{owner}.system is a chat message; set {owner}.chat=true, or put the instruction "
                               f"in {owner}.template")
 
-    @property
+    @cached_property
     def asks_nothing(self) -> bool:
         """The defaults: every source as it is."""
         return self == PromptSettings()

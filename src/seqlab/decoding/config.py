@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 from typing import Any, Literal, get_args
 
 from seqlab.config import ConfigError, check_choice
@@ -286,7 +287,9 @@ class DecodingConfig:
         if self.lookup_ngram < 1:
             raise ConfigError(f"{own}.lookup_ngram={self.lookup_ngram} must be >= 1 (the longest n-gram matched)")
 
-    @property
+    # What the config derives (cached_property): computed once, on first use, since the config is frozen; the
+    # searches, engines and evaluation ask each many times.
+    @cached_property
     def draft_checkpoint(self) -> str | None:
         """The path of `draft=ckpt:PATH`; None for prompt lookup or no draft."""
         if self.draft is None or not self.draft.startswith(DRAFT_CHECKPOINT):
@@ -347,17 +350,17 @@ class DecodingConfig:
             raise ConfigError(f"{own}.diversity_penalty={self.diversity_penalty} must be > 0 with num_beam_groups="
                               f"{self.num_beam_groups} (0 would be {self.num_beam_groups} identical beam searches)")
 
-    @property
+    @cached_property
     def sampling_options(self) -> tuple[str, ...]:
         """The options that only sampling reads (decoding.options: `sampling_only=True`), in field order."""
         return sampling_only(self)
 
-    @property
+    @cached_property
     def rows_per_source(self) -> int:
         """Decoder rows per source: beams for beam search, samples (or 1) otherwise."""
         return self.num_beams if method_of(self).beams else self.hypotheses_per_source
 
-    @property
+    @cached_property
     def hypotheses_per_source(self) -> int:
         """Hypotheses generate() returns per source: n_best, or MBR's candidates (then its pseudo-references)."""
         if self.mbr is None:
@@ -365,7 +368,7 @@ class DecodingConfig:
         extra = (self.mbr.references or 0) if method_of(self).samples else 0
         return self.mbr.candidates + extra
 
-    @property
+    @cached_property
     def label(self) -> str:
         """A short readable name of the setting, for tables and plots: the method and its own settings, then
         the penalties and constraints that change the output (two settings that differ only in no-repeat

@@ -6,15 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 from seqlab.checkpoint import CheckpointInfo
-from seqlab.config import ConfigError
+from seqlab.config import ConfigError, typed
 from seqlab.constants import TRAIN
 from seqlab.data import CorpusConfig, DataConfig, load_split
 from seqlab.data.prompting import Completions, Prompt, Prompted, PromptSettings, draw_shots
 
 
 def corpus_of(info: CheckpointInfo) -> CorpusConfig | None:
-    """The checkpoint's own corpus (None: an imported model has none)."""
-    return DataConfig.from_dict(info.data_config).corpus if info.data_config else None
+    """The checkpoint's own corpus (None: an imported model has none), typed alone: what is decoded or prompted
+    from it does not depend on the training's other data settings."""
+    if not info.data_config:
+        return None
+    return typed(CorpusConfig, dict(info.data_config["corpus"]), "data.corpus")
 
 
 def prompted(tokenizer: Any, settings: PromptSettings, corpus: CorpusConfig | None, split: str | None,

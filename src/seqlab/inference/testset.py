@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from seqlab.config import ConfigError
-from seqlab.data import CorpusConfig, DataConfig, Example, examples_from_text_files, load_split
+from seqlab.data import CorpusConfig, Example, examples_from_text_files, load_split
 from seqlab.digest import file_digest
 
 
@@ -44,12 +44,13 @@ class TestSet:
             return {"split": self.split, "extra_references": list(self.extra_references)}
         return None
 
-    def examples(self, data_cfg: DataConfig | None) -> list[Example]:
-        """The examples to decode: the files, or the corpus split (the checkpoint's own when no other)."""
+    def examples(self, own_corpus: CorpusConfig | None) -> list[Example]:
+        """The examples to decode: the files, or the corpus split (the checkpoint's own corpus when no other;
+        None: it has none)."""
         if self.source is not None:
             examples = examples_from_text_files(self.source, list(self.references))
         else:
-            corpus = self.corpus or (data_cfg.corpus if data_cfg is not None else None)
+            corpus = self.corpus or own_corpus
             if corpus is None:
                 raise ConfigError("this checkpoint has no training corpus (an imported model): give a test set, "
                                   "corpus=NAME or source=FILE references=[REF, ...]")

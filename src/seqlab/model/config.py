@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 from seqlab.config import ConfigError, check_choice, check_types, typed
@@ -344,7 +345,7 @@ class ModelConfig:
         """A decoder-only or prefix LM: no encoder, source and target one sequence."""
         return self.architecture in ONE_STACK
 
-    @property
+    @cached_property  # (frozen: computed once; the searches ask it every batch, as they ask the end ids)
     def layout(self) -> RowLayout:
         """How the model reads a row (seqlab.model.layout): what the code around the model asks instead of
         comparing the architecture."""
@@ -386,12 +387,12 @@ class ModelConfig:
     def use_final_norm(self) -> bool:
         return self.norm_position == "pre" if self.final_norm is None else self.final_norm
 
-    @property
+    @cached_property
     def end_ids(self) -> tuple[int, ...]:
         """Every id that ends a row: eos_id first."""
         return (self.eos_id, *self.extra_eos_ids)
 
-    @property
+    @cached_property
     def unemitted(self) -> tuple[int, ...]:
         """The ids seqlab's rule (`decoding.suppress_special`) never emits: a model seqlab trains never outputs
         its pad or decoder start token; an imported causal LM (start=prompt) bans nothing, as `generate` does.

@@ -171,6 +171,7 @@ def test_bench_base_is_the_shape_of_the_wmt14_base_experiment(make_cfg):
     assert typed(BenchConfig, plain(default), "bench") == BenchConfig()  # one set of defaults, file and dataclass
 
 
+@pytest.mark.slow  # the checkpoint's decoding bench covers reading a checkpoint's corpus
 def test_train_speed_times_the_corpus_batches_of_a_checkpoint(smoke_checkpoint):
     """The profiling script runs against the library as it is (a script: run, not imported)."""
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_speed.py"), str(smoke_checkpoint),
@@ -184,6 +185,7 @@ def test_train_speed_times_the_corpus_batches_of_a_checkpoint(smoke_checkpoint):
     assert all(float(r.replace(",", "")) > 0 for r in rates.split(" / "))
 
 
+@pytest.mark.slow  # one more row kind of the bench whose timing loop the toolkit test runs
 def test_bench_times_every_position_scheme_beside_sinusoidal(tmp_path):
     from dataclasses import replace
 

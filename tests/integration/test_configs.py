@@ -44,13 +44,6 @@ def test_every_decoding_file_builds_a_decoding_config(make_cfg, decoding):
     assert {k: getattr(built, k) for k in own} == own
 
 
-def test_decoding_presets_have_distinct_labels(make_cfg):
-    """Result folders are named by label: two presets with one label would overwrite each other's results."""
-    labels = {d: typed(DecodingConfig, dict(make_cfg("eval", ["ckpt=unused", f"decoding={d}"]).decoding),
-                       "decoding").label for d in DECODINGS}
-    assert len(set(labels.values())) == len(labels), labels
-
-
 @pytest.mark.parametrize("size", SIZES)
 def test_model_sizes_take_every_variant_default_from_the_dataclass(make_cfg, size):
     cfg = make_cfg("train", [f"model={size}"])
@@ -60,11 +53,14 @@ def test_model_sizes_take_every_variant_default_from_the_dataclass(make_cfg, siz
         assert cfg.model[name] == variant_fields[name]
 
 
-def test_decoding_files_take_every_default_from_the_dataclass(make_cfg):
-    cfg = make_cfg("eval", ["ckpt=unused", "decoding=greedy"])
-    assert dict(cfg.decoding) == DecodingConfig().to_dict()
-    assert len({tuple(sorted(make_cfg("eval", ["ckpt=unused", f"decoding={d}"]).decoding.items()))
-                for d in DECODINGS}) == len(DECODINGS), "no two decoding files describe the same setting"
+def test_decoding_files_take_every_default_from_the_dataclass_and_differ_in_setting_and_label(make_cfg):
+    """Each preset composed once: greedy is the dataclass's defaults, no two files describe the same setting, and
+    no two share a label (result folders are named by label: they would overwrite each other's results)."""
+    presets = {d: dict(make_cfg("eval", ["ckpt=unused", f"decoding={d}"]).decoding) for d in DECODINGS}
+    assert presets["greedy"] == DecodingConfig().to_dict()
+    assert len({tuple(sorted(v.items())) for v in presets.values()}) == len(DECODINGS), "two files, one setting"
+    labels = {d: typed(DecodingConfig, values, "decoding").label for d, values in presets.items()}
+    assert len(set(labels.values())) == len(labels), labels
 
 
 def test_optim_and_loop_defaults_are_the_dataclasses(make_cfg):

@@ -279,7 +279,7 @@ def test_corpus_digest_memo_outlives_the_process_and_any_change_invalidates_it(t
 
 # run folders ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("interval", [3, 0])
+@pytest.mark.parametrize("interval", [pytest.param(3, marks=pytest.mark.slow), 0])  # 3: between intervals too
 def test_last_checkpoint_holds_the_final_step(make_cfg, tmp_path, interval):
     result = train(make_cfg("train", [*SMOKE, "trainer.max_steps=7", f"train.checkpoint_every_n_steps={interval}",
                                       "train.val_every_n_steps=5"], out=tmp_path / "run"))

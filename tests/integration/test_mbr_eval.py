@@ -120,6 +120,7 @@ def test_rouge_utility_on_a_summarization_corpus_is_accepted_before_loading(make
         run_evaluation(cfg)  # the corpus is named: refused before the checkpoint is read
 
 
+@pytest.mark.slow  # the candidates it reads are held to the choice by the evaluation's MBR tests
 def test_inspect_shows_the_candidates_and_the_choice(smoke_checkpoint, tmp_path):
     from seqlab.app import inspect as inspect_command
 

@@ -28,6 +28,7 @@ def weights(path) -> dict[str, torch.Tensor]:
     return read_checkpoint(path)["state_dict"]
 
 
+@pytest.mark.slow  # the resume test trains twice from one seed and compares the weights
 def test_same_seed_same_results(make_cfg, tmp_path):
     a = train(make_cfg("train", [*SMOKE, "model.dropout=0.1"], out=tmp_path / "a"))
     b = train(make_cfg("train", [*SMOKE, "model.dropout=0.1"], out=tmp_path / "b"))

@@ -37,8 +37,8 @@ ARCHITECTURES = {"encoder_decoder": [], "decoder_only": ["model.architecture=dec
                  "prefix_lm": ["model.architecture=prefix_lm", *ONE_STACK]}
 
 
-@pytest.mark.parametrize("architecture", [pytest.param(a, marks=pytest.mark.slow) if a == "prefix_lm" else a
-                                          for a in sorted(ARCHITECTURES)])  # the prefix LM resumes as the LM does
+@pytest.mark.parametrize("architecture", [pytest.param(a, marks=pytest.mark.slow) if a != "encoder_decoder" else a
+                                          for a in sorted(ARCHITECTURES)])  # one loop and one checkpoint for all
 def test_resume_matches_uninterrupted_training(make_cfg, tmp_path, architecture):
     """For every architecture: training resumed from a checkpoint ends with the weights of training straight
     through, and the checkpoint decodes through the one model boundary."""
@@ -128,6 +128,7 @@ def test_bf16_mixed_on_a_cpu_without_bf16_kernels_multiplies_in_fp32(make_cfg, t
     assert ours["metrics"]["val/loss"] == pytest.approx(native["metrics"]["val/loss"], abs=2e-2)
 
 
+@pytest.mark.slow  # Hydra's callback group is Lightning's own; the training tests run the default callbacks
 def test_callbacks_config_group_adds_lightning_callbacks(make_cfg, tmp_path):
     from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
 
@@ -144,6 +145,7 @@ def test_callbacks_config_group_adds_lightning_callbacks(make_cfg, tmp_path):
     assert result["step"] == 6
 
 
+@pytest.mark.slow  # tests/unit/test_output_loss.py holds the fused loss's values and gradients to the plain step's
 def test_fused_loss_trains_the_same_weights_as_the_plain_step(make_cfg, tmp_path):
     """train.fused_loss=true: 4 updates (dropout on, validation, quick eval) end at the plain run's weights up to
     rounding, and the logged losses agree."""

@@ -15,6 +15,7 @@ from seqlab.config import ConfigError
 SMOKE = ["experiment=smoke", "logger=wandb", "logger.mode=offline", "train.quick_eval_size=0"]
 
 
+@pytest.mark.slow  # the evaluation's predictions table is the default run's W&B table test
 def test_validation_logs_a_table_of_the_quick_eval_sentences(make_cfg, tmp_path, capfd):
     train(make_cfg("train", [*SMOKE, "train.quick_eval_size=3", "trainer.max_steps=6"], out=tmp_path / "a"))
     assert "anonymous" not in capfd.readouterr().err  # W&B's warning for a setting it no longer has

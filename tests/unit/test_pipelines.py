@@ -260,7 +260,8 @@ def test_every_generated_table_in_the_docs_is_current():
     assert render(list(PIPELINES.values()), check=True) == []
 
 
-@pytest.mark.parametrize("name", ["decoding_sweep", "truncation", "mbr", "beam_curse", "no_repeat", "constraints"])
+@pytest.mark.parametrize("name", [*(pytest.param(n, marks=pytest.mark.slow) for n in ("decoding_sweep", "beam_curse")),
+                                  "truncation", "mbr", "no_repeat", "constraints"])  # (the two costliest: slow)
 def test_each_decoding_experiment_runs_its_stages_and_renders_every_row(places, name):
     pipeline = PIPELINES[name]
     fake = FakeSeqlab()

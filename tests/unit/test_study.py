@@ -529,6 +529,7 @@ def test_seqlab_study_runs_the_questions_through_the_pipeline_runner(tmp_path: P
     assert main(args, command=(again := FakeSeqlab())) == 0 and again.calls == []  # all archived
 
 
+@pytest.mark.slow  # the question declared as data runs, renders and joins the page in the default run
 def test_the_depth_question_renders_its_table_curves_and_claim(tmp_path: Path) -> None:
     from pipelines.arch_study_trained import section
     from seqlab.analysis.study_questions import claims_table

@@ -32,7 +32,7 @@ def load_draft(cfg: DecodingConfig, model: Model) -> Model | None:
 def draft_file(cfg: DecodingConfig) -> Path | None:
     """The checkpoint file `decoding.draft=ckpt:PATH` names (None: no draft model); fails, naming the key, where
     it names none. Called before anything loads, so a missing draft fails first."""
-    if cfg.draft is None or cfg.draft_checkpoint is None:  # (no draft: the config is not asked)
+    if cfg.draft is None or cfg.draft_checkpoint is None:  # no draft, or prompt lookup: no file
         return None
     try:
         return resolve(cfg.draft_checkpoint)

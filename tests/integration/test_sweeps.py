@@ -28,14 +28,10 @@ def paths(tmp: Path, cache: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def smoke_ckpt(tmp_path_factory, shared_cache) -> tuple[Path, Path]:
-    """A smoke-trained run directory (and the session's cache it used: the smoke tokenizer trained once),
-    shared by this module's tests."""
-    tmp = tmp_path_factory.mktemp("smoke")
-    cache = shared_cache
-    run(["-m", "seqlab", "train", "experiment=smoke", "train.quick_eval_size=0", "trainer.max_steps=4",
-         f"hydra.run.dir={tmp / 'run'}", *paths(tmp, cache)])
-    return tmp / "run", cache
+def smoke_ckpt(smoke_checkpoint, shared_cache) -> tuple[Path, Path]:
+    """The session's smoke-trained run directory (its checkpoint's folder's parent) and the cache it used (the
+    smoke tokenizer trained once); `seqlab train` itself runs as a command in the multirun tests."""
+    return smoke_checkpoint.parent.parent, shared_cache
 
 
 @pytest.mark.slow

@@ -286,11 +286,11 @@ def speculative_search(
         record(rows, logits, chosen, kept, generated)
         cache.reject_(torch.arange(width + 1, device=device)[None, :] <= kept[:, None])
         draft.follow(kept, chosen)
-        proposed = int(counts.sum())
+        proposed, accepted = int(counts.sum()), int(kept.sum())
         stats.calls += active.shape[0]
         stats.proposed += proposed
-        stats.accepted += int(kept.sum())
-        stats.tokens += int(kept.sum()) + active.shape[0]
+        stats.accepted += accepted
+        stats.tokens += accepted + active.shape[0]
         rows.proposed, rows.accepted = rows.proposed + counts, rows.accepted + kept
         if adaptive:  # the rows that proposed
             grown = torch.where(kept == counts, (rows.k + 2).clamp(max=2 * draft_tokens), (rows.k - 1).clamp(min=1))

@@ -15,7 +15,7 @@ from seqlab.model.products import FEW_ROWS, Linear, linear, plain_linears
 
 
 @pytest.mark.parametrize("bias", [True, False])
-@pytest.mark.parametrize("shape", [(1, 7), (2, 7), (5, 1, 7), (3, 4, 7), (16, 7), (17, 7), (64, 7)])
+@pytest.mark.parametrize("shape", [(1, 7), (2, 7), (5, 1, 7), (3, 4, 7), (17, 7), (4, 32, 7), (129, 7), (300, 7)])
 def test_few_rows_are_the_same_product_and_the_rest_is_f_linear(shape, bias):
     g = torch.Generator().manual_seed(0)
     w, b = torch.randn(11, 7, generator=g), torch.randn(11, generator=g) if bias else None

@@ -125,13 +125,21 @@ def test_pacing_verifies_the_likeliest_proposals_while_they_raise_the_tokens_a_s
     pacing.observe(4, 6, 1.2)
     assert pacing.counts(k, chance).tolist() == [1, 1, 1, 1]
     pacing.observe(4, 8, 1.4)  # a = 0.6, b = 0.1, c = 0: a plain step 1.0 s for 4 tokens
-    # the n likeliest (0.9, 0.9, 0.81, 0.81, 0.73, 0.66, 0.59, then 0.5, ...) while (4 + sum) / (1 + 0.1 n) grows
+    # the n likeliest (0.9, 0.9, 0.81, 0.81, 0.73, 0.66, 0.59, then 0.5, ...) while (4 + sum) / (1 + 0.1 n) grows:
+    # 7 of them, but the fit answers for 8 + 4 / 2 positions at most (the widest call measured, then a step)
+    assert pacing.counts(k, chance).tolist() == [4, 0, 0, 2]
+    pacing.observe(4, 10, 1.6)  # the step measured on the line: the range widens to 12 positions
     assert pacing.counts(k, chance).tolist() == [5, 0, 0, 2]
     dear = Pacing(calls=[(4, 4, 1.0), (4, 6, 1.5), (4, 8, 2.0)])  # a = 0: a position costs a row's step
     assert dear.counts(k, chance).tolist() == [0, 0, 0, 0]
     overhead = Pacing(calls=[(4, 4, 1.0), (4, 6, 2.5), (4, 8, 2.6)])  # c = 1.4: a proposing call's fixed cost
     assert overhead.counts(k, chance).tolist() == [0, 0, 0, 0]
-    free = Pacing(calls=[(4, 4, 1.0), (4, 6, 1.0), (4, 8, 1.0)])
+    free = Pacing(calls=[(4, 4, 1.0), (4, 6, 1.0), (4, 8, 1.0), (4, 10, 1.0), (4, 12, 1.0), (4, 14, 1.0)])
+    assert free.counts(k, chance).tolist() == [5, 3, 2, 2]  # the 12 likeliest of 17: 14 + 4 / 2 positions
+    free.observe(4, 16, 1.0)
+    free.observe(4, 18, 1.0)
+    assert free.counts(k, chance).tolist() == [5, 5, 4, 2]  # the 16 likeliest: 18 + 4 / 2 positions
+    free.observe(4, 20, 1.0)
     assert free.counts(k, chance).tolist() == [5, 5, 5, 2]
 
 

@@ -91,7 +91,10 @@ class Pacing:
     against A tokens in a + b A for a plain step; the call takes the n (0 included) with the most tokens a
     second. a, b and c are fitted by least squares to the batch's calls: its first call is a plain step, the
     next ones verify A/2 then A proposals (one a row, or more where A < 2) until its proposing calls' positions
-    spread over a quarter of A; where proposing does not pay, those are all it pays."""
+    spread over a quarter of A; where proposing does not pay, those are all it pays. The line holds only as far
+    as it was measured (a product of few rows takes another kernel than a wide one, so the time per position
+    jumps where the rows cross it): a call verifies at most A/2 positions more than the widest call so far, so
+    the range widens a step at a time, each step measured before the next is taken."""
 
     clock: Callable[[], float] = field(default=time.perf_counter, repr=False)
     calls: list[tuple[int, int, float]] = field(default_factory=list)  # (rows, positions, seconds) of each call
@@ -130,7 +133,8 @@ class Pacing:
         j = torch.arange(1, width + 1, device=k.device)
         odds = torch.where(j[None, :] <= k[:, None], chance[:, None] ** j[None, :], -1.0)  # (A, K), -1: none
         ranked, order = odds.flatten().sort(descending=True)
-        ranked = ranked[ranked > 0]
+        widest = max(r for _, r, _ in self.calls) + max(1, rows // 2)  # the most positions the fit answers for
+        ranked = ranked[ranked > 0][: max(0, widest - rows)]
         n = torch.arange(ranked.numel() + 1, dtype=torch.float64, device=k.device)
         tokens = rows + torch.cat([ranked.new_zeros(1), ranked.cumsum(0)]).double()
         seconds = a + b * (rows + n) + c * (n > 0).double()

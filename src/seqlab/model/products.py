@@ -1,11 +1,13 @@
-"""The model's linear layers: x W^T + b, with a decoding step's few rows taken the fast way round on a CPU.
+"""The model's linear layers: x W^T + b, with a decoding call's rows taken the fast way round on a CPU.
 
-MKL's fp32 product of a few rows (2-16: a decoding step's beams of one source, a speculative call's positions)
-by a transposed weight runs far below the memory's speed on the 2-core AVX2 EPYC measured: t5-small's output
-layer (32,128 x 512) took ~30 ms for 5 rows where (W x^T)^T, the same product with the weight as the left
-operand, took ~9 ms, and a decoding step's projections gained alike (one row is faster as it is). Beam search of
-one source a call decoded 2.0-2.2x faster for it at the families bench's t5-small, bart-base and opus-mt shapes,
-the outputs the same (`benchmarks/few_rows.py`). Training (gradients on), autocast and other devices and types
+MKL's fp32 product of a few dozen rows (2-128: a decoding step's beams or sources, a speculative call's
+positions) by a transposed weight runs far below the memory's speed on the 2-core AVX2 EPYC measured: t5-small's
+output layer (32,128 x 512) took ~30 ms for 5 rows where (W x^T)^T, the same product with the weight as the
+left operand, took ~9 ms, and a decoding step's projections gained alike (one row is faster as it is). Beam
+search of one source a call decoded 2.0-2.2x faster for it at the families bench's t5-small, bart-base and
+opus-mt shapes, the outputs the same (`benchmarks/few_rows.py`). The weight on the left stays ahead up to
+~128 rows at every families and language-model layer shape (1.1-1.5x at 64 rows, 1.0-1.4x at 128; about even
+from 192: `benchmarks/few_rows_products.py`). Training (gradients on), autocast and other devices and types
 keep `F.linear`; so do engines that bring their own products (oneDNN's packed weights, int8).
 """
 
@@ -15,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-FEW_ROWS = range(2, 17)  # rows a product takes as (W x^T)^T
+FEW_ROWS = range(2, 129)  # rows a product takes as (W x^T)^T: from 2 (one row is a matrix-vector product)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:

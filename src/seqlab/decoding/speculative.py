@@ -42,7 +42,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -96,6 +96,7 @@ class Pacing:
     jumps where the rows cross it): a call verifies at most A/2 positions more than the widest call so far, so
     the range widens a step at a time, each step measured before the next is taken."""
 
+    WIDEN: ClassVar[float] = 0.5  # positions a call may verify beyond the widest measured, a share of its rows
     clock: Callable[[], float] = field(default=time.perf_counter, repr=False)
     calls: list[tuple[int, int, float]] = field(default_factory=list)  # (rows, positions, seconds) of each call
 
@@ -133,7 +134,7 @@ class Pacing:
         j = torch.arange(1, width + 1, device=k.device)
         odds = torch.where(j[None, :] <= k[:, None], chance[:, None] ** j[None, :], -1.0)  # (A, K), -1: none
         ranked, order = odds.flatten().sort(descending=True)
-        widest = max(r for _, r, _ in self.calls) + max(1, rows // 2)  # the most positions the fit answers for
+        widest = max(r for _, r, _ in self.calls) + max(1, int(rows * self.WIDEN))  # the most the fit answers for
         ranked = ranked[ranked > 0][: max(0, widest - rows)]
         n = torch.arange(ranked.numel() + 1, dtype=torch.float64, device=k.device)
         tokens = rows + torch.cat([ranked.new_zeros(1), ranked.cumsum(0)]).double()

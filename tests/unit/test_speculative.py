@@ -93,11 +93,11 @@ def test_a_batch_verifies_the_proposals_that_pay_for_their_positions(monkeypatch
         def observe(self, rows: int, positions: int, seconds: float) -> None:
             super().observe(rows, positions, (0.0 if per_position == 1.0 else 1.0) + per_position * positions)
 
-    def priced() -> Pacing:
+    def priced(model, draft: str) -> Pacing:
         made.append(Priced())
         return made[-1]
 
-    monkeypatch.setattr(generating, "Pacing", priced)
+    monkeypatch.setattr(generating, "pacing_for", priced)
     model = model_of("encoder_decoder")
     src, pad = sources()
     cfg = DecodingConfig(max_length=20)
@@ -112,6 +112,39 @@ def test_a_batch_verifies_the_proposals_that_pay_for_their_positions(monkeypatch
     assert (len(proposing) > 3) is pays
     assert all(positions <= 2 * rows for rows, positions in proposing[:2])  # measuring: A / 2, then A proposals
     assert stats.tokens == int(out.lengths.sum())
+
+
+def test_a_models_later_batches_start_from_the_costs_its_first_batch_measured():
+    """The process keeps a model's measured costs (here a position nearly free): the first batch's first call is
+    a plain step and its next ones measure; the second batch proposes from its first call, outputs unchanged."""
+    from seqlab.decoding.speculative import PACINGS, Pacing, pacing_for
+
+    class Priced(Pacing):
+        KEPT = 1000
+
+        def observe(self, rows: int, positions: int, seconds: float) -> None:
+            super().observe(rows, positions, 1.0 + 0.001 * positions)
+
+    model = model_of("encoder_decoder")
+    src, pad = sources()
+    cfg = DecodingConfig(max_length=12, draft="lookup", draft_tokens=3)
+    PACINGS[model] = {"lookup": Priced()}
+    pacing = pacing_for(model, "lookup")
+    once, twice = SpeculativeStats(), SpeculativeStats()
+    first = generate(model, src, pad, cfg, stats=once)
+    measured = len(pacing.calls)
+    rows, positions, _ = pacing.calls[0]
+    assert positions == rows and pacing.fit(src.shape[0]) is not None  # a plain call, then enough to fit
+    assert torch.equal(generate(model, src, pad, cfg, stats=twice).sequences, first.sequences)
+    assert len(pacing.calls) > measured  # the same costs, added to
+    assert twice.proposed > once.proposed and twice.calls < once.calls  # no plain and measuring calls this time
+    assert pacing_for(model, "ckpt:d") is not pacing and pacing_for(model_of("encoder_decoder"), "lookup") is not pacing
+    kept = Pacing()
+    for i in range(Pacing.KEPT + 5):
+        kept.observe(4, 4, 1.0 + i)
+        kept.observe(4, 6, 2.0 + i)
+    plain = [t for a, r, t in kept.calls if r == a]
+    assert len(kept.calls) == 2 * Pacing.KEPT and plain[0] == 6.0  # the latest of each kind
 
 
 def test_pacing_verifies_the_likeliest_proposals_while_they_raise_the_tokens_a_second():

@@ -30,9 +30,9 @@ from seqlab.decoding.search import GenerateOutput, LengthPenalty, StepFn, model_
 from seqlab.decoding.speculative import (
     LookupDraft,
     ModelDraft,
-    Pacing,
     SpeculativeStats,
     check_draft,
+    pacing_for,
     speculative_search,
 )
 from seqlab.model import DecoderCache, DecodingModel, ModelConfig
@@ -144,8 +144,10 @@ def generate(model: DecodingModel, src_ids: Tensor, src_pad_mask: Tensor, cfg: D
     try:
         memory = model.encode(src_ids, src_pad_mask)
         plain_beam = method.beams and cfg.num_beam_groups == 1  # makes its beams after the first step
+        # a speculative search's rows keep holes where they rejected what another row kept: room for them
+        room = (int(limits.max()) + 1) * (1 if cfg.draft is None else 2)
         cache = model.start_cache(memory, src_pad_mask, group=1 if plain_beam else cfg.rows_per_source,
-                                  capacity=int(limits.max()) + 1, src_ids=src_ids)
+                                  capacity=room, src_ids=src_ids)
         search = Search(model, (step or model_step)(model), cache, cfg, src_ids, src_pad_mask, limits, processors,
                         start)
         if cfg.draft is not None:
@@ -290,7 +292,8 @@ class Search:
                                   keys=keys, seed=cfg.seed, force_eos=cfg.force_eos or None, start=start,
                                   draft_tokens=cfg.draft_tokens, adaptive=cfg.draft_schedule == "adaptive",
                                   stats=self.speculation.stats,
-                                  pacing=Pacing() if cfg.draft_positions == "paying" else None)
+                                  pacing=pacing_for(self.model, cfg.draft) if cfg.draft_positions == "paying"
+                                  else None)
 
 
 @dataclass(frozen=True)

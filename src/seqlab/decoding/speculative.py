@@ -28,13 +28,15 @@ decodes one sequence and has no bound).
 
 Where proposing pays is the machine's and the batch's: a call verifying k + 1 positions a row reads the weights
 once, and costs about one plain step where the products are bound by reading them (few rows, weights packed
-for the CPU), but up to k + 1 steps where they are bound by arithmetic (many rows). `decoding.draft_positions=
-paying` (the default) has each batch measure it (`Pacing`): from its own calls' seconds against the positions
-they verified, what one more position costs, and from each row's share of proposals kept so far, which
-proposals are likely enough to be kept to pay for it; the others are not verified (not computed: every
-model's output layer, and a one-stack model's layers, run on a call's real positions only). Where none pays,
-the batch steps as plain greedy search (or sampling) does after its measuring calls. `draft_positions=all`
-verifies every proposal. Outputs are the same either way.
+for the CPU), but up to k + 1 steps where they are bound by arithmetic (many rows; on a 2-core AVX2 CPU from
+about 8). `decoding.draft_positions=paying` (the default) measures it (`Pacing`): from the calls' seconds
+against the positions they verified, what one more position costs, and from each row's share of proposals kept
+so far, which proposals are likely enough to be kept to pay for it; the others are not verified (not computed:
+every model's output layer, and a one-stack model's layers, run on a call's real positions only). Where none
+pays, the batch steps as plain greedy search (or sampling) does. The costs are the model's and the machine's,
+not the batch's: a process keeps them per model and draft (`pacing_for`), so a run's first batch pays the
+measuring calls and its later batches start from what it measured. `draft_positions=all` verifies every
+proposal. Outputs are the same either way.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
+from weakref import WeakKeyDictionary
 
 import torch
 import torch.nn.functional as F
@@ -97,11 +100,17 @@ class Pacing:
     the range widens a step at a time, each step measured before the next is taken."""
 
     WIDEN: ClassVar[float] = 0.5  # positions a call may verify beyond the widest measured, a share of its rows
+    KEPT: ClassVar[int] = 32  # the latest plain and the latest proposing calls the fit reads, of each kind
     clock: Callable[[], float] = field(default=time.perf_counter, repr=False)
     calls: list[tuple[int, int, float]] = field(default_factory=list)  # (rows, positions, seconds) of each call
 
     def observe(self, rows: int, positions: int, seconds: float) -> None:
+        """Add a call; the oldest of its kind (plain or proposing) leaves past `KEPT`, so the fit follows the
+        machine as it goes and keeps its proposing calls where proposing stopped paying."""
         self.calls.append((rows, positions, seconds))
+        same = [i for i, (a, r, _) in enumerate(self.calls) if (r > a) == (positions > rows)]
+        if len(same) > self.KEPT:
+            del self.calls[same[0]]
 
     @property
     def proposing(self) -> list[int]:
@@ -143,6 +152,15 @@ class Pacing:
         taken = torch.zeros(odds.numel(), dtype=torch.long, device=k.device)
         taken[order[:best]] = 1
         return taken.view(odds.shape).sum(1)
+
+
+PACINGS: WeakKeyDictionary[Model, dict[str, Pacing]] = WeakKeyDictionary()
+
+
+def pacing_for(model: Model, draft: str) -> Pacing:
+    """The process's `Pacing` of `model` with `draft` (decoding.draft): the costs its earlier batches
+    measured; a new one for a model or draft not decoded yet (a model freed, its costs go with it)."""
+    return PACINGS.setdefault(model, {}).setdefault(draft, Pacing())
 
 
 class Chooser:

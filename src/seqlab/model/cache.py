@@ -251,8 +251,16 @@ class DecoderCache:
         self.valid = torch.cat([self.valid, valid], dim=1)
 
     def reject_(self, kept: Tensor) -> None:
-        """After that decode: (N, T) bool, which of the T new positions stay (the others become holes)."""
+        """After that decode: (N, T) bool, which of the T new positions stay (the others become holes). The
+        last positions that no row keeps leave the buffers (the next decode writes over them): the cache grows
+        by the longest run a row kept, and attention reads no column of holes only."""
         self.valid[:, -kept.shape[1]:] &= kept
+        held = kept.any(0)  # (T,) positions some row keeps
+        holes = kept.shape[1] - (int(held.nonzero().max()) + 1 if bool(held.any()) else 0)
+        if holes:
+            self.valid = self.valid[:, : self.valid.shape[1] - holes]
+            for layer in self.layers:
+                layer.length -= holes
 
     def _sources(self, index: Tensor) -> Tensor:
         """The source of each group of `group` rows in `index`; every group must come from one source."""

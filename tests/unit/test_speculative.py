@@ -93,7 +93,7 @@ def test_a_batch_verifies_the_proposals_that_pay_for_their_positions(monkeypatch
         def observe(self, rows: int, positions: int, seconds: float) -> None:
             super().observe(rows, positions, (0.0 if per_position == 1.0 else 1.0) + per_position * positions)
 
-    def priced(model, draft: str) -> Pacing:
+    def priced(model, setting: str, rows: int) -> Pacing:
         made.append(Priced())
         return made[-1]
 
@@ -128,8 +128,8 @@ def test_a_models_later_batches_start_from_the_costs_its_first_batch_measured():
     model = model_of("encoder_decoder")
     src, pad = sources()
     cfg = DecodingConfig(max_length=12, draft="lookup", draft_tokens=3)
-    PACINGS[model] = {"lookup": Priced()}
-    pacing = pacing_for(model, "lookup")
+    PACINGS[model] = {(cfg.label, src.shape[0]): Priced()}
+    pacing = pacing_for(model, cfg.label, src.shape[0])
     once, twice = SpeculativeStats(), SpeculativeStats()
     first = generate(model, src, pad, cfg, stats=once)
     measured = len(pacing.calls)
@@ -138,7 +138,9 @@ def test_a_models_later_batches_start_from_the_costs_its_first_batch_measured():
     assert torch.equal(generate(model, src, pad, cfg, stats=twice).sequences, first.sequences)
     assert len(pacing.calls) > measured  # the same costs, added to
     assert twice.proposed > once.proposed and twice.calls < once.calls  # no plain and measuring calls this time
-    assert pacing_for(model, "ckpt:d") is not pacing and pacing_for(model_of("encoder_decoder"), "lookup") is not pacing
+    assert pacing_for(model, "greedy_draft3_d", src.shape[0]) is not pacing
+    assert pacing_for(model, cfg.label, 1) is not pacing  # another batch size: its own costs
+    assert pacing_for(model_of("encoder_decoder"), cfg.label, src.shape[0]) is not pacing
     kept = Pacing()
     for i in range(Pacing.KEPT + 5):
         kept.observe(4, 4, 1.0 + i)

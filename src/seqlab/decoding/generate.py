@@ -292,8 +292,8 @@ class Search:
                                   keys=keys, seed=cfg.seed, force_eos=cfg.force_eos or None, start=start,
                                   draft_tokens=cfg.draft_tokens, adaptive=cfg.draft_schedule == "adaptive",
                                   stats=self.speculation.stats,
-                                  pacing=pacing_for(self.model, cfg.draft) if cfg.draft_positions == "paying"
-                                  else None)
+                                  pacing=pacing_for(self.model, cfg.label, limits.shape[0])
+                                  if cfg.draft_positions == "paying" else None)
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,8 @@ against the positions they verified, what one more position costs, and from each
 so far, which proposals are likely enough to be kept to pay for it; the others are not verified (not computed:
 every model's output layer, and a one-stack model's layers, run on a call's real positions only). Where none
 pays, the batch steps as plain greedy search (or sampling) does. The costs are the model's and the machine's,
-not the batch's: a process keeps them per model and draft (`pacing_for`), so a run's first batch pays the
-measuring calls and its later batches start from what it measured. `draft_positions=all` verifies every
+not the batch's: a process keeps them per model, setting and batch size (`pacing_for`), so a run's first batch
+pays the measuring calls and its later batches start from what it measured. `draft_positions=all` verifies every
 proposal. Outputs are the same either way.
 """
 
@@ -154,13 +154,15 @@ class Pacing:
         return taken.view(odds.shape).sum(1)
 
 
-PACINGS: WeakKeyDictionary[Model, dict[str, Pacing]] = WeakKeyDictionary()
+PACINGS: WeakKeyDictionary[Model, dict[tuple[str, int], Pacing]] = WeakKeyDictionary()
 
 
-def pacing_for(model: Model, draft: str) -> Pacing:
-    """The process's `Pacing` of `model` with `draft` (decoding.draft): the costs its earlier batches
-    measured; a new one for a model or draft not decoded yet (a model freed, its costs go with it)."""
-    return PACINGS.setdefault(model, {}).setdefault(draft, Pacing())
+def pacing_for(model: Model, setting: str, rows: int) -> Pacing:
+    """The process's `Pacing` of `model` under a decoding setting (its label: the draft, its k and schedule)
+    for batches of `rows` rows: the costs its earlier batches measured, a new one for a setting or batch size not
+    decoded yet. Per batch size, since a call's cost is not one line from one row to hundreds (flat while the
+    products read weights, steep once they compute); a model freed, its costs go with it."""
+    return PACINGS.setdefault(model, {}).setdefault((setting, rows), Pacing())
 
 
 class Chooser:

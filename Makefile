@@ -169,8 +169,8 @@ comet-fixtures: ## Rewrite tests/fixtures/comet with unbabel-comet itself, in it
 params: $(STAMP) ## Parameter table (analytic vs counted) for a model shape; ARGS="--d_model 512 ..."
 	$(BIN)/seqlab params $(ARGS)
 
-test: $(STAMP) ## Default test suite (offline, about 14 minutes on 2 cores); prints the 15 slowest tests
-	$(BIN)/python -m pytest -q --durations=15
+test: $(STAMP) ## Default test suite (offline, a worker per core, about 7 minutes on 2); prints the 15 slowest tests
+	$(BIN)/python -m pytest -q -n auto --durations=15
 
 test-full: $(STAMP) ## Every test, slow ones included (DDP, kill -9 and resume, full pipelines)
 	$(BIN)/python -m pytest -q -m "not gpu"

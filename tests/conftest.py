@@ -5,7 +5,12 @@ from __future__ import annotations
 import os
 
 import pytest
-import torch
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs a worker per core: one thread each, no spinning
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import torch  # noqa: E402  (after the thread count it reads)
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")

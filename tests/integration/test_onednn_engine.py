@@ -61,7 +61,9 @@ def test_engine_auto_names_the_chosen_engine_in_the_label_and_folder(make_cfg, s
     import seqlab.engines.choice as engines
 
     monkeypatch.setattr(engines, "packed_speedup", lambda: 3.0)
-    auto = run_evaluation(make_cfg("eval", [f"ckpt={smoke_checkpoint}", "engine=auto", *COMMON]))
+    cfg = make_cfg("eval", [f"ckpt={smoke_checkpoint}", "engine=auto", *COMMON])
+    cfg.paths.cache_dir = str(Path(cfg.results_dir).parent / "probed_cache")  # not the session's real probe
+    auto = run_evaluation(cfg)
     assert auto["label"].endswith("_onednn") and auto["setting"]["engine"] == "seqlab_onednn"
     monkeypatch.setattr(engines, "packed_speedup", lambda: 0.8)
     cfg = make_cfg("eval", [f"ckpt={smoke_checkpoint}", "engine=auto", *COMMON])

@@ -92,9 +92,10 @@ class Pacing:
     (after all before it), p_r its share kept so far with one kept and one rejected counted in (a new row: 1/2).
     Verifying the n likeliest proposals yields A + (their chances summed) tokens in a + c + b (A + n) seconds
     against A tokens in a + b A for a plain step; the call takes the n (0 included) with the most tokens a
-    second. a, b and c are fitted by least squares to the batch's calls: its first call is a plain step, the
-    next ones verify A/2 then A proposals (one a row, or more where A < 2) until its proposing calls' positions
-    spread over a quarter of A; where proposing does not pay, those are all it pays. The line holds only as far
+    second. a, b and c are fitted by least squares to the calls so far (the process's, for this model, setting and
+    batch size: `pacing_for`): the first call is a plain step, the next ones verify A/2 then A proposals (one a
+    row, or more where A < 2) until the proposing calls' positions spread over a quarter of A; where proposing
+    does not pay, those are all a run pays. The line holds only as far
     as it was measured (a product of few rows takes another kernel than a wide one, so the time per position
     jumps where the rows cross it): a call verifies at most A/2 positions more than the widest call so far, so
     the range widens a step at a time, each step measured before the next is taken."""

@@ -253,7 +253,7 @@ class DecoderCache:
     def reject_(self, kept: Tensor) -> None:
         """After that decode: (N, T) bool, which of the T new positions stay (the others become holes). The
         last positions that no row keeps leave the buffers (the next decode writes over them): the cache grows
-        by the longest run a row kept, and attention reads no column of holes only."""
+        by the longest run a row kept, and attention never reads a position that is a hole in every row."""
         self.valid[:, -kept.shape[1]:] &= kept
         held = kept.any(0)  # (T,) positions some row keeps
         holes = kept.shape[1] - (int(held.nonzero().max()) + 1 if bool(held.any()) else 0)

@@ -1,5 +1,6 @@
-"""F.linear's fp32 product against (W x^T)^T, the products of `seqlab.model.products`, at the families' and
-the language models' layer shapes and 2 to 256 rows: `python benchmarks/few_rows_products.py [--rows 2,16,...]`.
+"""F.linear's fp32 product against (W x^T)^T, `seqlab.model.products.linear` with its range widened to every
+count measured, at the families' and the language models' layer shapes and 2 to 256 rows:
+`python benchmarks/few_rows_products.py [--rows 2,16,...]`.
 
 Prints, per weight shape (in x out), F.linear's best time over (W x^T)^T's at each number of rows (> 1: the
 weight on the left is faster), so that `products.FEW_ROWS` can be read off on the CPU at hand; then the CPU's
@@ -17,6 +18,7 @@ import torch.nn.functional as F
 from ct2_bisect import cpu_report  # benchmarks/, beside this script
 from seqlab import hardware
 from seqlab.hardware import best_ms
+from seqlab.model import products
 
 # (in, out): t5-small's and opus-mt's feed-forward and output layers, bart-base's and GPT-2's, SmolLM-135M's,
 # mBART-large's feed-forward
@@ -31,12 +33,14 @@ def main() -> None:
     torch.set_num_threads(2)
     g = torch.Generator().manual_seed(0)
     before = hardware.CpuClock.now()
+    rows = [int(m) for m in args.rows.split(",")]
+    products.FEW_ROWS = range(2, max(rows) + 1)  # products.linear takes every measured count the weight-left way
     with torch.no_grad():
         for k, n in SHAPES:
             weight, ratios = torch.randn(n, k, generator=g), {}
-            for m in map(int, args.rows.split(",")):
+            for m in rows:
                 x = torch.randn(m, k, generator=g)
-                left = best_ms(lambda x=x, w=weight: torch.mm(w, x.t()).t().contiguous(), 5, warmup=1)
+                left = best_ms(lambda x=x, w=weight: products.linear(x, w, None), 5, warmup=1)
                 ratios[m] = round(best_ms(lambda x=x, w=weight: F.linear(x, w), 5, warmup=1) / left, 2)
             print(json.dumps({"in": k, "out": n, "f_linear_over_w_left": ratios}), flush=True)
     print(json.dumps(cpu_report(before)))

@@ -31,6 +31,7 @@ from seqlab.decoding.speculative import (
     LookupDraft,
     ModelDraft,
     SpeculativeStats,
+    cache_room,
     check_draft,
     pacing_for,
     speculative_search,
@@ -144,8 +145,7 @@ def generate(model: DecodingModel, src_ids: Tensor, src_pad_mask: Tensor, cfg: D
     try:
         memory = model.encode(src_ids, src_pad_mask)
         plain_beam = method.beams and cfg.num_beam_groups == 1  # makes its beams after the first step
-        # a speculative search's rows keep holes where they rejected what another row kept: room for them
-        room = (int(limits.max()) + 1) * (1 if cfg.draft is None else 2)
+        room = int(limits.max()) + 1 if cfg.draft is None else cache_room(int(limits.max()))
         cache = model.start_cache(memory, src_pad_mask, group=1 if plain_beam else cfg.rows_per_source,
                                   capacity=room, src_ids=src_ids)
         search = Search(model, (step or model_step)(model), cache, cfg, src_ids, src_pad_mask, limits, processors,
@@ -287,7 +287,7 @@ class Search:
                 raise ConfigError(f"decoding.draft={cfg.draft}: pass the draft's model to generate (draft_model=; "
                                   "seqlab.inference.drafts.load_draft loads a checkpoint's)")
             check_draft(model.cfg, self.model.cfg, cfg.draft)
-            draft = ModelDraft(model, self.src_ids, self.src_pad_mask, first, rows, int(limits.max()) + 1)
+            draft = ModelDraft(model, self.src_ids, self.src_pad_mask, first, rows, cache_room(int(limits.max())))
         return speculative_search(self.model, cache, draft, ids=self.ids, max_new=limits, processors=self.processors,
                                   keys=keys, seed=cfg.seed, force_eos=cfg.force_eos or None, start=start,
                                   draft_tokens=cfg.draft_tokens, adaptive=cfg.draft_schedule == "adaptive",

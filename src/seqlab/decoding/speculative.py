@@ -95,10 +95,10 @@ class Pacing:
     second. a, b and c are fitted by least squares to the calls so far (the process's, for this model, setting and
     batch size: `pacing_for`): the first call is a plain step, the next ones verify A/2 then A proposals (one a
     row, or more where A < 2) until the proposing calls' positions spread over a quarter of A; where proposing
-    does not pay, those are all a run pays. The line holds only as far
-    as it was measured (a product of few rows takes another kernel than a wide one, so the time per position
-    jumps where the rows cross it): a call verifies at most A/2 positions more than the widest call so far, so
-    the range widens a step at a time, each step measured before the next is taken."""
+    does not pay, those are all a run pays. The line holds only as far as it was measured (a product of few
+    rows takes another kernel than a wide one, so the time per position jumps where the rows cross it): a call
+    verifies at most A/2 positions more than the widest call so far, so the range widens a step at a time, each
+    step measured before the next is taken."""
 
     WIDEN: ClassVar[float] = 0.5  # positions a call may verify beyond the widest measured, a share of its rows
     KEPT: ClassVar[int] = 32  # the latest plain and the latest proposing calls the fit reads, of each kind
@@ -153,6 +153,14 @@ class Pacing:
         taken = torch.zeros(odds.numel(), dtype=torch.long, device=k.device)
         taken[order[:best]] = 1
         return taken.view(odds.shape).sum(1)
+
+
+def cache_room(limit: int) -> int:
+    """Positions a speculative search's cache (the model's, or a draft model's) starts with, for rows of up to
+    `limit` new tokens: twice a plain search's `limit + 1`, since a row keeps holes where it rejected what another
+    row kept (`DecoderCache.reject_` drops only the positions no row kept), so that the buffers are not copied
+    into larger ones mid-batch."""
+    return 2 * (limit + 1)
 
 
 PACINGS: WeakKeyDictionary[Model, dict[tuple[str, int], Pacing]] = WeakKeyDictionary()

@@ -255,8 +255,7 @@ class DecoderCache:
         last positions that no row keeps leave the buffers (the next decode writes over them): the cache grows
         by the longest run a row kept, and attention never reads a position that is a hole in every row."""
         self.valid[:, -kept.shape[1]:] &= kept
-        held = kept.any(0)  # (T,) positions some row keeps
-        holes = kept.shape[1] - (int(held.nonzero().max()) + 1 if bool(held.any()) else 0)
+        holes = int((~kept.any(0)).flip(0).long().cumprod(0).sum())  # the last positions no row keeps
         if holes:
             self.valid = self.valid[:, : self.valid.shape[1] - holes]
             for layer in self.layers:

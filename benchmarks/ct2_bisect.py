@@ -5,6 +5,8 @@ machine moves both: `PYTHONPATH=<worktree>/src python benchmarks/ct2_bisect.py -
 Run it at two revisions in turn (each from its own worktree's src/, the same virtualenv) to tell whether a
 change of the ratio is the code's or the machine's. Prints one JSON line: the revision's best seconds per
 engine and CTranslate2's seconds over seqlab's (> 1: seqlab faster), with the CPU's flags and other load.
+`--per-call 1 --sources 16` times one source a call instead (as `seqlab translate` reading stdin decodes), each
+call trimmed of its padding, for either engine; `--shape`/`--beams` pick another families-bench row.
 """
 
 from __future__ import annotations
@@ -117,15 +119,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--shape", default="t5-small")
     parser.add_argument("--beams", type=int, default=5)
+    parser.add_argument("--sources", type=int, default=None, help="how many of the bench's sources (default all)")
+    parser.add_argument("--per-call", type=int, default=None,
+                        help="sources a call, each call trimmed of its padding (default all in one call)")
     args = parser.parse_args()
     import seqlab
 
-    it = family_setup(args.shape, args.beams)
+    it = family_setup(args.shape, args.beams, args.sources)
     fam, model, src, mask, decoding = it.families, it.model, it.src, it.mask, it.decoding
-    runs = {"seqlab": lambda: fam.timed_seqlab(model, src, mask, decoding),
-            "ct2": lambda: fam.timed_ct2(it.engine, src, mask, decoding)}
+    per_call = args.per_call or src.shape[0]
+    runs = {"seqlab": lambda: trimmed_calls(src, mask, per_call,
+                                            lambda s, m: fam.timed_seqlab(model, s, m, decoding)),
+            "ct2": lambda: trimmed_calls(src, mask, per_call, lambda s, m: fam.timed_ct2(it.engine, s, m, decoding))}
     print(json.dumps({"revision": seqlab.__file__, "shape": args.shape, "beams": args.beams,
-                      **alternated(runs, args.rounds)}))
+                      "sources": src.shape[0], "per_call": per_call, **alternated(runs, args.rounds)}))
 
 
 if __name__ == "__main__":

@@ -10,13 +10,14 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from pipelines.bench import bench_records
+from pipelines.bench import bench_records, machine_heading
 from pipelines.tables import commit_of, gpu_archive, gpu_note, table
 from seqlab.analysis.study import RECIPES, SEEDS, TRAINING, VARIANT_DESCRIPTIONS, Archived, Runs, load_records
 from seqlab.analysis.study_claims import early_vs_trained
 from seqlab.analysis.study_questions import QUESTIONS, STUDY, claims_table
 from seqlab.analysis.study_stages import queued_stages
 from seqlab.analysis.study_tables import machines_table, question_png
+from seqlab.bench.architectures import ARCHITECTURES, decode_from_dict
 from seqlab.metrics import keys as K
 from seqlab.metrics.seeds import summarize
 from seqlab.pipeline.core import Pipeline, Stage, Table
@@ -197,6 +198,40 @@ def layer_split_speed(archive: Path) -> str:
                                    f"{SPEED_STAGE.name}` on a quiet machine._")
 
 
+# The architecture question's decoding speed: the three architectures at equal parameters, random weights, on one
+# quiet machine (`seqlab bench architectures=true`), every output forced to one length so that only the
+# architecture differs; sources at three lengths, since a one-stack model's every step reads the source's keys
+# in all 6 layers. No training: it runs on any CPU, apart from the question's trainings.
+ARCHITECTURE_SPEED = Stage("architecture_speed", "bench", ("architectures=true",))
+ARCHITECTURE_NAMES = {"encoder_decoder": "encoder-decoder (3+3)", "decoder_only": "decoder-only LM (6)",
+                      "prefix_lm": "prefix LM (6)"}
+
+
+def architecture_speed(archive: Path) -> str:
+    """Each architecture's greedy and beam tokens/s per source length, and in brackets its speed against the
+    encoder-decoder on the same sources."""
+    parts = []
+    for record in bench_records(archive, f"{ARCHITECTURE_SPEED.name}-*.json"):
+        rows = decode_from_dict(record["result"]["architectures_decoding"])
+        by = {(r.architecture, r.decoding, r.source_tokens): r for r in rows}
+        decodings = list(dict.fromkeys(r.decoding for r in rows))
+        body = []
+        for length in dict.fromkeys(r.source_tokens for r in rows):
+            for arch in ARCHITECTURES:
+                cells = []
+                for d in decodings:
+                    r, base = by[(arch, d, length)], by[("encoder_decoder", d, length)]
+                    cells.append(f"{r.tokens_per_s:,.0f} ({r.tokens_per_s / base.tokens_per_s:.2f}x)")
+                body.append([str(length), ARCHITECTURE_NAMES[arch], *cells])
+        cfg = record["result"]["config"]
+        parts.append(machine_heading(record, f"{cfg['decode_sources']} random sources a length, every output "
+                                             f"{cfg['max_new_tokens']} tokens, random weights, fp32, seqlab's "
+                                             f"engine, best of {cfg['decode_repeats']}") + "\n\n"
+                     + table(["source tokens", "model", *(f"{d} tokens/s" for d in decodings)], body))
+    return "\n\n".join(parts) or (f"_Not yet timed: `python -m pipelines arch_study_trained --only "
+                                   f"{ARCHITECTURE_SPEED.name}` on a quiet machine._")
+
+
 def question_groups() -> list[list[str]]:
     """The trained recipe's questions in their order, the design questions as one group: what runs in turn."""
     later = [q for q, question in QUESTIONS.items() if "trained" in question.recipes and q not in STUDY]
@@ -205,9 +240,10 @@ def question_groups() -> list[list[str]]:
 
 PIPELINE = Pipeline(
     "arch_study_trained", "the architecture study at a trained budget (beam 5 and greedy)",
-    (*queued_stages(question_groups(), RECIPES["trained"]), SPEED_STAGE),
+    (*queued_stages(question_groups(), RECIPES["trained"]), SPEED_STAGE, ARCHITECTURE_SPEED),
     (Table("arch_study_trained_design", design, DOC), Table("arch_study_trained_claims", claims, DOC),
      *(Table(f"arch_study_trained_{q}", functools.partial(section, q), DOC) for q in LATER),
      Table("arch_study_trained_layer_split_speed", layer_split_speed, DOC),
+     Table("arch_study_trained_architecture_speed", architecture_speed, DOC),
      Table("readme_trained_study", headline, "README.md")),
 )

@@ -85,6 +85,22 @@ def test_the_architectures_train_at_equal_layer_parameters_on_the_same_batches()
     assert architectures.from_dict(architectures.to_dict(rows)) == rows
 
 
+def test_the_architectures_decode_the_same_sources_to_the_same_forced_length():
+    """Every architecture, greedy and beam, at each source length: every output is max_new_tokens long (the end
+    token neither before nor after), so each row's tokens are sources x that length and only the architecture
+    differs between the rows of one source length and search."""
+    from seqlab.bench import architectures
+
+    cfg = BenchConfig(d_model=32, n_heads=2, layers=1, d_ff=64, vocab=50, seq_len=6, decode_sources=3,
+                      max_new_tokens=5, num_beams=3, decode_repeats=1)
+    rows = architectures.architecture_decoding(cfg)
+    lengths = [max(1, round(s * cfg.seq_len)) for s in architectures.SOURCE_SCALES]
+    assert [(r.source_tokens, r.decoding, r.architecture) for r in rows] == [
+        (n, d, a) for n in lengths for d in ("greedy", "beam3") for a in architectures.ARCHITECTURES]
+    assert all(r.sources == 3 and r.tokens == 3 * 5 and r.seconds > 0 for r in rows), rows
+    assert architectures.decode_from_dict(architectures.to_dict(rows)) == rows
+
+
 def test_the_causal_bench_times_the_shapes_named_and_refuses_an_unknown_one():
     from seqlab.bench import causal
     from seqlab.config import ConfigError

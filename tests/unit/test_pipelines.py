@@ -418,6 +418,28 @@ def test_the_layer_split_speed_table_reads_a_checkpoints_bench_record(tmp_path):
     assert "500 sentences" in text and "**AMD EPYC**" in text
 
 
+def test_the_architecture_speed_table_sets_each_architecture_against_the_encoder_decoder(tmp_path):
+    """Per source length, each architecture's tokens/s and its speed against the encoder-decoder on the same
+    sources, greedy and beam; no record yet: the command that makes one."""
+    from pipelines.arch_study_trained import architecture_speed
+
+    assert "--only architecture_speed" in architecture_speed(tmp_path)
+    seconds = {"encoder_decoder": 1.0, "decoder_only": 2.0, "prefix_lm": 4.0}
+    rows = [{"architecture": a, "decoding": d, "source_tokens": n, "sources": 64, "tokens": 2_560,
+             "seconds": s * (2 if d == "beam5" else 1) * n / 40} for n in (20, 40) for d in ("greedy", "beam5")
+            for a, s in seconds.items()]
+    record = {"stage": "architecture_speed", "status": "ok", "digest": "d",
+              "result": {"architectures_decoding": rows, "threads": 2, "others_busy_cores": 0.01,
+                         "config": {"decode_sources": 64, "max_new_tokens": 40, "decode_repeats": 3}},
+              "manifest": {"cpu": "AMD EPYC", "cpu_flags": ["avx2"], "torch": "2.13.0", "commit": "0123456789abc",
+                           "date": "2026-12-06T12:00:00Z"}}
+    (tmp_path / "architecture_speed-amd-epyc.json").write_text(json.dumps(record))
+    text = architecture_speed(tmp_path)
+    assert "| 20 | encoder-decoder (3+3) | 5,120 (1.00x) | 2,560 (1.00x) |" in text
+    assert "| 40 | prefix LM (6) | 640 (0.25x) | 320 (0.25x) |" in text
+    assert "every output 40 tokens" in text and "**AMD EPYC**" in text
+
+
 def test_a_checkout_is_clean_whatever_the_pipelines_wrote(tmp_path, monkeypatch):
     """A rendered doc or an archive changed by one experiment's run leaves the code clean for the next record; a
     changed source file does not."""

@@ -14,6 +14,8 @@ seqlab bench levers=true: each training lever (fused loss, compiled layers) agai
 seqlab bench norms=true: LayerNorm against RMSNorm, a training step and greedy/beam-5 decoding (bench.norms)
 seqlab bench finetune=true: a fine-tuning step at mBART-large's, NLLB-1.3B's and flan-t5-large's shapes, full, LoRA
 and LoRA with activation checkpointing, against HF with peft: memory and speed (bench.finetune)
+seqlab bench architectures=true: the encoder-decoder, a decoder-only LM and a prefix LM at equal parameters
+decoding the same sources at three source lengths, every output forced to one length (bench.architectures)
 seqlab bench checkpoints=[A,B,...]: trained checkpoints decoding their test sentences (bench.checkpoints)
 seqlab bench speculative=true ckpt=RUN [drafts=[A,B]]: speculative decoding (prompt lookup, draft checkpoints)
 against plain greedy search and CTranslate2 on the checkpoint's test sentences; without ckpt, prompt lookup on a
@@ -33,7 +35,7 @@ from omegaconf import DictConfig
 from seqlab.app.cli import reraise
 from seqlab.app.configs import plain, typed
 from seqlab.app.store import CONF_DIR
-from seqlab.bench.architectures import architecture_training
+from seqlab.bench.architectures import architecture_decoding, architecture_training
 from seqlab.bench.architectures import to_dict as architectures_dict
 from seqlab.bench.causal import causal_bench, pick_shapes
 from seqlab.bench.checkpoints import checkpoint_bench
@@ -80,6 +82,8 @@ def main(cfg: DictConfig) -> None:
             record, text = speculative_speeds(bench, cfg.ckpt, [str(d) for d in cfg.get("drafts") or []])
         elif cfg.get("comet"):
             record, text = neural_speeds(bench, cfg.get("comet_python"))
+        elif cfg.get("architectures"):
+            record, text = architecture_speeds(bench)
         elif cfg.get("checkpoints"):
             record, text = checkpoint_speeds(bench, [str(c) for c in cfg.checkpoints])
         else:
@@ -165,6 +169,15 @@ def finetune_costs(bench: BenchConfig) -> tuple[dict, str]:
                                                        f"{r.trainable:,} of {r.parameters:,} trained")
              for r in rows]
     return {**measured("finetune", finetune_dict(rows), bench, clock), "rounds": FINETUNE_ROUNDS}, "\n".join(lines)
+
+
+def architecture_speeds(bench: BenchConfig) -> tuple[dict, str]:
+    """The three architectures decoding at equal parameters: the record and a text table."""
+    clock = CpuClock.now()
+    rows = architecture_decoding(bench)
+    lines = [f"{r.architecture:<16}{r.decoding:<8}sources of {r.source_tokens:>3}  {r.tokens_per_s:>8,.0f} tok/s"
+             for r in rows]
+    return measured("architectures_decoding", architectures_dict(rows), bench, clock), "\n".join(lines)
 
 
 def checkpoint_speeds(bench: BenchConfig, checkpoints: list[str]) -> tuple[dict, str]:

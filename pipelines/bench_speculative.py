@@ -1,6 +1,7 @@
 """Speculative decoding on the reference models (`seqlab bench speculative=true` after each reference training):
 each decodes its test set greedily, with prompt lookup (k = 2, 5 and adaptive) and with CTranslate2's greedy
-search beside, tokens/s against plain greedy, the share of proposals kept, tokens per decoder call and the
+search and Hugging Face's greedy search and prompt lookup (one source a call) beside, tokens/s against plain
+greedy (generate's rows: against its own), the share of proposals kept, tokens per decoder call and the
 outputs equal to plain greedy's; and prompt lookup on a random model of GPT-2 small's shape at batches of 1, 8, 32
 and 64, on seqlab's engine and oneDNN's (what verifying several positions per call costs on this CPU). One record per
 model and CPU model (results/bench_speculative/)."""
@@ -23,7 +24,8 @@ def render(archive: Path) -> str:
     parts = []
     for name in MODELS:
         for record in bench_records(archive, f"speculative_{name}-*.json"):
-            rows = [[r.setting, f"{r.tokens_per_s:,.0f}", f"{r.speedup:.2f}x", f"{r.equal} / {r.sources}",
+            rows = [[f"{r.model}: {r.setting}, one source a call" if r.model else r.setting,
+                     f"{r.tokens_per_s:,.0f}", f"{r.speedup:.2f}x", f"{r.equal} / {r.sources}",
                      "-" if r.acceptance is None else f"{r.acceptance:.1%}",
                      "-" if r.tokens_per_call is None else f"{r.tokens_per_call:.2f}",
                      "-" if r.draft_seconds is None else f"{r.draft_seconds:.2f}"]

@@ -273,7 +273,8 @@ def test_a_gpu_bench_tolerates_a_quarter_core_per_two_host_cores():
 
 def test_the_speculative_bench_times_prompt_lookup_and_drafts_against_greedy(smoke_checkpoint):
     """`seqlab bench speculative=true ckpt=... drafts=[...]`: every setting on the same test sentences, outputs
-    equal plain greedy's, the model drafting for itself keeps every proposal; CTranslate2 beside."""
+    equal plain greedy's, the model drafting for itself keeps every proposal; CTranslate2 and generate (greedy
+    and its prompt lookup, one source a call, seqlab's length limits) beside, their outputs equal too."""
     from seqlab.bench.speculative import from_dict, speculative_bench, to_dict
     from seqlab.config import ConfigError
 
@@ -285,8 +286,12 @@ def test_the_speculative_bench_times_prompt_lookup_and_drafts_against_greedy(smo
     assert all(r.equal == r.sources == 6 for r in rows)
     assert rows[0].speedup == 1.0 and rows[0].acceptance is None
     assert all(r.acceptance == 1.0 for r in rows if r.draft.startswith("ckpt:"))
-    assert all(0.0 <= r.acceptance <= 1.0 for r in rows if r.draft == "lookup")
+    assert all(0.0 <= r.acceptance <= 1.0 for r in rows if r.draft == "lookup" and not r.model)
     assert ("ctranslate2_greedy" in names) == (importlib.util.find_spec("ctranslate2") is not None)
+    # generate on the same weights, one source a call: greedy and its prompt lookup, timed against its greedy
+    hf = [r for r in rows if r.model == "hf generate"]
+    assert [r.setting for r in hf] == ["greedy", "greedy_lookup2", "greedy_lookup5"] and all(r.batch == 1 for r in hf)
+    assert hf[0].speedup == 1.0 and all(r.draft == "lookup" for r in hf[1:])
     assert from_dict(to_dict(rows)) == rows
     with pytest.raises(ConfigError, match="give ckpt=RUN_DIR"):
         speculative_bench(BenchConfig(), None, [])

@@ -440,6 +440,30 @@ def test_the_architecture_speed_table_sets_each_architecture_against_the_encoder
     assert "every output 40 tokens" in text and "**AMD EPYC**" in text
 
 
+def test_the_reference_models_speculative_table_names_generates_rows_apart(tmp_path):
+    """A reference model's speculative record: seqlab's settings by name, generate's one source a call under its
+    own name (its "greedy" is not seqlab's), each against its own greedy search."""
+    from pipelines.bench_speculative import render
+
+    assert render(tmp_path).startswith("_No archived speculative bench yet")
+    row = {"setting": "greedy", "draft": "none", "sources": 10, "tokens": 1_000, "seconds": 2.0, "greedy_seconds": 2.0,
+           "equal": 10}
+    rows = [row, {**row, "setting": "greedy_lookup5", "draft": "lookup", "seconds": 1.0, "acceptance": 0.5,
+                  "tokens_per_call": 2.0, "draft_seconds": 0.1},
+            {**row, "seconds": 8.0, "greedy_seconds": 8.0, "model": "hf generate", "batch": 1},
+            {**row, "setting": "greedy_lookup5", "draft": "lookup", "seconds": 4.0, "greedy_seconds": 8.0,
+             "model": "hf generate", "batch": 1}]
+    record = {"stage": "speculative_sum", "status": "ok", "digest": "d",
+              "result": {"speculative": rows, "threads": 2, "others_busy_cores": 0.01, "config": {"decode_repeats": 3}},
+              "manifest": {"cpu": "AMD EPYC", "cpu_flags": ["avx2"], "torch": "2.13.0", "commit": "0123456789abc",
+                           "date": "2026-12-06T12:00:00Z"}}
+    (tmp_path / "speculative_sum-amd-epyc.json").write_text(json.dumps(record))
+    text = render(tmp_path)
+    assert "| greedy_lookup5 | 1,000 | 2.00x | 10 / 10 | 50.0% | 2.00 | 0.10 |" in text
+    assert "| hf generate: greedy, one source a call | 125 | 1.00x | 10 / 10 | - | - | - |" in text
+    assert "| hf generate: greedy_lookup5, one source a call | 250 | 2.00x |" in text
+
+
 def test_a_checkout_is_clean_whatever_the_pipelines_wrote(tmp_path, monkeypatch):
     """A rendered doc or an archive changed by one experiment's run leaves the code clean for the next record; a
     changed source file does not."""

@@ -2,9 +2,11 @@
 trained checkpoint decodes its test sentences (the first `bench.decode_sources`; 0: all) as an evaluation batches
 them (`decode_texts`, fp32, seqlab's engine) greedily, then with prompt lookup (k = 2, 5 and adaptive) and with
 each draft checkpoint (k = 3, 5), the runs alternating and each the best of `bench.decode_repeats`; CTranslate2's
-greedy search on an export of the same checkpoint beside. Each row: tokens/s and the time against plain greedy,
-the share of proposals kept, tokens per decoder call, the time spent proposing, and how many outputs equal
-plain greedy's (all of them, but for a logit tie within rounding: decoding.speculative).
+greedy search on an export of the same checkpoint beside, and Hugging Face's `generate` on the same weights one
+source a call, greedy and with its prompt lookup (which takes no batch). Each row: tokens/s and the time
+against plain greedy (generate's: against its own), the share of proposals kept, tokens per decoder call, the
+time spent proposing, and how many outputs equal seqlab's plain greedy's (all of them, but for a logit tie
+within rounding: decoding.speculative).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from seqlab.decoding import DecodingConfig
 from seqlab.decoding.config import DRAFT_CHECKPOINT
 from seqlab.decoding.speculative import SpeculativeStats
 from seqlab.hardware import best_of
-from seqlab.inference.evaluation import decode_texts
+from seqlab.inference.evaluation import decode_texts, encode_sources
 
 log = logging.getLogger("seqlab.bench")
 MAX_TOKENS = 8000  # source tokens x rows per batch: the evaluation's default
@@ -93,7 +95,59 @@ def speculative_bench(cfg: BenchConfig, checkpoint: str | None, drafts: list[str
         runs["ctranslate2_greedy"] = lambda: decode_texts(model, tokenizer, sources, DecodingConfig(), MAX_TOKENS,
                                                           engine=engine)
     best = best_of({name: lambda run=run: timed(run) for name, run in runs.items()}, cfg.decode_repeats)
-    return timings(best, "", 0, drafts={name: d.draft for name, d in named.items() if d.draft is not None})
+    rows = timings(best, "", 0, drafts={name: d.draft for name, d in named.items() if d.draft is not None})
+    return rows + hf_rows(model, tokenizer, sources, cfg, best["greedy"])
+
+
+# Hugging Face's prompt lookup (`generate(prompt_lookup_num_tokens=k)`) takes one source a call
+HF_LOOKUP = (0, 2, 5)
+
+
+def hf_rows(model: Any, tokenizer: Any, sources: list[str], cfg: BenchConfig, greedy: tuple
+            ) -> list[SpeculativeTiming]:
+    """`generate` on the checkpoint's Hugging Face model (interop.to_hf), one source a call, greedy and with
+    prompt lookup of each k in HF_LOOKUP, on the same sources with seqlab's per-source length limits: each timed
+    against generate's own greedy search, its outputs compared with seqlab's (`greedy`: its best run). None
+    where transformers is missing or no family computes the model."""
+    try:
+        from seqlab.interop import to_hf
+
+        hf = to_hf(model).eval()
+    except (ImportError, ConfigError) as err:
+        log.warning("Hugging Face's rows are left out: %s", err)
+        return []
+    decoding = DecodingConfig()
+    src_ids, _ = encode_sources(tokenizer, sources, model.cfg, decoding)
+    runs = {"greedy" if k == 0 else f"greedy_lookup{k}": (lambda k=k: hf_one_at_a_time(hf, model, src_ids, decoding, k))
+            for k in HF_LOOKUP}
+    return timings(best_of(runs, cfg.decode_repeats), "hf generate", 1, greedy,
+                   drafts={f"greedy_lookup{k}": "lookup" for k in HF_LOOKUP if k})
+
+
+def hf_one_at_a_time(hf: Any, model: Any, src_ids: list[list[int]], decoding: DecodingConfig, k: int
+                     ) -> tuple[tuple[list[list[int]], None], float]:
+    """generate's greedy search on each source alone, with prompt lookup of k tokens (0: none), each limited to
+    the new tokens seqlab's search gives that source (`generate.max_new_tokens`): (outputs cut at their end
+    token), seconds."""
+    from transformers import GenerationConfig
+
+    from seqlab.bench.families import until_end
+    from seqlab.decoding.generate import max_new_tokens
+    from seqlab.interop.generation import generation_config
+
+    values = generation_config(decoding, model.cfg)
+    lookup = {"prompt_lookup_num_tokens": k} if k else {}
+    outputs, seconds = [], 0.0
+    for ids in src_ids:
+        src = torch.tensor([ids])
+        limit = int(max_new_tokens(decoding, torch.zeros_like(src, dtype=torch.bool), model.cfg.max_positions)[0])
+        gen = GenerationConfig(**{**values, "max_new_tokens": limit, **lookup})
+        start = time.perf_counter()
+        with torch.no_grad():
+            out = hf.generate(input_ids=src, attention_mask=torch.ones_like(src), generation_config=gen)
+        seconds += time.perf_counter() - start
+        outputs.append(until_end(out[0, 1:].tolist(), model.cfg.end_ids))  # after the decoder start token
+    return (outputs, None), seconds
 
 
 def timed(run: Any) -> tuple[tuple[list[list[int]], Any], float]:

@@ -107,8 +107,8 @@ def hf_rows(model: Any, tokenizer: Any, sources: list[str], cfg: BenchConfig, gr
             ) -> list[SpeculativeTiming]:
     """`generate` on the checkpoint's Hugging Face model (interop.to_hf), one source a call, greedy and with
     prompt lookup of each k in HF_LOOKUP, on the same sources with seqlab's per-source length limits: each timed
-    against generate's own greedy search, its outputs compared with seqlab's (`greedy`: its best run). None
-    where transformers is missing or no family computes the model."""
+    against generate's own greedy search, its outputs compared with seqlab's (`greedy`: its best run). No
+    rows where transformers is missing or no family computes the model (said in the log)."""
     try:
         from seqlab.interop import to_hf
 

@@ -2,7 +2,8 @@
 in one process, at a families-bench shape: `python benchmarks/few_rows.py SHAPE BEAMS SOURCES_A_CALL SOURCES`,
 e.g. `t5-small 5 1 8` (beam 5, one source a call, as `seqlab translate` reading stdin decodes).
 
-Prints the best of 3 rounds of each, their ratio, how many outputs are the same, the CPU's flags and other
+A fifth argument starts the few-row range at that count instead (`1`: one-row products too, a greedy step of one
+source). Prints the best of 3 rounds of each, their ratio, how many outputs are the same, the CPU's flags and other
 processes' load.
 """
 
@@ -16,7 +17,7 @@ from seqlab import hardware
 from seqlab.model import products
 
 
-def main(shape: str, beams: int, per_call: int, sources: int) -> None:
+def main(shape: str, beams: int, per_call: int, sources: int, first: int | None = None) -> None:
     it = family_setup(shape, beams, sources)
 
     def run() -> tuple[list[list[int]], float]:
@@ -24,7 +25,7 @@ def main(shape: str, beams: int, per_call: int, sources: int) -> None:
                              lambda s, m: it.families.timed_seqlab(it.model, s, m, it.decoding))
 
     few = products.FEW_ROWS
-    sides = {"F.linear": range(0), "few rows": few}
+    sides = {"F.linear": range(0), "few rows": range(first if first is not None else few.start, few.stop)}
     best, outs = dict.fromkeys(sides, float("inf")), {}
     before = hardware.CpuClock.now()
     for _ in range(3):
@@ -41,4 +42,5 @@ def main(shape: str, beams: int, per_call: int, sources: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+         int(sys.argv[5]) if len(sys.argv) > 5 else None)

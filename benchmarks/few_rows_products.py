@@ -1,5 +1,5 @@
 """F.linear's fp32 product against (W x^T)^T, `seqlab.model.products.linear` with its range widened to every
-count measured, at the families' and the language models' layer shapes and 2 to 256 rows:
+count measured, at the families' and the language models' layer shapes and 1 to 256 rows:
 `python benchmarks/few_rows_products.py [--rows 2,16,...]`.
 
 Prints, per weight shape (in x out), F.linear's best time over (W x^T)^T's at each number of rows (> 1: the
@@ -28,13 +28,13 @@ SHAPES = ((512, 2048), (2048, 512), (512, 32128), (512, 58101), (768, 2304), (76
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rows", default="2,8,16,24,32,48,64,96,128,192,256")
+    parser.add_argument("--rows", default="1,2,8,16,24,32,48,64,96,128,192,256")
     args = parser.parse_args()
     torch.set_num_threads(2)
     g = torch.Generator().manual_seed(0)
     before = hardware.CpuClock.now()
     rows = [int(m) for m in args.rows.split(",")]
-    products.FEW_ROWS = range(2, max(rows) + 1)  # products.linear takes every measured count the weight-left way
+    products.FEW_ROWS = range(min(rows), max(rows) + 1)  # products.linear takes every count measured weight-left
     with torch.no_grad():
         for k, n in SHAPES:
             weight, ratios = torch.randn(n, k, generator=g), {}

@@ -297,6 +297,24 @@ def test_the_speculative_bench_times_prompt_lookup_and_drafts_against_greedy(smo
         speculative_bench(BenchConfig(), None, [])
 
 
+def test_the_speculative_bench_leaves_out_the_peers_that_cannot_compute_the_model(smoke_checkpoint, monkeypatch):
+    """A model CTranslate2 and Hugging Face refuse (the reference summarizer's copy attention): their rows are left
+    out, said in the log, and seqlab's settings are timed as ever."""
+    import seqlab.interop
+    from seqlab.bench.speculative import speculative_bench
+    from seqlab.engines.ct2 import CT2Engine
+    from seqlab.interop.families import InteropError
+
+    def refused(*args, **kwargs):
+        raise InteropError("model.copy_attention=true: no counterpart")
+
+    monkeypatch.setattr(CT2Engine, "for_checkpoint", refused)
+    monkeypatch.setattr(seqlab.interop, "to_hf", refused)
+    rows = speculative_bench(BenchConfig(decode_sources=3, decode_repeats=1), str(smoke_checkpoint), [])
+    assert [r.setting for r in rows] == ["greedy", "greedy_lookup2", "greedy_lookup5", "greedy_lookup5a"]
+    assert all(r.equal == r.sources == 3 and not r.model for r in rows)
+
+
 def test_the_speculative_bench_without_a_checkpoint_times_prompt_lookup_at_gpt2s_shape(monkeypatch):
     """Without ckpt: prompt lookup against greedy on a random GPT-2-shaped model, each engine and batch, Hugging
     Face's prompt lookup and CTranslate2 beside, every output equal seqlab's greedy (the shape shrunk for the

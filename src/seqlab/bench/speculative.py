@@ -31,6 +31,7 @@ from seqlab.decoding.config import DRAFT_CHECKPOINT
 from seqlab.decoding.speculative import SpeculativeStats
 from seqlab.hardware import best_of
 from seqlab.inference.evaluation import decode_texts, encode_sources
+from seqlab.interop.families import InteropError
 
 log = logging.getLogger("seqlab.bench")
 MAX_TOKENS = 8000  # source tokens x rows per batch: the evaluation's default
@@ -113,7 +114,7 @@ def hf_rows(model: Any, tokenizer: Any, sources: list[str], cfg: BenchConfig, gr
         from seqlab.interop import to_hf
 
         hf = to_hf(model).eval()
-    except (ImportError, ConfigError) as err:
+    except (ImportError, ConfigError, InteropError) as err:
         log.warning("Hugging Face's rows are left out: %s", err)
         return []
     decoding = DecodingConfig()
@@ -277,7 +278,8 @@ def hf_run(hf: Any, src: Tensor, mask: Tensor, groups: list[slice], cfg: BenchCo
 
 
 def ct2_engine(checkpoint: str, model: Any, tokenizer: Any) -> Any:
-    """CTranslate2 fp32 on an export of the checkpoint, or None without CTranslate2."""
+    """CTranslate2 fp32 on an export of the checkpoint, or None without CTranslate2 or where its Transformer cannot
+    compute the model (copy attention, say: refused by name in the log, the row left out)."""
     try:
         import ctranslate2  # noqa: F401
     except ImportError:
@@ -285,7 +287,12 @@ def ct2_engine(checkpoint: str, model: Any, tokenizer: Any) -> Any:
         return None
     from seqlab.engines.ct2 import CT2Engine
 
-    return CT2Engine.for_checkpoint(resolve(checkpoint), model, tokenizer, Path(tempfile.mkdtemp()), None, "float32")
+    try:
+        return CT2Engine.for_checkpoint(resolve(checkpoint), model, tokenizer, Path(tempfile.mkdtemp()), None,
+                                        "float32")
+    except (ConfigError, InteropError) as err:
+        log.warning("CTranslate2's row is left out: %s", err)
+        return None
 
 
 def to_dict(rows: list[SpeculativeTiming]) -> list[dict[str, Any]]:

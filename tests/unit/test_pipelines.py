@@ -398,6 +398,16 @@ def test_a_copy_of_the_tree_without_git_names_its_commit_from_the_environment(tm
     assert git_state()[0] != "747d13bd7a"
 
 
+def write_side_bench(archive: Path, stage: str, result: dict, config: dict) -> None:
+    """A side bench's record as the runner archives it on a quiet AMD EPYC: `result` with its config, 2 threads,
+    other processes' load 0.01 cores, and the machine's manifest."""
+    record = {"stage": stage, "status": "ok", "digest": "d",
+              "result": {**result, "config": config, "threads": 2, "others_busy_cores": 0.01},
+              "manifest": {"cpu": "AMD EPYC", "cpu_flags": ["avx2"], "torch": "2.13.0", "commit": "0123456789abc",
+                           "date": "2026-12-06T12:00:00Z"}}
+    (archive / f"{stage}-amd-epyc.json").write_text(json.dumps(record))
+
+
 def test_the_layer_split_speed_table_reads_a_checkpoints_bench_record(tmp_path):
     """The layer split's speed: each timed checkpoint under its label, tokens/s and the speed against 3+3."""
     from pipelines.arch_study_trained import LAYER_SPLIT_SPEED, layer_split_speed
@@ -407,10 +417,7 @@ def test_the_layer_split_speed_table_reads_a_checkpoints_bench_record(tmp_path):
         for decoding, first in (("greedy", 10.0), ("beam5", 40.0)):
             rows.append({"checkpoint": path, "run": "x", "decoding": decoding, "sources": 500, "tokens": 12_000,
                          "seconds": first / (1 + k), "first_seconds": first})
-    record = {"stage": "layer_split_speed", "status": "ok", "digest": "d",
-              "result": {"checkpoints": rows, "config": {"decode_repeats": 3}, "threads": 2, "others_busy_cores": 0.01},
-              "manifest": {"cpu": "AMD EPYC", "commit": "0123456789abc", "date": "2026-11-27T05:00:00Z"}}
-    (tmp_path / "layer_split_speed-amd-epyc.json").write_text(json.dumps(record))
+    write_side_bench(tmp_path, "layer_split_speed", {"checkpoints": rows}, {"decode_repeats": 3})
     text = layer_split_speed(tmp_path)
     assert layer_split_speed(tmp_path / "empty").startswith("_Not yet timed")
     assert "| 3+3 (the reference model) | 1,200 (1.00x) | 300 (1.00x) |" in text
@@ -428,12 +435,8 @@ def test_the_architecture_speed_table_sets_each_architecture_against_the_encoder
     rows = [{"architecture": a, "decoding": d, "source_tokens": n, "sources": 64, "tokens": 2_560,
              "seconds": s * (2 if d == "beam5" else 1) * n / 40} for n in (20, 40) for d in ("greedy", "beam5")
             for a, s in seconds.items()]
-    record = {"stage": "architecture_speed", "status": "ok", "digest": "d",
-              "result": {"architectures_decoding": rows, "threads": 2, "others_busy_cores": 0.01,
-                         "config": {"decode_sources": 64, "max_new_tokens": 40, "decode_repeats": 3}},
-              "manifest": {"cpu": "AMD EPYC", "cpu_flags": ["avx2"], "torch": "2.13.0", "commit": "0123456789abc",
-                           "date": "2026-12-06T12:00:00Z"}}
-    (tmp_path / "architecture_speed-amd-epyc.json").write_text(json.dumps(record))
+    write_side_bench(tmp_path, "architecture_speed", {"architectures_decoding": rows},
+                     {"decode_sources": 64, "max_new_tokens": 40, "decode_repeats": 3})
     text = architecture_speed(tmp_path)
     assert "| 20 | encoder-decoder (3+3) | 5,120 (1.00x) | 2,560 (1.00x) |" in text
     assert "| 40 | prefix LM (6) | 640 (0.25x) | 320 (0.25x) |" in text
@@ -453,11 +456,7 @@ def test_the_reference_models_speculative_table_names_generates_rows_apart(tmp_p
             {**row, "seconds": 8.0, "greedy_seconds": 8.0, "model": "hf generate", "batch": 1},
             {**row, "setting": "greedy_lookup5", "draft": "lookup", "seconds": 4.0, "greedy_seconds": 8.0,
              "model": "hf generate", "batch": 1}]
-    record = {"stage": "speculative_sum", "status": "ok", "digest": "d",
-              "result": {"speculative": rows, "threads": 2, "others_busy_cores": 0.01, "config": {"decode_repeats": 3}},
-              "manifest": {"cpu": "AMD EPYC", "cpu_flags": ["avx2"], "torch": "2.13.0", "commit": "0123456789abc",
-                           "date": "2026-12-06T12:00:00Z"}}
-    (tmp_path / "speculative_sum-amd-epyc.json").write_text(json.dumps(record))
+    write_side_bench(tmp_path, "speculative_sum", {"speculative": rows}, {"decode_repeats": 3})
     text = render(tmp_path)
     assert "| greedy_lookup5 | 1,000 | 2.00x | 10 / 10 | 50.0% | 2.00 | 0.10 |" in text
     assert "| hf generate: greedy, one source a call | 125 | 1.00x | 10 / 10 | - | - | - |" in text

@@ -149,6 +149,33 @@ def test_a_models_later_batches_start_from_the_costs_its_first_batch_measured():
     assert len(kept.calls) == 2 * Pacing.KEPT and plain[0] == 6.0  # the latest of each kind
 
 
+@pytest.mark.parametrize("architecture", ["encoder_decoder", "decoder_only"])
+def test_a_batch_where_no_proposal_pays_decodes_as_plain_greedy_does(monkeypatch, architecture):
+    """Once a model's costs say that no proposal pays (a position costs a row's step), its next batch verifies
+    none: its cache keeps no validity record and the decoder takes the plain path, so the log-probs are plain
+    greedy's to the bit, not only its tokens."""
+    from seqlab.decoding.speculative import PACINGS, Pacing
+    from seqlab.model import DecoderCache
+
+    class Priced(Pacing):
+        def observe(self, rows: int, positions: int, seconds: float) -> None:
+            super().observe(rows, positions, 1.0 * positions)
+
+    model = model_of(architecture)
+    src, pad = sources()
+    cfg = DecodingConfig(max_length=12, draft="lookup", draft_tokens=3)
+    PACINGS[model] = {(cfg.label, src.shape[0]): Priced()}
+    generate(model, src, pad, cfg)  # measures: no proposal pays
+    admitted = []
+    admit = DecoderCache.admit_
+    monkeypatch.setattr(DecoderCache, "admit_", lambda cache, valid: admitted.append(valid) or admit(cache, valid))
+    stats = SpeculativeStats()
+    out = generate(model, src, pad, cfg, stats=stats)
+    plain = generate(model, src, pad, replace(cfg, draft=None))
+    assert stats.proposed == 0 and admitted == []
+    assert torch.equal(out.sequences, plain.sequences) and torch.equal(out.token_logprobs, plain.token_logprobs)
+
+
 def test_pacing_verifies_the_likeliest_proposals_while_they_raise_the_tokens_a_second():
     from seqlab.decoding.speculative import Pacing
 

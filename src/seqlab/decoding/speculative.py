@@ -33,7 +33,8 @@ about 8). `decoding.draft_positions=paying` (the default) measures it (`Pacing`)
 against the positions they verified, what one more position costs, and from each row's share of proposals kept
 so far, which proposals are likely enough to be kept to pay for it; the others are not verified (not computed:
 every model's output layer, and a one-stack model's layers, run on a call's real positions only). Where none
-pays, the batch steps as plain greedy search (or sampling) does. The costs are the model's and the machine's,
+pays, the batch steps as plain greedy search (or sampling) does, through the plain decoder path while no row
+has a hole yet (a cache keeps no validity record until a call verifies a proposal). The costs are the model's and the machine's,
 not the batch's: a process keeps them per model, setting and batch size (`pacing_for`), so a run's first batch
 pays the measuring calls and its later batches start from what it measured. `draft_positions=all` verifies every
 proposal. Outputs are the same either way.
@@ -313,12 +314,15 @@ def speculative_search(
         counts = draft.propose(counts, choose, prefixes, generated)
         stats.draft_seconds += time.perf_counter() - began
         proposals = prefixes.gather(1, after(generated, width))  # (A, K)
-        cache.admit_(torch.cat([torch.ones_like(counts[:, None], dtype=torch.bool),
-                                torch.arange(width, device=device)[None, :] < counts[:, None]], dim=1))
+        holes = width > 0 or cache.valid is not None  # False: a plain step on a cache without holes
+        if holes:
+            cache.admit_(torch.cat([torch.ones_like(counts[:, None], dtype=torch.bool),
+                                    torch.arange(width, device=device)[None, :] < counts[:, None]], dim=1))
         logits, cache = model.decode(torch.cat([rows.last[:, None], proposals], dim=1), None, None, cache)
         chosen, kept = verify(logits, proposals, counts, choose, ids)
         record(rows, logits, chosen, kept, generated)
-        cache.reject_(torch.arange(width + 1, device=device)[None, :] <= kept[:, None])
+        if holes:
+            cache.reject_(torch.arange(width + 1, device=device)[None, :] <= kept[:, None])
         draft.follow(kept, chosen)
         proposed, accepted = int(counts.sum()), int(kept.sum())
         stats.calls += active.shape[0]

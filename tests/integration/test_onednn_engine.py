@@ -46,28 +46,72 @@ def test_engine_auto_takes_onednn_only_where_its_probe_is_faster_and_caches_the_
     import seqlab.engines.choice as engines
 
     speedups = iter([2.0])
-    monkeypatch.setattr(engines, "packed_speedup", lambda: next(speedups))  # a second probe would raise
+    monkeypatch.setattr(engines, "packed_speedup", lambda **_: next(speedups))  # a second probe would raise
     choice = engines.choose_engine("fp32", "cpu", tmp_path)
     assert choice.engine == "seqlab_onednn" and "2.00x" in choice.reason
     assert engines.choose_engine("fp32", "cpu", tmp_path) == choice  # from the cache: no second probe
     assert json.loads((tmp_path / engines.AUTO_CACHE).read_text())  # keyed by CPU, torch and threads
     for precision, device in (("bf16", "cpu"), ("int8", "cpu"), ("fp32", "cuda")):
         assert engines.choose_engine(precision, device, tmp_path).engine == "seqlab"  # oneDNN: fp32 on a CPU
-    monkeypatch.setattr(engines, "packed_speedup", lambda: 1.14)  # under the margin: MKL stays
+    monkeypatch.setattr(engines, "packed_speedup", lambda **_: 1.14)  # under the margin: MKL stays
     assert engines.choose_engine("fp32", "cpu", None).engine == "seqlab"  # (a whole search slower at 1.14x)
 
 
 def test_engine_auto_names_the_chosen_engine_in_the_label_and_folder(make_cfg, smoke_checkpoint, monkeypatch):
     import seqlab.engines.choice as engines
 
-    monkeypatch.setattr(engines, "packed_speedup", lambda: 3.0)
+    monkeypatch.setattr(engines, "packed_speedup", lambda **_: 3.0)
     cfg = make_cfg("eval", [f"ckpt={smoke_checkpoint}", "engine=auto", *COMMON])
     cfg.paths.cache_dir = str(Path(cfg.results_dir).parent / "probed_cache")  # not the session's real probe
     auto = run_evaluation(cfg)
     assert auto["label"].endswith("_onednn") and auto["setting"]["engine"] == "seqlab_onednn"
-    monkeypatch.setattr(engines, "packed_speedup", lambda: 0.8)
+    monkeypatch.setattr(engines, "packed_speedup", lambda **_: 0.8)
     cfg = make_cfg("eval", [f"ckpt={smoke_checkpoint}", "engine=auto", *COMMON])
     cfg.paths.cache_dir = str(Path(cfg.results_dir).parent / "fresh_cache")  # another machine's probe
     plain = run_evaluation(cfg)
     assert not plain["label"].endswith("_onednn") and "engine" not in plain["setting"]
     assert cfg.engine == "auto"  # chosen once and passed on: the composed config is left as written
+
+
+def test_engine_auto_for_one_source_a_call_probes_that_steps_products_under_its_own_key(tmp_path, monkeypatch):
+    """A command decoding one source a call (rows: greedy's 1, beam 5's 5) is probed at those rows through
+    weights read from memory, cached apart from the batch probe: here oneDNN wins one source at a time only."""
+    import seqlab.engines.choice as engines
+    from seqlab.model.onednn import PROBE_SHAPES, one_source_shapes
+
+    probed = []
+
+    def probe(shapes=PROBE_SHAPES, **_):
+        probed.append(shapes)
+        return 1.2 if shapes == PROBE_SHAPES else 2.5
+
+    monkeypatch.setattr(engines, "packed_speedup", probe)
+    assert engines.choose_engine("fp32", "cpu", tmp_path).engine == "seqlab"
+    one = engines.choose_engine("fp32", "cpu", tmp_path, rows=5)
+    assert one.engine == "seqlab_onednn" and "one source a call in 5 rows" in one.reason
+    assert engines.choose_engine("fp32", "cpu", tmp_path, rows=5) == one  # cached: no third probe
+    assert probed == [PROBE_SHAPES, one_source_shapes(5)]
+    assert all(m == 5 for m, _, _ in one_source_shapes(5)) and max(n for _, _, n in one_source_shapes(1)) >= 32000
+    assert len(json.loads((tmp_path / engines.AUTO_CACHE).read_text())) == 2
+
+
+def test_translate_on_a_terminal_chooses_its_engine_for_one_source_a_call(make_cfg, smoke_checkpoint, monkeypatch):
+    import seqlab.engines.choice as engines
+
+    asked = []
+
+    def choose(precision, device, cache_dir, rows=None):
+        asked.append(rows)
+        return engines.EngineChoice("seqlab", "probed")
+
+    monkeypatch.setattr("seqlab.app.infer.choose_engine", choose)
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for stdin, overrides, rows in ((io.StringIO("Dios\n"), [], None), (Terminal("Dios\n"), [], 1),
+                                   (io.StringIO("Dios\n"), ["chunk_size=1", "decoding=beam"], 5)):
+        cfg = make_cfg("translate", [f"ckpt={smoke_checkpoint}", "engine=auto", "decoding.max_length=4", *overrides])
+        run_translate(cfg, stdin=stdin, stdout=io.StringIO())
+        assert asked[-1] == rows

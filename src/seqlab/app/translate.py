@@ -17,7 +17,7 @@ import hydra
 from omegaconf import DictConfig
 
 from seqlab.app.cli import reraise
-from seqlab.app.infer import InferenceRequest, TranslateSettings, load
+from seqlab.app.infer import InferenceRequest, TranslateSettings, chosen_engine, load
 from seqlab.app.store import CONF_DIR
 from seqlab.config import ConfigError
 from seqlab.decoding import DecodingConfig
@@ -31,7 +31,10 @@ log = logging.getLogger("seqlab.translate")
 def run_translate(cfg: DictConfig, stdin: Any = None, stdout: Any = None) -> int:
     """Translate `input` (or stdin) to stdout; returns the number of lines."""
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
-    request = InferenceRequest.from_cfg(cfg, "translate", TranslateSettings)  # fails here, before loading
+    # on a terminal (or chunk_size=1) each call decodes one source: engine=auto weighs such a step's products
+    one_source = cfg.input is None and stdin.isatty() or cfg.chunk_size == 1
+    request = InferenceRequest.from_cfg(cfg, "translate", TranslateSettings,  # fails here, before loading
+                                        engine=chosen_engine(cfg, one_source))
     if cfg.format == "plain" and request.decoding.n_best > 1:
         raise ConfigError("decoding.n_best > 1 prints several hypotheses per line: add format=fairseq")
     keep_freed_memory()

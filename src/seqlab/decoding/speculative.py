@@ -34,10 +34,10 @@ against the positions they verified, what one more position costs, and from each
 so far, which proposals are likely enough to be kept to pay for it; the others are not verified (not computed:
 every model's output layer, and a one-stack model's layers, run on a call's real positions only). Where none
 pays, the batch steps as plain greedy search (or sampling) does, through the plain decoder path while no row
-has a hole yet (a cache keeps no validity record until a call verifies a proposal). The costs are the model's and the machine's,
-not the batch's: a process keeps them per model, setting and batch size (`pacing_for`), so a run's first batch
-pays the measuring calls and its later batches start from what it measured. `draft_positions=all` verifies every
-proposal. Outputs are the same either way.
+has a hole yet (a cache keeps no validity record until a call verifies a proposal). The costs are the model's
+and the machine's, not the batch's: a process keeps them per model, setting and batch size (`pacing_for`), so a
+run's first batch pays the measuring calls and its later batches start from what it measured.
+`draft_positions=all` verifies every proposal. Outputs are the same either way.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from seqlab.engines.graphs import GraphedStep, check_graphable
 from seqlab.hardware import cpu_model
 from seqlab.io import atomic_write_text
 from seqlab.model import Model
-from seqlab.model.onednn import onednn_available, onednn_linears, packed_speedup
+from seqlab.model.onednn import PROBE_SHAPES, one_source_shapes, onednn_available, onednn_linears, packed_speedup
 from seqlab.model.quantize import dynamic_int8
 
 # seqlab_onednn: seqlab's search with its fp32 linear layers on oneDNN's packed weights (model.onednn)
@@ -78,30 +78,35 @@ class EngineChoice:
     reason: str  # for the log and the bench
 
 
-def choose_engine(precision: str, device: str, cache_dir: Path | None) -> EngineChoice:
+def choose_engine(precision: str, device: str, cache_dir: Path | None, rows: int | None = None) -> EngineChoice:
     """What `engine=auto` decodes with: the fastest engine whose outputs equal seqlab's fp32 search.
 
     The candidates are seqlab's own search on PyTorch's products (MKL on a CPU) and the same search on
     oneDNN's packed fp32 weights: the same search and sums of the same products, which gave the same outputs
     on the Bible test split (greedy and beam 5; int8 and CTranslate2 do not, so they are never chosen).
     oneDNN is taken in fp32 on a CPU when a one-off probe of a decoding step's products (`packed_speedup`)
-    finds it AUTO_MARGIN x faster than MKL; the probe is cached per CPU model, torch version and thread count
-    in `cache_dir` (None: not cached)."""
+    finds it AUTO_MARGIN x faster than MKL. `rows`: the command decodes one source a call, in this many rows
+    (`seqlab translate` on a terminal): the probe times such a step's products (`one_source_shapes`), where
+    the weights' reading sets the speed, instead of a batch's. The probe is cached per CPU model, torch version,
+    thread count and probe in `cache_dir` (None: not cached)."""
     if precision != "fp32" or not str(device).startswith("cpu"):
         return EngineChoice("seqlab", f"precision={precision} on {device}: seqlab's own search")
     if not onednn_available():
         return EngineChoice("seqlab", f"torch {torch.__version__} has no oneDNN packed linear here")
-    key = f"{cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads"
+    shapes, step = (PROBE_SHAPES, "decoding shapes") if rows is None else \
+        (one_source_shapes(rows), f"one source a call in {rows} row{'s' if rows > 1 else ''}")
+    key = f"{cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads" + \
+        ("" if rows is None else f" | one source, {rows} rows")
     path = None if cache_dir is None else Path(cache_dir) / AUTO_CACHE
     cached = json.loads(path.read_text()) if path is not None and path.is_file() else {}
     if key not in cached:
-        cached[key] = {"speedup": round(packed_speedup(), 3), "date": time.strftime("%Y-%m-%d")}
+        cached[key] = {"speedup": round(packed_speedup(shapes=shapes), 3), "date": time.strftime("%Y-%m-%d")}
         if path is not None:
             atomic_write_text(path, json.dumps(cached, indent=1) + "\n")
     speedup = cached[key]["speedup"]
     engine = "seqlab_onednn" if speedup >= AUTO_MARGIN else "seqlab"
     where = f"probe of {cached[key]['date']}" + (f", cached in {path}" if path is not None else "")
-    return EngineChoice(engine, f"oneDNN's packed products {speedup:.2f}x MKL's at decoding shapes ({where}); "
+    return EngineChoice(engine, f"oneDNN's packed products {speedup:.2f}x MKL's at {step} ({where}); "
                                 f"oneDNN is taken at {AUTO_MARGIN}x or more")
 
 

@@ -56,13 +56,21 @@ def onednn_linears(model: Seq2SeqTransformer) -> Seq2SeqTransformer:
 PROBE_SHAPES = ((320, 256, 1024), (320, 1024, 256), (320, 256, 8000))
 
 
-def packed_speedup(repeats: int = 10) -> float:
-    """MKL's time over oneDNN's (packed weights) for the products of a decoding step, on this machine with
-    torch's current threads: > 1 means oneDNN is faster (`engine=auto` reads it)."""
+def one_source_shapes(rows: int) -> tuple[tuple[int, int, int], ...]:
+    """A step's products for one source a call (`seqlab translate` answering a line at a time): its `rows`
+    (1 greedy, the beams) through a t5-small-sized decoder's feed-forward (512 <-> 2,048) and output (32k
+    vocabulary) layers. At so few rows a product's time is the reading of its weights (4 MB, 66 MB: from
+    memory, not cache), where MKL's one-row kernel reads on one thread and oneDNN's packed one on all."""
+    return (rows, 512, 2048), (rows, 2048, 512), (rows, 512, 32000)
+
+
+def packed_speedup(repeats: int = 10, shapes: tuple[tuple[int, int, int], ...] = PROBE_SHAPES) -> float:
+    """MKL's time over oneDNN's (packed weights) for the products (rows, in, out) `shapes`, on this machine
+    with torch's current threads: > 1 means oneDNN is faster (`engine=auto` reads it)."""
     g = torch.Generator().manual_seed(0)
     mkl = onednn = 0.0
     with torch.no_grad():
-        for m, k, n in PROBE_SHAPES:
+        for m, k, n in shapes:
             linear, x = nn.Linear(k, n), torch.randn(m, k, generator=g)
             packed = PackedLinear(linear)
             mkl += best_ms(lambda linear=linear, x=x: linear(x), repeats)

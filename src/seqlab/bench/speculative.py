@@ -132,22 +132,32 @@ def hf_one_at_a_time(hf: Any, model: Any, src_ids: list[list[int]], decoding: De
     token), seconds."""
     from transformers import GenerationConfig
 
-    from seqlab.bench.families import until_end
     from seqlab.decoding.generate import max_new_tokens
     from seqlab.interop.generation import generation_config
 
     values = generation_config(decoding, model.cfg)
     lookup = {"prompt_lookup_num_tokens": k} if k else {}
+    prompts = [torch.tensor([ids]) for ids in src_ids]
+    configs = [GenerationConfig(**{**values, "max_new_tokens": int(max_new_tokens(
+        decoding, torch.zeros_like(src, dtype=torch.bool), model.cfg.max_positions)[0]), **lookup})
+        for src in prompts]
+    return generate_each(hf, prompts, configs, model.cfg.end_ids, continues=False)
+
+
+def generate_each(hf: Any, prompts: list[Tensor], configs: list[Any], ends: tuple[int, ...], continues: bool
+                  ) -> tuple[tuple[list[list[int]], None], float]:
+    """generate on each (1, P) prompt alone under its GenerationConfig, timed: (the outputs cut at their end
+    token, None), the seconds summed. An output starts after the prompt where the model continues it (a causal
+    LM), else after the decoder start token."""
+    from seqlab.bench.families import until_end
+
     outputs, seconds = [], 0.0
-    for ids in src_ids:
-        src = torch.tensor([ids])
-        limit = int(max_new_tokens(decoding, torch.zeros_like(src, dtype=torch.bool), model.cfg.max_positions)[0])
-        gen = GenerationConfig(**{**values, "max_new_tokens": limit, **lookup})
+    for ids, gen in zip(prompts, configs, strict=True):
         start = time.perf_counter()
         with torch.no_grad():
-            out = hf.generate(input_ids=src, attention_mask=torch.ones_like(src), generation_config=gen)
+            out = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=gen)
         seconds += time.perf_counter() - start
-        outputs.append(until_end(out[0, 1:].tolist(), model.cfg.end_ids))  # after the decoder start token
+        outputs.append(until_end(out[0, ids.shape[1] if continues else 1:].tolist(), ends))
     return (outputs, None), seconds
 
 
@@ -260,21 +270,12 @@ def hf_run(hf: Any, src: Tensor, mask: Tensor, groups: list[slice], cfg: BenchCo
     """Hugging Face's greedy search, with prompt lookup of k tokens (0: none), one prompt per call."""
     from transformers import GenerationConfig
 
-    from seqlab.bench.families import until_end
-
-    eos, pad = hf.config.eos_token_id, hf.config.eos_token_id
+    eos = hf.config.eos_token_id
     lookup = {"prompt_lookup_num_tokens": k} if k else {}
-    hf.generation_config = GenerationConfig(max_new_tokens=cfg.max_new_tokens, do_sample=False, pad_token_id=pad,
-                                            eos_token_id=eos, **lookup)
-    outputs, seconds = [], 0.0
-    for rows in groups:
-        ids = src[rows][~mask[rows]][None]  # (1, P) one prompt, unpadded
-        start = time.perf_counter()
-        with torch.no_grad():
-            out = hf.generate(input_ids=ids, attention_mask=torch.ones_like(ids))
-        seconds += time.perf_counter() - start
-        outputs.append(until_end(out[0, ids.shape[1]:].tolist(), (eos,)))
-    return (outputs, None), seconds
+    gen = GenerationConfig(max_new_tokens=cfg.max_new_tokens, do_sample=False, pad_token_id=eos, eos_token_id=eos,
+                           **lookup)
+    prompts = [src[rows][~mask[rows]][None] for rows in groups]  # (1, P) each prompt, unpadded
+    return generate_each(hf, prompts, [gen] * len(prompts), (eos,), continues=True)
 
 
 def ct2_engine(checkpoint: str, model: Any, tokenizer: Any) -> Any:

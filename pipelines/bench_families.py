@@ -31,8 +31,18 @@ def render(archive: Path) -> str:
                 row += ["–" if r.onednn_x_ct2 is None else f"{r.onednn_x_ct2:.2f}x",
                         "–" if r.equal_onednn is None else f"{r.equal_onednn} of {r.sources}"]
             header += ["oneDNN engine vs CTranslate2 fp32", "its outputs equal generate's"]
-        parts.append(side_heading(record) + "\n\n" + table(header, rows))
+        parts.append(side_heading(record) + "\n\n" + table(header, rows) + auto_line(record["result"]))
     return "\n\n".join(parts) or f"_No archived bench yet: `make pipeline NAME={archive.name}`._"
+
+
+def auto_line(result: dict) -> str:
+    """What `engine=auto` takes on the record's CPU, where the record asked it (records from 2026-12-06 on)."""
+    auto = result.get("engine_auto")
+    if not auto:
+        return ""
+    said = "; ".join(f"{where}: `{choice['engine']}` ({choice['reason'].split(' (')[0]})"
+                     for where, choice in auto.items())
+    return f"\n\n`engine=auto` on this CPU takes, {said}."
 
 
 PIPELINE = Pipeline(

@@ -115,3 +115,16 @@ def test_translate_on_a_terminal_chooses_its_engine_for_one_source_a_call(make_c
         cfg = make_cfg("translate", [f"ckpt={smoke_checkpoint}", "engine=auto", "decoding.max_length=4", *overrides])
         run_translate(cfg, stdin=stdin, stdout=io.StringIO())
         assert asked[-1] == rows
+
+
+def test_the_families_record_says_what_engine_auto_takes_in_each_case(monkeypatch):
+    import seqlab.engines.choice as engines
+    from seqlab.app.bench import AUTO_CASES, auto_choices
+    from seqlab.model.onednn import PROBE_SHAPES
+
+    monkeypatch.setattr(engines, "packed_speedup", lambda shapes=PROBE_SHAPES, **_: 1.2 if shapes == PROBE_SHAPES
+                        else 2.0 if shapes[0][0] == 1 else 1.4)
+    auto = auto_choices()
+    assert list(auto) == [where for where, _ in AUTO_CASES]
+    assert [choice["engine"] for choice in auto.values()] == ["seqlab", "seqlab_onednn", "seqlab"]
+    assert "one source a call in 5 rows" in auto["one source a call, beam 5"]["reason"]

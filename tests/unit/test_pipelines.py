@@ -443,6 +443,27 @@ def test_the_architecture_speed_table_sets_each_architecture_against_the_encoder
     assert "every output 40 tokens" in text and "**AMD EPYC**" in text
 
 
+def test_the_families_table_says_what_engine_auto_takes_where_the_record_asked(tmp_path):
+    """A families record: its rows against generate and CTranslate2, both engines; and the engine `engine=auto`
+    takes for a batch and for one source a call, where the record holds it (older records do not)."""
+    from pipelines.bench_families import render
+
+    config = {"decode_sources": 64, "seq_len": 32, "max_new_tokens": 64, "decode_repeats": 3}
+    row = {"shape": "t5-small", "decoding": "greedy", "sources": 16, "tokens": 1_000, "seqlab_s": 2.0, "hf_s": 4.0,
+           "ct2_s": 1.0, "equal_hf": 16, "equal_ct2": 16, "onednn_s": 1.0, "equal_onednn": 16, "one_at_a_time": True}
+    write_side_bench(tmp_path, "families", {"families": [row]}, config)
+    assert "| t5-small | greedy, one source a call | 500 | 2.00x | 0.50x | 16 of 16 | 16 of 16 | 1.00x |" in \
+        render(tmp_path) and "engine=auto" not in render(tmp_path)
+    reason = "oneDNN's packed products {}x MKL's at {} (probe of 2026-12-06); oneDNN is taken at 1.5x or more"
+    auto = {"many sources a call": {"engine": "seqlab", "reason": reason.format("1.44", "decoding shapes")},
+            "one source a call, greedy": {"engine": "seqlab_onednn",
+                                          "reason": reason.format("3.10", "one source a call in 1 row")}}
+    write_side_bench(tmp_path, "families", {"families": [row], "engine_auto": auto}, config)
+    assert ("`engine=auto` on this CPU takes, many sources a call: `seqlab` (oneDNN's packed products 1.44x MKL's "
+            "at decoding shapes); one source a call, greedy: `seqlab_onednn` (oneDNN's packed products 3.10x MKL's "
+            "at one source a call in 1 row).") in render(tmp_path)
+
+
 def test_the_reference_models_speculative_table_names_generates_rows_apart(tmp_path):
     """A reference model's speculative record: seqlab's settings by name, generate's one source a call under its
     own name (its "greedy" is not seqlab's), each against its own greedy search."""

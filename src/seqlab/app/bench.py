@@ -55,6 +55,7 @@ from seqlab.bench.speculative import causal_speculative_bench, speculative_bench
 from seqlab.bench.speculative import to_dict as speculative_dict
 from seqlab.bench.speed import BenchConfig
 from seqlab.config import ConfigError, resolve_device
+from seqlab.engines.choice import choose_engine
 from seqlab.hardware import CpuClock, cpu_description
 from seqlab.io import atomic_write_text
 
@@ -114,7 +115,9 @@ def families(bench: BenchConfig, causal: bool = False, shapes: list[str] | None 
              + (f"  {r.x_ct2:.2f}x CTranslate2" if r.x_ct2 is not None else "")
              + f"  ({r.equal_hf} of {r.sources} equal generate's)" for r in rows]
     if not causal:
-        return measured("families", to_dict(rows), bench, clock), "\n".join(lines)
+        auto = auto_choices()
+        lines += [f"engine=auto, {where}: {choice['engine']} ({choice['reason']})" for where, choice in auto.items()]
+        return {**measured("families", to_dict(rows), bench, clock), "engine_auto": auto}, "\n".join(lines)
     if shapes:
         return measured("language_models", to_dict(rows), bench, clock), "\n".join(lines)
     trained = architecture_training(bench)  # the decoder-only and prefix LMs trained beside the encoder-decoder
@@ -122,6 +125,16 @@ def families(bench: BenchConfig, causal: bool = False, shapes: list[str] | None 
               for t in trained]
     record = measured("language_models", to_dict(rows), bench, clock)
     return {**record, "architectures": architectures_dict(trained)}, "\n".join(lines)
+
+
+# what engine=auto is asked on a CPU: a batch's step, and one source a call in greedy's and beam 5's rows
+AUTO_CASES = (("many sources a call", None), ("one source a call, greedy", 1), ("one source a call, beam 5", 5))
+
+
+def auto_choices() -> dict[str, dict[str, str]]:
+    """What `engine=auto` takes on this machine in each of AUTO_CASES, from fresh probes (not the cache), so that
+    a record of both engines' speeds says which one a user gets."""
+    return {where: asdict(choose_engine("fp32", "cpu", None, rows)) for where, rows in AUTO_CASES}
 
 
 def feature_costs(bench: BenchConfig) -> tuple[dict, str]:

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.hardware import best_ms
+from seqlab.model import products
 from seqlab.model.layers import fuse_relu, replace_layers
 from seqlab.model.transformer import Seq2SeqTransformer
 
@@ -66,13 +67,14 @@ def one_source_shapes(rows: int) -> tuple[tuple[int, int, int], ...]:
 
 def packed_speedup(repeats: int = 10, shapes: tuple[tuple[int, int, int], ...] = PROBE_SHAPES) -> float:
     """MKL's time over oneDNN's (packed weights) for the products (rows, in, out) `shapes`, on this machine
-    with torch's current threads: > 1 means oneDNN is faster (`engine=auto` reads it)."""
+    with torch's current threads: > 1 means oneDNN is faster (`engine=auto` reads it). MKL's side is the
+    default engine's own product (`products.linear`: a few rows weight-left)."""
     g = torch.Generator().manual_seed(0)
     mkl = onednn = 0.0
     with torch.no_grad():
         for m, k, n in shapes:
             linear, x = nn.Linear(k, n), torch.randn(m, k, generator=g)
             packed = PackedLinear(linear)
-            mkl += best_ms(lambda linear=linear, x=x: linear(x), repeats)
+            mkl += best_ms(lambda linear=linear, x=x: products.linear(x, linear.weight, linear.bias), repeats)
             onednn += best_ms(lambda packed=packed, x=x: packed(x), repeats)
     return mkl / onednn

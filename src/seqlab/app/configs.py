@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -153,11 +154,15 @@ class JobLog:
     what: str  # "training", "evaluation"
     finished: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)  # the signals ("SIGTERM") that stopped a job before its end
 
     def summary(self) -> int:
-        """Print the failures (and the counts, for a sweep); 1 if anything failed."""
+        """Print the failures (and the counts, for a sweep); 1 if anything failed, else 128 + the signal's
+        number if a signal stopped a job before its end (not finished, so not a success), else 0."""
         if self.failed or len(self.finished) > 1:
             print(f"{self.what}: {len(self.finished)} finished, {len(self.failed)} failed", file=sys.stderr)
             for failure in self.failed:
                 print(f"  failed: {failure}", file=sys.stderr)
-        return 1 if self.failed else 0
+        if self.failed:
+            return 1
+        return 128 + signal.Signals[self.stopped[0]].value if self.stopped else 0

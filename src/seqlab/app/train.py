@@ -193,12 +193,20 @@ def _train_locked(cfg: DictConfig, spec: TrainSpec, out_dir: Path) -> dict[str, 
 
 
 def finished(trainer: L.Trainer, out_dir: Path) -> dict[str, Any]:
-    """A finished training's result: its last metrics, its best and last checkpoints, its step."""
+    """A training's result: its last metrics, its best and last checkpoints, its step, and the signal that
+    stopped it before its end (`stopped`: "SIGTERM", "SIGINT"; None: it ran to its end)."""
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     best, last = trainer.checkpoint_callbacks[:2]
-    log.info("finished at step %d: %s", trainer.global_step, metrics)
+    stopped = next((c.requested for c in trainer.callbacks if isinstance(c, GracefulStop)), None)
+    if stopped is None:
+        log.info("finished at step %d: %s", trainer.global_step, metrics)
+    else:
+        log.warning("stopped by %s at step %d, before the end: %s holds it; the same command resumes from it "
+                    "(train.resume=auto, or train.resume=PATH)", stopped, trainer.global_step,
+                    checkpoint_file(out_dir, LAST))
     return {"metrics": metrics, "best": best.best_model_path, "last": last.last_model_path or
-            str(checkpoint_file(out_dir, LAST)), "step": trainer.global_step, "output_dir": str(out_dir)}
+            str(checkpoint_file(out_dir, LAST)), "step": trainer.global_step, "output_dir": str(out_dir),
+            "stopped": stopped}
 
 
 JOBS = JobLog("training multirun")
@@ -214,12 +222,16 @@ def main(cfg: DictConfig) -> float | None:
         JOBS.failed.append(f"{job_name(cfg)}: {type(err).__name__}: {err}")
         log.exception("training failed: %s", JOBS.failed[-1])
         return None
+    if result["stopped"] is not None:  # not finished: the exit status says so (a pipeline must not archive it)
+        JOBS.stopped.append(result["stopped"])
+        return None
     JOBS.finished.append(job_name(cfg))
     return result["metrics"].get("val/loss")  # the value a Hydra sweeper would optimize
 
 
 def run() -> int:
-    """`seqlab train`: one run, or a multirun whose failures are summarized (exit status 1)."""
+    """`seqlab train`: one run, or a multirun whose failures are summarized (exit status 1); a run stopped by
+    a signal before its end exits 128 + the signal's number (143 for SIGTERM), as a shell reports it."""
     main()
     return JOBS.summary()
 

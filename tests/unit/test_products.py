@@ -63,3 +63,17 @@ def test_the_layer_is_an_nn_linear_and_plain_linears_gives_the_exact_class_back(
     assert type(model[0]) is Linear  # the original is untouched
     quantized = torch.ao.quantization.quantize_dynamic(plain, {nn.Linear}, dtype=torch.qint8)
     assert not any(isinstance(m, nn.Linear) for m in quantized.modules())  # every layer found by its class
+
+
+def test_one_row_is_taken_beside_a_zero_row_as_a_matrix_product(monkeypatch):
+    """MKL's matrix-vector product reads the weights on one thread: a single row goes with a zero row beside it,
+    so the product is a matrix product (two columns), and only the row's own result comes back."""
+    shapes = []
+    mm = torch.mm
+    monkeypatch.setattr(products.torch, "mm", lambda a, b: shapes.append(tuple(b.shape)) or mm(a, b))
+    g = torch.Generator().manual_seed(0)
+    w, x = torch.randn(11, 7, generator=g), torch.randn(1, 1, 7, generator=g)
+    with torch.no_grad():
+        out = linear(x, w, None)
+    assert shapes == [(7, 2)] and out.shape == (1, 1, 11)
+    torch.testing.assert_close(out, F.linear(x, w), rtol=1e-6, atol=1e-6)

@@ -3,12 +3,16 @@
 MKL's fp32 product of a few dozen rows (2-128: a decoding step's beams or sources, a speculative call's
 positions) by a transposed weight runs far below the memory's speed on the 2-core AVX2 EPYC measured: t5-small's
 output layer (32,128 x 512) took ~30 ms for 5 rows where (W x^T)^T, the same product with the weight as the
-left operand, took ~9 ms, and a decoding step's projections gained alike (one row is faster as it is). Beam
-search of one source a call decoded 2.0-2.2x faster for it at the families bench's t5-small, bart-base and
-opus-mt shapes, the outputs the same (`benchmarks/few_rows.py`). The weight on the left stays ahead up to
-~128 rows at every families and language-model layer shape (1.1-1.5x at 64 rows, 1.0-1.4x at 128; about even
-from 192: `benchmarks/few_rows_products.py`). Training (gradients on), autocast and other devices and types
-keep `F.linear`; so do engines that bring their own products (oneDNN's packed weights, int8).
+left operand, took ~9 ms, and a decoding step's projections gained alike. Beam search of one source a call
+decoded 2.0-2.2x faster for it at the families bench's t5-small, bart-base and opus-mt shapes, the outputs the
+same (`benchmarks/few_rows.py`). The weight on the left stays ahead up to ~128 rows at every families and
+language-model layer shape (1.1-1.5x at 64 rows, 1.0-1.4x at 128; about even from 192:
+`benchmarks/few_rows_products.py`). One row (greedy search of one source) is a matrix-vector product, which MKL
+runs on one thread, reading the weights at ~10 GB/s; with a zero row beside it, it is a matrix product on both
+threads: a t5-small greedy step's products took 5.2 ms instead of 15.3 (30 GB/s) on the 2-core AVX-512 EPYC,
+bart-base's 12.4 instead of 28.7, opus-mt's 6.5 instead of 21.0, ahead of oneDNN's packed weights (7.5, 15.2,
+9.6; `benchmarks/one_row_step.py`). Training (gradients on), autocast and other devices and types keep
+`F.linear`; so do engines that bring their own products (oneDNN's packed weights, int8).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-FEW_ROWS = range(2, 129)  # rows a product takes as (W x^T)^T: from 2 (one row is a matrix-vector product)
+FEW_ROWS = range(1, 129)  # rows a product takes as (W x^T)^T, one row padded to two
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
@@ -30,9 +34,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     rows = x.numel() // max(x.shape[-1], 1)
     if rows not in FEW_ROWS:
         return F.linear(x, weight, bias)
-    flat = x.reshape(rows, x.shape[-1]).t()  # (in, rows)
-    out = torch.mm(weight, flat) if bias is None else torch.addmm(bias[:, None], weight, flat)  # (out, rows)
-    return out.t().contiguous().view(*x.shape[:-1], weight.shape[0])
+    flat = x.reshape(rows, x.shape[-1])
+    if rows == 1:  # a zero row beside it: a matrix product on every thread, not a one-thread matrix-vector one
+        flat = torch.cat([flat, flat.new_zeros(flat.shape)])
+    flat = flat.t()  # (in, rows or 2)
+    out = torch.mm(weight, flat) if bias is None else torch.addmm(bias[:, None], weight, flat)  # (out, rows or 2)
+    return out[:, :rows].t().contiguous().view(*x.shape[:-1], weight.shape[0])
 
 
 class Linear(nn.Linear):

@@ -314,15 +314,8 @@ def speculative_search(
         counts = draft.propose(counts, choose, prefixes, generated)
         stats.draft_seconds += time.perf_counter() - began
         proposals = prefixes.gather(1, after(generated, width))  # (A, K)
-        holes = width > 0 or cache.valid is not None  # False: a plain step on a cache without holes
-        if holes:
-            cache.admit_(torch.cat([torch.ones_like(counts[:, None], dtype=torch.bool),
-                                    torch.arange(width, device=device)[None, :] < counts[:, None]], dim=1))
-        logits, cache = model.decode(torch.cat([rows.last[:, None], proposals], dim=1), None, None, cache)
-        chosen, kept = verify(logits, proposals, counts, choose, ids)
+        logits, chosen, kept, cache = model_call(model, cache, rows.last, proposals, counts, choose, ids)
         record(rows, logits, chosen, kept, generated)
-        if holes:
-            cache.reject_(torch.arange(width + 1, device=device)[None, :] <= kept[:, None])
         draft.follow(kept, chosen)
         proposed, accepted = int(counts.sum()), int(kept.sum())
         stats.calls += active.shape[0]
@@ -345,6 +338,23 @@ def speculative_search(
             draft.keep_rows(keep)
     return GenerateOutput(rows.tokens[:, None], rows.logprobs[:, None].sum(-1), rows.logprobs[:, None],
                           rows.lengths[:, None])
+
+
+def model_call(model: Model, cache: DecoderCache, last: Tensor, proposals: Tensor, counts: Tensor, choose: Chooser,
+               ids: HasSpecialIds) -> tuple[Tensor, Tensor, Tensor, DecoderCache]:
+    """The model reads each row's last token (A,) and its first counts[r] proposals (A, K): its logits, its
+    choices and the proposals each row keeps (`verify`), the cache holding the kept positions only. A call that
+    verifies no proposal on a cache without holes is a plain step: no validity record, the plain decoder path."""
+    width, device = proposals.shape[1], proposals.device
+    holes = width > 0 or cache.valid is not None
+    if holes:
+        cache.admit_(torch.cat([torch.ones_like(counts[:, None], dtype=torch.bool),
+                                torch.arange(width, device=device)[None, :] < counts[:, None]], dim=1))
+    logits, cache = model.decode(torch.cat([last[:, None], proposals], dim=1), None, None, cache)
+    chosen, kept = verify(logits, proposals, counts, choose, ids)
+    if holes:
+        cache.reject_(torch.arange(width + 1, device=device)[None, :] <= kept[:, None])
+    return logits, chosen, kept, cache
 
 
 def record(rows: Rows, logits: Tensor, chosen: Tensor, kept: Tensor, generated: Tensor) -> None:

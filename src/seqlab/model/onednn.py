@@ -61,7 +61,8 @@ def one_source_shapes(rows: int) -> tuple[tuple[int, int, int], ...]:
     """A step's products for one source a call (`seqlab translate` answering a line at a time): its `rows`
     (1 greedy, the beams) through a t5-small-sized decoder's feed-forward (512 <-> 2,048) and output (32k
     vocabulary) layers. At so few rows a product's time is the reading of its weights (4 MB, 66 MB: from
-    memory, not cache), where MKL's one-row kernel reads on one thread and oneDNN's packed one on all."""
+    memory, not cache), which each engine does its own way (`products.linear`: one row beside a zero row, a
+    few weight-left; oneDNN: its blocked layout)."""
     return (rows, 512, 2048), (rows, 2048, 512), (rows, 512, 32000)
 
 

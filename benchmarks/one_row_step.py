@@ -3,8 +3,8 @@
 
 Builds the decoder's linear layers of a families-bench shape (every layer its own weights, so that the step reads
 them from memory as decoding does, not from cache) and times one row through all of them and the output layer:
-F.linear (MKL's matrix-vector product), the row padded to two and taken weight-left as `products.linear` takes
-2-128 rows ((W X^T)^T, MKL's matrix product), and oneDNN's packed weights. Prints each way's best milliseconds
+F.linear (MKL's matrix-vector product), `products.linear` (the default engine's: the row beside a zero row,
+taken weight-left as (W X^T)^T, MKL's matrix product), and oneDNN's packed weights. Prints each way's best milliseconds
 per step, the GB/s its weights were read at, and the largest difference from F.linear's outputs; then the CPU's
 flags and other processes' load.
 """
@@ -21,6 +21,7 @@ from torch import nn
 from ct2_bisect import cpu_report  # benchmarks/, beside this script
 from seqlab import hardware
 from seqlab.hardware import best_ms
+from seqlab.model import products
 from seqlab.model.onednn import PackedLinear, onednn_available
 
 # shape -> (d_model, d_ff, vocabulary, decoder layers): the families bench's
@@ -34,10 +35,11 @@ def layer_shapes(d: int, ff: int, vocab: int, layers: int) -> list[tuple[int, in
     return per_layer * layers + [(d, vocab)]
 
 
-def padded_left(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """(1, in) -> (1, out): the row and a zero row taken as (W X^T)^T, the first row kept."""
-    two = torch.cat([x, torch.zeros_like(x)]).t()  # (in, 2)
-    return torch.mm(weight, two)[:, 0][None]
+def layer(weight: torch.Tensor) -> nn.Linear:
+    """An nn.Linear without bias holding `weight` (out, in)."""
+    linear = nn.Linear(weight.shape[1], weight.shape[0], bias=False)
+    linear.weight.data = weight
+    return linear
 
 
 def main() -> None:
@@ -52,11 +54,9 @@ def main() -> None:
     weights = [torch.randn(n, k, generator=g) / k**0.5 for k, n in shapes]
     inputs = [torch.randn(1, k, generator=g) for k, _ in shapes]
     ways = {"f_linear": lambda i: F.linear(inputs[i], weights[i]),
-            "padded_weight_left": lambda i: padded_left(inputs[i], weights[i])}
+            "padded_weight_left": lambda i: products.linear(inputs[i], weights[i], None)}
     if onednn_available():
-        packed = [PackedLinear(nn.Linear(k, n, bias=False)) for k, n in shapes]
-        for p, w in zip(packed, weights, strict=True):
-            p.packed = torch.ops.mkldnn._reorder_linear_weight(w)
+        packed = [PackedLinear(layer(w)) for w in weights]
         ways["onednn_packed"] = lambda i: packed[i](inputs[i])
     megabytes = sum(w.numel() for w in weights) * 4 / 1e6
     with torch.no_grad():

@@ -93,10 +93,10 @@ def choose_engine(precision: str, device: str, cache_dir: Path | None, rows: int
         return EngineChoice("seqlab", f"precision={precision} on {device}: seqlab's own search")
     if not onednn_available():
         return EngineChoice("seqlab", f"torch {torch.__version__} has no oneDNN packed linear here")
-    shapes, step = (PROBE_SHAPES, "decoding shapes") if rows is None else \
-        (one_source_shapes(rows), f"one source a call in {rows} row{'s' if rows > 1 else ''}")
-    key = f"{cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads" + \
-        ("" if rows is None else f" | one source, {rows} rows")
+    shapes, step, probe = (PROBE_SHAPES, "decoding shapes", "") if rows is None else \
+        (one_source_shapes(rows), f"one source a call in {rows} row{'s' if rows > 1 else ''}",
+         f" | one source, {rows} rows")
+    key = f"{cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads{probe}"
     path = None if cache_dir is None else Path(cache_dir) / AUTO_CACHE
     cached = json.loads(path.read_text()) if path is not None and path.is_file() else {}
     if key not in cached:

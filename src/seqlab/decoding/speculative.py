@@ -346,13 +346,13 @@ def model_call(model: Model, cache: DecoderCache, last: Tensor, proposals: Tenso
     choices and the proposals each row keeps (`verify`), the cache holding the kept positions only. A call that
     verifies no proposal on a cache without holes is a plain step: no validity record, the plain decoder path."""
     width, device = proposals.shape[1], proposals.device
-    holes = width > 0 or cache.valid is not None
-    if holes:
+    tracked = width > 0 or cache.valid is not None  # the cache keeps a validity record (holes may follow)
+    if tracked:
         cache.admit_(torch.cat([torch.ones_like(counts[:, None], dtype=torch.bool),
                                 torch.arange(width, device=device)[None, :] < counts[:, None]], dim=1))
     logits, cache = model.decode(torch.cat([last[:, None], proposals], dim=1), None, None, cache)
     chosen, kept = verify(logits, proposals, counts, choose, ids)
-    if holes:
+    if tracked:
         cache.reject_(torch.arange(width + 1, device=device)[None, :] <= kept[:, None])
     return logits, chosen, kept, cache
 

@@ -20,6 +20,7 @@ from ct2_bisect import cpu_report  # benchmarks/, beside this script
 from seqlab import hardware
 from seqlab.bench.finetune import SHAPES, batches, hf_model, seqlab_model
 from seqlab.bench.speed import BenchConfig, bench_optimizer, hf_train_step, seqlab_train_step
+from seqlab.memory import keep_freed_memory
 
 PRODUCTS = ("aten::addmm", "aten::mm", "aten::bmm", "aten::_mkl_linear", "aten::baddbmm")
 
@@ -74,4 +75,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     torch.manual_seed(0)
+    keep_freed_memory()  # as `seqlab bench` runs: freed blocks kept, not unmapped and faulted in again
     main()

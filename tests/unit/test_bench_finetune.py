@@ -60,3 +60,19 @@ def test_the_toolkits_take_turns_and_a_row_keeps_its_sides_fastest_step_and_larg
     assert (theirs.side, theirs.step_s, theirs.peak_mb) == ("hf", 5.0, 160.0)
     skipped = finetune.FinetuneRun("x", "full", "hf", 10, 10, None, None, None, "no room")
     assert finetune.best_of([skipped, skipped]) == skipped
+
+
+@pytest.mark.parametrize("shape", list(SMALL))
+def test_both_toolkits_train_without_randomness_so_they_time_the_same_step(shape):
+    """No dropout and no LayerDrop on either side (NLLB's config drops layers at 0.05 by default, which only
+    Hugging Face's model honours): a training-mode step's loss is the same number twice."""
+    from seqlab.bench.speed import hf_train_step, seqlab_train_step
+
+    kind, values, targets = SMALL[shape]
+    cfg = BenchConfig(batch=2, seq_len=6)
+    batch = finetune.batches(cfg, values["vocab_size"], 1)[0]
+    for model, step in ((finetune.seqlab_model(kind, values, "lora"), seqlab_train_step),
+                        (finetune.hf_model(kind, values, "lora", targets), hf_train_step)):
+        model.train()
+        loss = step(model, 0.1)
+        assert loss(batch).item() == loss(batch).item(), type(model).__name__

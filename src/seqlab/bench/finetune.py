@@ -7,6 +7,12 @@ what trains. Each run builds its model alone in the process and reads the peak r
 build to after the last step (weights, gradients, optimizer state, activations), so a run's peak is its own;
 the two toolkits take turns, two runs each, and a row keeps its side's fastest step (`finetune_bench`).
 
+Both sides compute the same step: every dropout and LayerDrop of the family's config is set to zero
+(`STILL`). The families' defaults differ from the bench's intent otherwise: M2M100/NLLB's config drops each
+layer with probability 0.05 in training (LayerDrop, which Hugging Face's model honours and seqlab's import does
+not: a free ~5% of the layers skipped on one side only) and keeps attention dropout at 0.1; T5 names its
+dropout `dropout_rate`.
+
 A mode whose weights, gradients and AdamW state (16 bytes a trained parameter, 4 a frozen one) would not fit the
 machine's memory is not run; the row says so (NLLB-1.3B's full fine-tuning on a 24 GiB machine).
 """
@@ -32,6 +38,9 @@ from seqlab.bench.speed import (
 
 log = logging.getLogger("seqlab.bench")
 
+BART_STILL = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, encoder_layerdrop=0.0,
+                  decoder_layerdrop=0.0)
+STILL = {"mbart": BART_STILL, "m2m_100": BART_STILL, "t5": dict(dropout_rate=0.0)}  # no dropout, no LayerDrop
 SHAPES: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {  # family, config, its attention projections
     "mbart-large": ("mbart", dict(vocab_size=250027, d_model=1024, encoder_layers=12, decoder_layers=12,
                                   encoder_attention_heads=16, decoder_attention_heads=16, encoder_ffn_dim=4096,
@@ -103,7 +112,7 @@ def seqlab_model(kind: str, values: dict[str, Any], mode: str) -> torch.nn.Modul
     from seqlab.train.lora import add_adapters
 
     torch.manual_seed(0)
-    model = build_model(model_config(AutoConfig.for_model(kind, **values, dropout=0.0).to_dict()))
+    model = build_model(model_config(AutoConfig.for_model(kind, **values, **STILL[kind]).to_dict()))
     if mode != "full":
         add_adapters(model, LoraConfig(r=LORA_R, alpha=LORA_ALPHA, targets="attention"))
     if mode == "lora + checkpointing":
@@ -116,7 +125,7 @@ def hf_model(kind: str, values: dict[str, Any], mode: str, targets: tuple[str, .
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
     torch.manual_seed(0)
-    model = AutoModelForSeq2SeqLM.from_config(AutoConfig.for_model(kind, **values, dropout=0.0))
+    model = AutoModelForSeq2SeqLM.from_config(AutoConfig.for_model(kind, **values, **STILL[kind]))
     if mode == "lora + checkpointing":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()  # frozen embeddings: the checkpointed layers still need a graph

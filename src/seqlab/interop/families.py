@@ -89,6 +89,8 @@ def bart_like_config(c: Mapping[str, Any], choices: Mapping[str, Any]) -> dict[s
         d_ff=int(c["encoder_ffn_dim"]), dropout=float(c.get("dropout", 0.1)),
         attention_dropout=float(c.get("attention_dropout", 0.0)),
         activation_dropout=float(c.get("activation_dropout", 0.0)),
+        encoder_layerdrop=float(c.get("encoder_layerdrop", 0.0)),
+        decoder_layerdrop=float(c.get("decoder_layerdrop", 0.0)),
         activation=activation(c, "activation_function"), max_positions=int(c["max_position_embeddings"]),
         scale_embedding=bool(c.get("scale_embedding", False)), pad_id=pad,
         bos_id=int(c["decoder_start_token_id"]), **end_ids(c["eos_token_id"]),
@@ -148,7 +150,8 @@ def bart_like_export(cfg: ModelConfig) -> dict[str, Any]:
                 decoder_layers=cfg.decoder_layers, encoder_attention_heads=cfg.n_heads,
                 decoder_attention_heads=cfg.n_heads, encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff,
                 dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
-                activation_dropout=cfg.activation_dropout, activation_function=HF_ACTIVATION[cfg.activation],
+                activation_dropout=cfg.activation_dropout, encoder_layerdrop=cfg.encoder_layerdrop,
+                decoder_layerdrop=cfg.decoder_layerdrop, activation_function=HF_ACTIVATION[cfg.activation],
                 max_position_embeddings=cfg.max_positions, scale_embedding=cfg.scale_embedding,
                 forced_eos_token_id=None, tie_word_embeddings=cfg.tie_embeddings != "inputs", **ids_export(cfg))
 

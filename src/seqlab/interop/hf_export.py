@@ -26,8 +26,8 @@ from seqlab.model import Model, ModelConfig
 EXPORT_ORDER = ("bart", "mbart", "pegasus", "m2m_100", "t5", "marian", "gpt2", "qwen2", "llama", "phi3", "gemma2",
                 "gemma3_text")
 # How a model trains or which kernels compute it, not what it computes: not part of the comparison.
-NOT_COMPARED = ("dropout", "attention_dropout", "activation_dropout", "position_init", "attention_kernel",
-                "dropout_kernel")
+NOT_COMPARED = ("dropout", "attention_dropout", "activation_dropout", "encoder_layerdrop", "decoder_layerdrop",
+                "position_init", "attention_kernel", "dropout_kernel")
 # Fields whose None means a value the variant implies: compared as that value.
 RESOLVED = {"final_norm": "use_final_norm", "d_head": "head_dim", "rope_base": "rotary_base",
             "rope_dim": "rotary_dim", "t5_buckets": "relative_buckets", "t5_max_distance": "relative_max_distance"}

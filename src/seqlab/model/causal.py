@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from seqlab.model.cache import DecoderCache
 from seqlab.model.config import ModelConfig
+from seqlab.model.dropout import dropped_layers
 from seqlab.model.layers import Embedder, make_norm, per_token_attention, token_positions
 from seqlab.model.layout import RowLayout
 from seqlab.model.packing import Packing, at_real
@@ -107,7 +108,10 @@ class CausalTransformer(nn.Module):
         if packing is not None:
             x = packing.pack(x)  # (R, d)
         buffers = cache.layers if cache is not None else [None] * len(self.decoder_layers)
+        skipped = dropped_layers(len(self.decoder_layers), self.cfg.decoder_layerdrop, self.training)
         for i, (layer, buffer) in enumerate(zip(self.decoder_layers, buffers, strict=True)):
+            if skipped[i]:
+                continue
             windowed = self.cfg.windowed(i)
             x = layer(x, local if windowed else mask, local_rotary if windowed else attention.rotary, buffer, packing)
         x = self.decoder_norm(x)

@@ -71,6 +71,12 @@ class ModelConfig:
     dropout: float = 0.1
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
+    # LayerDrop (Fan et al. 2020, "Reducing transformer depth on demand with structured dropout"): a training
+    # forward skips each layer of the stack with this probability (fairseq's --encoder-layerdrop, Hugging Face's
+    # encoder_layerdrop: M2M100's config sets 0.05); evaluation and decoding run every layer. A one-stack model's
+    # stack is its decoder.
+    encoder_layerdrop: float = 0.0
+    decoder_layerdrop: float = 0.0
     activation: Activation = "relu"
     gated_ffn: bool = False
     norm: Norm = "layernorm"
@@ -170,7 +176,7 @@ class ModelConfig:
         if self.kv_heads is not None and not (1 <= self.kv_heads <= self.n_heads and self.n_heads % self.kv_heads == 0):
             raise ConfigError(f"{own}.kv_heads={self.kv_heads} must divide {own}.n_heads={self.n_heads} (each "
                               "key/value head serves n_heads / kv_heads query heads); null = n_heads")
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
+        for name in ("dropout", "attention_dropout", "activation_dropout", "encoder_layerdrop", "decoder_layerdrop"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{own}.{name}={getattr(self, name)} must be in [0, 1)")
         if self.d_head is not None and self.d_head < 1:
@@ -256,6 +262,9 @@ class ModelConfig:
         if self.encoder_layers != 0:
             raise ConfigError(f"{own}.encoder_layers={self.encoder_layers} with {arch}: the model is one stack of "
                               f"{own}.decoder_layers layers; set {own}.encoder_layers=0")
+        if self.encoder_layerdrop:
+            raise ConfigError(f"{own}.encoder_layerdrop={self.encoder_layerdrop} with {arch}: the model has no "
+                              f"encoder; its one stack drops layers by {own}.decoder_layerdrop")
         if not self.shared_vocab:
             raise ConfigError(f"{arch} reads source and target as one sequence, which needs one vocabulary "
                               f"(tgt_vocab_size={self.tgt_vocab_size}): train a joint tokenizer "

@@ -85,3 +85,13 @@ class Dropout(nn.Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}, kernel={self.kernel}"
+
+
+def dropped_layers(layers: int, p: float, training: bool) -> list[bool]:
+    """Which of a stack's `layers` this forward skips (LayerDrop, Fan et al. 2020): in training each with
+    probability p, none in evaluation. One uniform number a layer from torch's default generator, in the
+    layers' order and only when p > 0, which are the numbers Hugging Face's BART-style stacks draw one at a
+    time (fairseq's LayerDropModuleList draws them alike): under the same seed the same layers are skipped."""
+    if not training or p == 0.0:
+        return [False] * layers
+    return (torch.rand(layers) < p).tolist()

@@ -12,6 +12,7 @@ from torch.utils.checkpoint import checkpoint
 from seqlab.model.cache import KV, DecoderCache, KVBuffer, StaticKV
 from seqlab.model.config import ModelConfig
 from seqlab.model.copy import CopySource, PointerGenerator
+from seqlab.model.dropout import dropped_layers
 from seqlab.model.layers import (
     Embedder,
     FeedForward,
@@ -181,8 +182,10 @@ class Seq2SeqTransformer(nn.Module):
         x = self.src_embed(src_ids)
         positions = self.self_attention_positions(self.encoder_positions, 0, src_ids.shape[1])
         attn_mask, _ = with_bias(padding_to_attn_mask(src_pad_mask), False, positions)  # (B, 1 or H, 1 or S, S)
-        for layer in self.encoder_layers:
-            x = layer(x, attn_mask, positions.rotary)
+        skipped = dropped_layers(len(self.encoder_layers), self.cfg.encoder_layerdrop, self.training)
+        for layer, skip in zip(self.encoder_layers, skipped, strict=True):
+            if not skip:
+                x = layer(x, attn_mask, positions.rotary)
         return self.encoder_norm(x)
 
     @staticmethod
@@ -295,8 +298,10 @@ class Seq2SeqTransformer(nn.Module):
             x = self.tgt_embed(tgt_ids, positions=start)
         else:
             x = self.tgt_embed(tgt_ids, start)
-        for layer, buffer, kv in zip(self.decoder_layers, buffers, cross_kv, strict=True):
-            x = layer(x, self_mask, is_causal, buffer, kv, cross_mask, group, positions.rotary)
+        skipped = dropped_layers(len(self.decoder_layers), self.cfg.decoder_layerdrop, self.training)
+        for layer, buffer, kv, skip in zip(self.decoder_layers, buffers, cross_kv, skipped, strict=True):
+            if not skip:
+                x = layer(x, self_mask, is_causal, buffer, kv, cross_mask, group, positions.rotary)
         return self.decoder_norm(x)
 
     def step_at(self, tgt_ids: Tensor, position: Tensor, cache: DecoderCache, rows: int) -> Tensor:

@@ -13,6 +13,7 @@ import lightning as L
 import torch
 from torch import Tensor
 
+from seqlab.config import ConfigError
 from seqlab.data.datamodule import Batch
 from seqlab.model import ModelConfig, build_model
 from seqlab.train.config import OptimConfig, TrainConfig
@@ -49,6 +50,13 @@ class Seq2SeqModule(L.LightningModule):
 
     # -- training ---------------------------------------------------------------------------
     def on_fit_start(self) -> None:
+        drops = {k: getattr(self.model_cfg, k) for k in ("encoder_layerdrop", "decoder_layerdrop")
+                 if getattr(self.model_cfg, k)}
+        if drops and self.trainer.world_size > 1:  # before any step: a hang or DDP's unused-parameter error later
+            raise ConfigError(f"{', '.join(f'model.{k}={v}' for k, v in drops.items())}: each of the "
+                              f"{self.trainer.world_size} processes would skip its own random layers (DDP's "
+                              "gradients and FSDP's gathers need the same layers on every rank); train on one "
+                              "device, or set them to 0")
         if self.train_cfg.compile != "none":
             use_compile_cache()
             n = compile_layers(self.model) if self.train_cfg.compiles_layers else 0

@@ -29,7 +29,8 @@ def render(archive: Path, stage: str = "language_models", layout: str = "") -> s
         found = from_dict(record["result"]["language_models"])
         with_ct2 = any(r.ct2_s is not None for r in found)  # records before the Generator export have none
         with_onednn = any(r.onednn_s is not None for r in found)  # nor the oneDNN engine's column
-        rows = [[r.shape, r.decoding, f"{r.tokens / r.seqlab_s:,.0f}", f"{r.hf_s and r.tokens / r.hf_s:,.0f}",
+        rows = [[r.shape, f"{r.decoding}, one prompt a call" if r.one_at_a_time else r.decoding,
+                 f"{r.tokens / r.seqlab_s:,.0f}", f"{r.hf_s and r.tokens / r.hf_s:,.0f}",
                  f"{r.x_hf:.2f}x", f"{r.equal_hf} of {r.sources}",
                  *([f"{r.x_ct2:.2f}x" if r.ct2_s else "-", f"{r.equal_ct2} of {r.sources}" if r.ct2_s else "-"]
                    if with_ct2 else []),

@@ -38,9 +38,9 @@ def test_every_family_shape_decodes_alike_in_every_engine(monkeypatch):
     assert bench_families.from_dict([old])[0].onednn_x_ct2 is None  # a record from before the oneDNN column
 
 
-def test_the_causal_lm_bench_decodes_as_generate_does():
+def test_the_causal_lm_bench_decodes_as_generate_does(monkeypatch):
     """seqlab's right-padded batch against generate's left-padded one, and CTranslate2's Generator's greedy
-    outputs, at shrunken GPT-2 and Llama shapes."""
+    outputs, at shrunken GPT-2 and Llama shapes; then the first prompts one per call, each unpadded."""
     from seqlab.bench import causal as bench_causal
 
     small = {"gpt2": ("gpt2", dict(vocab_size=64, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1,
@@ -53,10 +53,12 @@ def test_the_causal_lm_bench_decodes_as_generate_does():
                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                                          tie_word_embeddings=True, bos_token_id=1, eos_token_id=[2, 1],
                                          pad_token_id=1))}
+    monkeypatch.setattr(bench_families, "ONE_AT_A_TIME", 3)
     rows = bench_causal.causal_bench(BenchConfig(decode_sources=5, seq_len=10, max_new_tokens=8), repeats=1,
                                      shapes=small, chat={"qwen_chat": (6, 3)})
-    assert [(r.shape, r.decoding) for r in rows] == [(s, d) for s in small for d, _ in bench_families.DECODINGS]
-    assert all(r.equal_hf == r.sources == 5 for r in rows), rows
+    assert [(r.shape, r.decoding, r.one_at_a_time) for r in rows] == [
+        (s, d, singly) for s in small for d, _ in bench_families.DECODINGS for singly in (False, True)]
+    assert all(r.equal_hf == r.sources == (3 if r.one_at_a_time else 5) for r in rows), rows
     greedy = [r for r in rows if r.decoding == "greedy"]  # CTranslate2's Generator, where installed
     assert all(r.equal_ct2 in (None, r.sources) and (r.ct2_s is None) == (r.equal_ct2 is None) for r in greedy), rows
     oned = [r for r in rows if r.onednn_s is not None]  # seqlab's oneDNN engine, where torch has it

@@ -5,7 +5,8 @@ the same random prompts greedily and with beam 5 under one rule set (no forced o
 stopping, length penalty 1), seqlab's right-padded batch against `generate`'s left-padded one and against
 CTranslate2's `Generator` (fp32) on an export of the same model, all prompts in one call (its own batching:
 beam search there forces the longer prompts' last tokens through the search, so some beam outputs may differ);
-outputs compared with seqlab's.
+outputs compared with seqlab's. The first `families.ONE_AT_A_TIME` prompts are timed again one per call, as a
+user continuing one prompt at a time calls (each trimmed of its padding: nobody pads a prompt alone).
 """
 
 from __future__ import annotations
@@ -21,16 +22,15 @@ from seqlab.bench.families import (
     FamilyTiming,
     ct2_engine,
     random_sources,
+    timed_both_ways,
     timed_ct2,
     timed_seqlab,
-    timing_row,
     until_end,
 )
 from seqlab.bench.speed import BenchConfig
 from seqlab.config import ConfigError
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig
-from seqlab.hardware import best_of
 
 log = logging.getLogger("seqlab.bench")
 
@@ -117,7 +117,6 @@ def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | No
         if shape in chat:
             src, mask = chat_prompts(src, mask, chat[shape], model.cfg.src_vocab_size, eos, pad, g)
         ends = model.cfg.end_ids
-        left, attention = left_padded(src, mask, pad)
         engine = ct2_engine(model)
         packed = onednn_linears(model) if onednn_available() else None
         for name, beams in DECODINGS:
@@ -127,13 +126,17 @@ def causal_bench(cfg: BenchConfig, repeats: int | None = None, shapes: dict | No
             hf.generation_config = GenerationConfig(num_beams=beams, max_new_tokens=cfg.max_new_tokens,
                                                     do_sample=False, pad_token_id=pad, eos_token_id=list(ends),
                                                     **beam_rules)
-            runs = {"seqlab": partial(timed_seqlab, model, src, mask, decoding),
-                    "hf": partial(timed_generate, hf, left, attention, ends)}
+            calls = {"seqlab": partial(timed_seqlab, model, decoding=decoding),
+                     "hf": partial(timed_generate_of, hf, pad=pad, ends=ends)}
             if engine is not None:
-                runs["ct2"] = partial(timed_ct2, engine, src, mask, decoding)
+                calls["ct2"] = partial(timed_ct2, engine, decoding=decoding)
             if packed is not None:
-                runs["onednn"] = partial(timed_seqlab, packed, src, mask, decoding)
-            for run in runs.values():  # warm-up
-                run()
-            rows.append(timing_row(shape, name, best_of(runs, repeats or cfg.decode_repeats)))
+                calls["onednn"] = partial(timed_seqlab, packed, decoding=decoding)
+            rows += timed_both_ways(shape, name, calls, src, mask, repeats or cfg.decode_repeats)
     return rows
+
+
+def timed_generate_of(hf: Any, src: torch.Tensor, mask: torch.Tensor, pad: int, ends: tuple[int, ...]
+                      ) -> tuple[list[list[int]], float]:
+    """`timed_generate` on seqlab's right-padded prompts, laid out as generate takes them (`left_padded`)."""
+    return timed_generate(hf, *left_padded(src, mask, pad), ends)

@@ -156,12 +156,21 @@ def time_shape(shape: str, kind: str, values: dict[str, Any], cfg: BenchConfig, 
             calls["ct2"] = partial(timed_ct2, engine, decoding=decoding)
         if packed is not None:
             calls["onednn"] = partial(timed_seqlab, packed, decoding=decoding)
-        first = min(ONE_AT_A_TIME, src.shape[0])
-        for singly, runs in ((False, {k: partial(f, src, mask) for k, f in calls.items()}),
-                             (True, {k: partial(one_by_one, f, src[:first], mask[:first]) for k, f in calls.items()})):
-            for run in runs.values():  # warm-up
-                run()
-            rows.append(timing_row(shape, name, best_of(runs, repeats), singly))
+        rows += timed_both_ways(shape, name, calls, src, mask, repeats)
+    return rows
+
+
+def timed_both_ways(shape: str, name: str, calls: dict[str, Callable[..., tuple[list[list[int]], float]]],
+                    src: torch.Tensor, mask: torch.Tensor, repeats: int) -> list[FamilyTiming]:
+    """Two rows of one decoding: every toolkit's `calls` (sources, pad mask) on all sources in one call, then
+    on the first `ONE_AT_A_TIME` one per call; each after a warm-up run, the best of `repeats`."""
+    first = min(ONE_AT_A_TIME, src.shape[0])
+    rows = []
+    for singly, runs in ((False, {k: partial(f, src, mask) for k, f in calls.items()}),
+                         (True, {k: partial(one_by_one, f, src[:first], mask[:first]) for k, f in calls.items()})):
+        for run in runs.values():  # warm-up
+            run()
+        rows.append(timing_row(shape, name, best_of(runs, repeats), singly))
     return rows
 
 

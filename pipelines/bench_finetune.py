@@ -34,7 +34,7 @@ def render(archive: Path) -> str:
                          f"{ours.peak_mb:,.0f}", f"{theirs.peak_mb:,.0f}", f"{ours.tokens_per_s:,.0f}",
                          f"{theirs.tokens_per_s:,.0f}", f"{ours.tokens_per_s / theirs.tokens_per_s:.2f}x"])
         cfg, rounds = record["result"]["config"], record["result"].get("rounds")
-        turns = f", the toolkits in turn, the faster of {rounds} runs each" if rounds else ""
+        turns = f", the toolkits in turn, the best of {rounds} runs each" if rounds else ""
         heading = machine_heading(record, f"random weights, batches of {cfg['batch']} x {cfg['seq_len']} source and "
                                           f"{cfg['seq_len']} target tokens, {cfg['train_steps']} timed steps after "
                                           f"{cfg['warmup_steps']}{turns}")

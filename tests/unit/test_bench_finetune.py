@@ -64,8 +64,8 @@ def test_the_toolkits_take_turns_and_a_row_keeps_its_sides_fastest_step_and_larg
 
 @pytest.mark.parametrize("shape", list(SMALL))
 def test_both_toolkits_train_without_randomness_so_they_time_the_same_step(shape):
-    """No dropout and no LayerDrop on either side (NLLB's config drops layers at 0.05 by default, which only
-    Hugging Face's model honours): a training-mode step's loss is the same number twice."""
+    """No dropout and no LayerDrop on either side (NLLB's config skips layers at 0.05 by default): a
+    training-mode step's loss is the same number twice."""
     from seqlab.bench.speed import hf_train_step, seqlab_train_step
 
     kind, values, targets = SMALL[shape]

@@ -5,13 +5,12 @@ projections), and LoRA with activation checkpointing; seqlab (the same shape thr
 Hugging Face's model with peft's adapters and its gradient checkpointing, on the same random batches, AdamW on
 what trains. Each run builds its model alone in the process and reads the peak resident memory from before the
 build to after the last step (weights, gradients, optimizer state, activations), so a run's peak is its own;
-the two toolkits take turns, two runs each, and a row keeps its side's fastest step (`finetune_bench`).
+the two toolkits take turns, `ROUNDS` runs each, and a row keeps its side's fastest step (`finetune_bench`).
 
-Both sides compute the same step: every dropout and LayerDrop of the family's config is set to zero
-(`STILL`). The families' defaults differ from the bench's intent otherwise: M2M100/NLLB's config drops each
-layer with probability 0.05 in training (LayerDrop, which Hugging Face's model honours and seqlab's import does
-not: a free ~5% of the layers skipped on one side only) and keeps attention dropout at 0.1; T5 names its
-dropout `dropout_rate`.
+Both sides compute the same step, without randomness: every dropout and LayerDrop of the family's config is
+set to zero (`STILL`). The families' defaults would leave some on: M2M100/NLLB's config skips each layer with
+probability 0.05 in training (LayerDrop: ~5% of the layers' work left out of a step, at random) and keeps
+attention dropout at 0.1; T5 names its dropout `dropout_rate`.
 
 A mode whose weights, gradients and AdamW state (16 bytes a trained parameter, 4 a frozen one) would not fit the
 machine's memory is not run; the row says so (NLLB-1.3B's full fine-tuning on a 24 GiB machine).
@@ -59,7 +58,10 @@ SHAPES: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {  # family, co
 }
 MODES = ("full", "lora", "lora + checkpointing")
 SIDES = ("seqlab", "hf")
-ROUNDS = 2  # runs of each side per shape and mode, taking turns
+# runs of each side per shape and mode, taking turns: on the 2-core AVX-512 EPYC one model's steps agreed within
+# 3% while two runs of the same side, same process, differed by up to 25% (3.0 s and 3.7 s a step at
+# flan-t5-large's LoRA), so a row's fastest step needs a few runs to find the machine's faster state
+ROUNDS = 3
 LORA_R, LORA_ALPHA = 16, 32.0
 
 

@@ -30,10 +30,6 @@ def test_the_draw_is_seeded_none_in_evaluation_and_about_p_in_training():
     assert abs(share - 0.3) < 0.01
 
 
-def forward(model, ids, pad, tgt):
-    return model(ids, pad, tgt)
-
-
 def batch():
     g = torch.Generator().manual_seed(1)
     ids, tgt = torch.randint(4, 40, (3, 7), generator=g), torch.randint(4, 40, (3, 5), generator=g)
@@ -52,11 +48,11 @@ def test_a_training_forward_is_the_model_without_the_drawn_layers():
         pruned.encoder_layers = nn.ModuleList(m for m, skip in zip(model.encoder_layers, enc, strict=True) if not skip)
         pruned.decoder_layers = nn.ModuleList(m for m, skip in zip(model.decoder_layers, dec, strict=True) if not skip)
         torch.manual_seed(seed)
-        assert torch.equal(forward(model, ids, pad, tgt), forward(pruned, ids, pad, tgt)), seed
+        assert torch.equal(model(ids, pad, tgt), pruned(ids, pad, tgt)), seed
     model.eval()
     plain = build_model(ModelConfig(**SMALL)).eval()
     plain.load_state_dict(model.state_dict())
-    assert torch.equal(forward(model, ids, pad, tgt), forward(plain, ids, pad, tgt))  # evaluation: every layer
+    assert torch.equal(model(ids, pad, tgt), plain(ids, pad, tgt))  # evaluation: every layer
 
 
 def test_a_one_stack_model_drops_its_decoder_layers_and_has_no_encoder_to_drop():
@@ -71,7 +67,7 @@ def test_a_one_stack_model_drops_its_decoder_layers_and_has_no_encoder_to_drop()
     assert 0 < len(kept) < 4  # the seed drops some, not all
     plain.decoder_layers = nn.ModuleList(kept)
     torch.manual_seed(2)
-    assert torch.equal(forward(model, ids, pad, tgt), forward(plain, ids, pad, tgt))
+    assert torch.equal(model(ids, pad, tgt), plain(ids, pad, tgt))
     with pytest.raises(ConfigError, match="encoder_layerdrop=0.1 with model.architecture=decoder_only"):
         ModelConfig(**one, encoder_layerdrop=0.1)
 
@@ -92,7 +88,6 @@ def test_training_on_several_processes_is_refused_before_a_step():
     with pytest.raises(ConfigError, match=r"model.encoder_layerdrop=0.05: each of the 2 processes"):
         module.on_fit_start()
     module._trainer = SimpleNamespace(world_size=1)
-    module.train_cfg = SimpleNamespace(compile="none")
     module.on_fit_start()
 
 

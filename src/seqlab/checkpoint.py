@@ -103,8 +103,19 @@ def read_checkpoint(path: Path | str) -> dict[str, Any]:
     """The raw checkpoint dict, loaded safely after an integrity check; clear errors for bad files."""
     path = resolve(path)
     verify_archive(path)
+    return _load(path, mmap=False)
+
+
+def checkpoint_step(path: Path) -> int:
+    """The updates a checkpoint was saved after, read without its tensors (memory-mapped, not checked: a
+    question a plan asks of every training folder, not a load)."""
+    return int(_load(path, mmap=True).get("global_step", 0))
+
+
+def _load(path: Path, mmap: bool) -> dict[str, Any]:
+    """torch.load of a seqlab checkpoint, bad files named."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except (RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, ValueError, IndexError,
             KeyError, TypeError, AttributeError) as err:
         first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__

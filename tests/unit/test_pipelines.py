@@ -665,3 +665,17 @@ def test_a_field_added_at_its_default_leaves_every_archived_digest_as_it_was(tmp
     for override in ("new_knob=4", "new_section.a=2", "trainer.new_trainer_flag=true"):
         changed = replace(train, overrides=(*train.overrides, override))
         assert plan(replace(pipeline, stages=(changed,)))[0].digest != before[train.name][0], override
+
+
+def test_a_training_a_stopped_sitting_left_short_trains_on_before_anything_decodes_it(places):
+    """A checkpoint saved before trainer.max_steps (a sitting ended mid-run) is not the training: an evaluation
+    that needs it waits while the stage resumes from it, archived or not."""
+    pipeline = toy()
+    assert execute(pipeline, FakeSeqlab()) == []
+    (last,) = (places / "outputs").glob("train-*/checkpoints/last.ckpt")
+    torch.save({"seqlab": {}, "state_dict": {}, "global_step": 1}, last)  # 1 of its 2 updates
+    fake = FakeSeqlab()
+    assert execute(toy(("decoding.length_penalty=0.6",)), fake) == [] and fake.stages() == ["train", "beam"]
+    assert f"train.resume={last}" in fake.calls[0]
+    torch.save({"seqlab": {}, "state_dict": {}, "global_step": 1}, last)  # another experiment adopts no record
+    assert execute(toy(name="other"), fake := FakeSeqlab()) == [] and fake.stages() == ["train"]  # of a short one

@@ -30,7 +30,7 @@ from omegaconf import OmegaConf
 
 from seqlab.app.frozen_keys import FROZEN_KEYS
 from seqlab.app.store import CONF_DIR
-from seqlab.checkpoint import LAST, checkpoint_file, read_checkpoint
+from seqlab.checkpoint import LAST, checkpoint_file, checkpoint_step, read_checkpoint
 from seqlab.data.prompting import PromptSettings
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.options import digest_neutral
@@ -327,9 +327,10 @@ def result_folder(planned: Planned) -> Path:
 
 
 def present(planned: Planned) -> bool:
-    """Whether this machine holds what later stages read from the stage: a checkpoint, or hypotheses."""
+    """Whether this machine holds what later stages read from the stage: a finished training's checkpoint, or
+    hypotheses."""
     if planned.stage.command == "train":
-        return checkpoint_file(planned.folder, LAST).is_file()
+        return finished_training(planned)
     if planned.stage.command == "evaluate":
         return (result_folder(planned) / HYPOTHESES_FILE).is_file()
     if planned.stage.command == "distill":
@@ -389,6 +390,18 @@ def command_line(by_name: dict[str, Planned], planned: Planned, rerun: frozenset
         ckpt = [f"ckpt={checkpoint_file(by_name[stage.after].folder, LAST)}"] if stage.after else []
         return ["bench", *ckpt, *stage.overrides, f"out={where / 'bench.json'}"]
     return [stage.command, *stage.overrides]
+
+
+def finished_training(planned: Planned) -> bool:
+    """Whether the training's folder holds its last checkpoint at the end: after trainer.max_steps updates, or
+    where it diverged. One that a stopped sitting left (each validation saves one) is not: the stage trains on
+    from it, and nothing decodes it meanwhile."""
+    last = checkpoint_file(planned.folder, LAST)
+    if not last.is_file():
+        return False
+    if diverged_at(planned.folder) is not None or planned.config is None:
+        return True
+    return checkpoint_step(last) >= planned.config["trainer"]["max_steps"]
 
 
 def needed_stages(planned: list[Planned]) -> set[str]:

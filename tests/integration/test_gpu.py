@@ -282,6 +282,33 @@ def test_step_graphs_decode_what_the_eager_step_decodes(name):
     torch.testing.assert_close(eager.token_logprobs, graphed.token_logprobs, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["greedy", "beam4", "sample"])
+def test_a_one_stack_models_step_graph_decodes_what_its_eager_step_decodes(name):
+    """A decoder-only LM (RoPE, grouped-query attention) over right-padded prompts: one graph a search, captured
+    at its first step after the prompt, the eager step's sequences and log-probs."""
+    from seqlab.decoding import DecodingConfig, generate
+    from seqlab.engines.graphs import GraphedStep
+
+    from ..unit.test_causal import batch, model_of
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    model = model_of("decoder_only", norm_position="pre", norm="rmsnorm", gated_ffn=True, activation="silu",
+                     bias=False, positions="rope", kv_heads=2).cuda()
+    src, pad, _ = (t.cuda() for t in batch(3))
+    made = []
+
+    def graphed_step(m):
+        made.append(GraphedStep(m))
+        return made[-1]
+
+    with torch.no_grad():
+        eager = generate(model, src, pad, DecodingConfig(**GRAPH_SETTINGS[name]))
+        graphed = generate(model, src, pad, DecodingConfig(**GRAPH_SETTINGS[name]), step=graphed_step)
+    assert made[-1].captures == 1
+    assert torch.equal(eager.sequences, graphed.sequences)
+    torch.testing.assert_close(eager.token_logprobs, graphed.token_logprobs, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("bf16", [False, True])
 def test_a_replayed_step_computes_what_the_step_it_captured_computes(bf16):
     """The graph against the same static step run without one, step by step: bitwise (the same kernels), in fp32

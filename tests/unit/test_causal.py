@@ -125,8 +125,8 @@ def test_impossible_combinations_name_the_key():
 
 
 def test_seqlabs_engines_decode_a_one_stack_model_and_what_cannot_is_refused(tmp_path):
-    """oneDNN's packed fp32 products give the same outputs, int8 linear layers run; the CUDA-graph step, a
-    prefix LM's CTranslate2 export (its Generator is causal) and a coverage penalty (which sums
+    """oneDNN's packed fp32 products give the same outputs, int8 linear layers run; the CUDA-graph step of a
+    sliding-window model, a prefix LM's CTranslate2 export (its Generator is causal) and a coverage penalty (which sums
     cross-attention) are refused by name."""
     from seqlab.engines.graphs import check_graphable
     from seqlab.interop.ct2 import check_exportable
@@ -142,8 +142,8 @@ def test_seqlabs_engines_decode_a_one_stack_model_and_what_cannot_is_refused(tmp
         packed = generate(onednn_linears(model), src, pad, cfg)
         assert torch.equal(packed.sequences, ours.sequences)
     assert generate(dynamic_int8(model), src, pad, cfg).sequences.shape[0] == 3
-    with pytest.raises(ConfigError, match="one-stack model's step"):
-        check_graphable(model)
+    with pytest.raises(ConfigError, match="a sliding-window model's step is not captured"):
+        check_graphable(model_of("decoder_only", positions="rope", sliding_window=4))
     with pytest.raises(InteropError, match="model.architecture=prefix_lm: its source part attends to all of itself"):
         check_exportable(model_of("prefix_lm").cfg)
     with pytest.raises(ConfigError, match="decoding.coverage_penalty=wu sums cross-attention"):

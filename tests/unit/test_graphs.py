@@ -98,6 +98,29 @@ def test_the_static_step_under_other_variants(variant):
         torch.testing.assert_close(eager.scores, static.scores, rtol=1e-5, atol=1e-5)
 
 
+ONE_STACK = [dict(positions="learned"),  # GPT-2's
+             dict(norm_position="pre", norm="rmsnorm", gated_ffn=True, activation="silu", bias=False,
+                  positions="rope", kv_heads=2),  # Llama's, grouped-query
+             dict(positions="alibi"), dict(positions="t5", architecture="prefix_lm")]
+
+
+@pytest.mark.parametrize("variant", ONE_STACK, ids=[repr(v) for v in ONE_STACK])
+def test_a_one_stack_models_static_step_decodes_what_its_eager_step_decodes(variant):
+    """Right-padded prompts of different lengths (the padding masked inside the static step's keys, each new
+    token's position counted over its own prompt's real tokens), rows finishing and beams moving."""
+    from tests.unit.test_causal import batch, model_of
+
+    model = model_of(**{"architecture": "decoder_only", **variant})
+    src, pad, _ = batch(3)
+    for name in ("greedy", "beam4", "sample"):
+        with torch.no_grad():
+            eager = generate(model, src, pad, SETTINGS[name])
+            static, step = static_generate(model, src, pad, SETTINGS[name])
+        assert step.rows > 0, name
+        assert torch.equal(eager.sequences, static.sequences), name
+        torch.testing.assert_close(eager.token_logprobs, static.token_logprobs, rtol=1e-5, atol=1e-5)
+
+
 def test_copy_attention_and_ensembles_are_refused_by_name():
     model = Seq2SeqTransformer(ModelConfig(src_vocab_size=40, d_model=32, n_heads=4, d_ff=64,
                                            encoder_layers=1, decoder_layers=1, copy_attention=True))

@@ -4,14 +4,16 @@ On a GPU a step of a Transformer decoder is bound by the host: each of its ~20 o
 Python call and a kernel launch, and the archived GPU record (docs/performance.md "On a GPU") measured two
 beam-5 searches at four times as much host time as GPU time. A CUDA graph replays a captured sequence of
 kernels with one launch. It needs shapes and addresses that stay the same from step to step, so the
-captured step is the encoder-decoder's `step_at`: its position is a device tensor, attention reads the cache's
-whole capacity (later positions masked), and it always computes the rows it was captured with. The searches
+captured step is the model's `step_at` (the encoder-decoder's, or the one-stack model's after its prompt): its
+position is a device tensor, attention reads the cache's whole capacity (later positions masked, and a one-stack
+model's prompt padding), and it always computes the rows it was captured with. The searches
 move rows in place in the same buffers (beams following their parents, finished rows leaving: `compact_`),
 so a search keeps its graph; rows past the live ones compute numbers nobody reads.
 
 A graph is captured when the step first meets a cache's buffers (the second step of a search: the first one
 allocates them, and beam search's grows them to its beams), and again only if they move. Steps the graph
-cannot take run eagerly: the first, and one past the buffers' capacity.
+cannot take run eagerly: an encoder-decoder's first, one past the buffers' capacity, and those over a cache with
+holes (a speculative search's, whose kept positions are per row).
 
 The outputs are seqlab's search's up to rounding: attention sums over the masked positions too (adding
 exact zeros, in another order), so a near-tie can break the other way, as between any two attention
@@ -68,12 +70,13 @@ class GraphedStep:
     @staticmethod
     def _key(cache: DecoderCache) -> tuple[int, ...]:
         """What a graph is bound to: the cache and the addresses of the buffers and per-source tensors it reads."""
-        return id(cache), cache.layers[0].k.data_ptr(), cache.cross_kv[0][0].data_ptr(), cache.group
+        source = cache.cross_kv[0][0] if cache.cross_kv else cache.cross_mask  # a one-stack model's: its prompt's
+        return id(cache), cache.layers[0].k.data_ptr(), source.data_ptr(), cache.group
 
     def __call__(self, last: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
         """(N,) last tokens -> (N, V) fp32 logits; the cache advanced by one position."""
         layers = cache.layers
-        if cache.length == 0 or cache.length >= layers[0].capacity:
+        if cache.length == 0 or cache.length >= layers[0].capacity or cache.valid is not None:
             return self.eager(last, cache)
         n = last.shape[0]
         if self._key(cache) != self.key or n > self.rows:

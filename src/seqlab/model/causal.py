@@ -16,18 +16,19 @@ of itself, the target causally to everything before it (Raffel et al. 2020, Sect
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import torch
 from torch import Tensor, nn
 
-from seqlab.model.cache import DecoderCache
+from seqlab.model.cache import DecoderCache, KVBuffer, StaticKV
 from seqlab.model.config import ModelConfig
 from seqlab.model.dropout import dropped_layers
 from seqlab.model.layers import Embedder, make_norm, per_token_attention, token_positions
 from seqlab.model.layout import RowLayout
 from seqlab.model.packing import Packing, at_real
-from seqlab.model.positions import make_relative
+from seqlab.model.positions import AttentionPositions, Rotary, make_relative
 from seqlab.model.products import Linear
 from seqlab.model.transformer import EncoderLayer, initialize
 
@@ -108,14 +109,19 @@ class CausalTransformer(nn.Module):
         if packing is not None:
             x = packing.pack(x)  # (R, d)
         buffers = cache.layers if cache is not None else [None] * len(self.decoder_layers)
+        x = self._layers(x, (mask, attention.rotary), (local, local_rotary), buffers, packing)
+        return x if packing is None else packing.unpack(x)
+
+    def _layers(self, x: Tensor, full: tuple[Tensor, Rotary | None], windowed: tuple[Tensor, Rotary | None],
+                buffers: Sequence[KVBuffer | StaticKV | None], packing: Packing | None) -> Tensor:
+        """The stack and its final norm over x (B, T, d) or packed (R, d): each layer with the mask and rotary
+        angles of its kind (`windowed`: a sliding-window layer's), its cache buffer, skipped where LayerDrop
+        draws it (the one layer loop of `_stack` and `step_at`)."""
         skipped = dropped_layers(len(self.decoder_layers), self.cfg.decoder_layerdrop, self.training)
         for i, (layer, buffer) in enumerate(zip(self.decoder_layers, buffers, strict=True)):
-            if skipped[i]:
-                continue
-            windowed = self.cfg.windowed(i)
-            x = layer(x, local if windowed else mask, local_rotary if windowed else attention.rotary, buffer, packing)
-        x = self.decoder_norm(x)
-        return x if packing is None else packing.unpack(x)
+            if not skipped[i]:
+                x = layer(x, *(windowed if self.cfg.windowed(i) else full), buffer, packing)
+        return self.decoder_norm(x)
 
     def output_input(self, h: Tensor) -> Tensor:
         return h if self.output_scale is None else h * self.output_scale
@@ -184,6 +190,31 @@ class CausalTransformer(nn.Module):
             states.append(h)
         return (self.logits(h) if real is None else at_real(real, h, self.logits)), cache
 
+    def step_at(self, tgt_ids: Tensor, position: Tensor, cache: DecoderCache, rows: int) -> Tensor:
+        """One decoding step at a sequence index held in a (1,) long device tensor: logits (rows, 1, V) for the
+        last tokens tgt_ids (rows, 1) of the cache's first `rows` rows, their keys/values written into the
+        buffers there (`StaticKV`). As the encoder-decoder's `step_at`, no shape depends on the index: the keys
+        are every slot of the buffers, the prompt's padding and the slots after the index masked, and the new
+        token's position counts the real keys up to it (`decode`'s positions). A cache with holes (`valid`, a
+        speculative search's) is the eager step's (engines.graphs)."""
+        capacity = cache.layers[0].capacity
+        prompt = cache.cross_mask[:, 0, 0, :]  # (G, P)
+        if cache.group > 1:
+            prompt = prompt.repeat_interleave(cache.group, 0)
+        after = torch.arange(cache.prompt_length, capacity, device=position.device) <= position  # (C - P,)
+        keys = torch.cat([prompt[:rows], after.expand(rows, -1)], dim=1)  # (rows, C)
+        positions = token_positions(keys).clamp(max=self.cfg.max_positions - 1)  # (rows, C)
+        new = positions.index_select(1, position)  # (rows, 1)
+        attention = AttentionPositions() if self.decoder_positions is None else self.decoder_positions.rows(
+            new, positions)
+        mask = keys[:, None, None, :]  # (rows, 1, 1, C)
+        if attention.bias is not None:
+            mask = attention.bias.masked_fill(~mask, float("-inf"))
+        x = self.tgt_embed(tgt_ids, positions=new)  # (rows, 1, d)
+        full = (mask, attention.rotary)  # no sliding window (step_at_blocker): every layer's
+        x = self._layers(x, full, full, [StaticKV(buffer, position, rows) for buffer in cache.layers], None)
+        return self.logits(x)  # (rows, 1, V)
+
     @property
     def layout(self) -> RowLayout:
         return self.cfg.layout
@@ -198,4 +229,8 @@ class CausalTransformer(nn.Module):
         return [(layer.self_attn, "decoder_self") for layer in self.decoder_layers]
 
     def step_at_blocker(self) -> str | None:
-        return "a one-stack model's step (its keys' positions depend on the prompt's padding) is not captured"
+        """Why this model cannot decode with `step_at`, or None: a sliding window's keys and its layers' own
+        rotary angles are the eager step's."""
+        if self.cfg.sliding_window is not None or self.local_positions is not None:
+            return "a sliding-window model's step is not captured"
+        return None

@@ -28,6 +28,7 @@ from seqlab.decoding.prompts import check_layout
 from seqlab.decoding.registry import suppressed
 from seqlab.decoding.search import normalized
 from seqlab.digest import file_digest
+from seqlab.engines.own_process import OwnProcess
 from seqlab.interop.ct2 import ct2_class, export_ctranslate2, vocabulary
 from seqlab.model import Model, ModelConfig
 
@@ -125,13 +126,20 @@ class CT2Engine(BaseEngine):
     """
 
     def __init__(self, path: Path, model: Model, tokenizer: Tokenizer | None, compute_type: str = "float32",
-                 threads: int | None = None, device: str = "cpu", device_index: int = 0) -> None:
-        import ctranslate2
-
+                 threads: int | None = None, device: str = "cpu", device_index: int = 0,
+                 own_process: bool = False) -> None:
+        """`own_process`: CTranslate2 runs in a spawned process of its own (engines.own_process: a bench timing
+        it beside PyTorch)."""
         self.path, self.model = Path(path), model
-        kind = getattr(ctranslate2, ct2_class(model.cfg))  # a Translator or a Generator, as the model's layout says
-        self.engine = kind(str(path), device=device, device_index=device_index, compute_type=compute_type,
-                           intra_threads=threads or torch.get_num_threads())
+        kind = ct2_class(model.cfg)  # a Translator or a Generator, as the model's layout says
+        options = dict(device=device, device_index=device_index, compute_type=compute_type,
+                       intra_threads=threads or torch.get_num_threads())
+        if own_process:
+            self.engine: Any = OwnProcess(kind, str(path), **options)
+        else:
+            import ctranslate2
+
+            self.engine = getattr(ctranslate2, kind)(str(path), **options)
         self.src_tokens = vocabulary(tokenizer, "src", model.cfg.src_vocab_size, model.cfg)
         tgt = vocabulary(tokenizer, "tgt", model.cfg.target_vocab_size, model.cfg)
         self.tgt_pieces, self.tgt_index = tgt, {t: i for i, t in enumerate(tgt)}

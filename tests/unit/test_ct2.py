@@ -166,3 +166,26 @@ def test_no_repeat_ngrams_need_the_start_token_banned():
     check_decodable(DecodingConfig(no_repeat_ngram_size=2))  # seqlab's rule bans the start token
     bart = ModelConfig(src_vocab_size=VOCAB, bos_id=EOS_ID)  # BART starts from EOS, which ends a hypothesis
     check_decodable(DecodingConfig(no_repeat_ngram_size=2, suppress_special=False), bart)
+
+
+def test_an_engine_in_its_own_process_decodes_as_in_this_one_and_names_its_errors(tmp_path):
+    """engines.own_process: the same hypotheses through the pipe as from the Translator here, the pipe's seconds
+    counted apart, an error in the other process raised here with its message, the process ended when collected."""
+    import gc
+
+    from seqlab.engines.ct2 import CT2Engine
+
+    model = random_model()
+    path = export_ctranslate2(model, Pieces(), tmp_path / "fp32")
+    here, apart = CT2Engine(path, model, Pieces(), threads=1), CT2Engine(path, model, Pieces(), threads=1,
+                                                                         own_process=True)
+    for cfg in (DecodingConfig(max_length=10), DecodingConfig(method="beam", num_beams=3, max_length=10,
+                                                              renormalize_logits=True)):
+        assert apart.translate_ids(sources(8), cfg, 10) == here.translate_ids(sources(8), cfg, 10)
+    assert apart.engine.overhead > 0.0
+    with pytest.raises(RuntimeError, match="CTranslate2, in its own process: ValueError: The beam size must be > 0"):
+        apart.engine.translate_batch([["t4", "</s>"]], beam_size=0)
+    process = apart.engine.process
+    del apart
+    gc.collect()
+    assert process.wait(timeout=10) == 0

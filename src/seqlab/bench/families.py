@@ -222,10 +222,10 @@ def timed_ct2(engine: Any, src: torch.Tensor, mask: torch.Tensor, decoding: Deco
               ) -> tuple[list[list[int]], float]:
     """CTranslate2's outputs and seconds, less the pipe to its own process (engines.own_process)."""
     sources = [row[~m].tolist() for row, m in zip(src, mask, strict=True)]
-    before = engine.engine.overhead
+    before = engine.pipe_seconds
     start = time.perf_counter()
     nbest = engine.translate_ids(sources, decoding, decoding.max_length)
-    seconds = time.perf_counter() - start - (engine.engine.overhead - before)
+    seconds = time.perf_counter() - start - (engine.pipe_seconds - before)
     return [hyps[0] for hyps in nbest], seconds
 
 

@@ -216,7 +216,7 @@ def ct2_comparison(cfg: BenchConfig, model: Model, src: torch.Tensor, pad: torch
             path = export_ctranslate2(model, None, Path(tmp) / precision, quantization)
             try:
                 engine = CT2Engine(path, model, None, "float32" if quantization is None else "int8",
-                                   device=device.type, device_index=device.index or 0)
+                                   device=device.type, device_index=device.index or 0, own_process=True)
             except RuntimeError as err:  # a wheel built for another CUDA than the machine's
                 if device.type == "cpu":
                     raise

@@ -290,7 +290,7 @@ def ct2_engine(checkpoint: str, model: Any, tokenizer: Any) -> Any:
 
     try:
         return CT2Engine.for_checkpoint(resolve(checkpoint), model, tokenizer, Path(tempfile.mkdtemp()), None,
-                                        "float32")
+                                        "float32", own_process=True)  # its threads apart from PyTorch's
     except (ConfigError, InteropError) as err:
         log.warning("CTranslate2's row is left out: %s", err)
         return None

@@ -160,14 +160,20 @@ class CT2Engine(BaseEngine):
                                                  **named)
         return [r.sequences if hasattr(r, "sequences") else r.hypotheses for r in results]
 
+    @property
+    def pipe_seconds(self) -> float:
+        """Seconds spent so far in the pipe to the engine's own process (0 when it runs in this one)."""
+        return getattr(self.engine, "overhead", 0.0)
+
     @classmethod
     def for_checkpoint(cls, checkpoint: Path, model: Model, tokenizer: Tokenizer, cache_dir: Path,
-                       quantization: str | None = None, compute_type: str = "float32") -> CT2Engine:
+                       quantization: str | None = None, compute_type: str = "float32",
+                       own_process: bool = False) -> CT2Engine:
         """Export the checkpoint once into cache_dir (keyed on the file's digest and the quantization)."""
         folder = Path(cache_dir) / "ctranslate2" / f"{file_digest(checkpoint)[:16]}-{quantization or 'float32'}"
         if not (folder / "model.bin").is_file():
             export_ctranslate2(model, tokenizer, folder, quantization)
-        return cls(folder, model, tokenizer, compute_type)
+        return cls(folder, model, tokenizer, compute_type, own_process=own_process)
 
     def nbest(self, sources: list[list[int]], request: Request) -> list[list[list[int]]]:
         """Per source of the request, its n-best token ids within its own limit (EOS appended where the

@@ -2,14 +2,14 @@
 
 CTranslate2's wheel and PyTorch both run GNU OpenMP. In one process, once CTranslate2 has run a call from
 its own thread, PyTorch's worker threads stop spinning between parallel regions and sleep instead, waking at
-each (GNU OpenMP throttles its threads' spinning when it manages more threads than there are cores).
+each (consistent with GNU OpenMP throttling its threads' spinning once it manages more threads than cores).
 `benchmarks/ct2_process.py` on the 2-core AVX-512 AMD EPYC, 16 t5-small sources one a call, greedy: seqlab 6.5
 and 7.0 s before CTranslate2 first ran in the process (both threads busy throughout), 10.7 and 11.2 s after
-(its second thread busy 43%); CTranslate2 5.1 and 5.3 s in a process of its own, 7.0 and 7.7 s in seqlab's. A user runs one
-toolkit per process; a bench that alternates them in one process must keep them apart, or it times PyTorch
-in a state no user is in. Here the engine's calls go through a pipe to a spawned process that holds the
+(its second thread busy 43%); CTranslate2 5.1 and 5.3 s in a process of its own, 7.0 and 7.7 s in seqlab's.
+A user runs one toolkit per process; a bench that alternates them in one process must keep them apart, or it
+times both in a state no user is in. Here the engine's calls go through a pipe to a spawned process that holds the
 model; the seconds a call spends outside that process's `translate_batch`/`generate_batch` (the pipe, the
-pickling) are added up in `overhead`, which a timer subtracts.
+pickling) are added up in `overhead` (`CT2Engine.pipe_seconds`), which a timer subtracts.
 
 The process is a fresh interpreter (`python -c`, not multiprocessing's spawn, which would import the caller's
 main module again), speaking pickles over its standard input and output; this module imports nothing heavy

@@ -30,7 +30,7 @@ from omegaconf import OmegaConf
 
 from seqlab.app.frozen_keys import FROZEN_KEYS
 from seqlab.app.store import CONF_DIR
-from seqlab.checkpoint import LAST, checkpoint_file, checkpoint_step, read_checkpoint
+from seqlab.checkpoint import LAST, CheckpointError, checkpoint_file, checkpoint_step, read_checkpoint
 from seqlab.data.prompting import PromptSettings
 from seqlab.decoding import DecodingConfig
 from seqlab.decoding.options import digest_neutral
@@ -401,7 +401,10 @@ def finished_training(planned: Planned) -> bool:
         return False
     if diverged_at(planned.folder) is not None or planned.config is None:
         return True
-    return checkpoint_step(last) >= planned.config["trainer"]["max_steps"]
+    try:
+        return checkpoint_step(last) >= planned.config["trainer"]["max_steps"]
+    except CheckpointError:  # cut off while written: the stage runs, and its resume names the file
+        return False
 
 
 def needed_stages(planned: list[Planned]) -> set[str]:

@@ -23,10 +23,10 @@ from typing import Any
 
 import torch
 
-from seqlab.bench.speed import BenchConfig
+from seqlab.bench.speed import BenchConfig, less_pipe
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate
-from seqlab.hardware import best_of
+from seqlab.hardware import best_of, timed
 
 log = logging.getLogger("seqlab.bench")
 
@@ -222,10 +222,8 @@ def timed_ct2(engine: Any, src: torch.Tensor, mask: torch.Tensor, decoding: Deco
               ) -> tuple[list[list[int]], float]:
     """CTranslate2's outputs and seconds, less the pipe to its own process (engines.own_process)."""
     sources = [row[~m].tolist() for row, m in zip(src, mask, strict=True)]
-    before = engine.pipe_seconds
-    start = time.perf_counter()
-    nbest = engine.translate_ids(sources, decoding, decoding.max_length)
-    seconds = time.perf_counter() - start - (engine.pipe_seconds - before)
+    nbest, seconds = less_pipe(engine, lambda: timed(lambda: engine.translate_ids(sources, decoding,
+                                                                                  decoding.max_length)))
     return [hyps[0] for hyps in nbest], seconds
 
 

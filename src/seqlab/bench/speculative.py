@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from seqlab.bench.speed import BenchConfig
+from seqlab.bench.speed import BenchConfig, less_pipe
 from seqlab.checkpoint import load_for_inference, resolve
 from seqlab.config import ConfigError
 from seqlab.data import DataConfig
@@ -96,7 +95,8 @@ def speculative_bench(cfg: BenchConfig, checkpoint: str | None, drafts: list[str
     if engine is not None:
         runs["ctranslate2_greedy"] = lambda: decode_texts(model, tokenizer, sources, DecodingConfig(), MAX_TOKENS,
                                                           engine=engine)
-    best = best_of({name: lambda run=run: less_pipe(engine, run) for name, run in runs.items()}, cfg.decode_repeats)
+    best = best_of({name: lambda run=run: less_pipe(engine, lambda: timed(run)) for name, run in runs.items()},
+                   cfg.decode_repeats)
     rows = timings(best, "", 0, drafts={name: d.draft for name, d in named.items() if d.draft is not None})
     return rows + hf_rows(model, tokenizer, sources, cfg, best["greedy"])
 
@@ -277,14 +277,6 @@ def hf_run(hf: Any, src: Tensor, mask: Tensor, groups: list[slice], cfg: BenchCo
                            **lookup)
     prompts = [src[rows][~mask[rows]][None] for rows in groups]  # (1, P) each prompt, unpadded
     return generate_each(hf, prompts, [gen] * len(prompts), (eos,), continues=True)
-
-
-def less_pipe(engine: Any, run: Callable[[], Any]) -> tuple[Any, float]:
-    """`timed(run)`, less the seconds spent meanwhile in the pipe to CTranslate2's own process (none where `run`
-    does not call it, or there is no CTranslate2)."""
-    before = 0.0 if engine is None else engine.pipe_seconds
-    out, seconds = timed(run)
-    return out, seconds - (0.0 if engine is None else engine.pipe_seconds - before)
 
 
 def ct2_engine(checkpoint: str, model: Any, tokenizer: Any) -> Any:

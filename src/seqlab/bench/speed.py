@@ -25,7 +25,7 @@ from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate, precision_context
 from seqlab.engines.graphs import GraphedStep
-from seqlab.hardware import gemm_rate, sync
+from seqlab.hardware import gemm_rate, sync, timed
 from seqlab.memory import release_freed_memory
 from seqlab.model import Model, ModelConfig
 from seqlab.train.levers import step_loss
@@ -280,11 +280,16 @@ def ct2_decode(engine: Any, src: torch.Tensor, pad: torch.Tensor, beams: int, ma
     cfg = DecodingConfig(method="beam", num_beams=beams, max_length=max_new, renormalize_logits=True) \
         if beams > 1 else DecodingConfig(max_length=max_new)
     sources = [row[~p].tolist() for row, p in zip(src.cpu(), pad.cpu(), strict=True)]
-    before = engine.pipe_seconds
-    start = time.perf_counter()
-    nbest = engine.translate_ids(sources, cfg, max_new)
-    elapsed = time.perf_counter() - start - (engine.pipe_seconds - before)
+    nbest, elapsed = less_pipe(engine, lambda: timed(lambda: engine.translate_ids(sources, cfg, max_new)))
     return [hyps[0] for hyps in nbest], elapsed
+
+
+def less_pipe(engine: Any, run: Callable[[], tuple[Any, float]]) -> tuple[Any, float]:
+    """run()'s (result, seconds), less the seconds spent meanwhile in the pipe to CTranslate2's own process
+    (`CT2Engine.pipe_seconds`; nothing to subtract without an engine): every bench's CTranslate2 timing."""
+    before = 0.0 if engine is None else engine.pipe_seconds
+    out, seconds = run()
+    return out, seconds - ((0.0 if engine is None else engine.pipe_seconds) - before)
 
 
 def hf_decode(model: Any, src: torch.Tensor, pad: torch.Tensor, beams: int,

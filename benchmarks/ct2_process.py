@@ -40,11 +40,10 @@ def main() -> None:
     before = hardware.CpuClock.now()
     it = family_setup(args.shape, args.beams, args.sources)
     fam, model = it.families, it.model
-    apart = CT2Engine(it.engine.path, model, None, own_process=True)
+    apart, here = CT2Engine(it.engine.path, model, None, own_process=True), CT2Engine(it.engine.path, model, None)
     runs = {"seqlab": lambda s, m: fam.timed_seqlab(model, s, m, it.decoding),
             "ctranslate2 in its own process": lambda s, m: fam.timed_ct2(apart, s, m, it.decoding),
             "ctranslate2 in this process": lambda s, m: fam.timed_ct2(here, s, m, it.decoding)}
-    here = CT2Engine(it.engine.path, model, None)
     fam.timed_seqlab(model, it.src[:1], it.mask[:1], it.decoding)  # warm-up
     hz = os.sysconf("SC_CLK_TCK")
     for name in ("seqlab", "ctranslate2 in its own process", "ctranslate2 in this process", "seqlab"):

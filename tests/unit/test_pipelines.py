@@ -464,6 +464,23 @@ def test_the_families_table_says_what_engine_auto_takes_where_the_record_asked(t
             "at one source a call in 1 row).") in render(tmp_path)
 
 
+def test_the_one_source_table_sets_the_compiled_step_against_the_eager_one_and_ctranslate2(tmp_path):
+    """A one-source record: the compiled engine's tokens/s, its speed against the eager step and CTranslate2,
+    the eager step's against CTranslate2, the first pass, and outputs compared; without CTranslate2, dashes."""
+    from pipelines.bench_one_source import render
+
+    assert "make pipeline NAME=" in render(tmp_path)
+    config = {"decode_sources": 64, "seq_len": 40, "max_new_tokens": 40, "decode_repeats": 3}
+    row = {"shape": "gpt2", "decoding": "greedy", "sources": 16, "tokens": 640, "seqlab_s": 4.0, "compiled_s": 2.0,
+           "first_pass_s": 61.4, "ct2_s": 3.0, "equal_compiled": 16, "equal_ct2": 15}
+    write_side_bench(tmp_path, "one_source", {"one_source": [row, {**row, "ct2_s": None, "equal_ct2": None}]},
+                     config)
+    text = render(tmp_path)
+    assert "| gpt2 | greedy | 320 | 2.00x | 1.50x | 0.75x | 61 s | 16 of 16 | 15 of 16 |" in text
+    assert "| gpt2 | greedy | 320 | 2.00x | – | – | 61 s | 16 of 16 | – |" in text
+    assert "16 random sources of 20-40 tokens one a call, 40 new tokens at most, fp32, best of 3" in text
+
+
 def test_the_reference_models_speculative_table_names_generates_rows_apart(tmp_path):
     """A reference model's speculative record: seqlab's settings by name, generate's one source a call under its
     own name (its "greedy" is not seqlab's), each against its own greedy search."""

@@ -7,6 +7,8 @@ seqlab bench language_models=true: causal LMs at GPT-2 small's and SmolLM-135M's
 decoder-only and prefix LMs trained beside the encoder-decoder at equal parameters (bench.architectures);
 with shapes=[qwen2.5-0.5b-instruct]: that shape alone (an instruct model's end tokens and chat-laid-out prompts),
 no training
+seqlab bench one_source=true: one source a call at the families' and the causal LMs' shapes, the compiled step
+(engine=seqlab_compiled) against the eager one and CTranslate2 (bench.one_source)
 seqlab bench features=true: ensembles, the coverage penalty and contrastive search against the plain searches
 (bench.features)
 seqlab bench levers=true: each training lever (fused loss, compiled layers) against the plain step and HF
@@ -50,6 +52,8 @@ from seqlab.bench.levers import lever_bench
 from seqlab.bench.levers import to_dict as levers_dict
 from seqlab.bench.norms import norm_bench
 from seqlab.bench.norms import to_dict as norms_dict
+from seqlab.bench.one_source import one_source_bench
+from seqlab.bench.one_source import to_dict as one_source_dict
 from seqlab.bench.run import run_bench
 from seqlab.bench.speculative import causal_speculative_bench, speculative_bench
 from seqlab.bench.speculative import to_dict as speculative_dict
@@ -71,6 +75,8 @@ def main(cfg: DictConfig) -> None:
             record, text = families(bench)
         elif cfg.get("language_models"):
             record, text = families(bench, causal=True, shapes=shapes)
+        elif cfg.get("one_source"):
+            record, text = one_source_speeds(bench)
         elif cfg.get("features"):
             record, text = feature_costs(bench)
         elif cfg.get("levers"):
@@ -135,6 +141,16 @@ def auto_choices() -> dict[str, dict[str, str]]:
     """What `engine=auto` takes on this machine in each of AUTO_CASES, from fresh probes (not the cache), so that
     a record of both engines' speeds says which one a user gets."""
     return {where: asdict(choose_engine("fp32", "cpu", None, rows)) for where, rows in AUTO_CASES}
+
+
+def one_source_speeds(bench: BenchConfig) -> tuple[dict, str]:
+    """One source a call, the compiled step against the eager one and CTranslate2: the record and a text table."""
+    clock = CpuClock.now()
+    rows = one_source_bench(bench)
+    lines = [f"{r.shape:<12}{r.decoding:<8}compiled {r.tokens / r.compiled_s:>7,.0f} tok/s  {r.compiled_x_seqlab:.2f}x "
+             f"eager" + (f"  {r.compiled_x_ct2:.2f}x CTranslate2" if r.compiled_x_ct2 is not None else "")
+             + f"  first pass {r.first_pass_s:.1f} s" for r in rows]
+    return measured("one_source", one_source_dict(rows), bench, clock), "\n".join(lines)
 
 
 def feature_costs(bench: BenchConfig) -> tuple[dict, str]:

@@ -47,8 +47,9 @@ class InferenceSettings:
     # auto: the fastest of seqlab and seqlab_onednn here (engines.choice.choose_engine; logged) | seqlab |
     # seqlab_onednn: the same search, its fp32 linear layers on oneDNN's packed weights (a CPU; labels get
     # _onednn) | seqlab_graphs: the same search, its decoder step replayed as a CUDA graph (a GPU; labels get
-    # _graphs) | ctranslate2: CTranslate2 on an export of the checkpoint (cached in
-    # paths.cache_dir; greedy and beam; precision fp32 | bf16 | int8; labels get _ct2).
+    # _graphs) | seqlab_compiled: the same search, its decoder step compiled once for a CPU (fp32; pays off
+    # over many calls of one source each; labels get _compiled) | ctranslate2: CTranslate2 on an export of the
+    # checkpoint (cached in paths.cache_dir; greedy and beam; precision fp32 | bf16 | int8; labels get _ct2).
     engine: Engine = "auto"
     decoding_from_checkpoint: bool = False  # the checkpoint's own defaults (an imported model's generation config)
     max_tokens: int = 8000  # source tokens x beams per decoding batch

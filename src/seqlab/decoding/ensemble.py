@@ -125,7 +125,7 @@ class Ensemble(nn.Module):
 
 def check_members(decoding: DecodingConfig, engine: str, owner: str) -> None:
     """Fail, naming the key, on what an ensemble cannot decode with."""
-    if engine in ("ctranslate2", "seqlab_graphs"):  # CTranslate2's model, or one model's captured step
+    if engine in ("ctranslate2", "seqlab_graphs", "seqlab_compiled"):  # CTranslate2's model, or one model's step
         raise ConfigError(f"{owner}.ensemble: engine={engine} decodes one model; use engine=seqlab (or auto)")
     if decoding.coverage_penalty is not None:
         raise ConfigError(f"decoding.coverage_penalty={decoding.coverage_penalty} reads one model's attention; an "

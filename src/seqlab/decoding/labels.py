@@ -5,7 +5,8 @@ carries is made here."""
 
 from __future__ import annotations
 
-ENGINE_SUFFIX = {"seqlab": "", "seqlab_onednn": "_onednn", "seqlab_graphs": "_graphs", "ctranslate2": "_ct2"}
+ENGINE_SUFFIX = {"seqlab": "", "seqlab_onednn": "_onednn", "seqlab_graphs": "_graphs",
+                 "seqlab_compiled": "_compiled", "ctranslate2": "_ct2"}
 
 
 def run_label(decoding: str, precision: str = "fp32", engine: str = "seqlab", extra_members: int = 0,

@@ -1,7 +1,9 @@
 """Which engine decodes: seqlab's own search, the same search with its fp32 linear layers on oneDNN's packed
 weights (`seqlab_onednn`, model.onednn: faster on CPUs where PyTorch's MKL matmul is slow), the same search
 with its decoder step replayed as a CUDA graph (`seqlab_graphs`, engines.graphs: a GPU, where the step's
-launches outweigh its arithmetic), or CTranslate2's (interop.ct2) on an export of the checkpoint.
+launches outweigh its arithmetic) or compiled for a CPU (`seqlab_compiled`, engines.compiled: one source a
+call, where the step's operators outweigh its arithmetic), or CTranslate2's (interop.ct2) on an export of
+the checkpoint.
 
 Chosen with `engine=` in eval and translate, checked before the checkpoint loads, so a sweep, its
 metrics, intervals and paired tests can compare the engines on one test set. `engine=auto` (the default)
@@ -26,6 +28,7 @@ from seqlab.config import ConfigError, check_choice
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, precision_context
 from seqlab.decoding.engine import BaseEngine, DecodeBatch, DecodingEngine, SearchEngine, search
+from seqlab.engines.compiled import CompiledEngine
 from seqlab.engines.ct2 import CT2Engine, check_decodable
 from seqlab.engines.graphs import GraphedStep, check_graphable
 from seqlab.hardware import cpu_model
@@ -37,7 +40,9 @@ from seqlab.model.quantize import dynamic_int8
 # seqlab_onednn: seqlab's search with its fp32 linear layers on oneDNN's packed weights (model.onednn)
 # auto: the fastest of seqlab and seqlab_onednn on this machine (choose_engine)
 # seqlab_graphs: seqlab's search with the decoder step as a CUDA graph (engines.graphs)
-Engine = Literal["auto", "seqlab", "seqlab_onednn", "seqlab_graphs", "ctranslate2"]
+# seqlab_compiled: seqlab's search with the decoder step compiled for a CPU (engines.compiled)
+Engine = Literal["auto", "seqlab", "seqlab_onednn", "seqlab_graphs", "seqlab_compiled", "ctranslate2"]
+STATIC_STEP = ("seqlab_graphs", "seqlab_compiled")  # the engines that decode with the static step (step_at)
 # precision -> (CTranslate2 weight quantization at export, compute_type)
 CT2_PRECISION = {"fp32": (None, "float32"), "bf16": (None, "bfloat16"), "int8": ("int8", "int8")}
 
@@ -48,15 +53,18 @@ def check_engine(owner: str, engine: str, precision: str, decoding: DecodingConf
     if engine == "seqlab_onednn" and precision != "fp32":
         raise ConfigError(f"{owner}.engine=seqlab_onednn packs fp32 weights; use {owner}.precision=fp32 with it, or "
                           f"engine=seqlab for precision={precision}")
-    if engine == "seqlab_graphs":
-        if precision not in ("fp32", "bf16"):
-            raise ConfigError(f"{owner}.engine=seqlab_graphs captures the fp32 or bf16 step; use "
-                              f"{owner}.precision=fp32 or bf16 with it")
+    if engine == "seqlab_graphs" and precision not in ("fp32", "bf16"):
+        raise ConfigError(f"{owner}.engine=seqlab_graphs captures the fp32 or bf16 step; use "
+                          f"{owner}.precision=fp32 or bf16 with it")
+    if engine == "seqlab_compiled" and precision != "fp32":
+        raise ConfigError(f"{owner}.engine=seqlab_compiled compiles the fp32 step; use {owner}.precision=fp32 "
+                          f"with it, or engine=seqlab for precision={precision}")
+    if engine in STATIC_STEP:
         if decoding is not None and decoding.draft is not None:
-            raise ConfigError(f"{owner}.engine=seqlab_graphs replays a one-token step, which decoding.draft="
+            raise ConfigError(f"{owner}.engine={engine} runs a one-token step, which decoding.draft="
                               f"{decoding.draft} replaces by multi-token calls: use {owner}.engine=seqlab with it")
         if decoding is not None and decoding.coverage_penalty is not None:
-            raise ConfigError(f"{owner}.engine=seqlab_graphs does not record attention, which a coverage penalty "
+            raise ConfigError(f"{owner}.engine={engine} does not record attention, which a coverage penalty "
                               f"reads: use {owner}.engine=seqlab with decoding.coverage_penalty")
     if engine == "ctranslate2":
         if precision not in CT2_PRECISION:
@@ -156,5 +164,7 @@ def make_engine(engine: str, checkpoint: Path, model: Model, tokenizer: Tokenize
                              "engine=seqlab")
     if engine == "seqlab_graphs":
         return GraphEngine(model, precision)
+    if engine == "seqlab_compiled":
+        return CompiledEngine(model)
     quantization, compute_type = CT2_PRECISION[precision]
     return CT2Engine.for_checkpoint(checkpoint, model.cpu(), tokenizer, cache_dir, quantization, compute_type)

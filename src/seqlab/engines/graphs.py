@@ -30,7 +30,7 @@ from torch import Tensor
 from seqlab.config import ConfigError
 from seqlab.decoding.search import model_step
 from seqlab.model import DecoderCache, DecodingModel, Model
-from seqlab.model.cache import slabs
+from seqlab.model.cache import StaticCache, slabs
 
 
 def check_graphable(model: DecodingModel, setting: str = "step graphs") -> None:
@@ -60,7 +60,7 @@ class GraphedStep:
             raise ConfigError("step graphs are CUDA graphs: decode on a GPU (device=cuda), or use engine=seqlab")
         self.model, self.capture = model, capture
         self.eager = model_step(model)
-        self.cache: DecoderCache | None = None  # what the graph reads (held: the graph has its addresses)
+        self.cache: StaticCache | None = None  # what the graph reads (held: the graph has its addresses)
         self.key: tuple[int, ...] = ()
         self.rows = 0
         self.graph: torch.cuda.CUDAGraph | None = None
@@ -96,7 +96,7 @@ class GraphedStep:
     def _bind(self, cache: DecoderCache, rows: int) -> None:
         """Static inputs for a step over `rows` rows of `cache`; the old graph (and its memory) released."""
         self.graph = None
-        self.cache, self.key, self.rows = cache.pinned(), self._key(cache), rows
+        self.cache, self.key, self.rows = cache.static(rows), self._key(cache), rows
         device = cache.cross_mask.device
         self.tokens = torch.zeros(rows, dtype=torch.long, device=device)
         self.position = torch.zeros(1, dtype=torch.long, device=device)
@@ -105,7 +105,7 @@ class GraphedStep:
 
     def _run(self) -> Tensor:
         with autocast_uncached():
-            return self.model.step_at(self.tokens[:, None], self.position, self.cache, self.rows)[:, -1].float()
+            return self.model.step_at(self.tokens[:, None], self.position, self.cache)[:, -1].float()
 
     def _capture(self) -> None:
         """Warm up on a side stream (lazy initializations stay out of the graph), then capture. The warm-up

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -204,21 +205,52 @@ def slabs(layers: list[KVBuffer]) -> list[Slab]:
 
 
 class StaticKV:
-    """One layer's KVBuffer as a captured decoder step sees it: every position of its first `rows` slots, the
-    step's keys/values written at a position held in a (1,) device tensor, so that one CUDA graph serves every
-    step of a search (engines.graphs). Attention then reads all `capacity` positions, those after the step's
-    masked; the buffer must hold finite numbers there (zeros: `Slab.zero_from_`), since a masked weight of 0 times
-    a NaN left by the allocator is NaN."""
+    """One layer's keys and values as a static decoder step sees them: every position of the slab's first `rows`
+    slots, the step's keys/values written at a position held in a (1,) device tensor, so that one CUDA graph (or
+    one compiled program) serves every step of a search (engines.graphs). Attention then reads all `capacity`
+    positions, those after the step's masked; the buffer must hold finite numbers there (zeros:
+    `Slab.zero_from_`), since a masked weight of 0 times a NaN left by the allocator is NaN.
 
-    def __init__(self, buffer: KVBuffer, position: Tensor, rows: int) -> None:
-        self.k, self.v = buffer.k[:rows], buffer.v[:rows]  # (rows, H, capacity, Dh) views
-        self.position = position
+    The write is one `index_put_` into the slab itself, not a copy into a view of it: TorchInductor turns a
+    write into its input into an in-place one only there (into a view, it built the layer's whole buffer anew
+    and copied it back, at every step)."""
+
+    def __init__(self, slab: Tensor, layer: int, rows: int, position: Tensor) -> None:
+        self.slab, self.position = slab, position
+        self.k, self.v = slab[2 * layer, :rows], slab[2 * layer + 1, :rows]  # (rows, H, capacity, Dh)
+        self.index = torch.arange(2 * layer, 2 * layer + 2, device=slab.device)[:, None, None]  # (2, 1, 1): k, v
 
     def append(self, k: Tensor, v: Tensor) -> KV:
         """Store (N, H, 1, Dh) new keys/values at the position; return every position's, (N, H, capacity, Dh)."""
-        self.k.index_copy_(2, self.position, k)
-        self.v.index_copy_(2, self.position, v)
+        n, h = k.shape[:2]
+        rows = torch.arange(n, device=k.device)[:, None]
+        heads = torch.arange(h, device=k.device)[None, :]
+        self.slab.index_put_((self.index, rows, heads, self.position), torch.stack([k[:, :, 0], v[:, :, 0]]))
         return self.k, self.v
+
+
+@dataclass(frozen=True)
+class StaticCache:
+    """What a static step (`step_at`) reads of a cache, as plain tensors: the slab whole (its layers' buffers
+    are cut from it inside the step, so a compiled step's inputs are no views at offsets of one storage, which
+    TorchInductor's shape guards cannot follow), the per-source tensors whole as they were when the step was
+    bound (a search's compaction later slices its own cache's to the sources left), and the rows the step
+    computes."""
+
+    slab: Tensor  # (2 * layers, slots, H, capacity, Dh)
+    cross_kv: tuple[KV, ...]  # per layer (G, H, S, Dh); none for a one-stack model
+    cross_mask: Tensor  # (G, 1, 1, S): the sources' key mask, or a one-stack model's prompt's
+    group: int  # rows per source
+    prompt_length: int  # positions a one-stack model's prompt takes in the buffers
+    rows: int  # the first `rows` slots are computed
+
+    @property
+    def capacity(self) -> int:
+        return self.slab.shape[3]
+
+    def buffers(self, position: Tensor) -> list[StaticKV]:
+        """Each layer's buffer, the step's keys/values written at `position`."""
+        return [StaticKV(self.slab, layer, self.rows, position) for layer in range(self.slab.shape[0] // 2)]
 
 
 class DecoderCache:
@@ -351,11 +383,10 @@ class DecoderCache:
         kept = self._with_sources(self.layers, 1, lambda t: t.index_select(0, sources))
         self.cross_kv, self.cross_mask, self.copy = kept.cross_kv, kept.cross_mask, kept.copy
 
-    def pinned(self) -> DecoderCache:
-        """A cache sharing this one's buffers and per-source tensors as they are now: where compaction later
-        slices this one's per-source tensors to the sources left, the pinned one keeps them whole (a captured
-        step reads fixed shapes)."""
-        return self._with_sources(self.layers, self.group, lambda t: t)
+    def static(self, rows: int) -> StaticCache:
+        """This cache's buffers and per-source tensors as they are now, for a static step over `rows` rows."""
+        (slab,) = slabs(self.layers)
+        return StaticCache(slab.data, self.cross_kv, self.cross_mask, self.group, self.prompt_length, rows)
 
     def ungroup(self) -> DecoderCache:
         """The same cache with its per-source tensors repeated per row (group 1)."""

@@ -22,7 +22,7 @@ from dataclasses import replace
 import torch
 from torch import Tensor, nn
 
-from seqlab.model.cache import DecoderCache, KVBuffer, StaticKV
+from seqlab.model.cache import DecoderCache, KVBuffer, StaticCache, StaticKV
 from seqlab.model.config import ModelConfig
 from seqlab.model.dropout import dropped_layers
 from seqlab.model.layers import Embedder, make_norm, per_token_attention, token_positions
@@ -190,14 +190,14 @@ class CausalTransformer(nn.Module):
             states.append(h)
         return (self.logits(h) if real is None else at_real(real, h, self.logits)), cache
 
-    def step_at(self, tgt_ids: Tensor, position: Tensor, cache: DecoderCache, rows: int) -> Tensor:
+    def step_at(self, tgt_ids: Tensor, position: Tensor, cache: StaticCache) -> Tensor:
         """One decoding step at a sequence index held in a (1,) long device tensor: logits (rows, 1, V) for the
-        last tokens tgt_ids (rows, 1) of the cache's first `rows` rows, their keys/values written into the
+        last tokens tgt_ids (rows, 1) of the cache's first `cache.rows` rows, their keys/values written into the
         buffers there (`StaticKV`). As the encoder-decoder's `step_at`, no shape depends on the index: the keys
         are every slot of the buffers, the prompt's padding and the slots after the index masked, and the new
         token's position counts the real keys up to it (`decode`'s positions). A cache with holes (`valid`, a
         speculative search's) is the eager step's (engines.graphs)."""
-        capacity = cache.layers[0].capacity
+        capacity, rows = cache.capacity, cache.rows
         prompt = cache.cross_mask[:, 0, 0, :]  # (G, P)
         if cache.group > 1:
             prompt = prompt.repeat_interleave(cache.group, 0)
@@ -212,7 +212,7 @@ class CausalTransformer(nn.Module):
             mask = attention.bias.masked_fill(~mask, float("-inf"))
         x = self.tgt_embed(tgt_ids, positions=new)  # (rows, 1, d)
         full = (mask, attention.rotary)  # no sliding window (step_at_blocker): every layer's
-        x = self._layers(x, full, full, [StaticKV(buffer, position, rows) for buffer in cache.layers], None)
+        x = self._layers(x, full, full, cache.buffers(position), None)
         return self.logits(x)  # (rows, 1, V)
 
     @property

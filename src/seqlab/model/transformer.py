@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from seqlab.model.cache import KV, DecoderCache, KVBuffer, StaticKV
+from seqlab.model.cache import KV, DecoderCache, KVBuffer, StaticCache, StaticKV
 from seqlab.model.config import ModelConfig
 from seqlab.model.copy import CopySource, PointerGenerator
 from seqlab.model.dropout import dropped_layers
@@ -304,22 +304,21 @@ class Seq2SeqTransformer(nn.Module):
                 x = layer(x, self_mask, is_causal, buffer, kv, cross_mask, group, positions.rotary)
         return self.decoder_norm(x)
 
-    def step_at(self, tgt_ids: Tensor, position: Tensor, cache: DecoderCache, rows: int) -> Tensor:
+    def step_at(self, tgt_ids: Tensor, position: Tensor, cache: StaticCache) -> Tensor:
         """One decoding step at a position held in a (1,) long device tensor: logits (rows, 1, V) for the last
-        tokens tgt_ids (rows, 1) of the cache's first `rows` rows, their keys/values written into the cache's
-        buffers at that position (`StaticKV`). No shape or address depends on the position (attention reads
+        tokens tgt_ids (rows, 1) of the cache's first `cache.rows` rows, their keys/values written into the
+        cache's buffers at that position (`StaticKV`). No shape or address depends on the position (attention reads
         the buffers' whole capacity, the positions after this one masked; relative positions compute their
         angles or bias from the position tensor), so one CUDA graph of this call serves a whole search
         (engines.graphs). No copy attention (`step_at_blocker`); the cache's lengths are the caller's to
         advance."""
-        capacity = cache.layers[0].capacity
+        capacity = cache.capacity
         self_mask = (torch.arange(capacity, device=position.device) <= position)[None, None, None, :]  # (1, 1, 1, C)
         positions = AttentionPositions() if self.decoder_positions is None else self.decoder_positions(
             position, 1, capacity)
         self_mask, _ = with_bias(self_mask, False, positions)  # a float (1, H, 1, C) mask with a position bias
-        buffers = [StaticKV(buffer, position, rows) for buffer in cache.layers]
-        h = self._stack(tgt_ids, position, self_mask, False, positions, buffers, cache.cross_kv, cache.cross_mask,
-                        cache.group)
+        h = self._stack(tgt_ids, position, self_mask, False, positions, cache.buffers(position), cache.cross_kv,
+                        cache.cross_mask, cache.group)
         return self.output(self.output_input(h))  # (rows, 1, V)
 
     @property

@@ -1,0 +1,99 @@
+"""The compiled CPU step (engines.compiled): the static step of engines.graphs through torch.compile decodes what
+the eager step decodes, one source a call as in a batch, an encoder-decoder and a one-stack model, compiling once
+for sources of every length; what it cannot take is refused by name before anything compiles."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from seqlab.config import ConfigError
+from seqlab.decoding import DecodingConfig, generate
+from seqlab.decoding.ensemble import check_members
+from seqlab.decoding.labels import run_label
+from seqlab.engines.choice import check_engine
+from seqlab.engines.compiled import CompiledEngine
+from seqlab.model import ModelConfig, Seq2SeqTransformer
+
+from ..helpers import toy_batch, trained_toy_model
+
+GREEDY = DecodingConfig(max_length=12)
+BEAM = DecodingConfig(method="beam", num_beams=4, max_length=12)
+
+
+def one_a_call(engine, model, src, pad, cfg):
+    """Each source alone, trimmed of its padding, as `seqlab translate` reading a stream decodes: the first
+    hypothesis of each."""
+    out = []
+    for row, mask in zip(src, pad, strict=True):
+        n = int((~mask).sum())
+        got = engine.generate(model, row[None, :n], mask[None, :n], cfg)
+        out.append(got.sequences[0, 0, : got.lengths[0, 0]].tolist())
+    return out
+
+
+def firsts(out) -> list[list[int]]:
+    return [out.sequences[i, 0, : out.lengths[i, 0]].tolist() for i in range(out.sequences.shape[0])]
+
+
+def test_what_the_compiled_engine_cannot_take_is_refused_by_name():
+    for precision in ("bf16", "int8"):
+        with pytest.raises(ConfigError, match=f"eval.engine=seqlab_compiled compiles the fp32 step; use "
+                                              f"eval.precision=fp32 with it, or engine=seqlab for "
+                                              f"precision={precision}"):
+            check_engine("eval", "seqlab_compiled", precision, DecodingConfig())
+    with pytest.raises(ConfigError, match="engine=seqlab_compiled runs a one-token step, which decoding.draft"):
+        check_engine("translate", "seqlab_compiled", "fp32", DecodingConfig(draft="lookup"))
+    coverage = DecodingConfig(method="beam", num_beams=2, coverage_penalty="wu", coverage_beta=0.2)
+    with pytest.raises(ConfigError, match="engine=seqlab_compiled does not record attention"):
+        check_engine("eval", "seqlab_compiled", "fp32", coverage)
+    with pytest.raises(ConfigError, match="eval.ensemble: engine=seqlab_compiled decodes one model"):
+        check_members(BEAM, "seqlab_compiled", "eval")
+    copying = Seq2SeqTransformer(ModelConfig(src_vocab_size=40, d_model=32, n_heads=4, d_ff=64, encoder_layers=1,
+                                             decoder_layers=1, copy_attention=True))
+    with pytest.raises(ConfigError, match="engine=seqlab_compiled: copy attention is not a plain output projection"):
+        CompiledEngine(copying)
+    assert run_label("greedy", "fp32", "seqlab_compiled") == "greedy_compiled"
+
+
+def test_the_compiled_step_decodes_what_the_eager_step_decodes_one_source_a_call_and_in_a_batch():
+    """Sources of different lengths one a call (the source's length a symbol from the first compile: two
+    compiles at most for all of them), then a batch with rows finishing at different steps, and beam search (its
+    rows another program). Inductor's caches off: every program compiled as on a fresh machine, where an
+    earlier build failed in its shape guards once the rows changed."""
+    from torch._dynamo.utils import counters
+
+    model = trained_toy_model()
+    src, pad, *_ = toy_batch(torch.Generator().manual_seed(1), 8, 40)
+    assert len({int((~m).sum()) for m in pad}) > 2
+    torch._dynamo.reset()
+    counters.clear()
+    engine = CompiledEngine(model)
+    with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=False, autotune_local_cache=False):
+        assert one_a_call(engine, model, src, pad, GREEDY) == [firsts(generate(model, s[None, :int((~m).sum())],
+                                                                                m[None, :int((~m).sum())], GREEDY))[0]
+                                                               for s, m in zip(src, pad, strict=True)]
+        assert counters["stats"]["unique_graphs"] <= 2
+        for cfg in (GREEDY, BEAM):
+            eager, compiled = generate(model, src, pad, cfg), engine.generate(model, src, pad, cfg)
+            assert torch.equal(eager.sequences, compiled.sequences)
+            torch.testing.assert_close(eager.token_logprobs, compiled.token_logprobs, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_a_one_stack_models_compiled_step_decodes_what_its_eager_step_decodes():
+    """A decoder-only LM in Llama's layout (RoPE, grouped-query attention) over right-padded prompts and one prompt
+    a call."""
+    from tests.unit.test_causal import batch, model_of
+
+    model = model_of("decoder_only", norm_position="pre", norm="rmsnorm", gated_ffn=True, activation="silu",
+                     bias=False, positions="rope", kv_heads=2)
+    src, pad, _ = batch(3)
+    engine = CompiledEngine(model)
+    with torch.no_grad():
+        for cfg in (GREEDY, BEAM):
+            eager, compiled = generate(model, src, pad, cfg), engine.generate(model, src, pad, cfg)
+            assert torch.equal(eager.sequences, compiled.sequences)
+        alone = [firsts(generate(model, s[None, :int((~m).sum())], m[None, :int((~m).sum())], GREEDY))[0]
+                 for s, m in zip(src, pad, strict=True)]
+        assert one_a_call(engine, model, src, pad, GREEDY) == alone

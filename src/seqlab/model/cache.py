@@ -241,7 +241,6 @@ class StaticCache:
     cross_kv: tuple[KV, ...]  # per layer (G, H, S, Dh); none for a one-stack model
     cross_mask: Tensor  # (G, 1, 1, S): the sources' key mask, or a one-stack model's prompt's
     group: int  # rows per source
-    prompt_length: int  # positions a one-stack model's prompt takes in the buffers
     rows: int  # the first `rows` slots are computed
 
     @property
@@ -386,7 +385,7 @@ class DecoderCache:
     def static(self, rows: int) -> StaticCache:
         """This cache's buffers and per-source tensors as they are now, for a static step over `rows` rows."""
         (slab,) = slabs(self.layers)
-        return StaticCache(slab.data, self.cross_kv, self.cross_mask, self.group, self.prompt_length, rows)
+        return StaticCache(slab.data, self.cross_kv, self.cross_mask, self.group, rows)
 
     def ungroup(self) -> DecoderCache:
         """The same cache with its per-source tensors repeated per row (group 1)."""

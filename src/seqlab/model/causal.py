@@ -198,10 +198,12 @@ class CausalTransformer(nn.Module):
         token's position counts the real keys up to it (`decode`'s positions). A cache with holes (`valid`, a
         speculative search's) is the eager step's (engines.graphs)."""
         capacity, rows = cache.capacity, cache.rows
-        prompt = cache.cross_mask[:, 0, 0, :]  # (G, P)
+        # (G, P): the prompt's P positions taken from a shape, not a number, which a compiled step would be
+        # specialized to (one program per prompt length)
+        prompt = cache.cross_mask[:, 0, 0, :]
         if cache.group > 1:
             prompt = prompt.repeat_interleave(cache.group, 0)
-        after = torch.arange(cache.prompt_length, capacity, device=position.device) <= position  # (C - P,)
+        after = torch.arange(prompt.shape[1], capacity, device=position.device) <= position  # (C - P,)
         keys = torch.cat([prompt[:rows], after.expand(rows, -1)], dim=1)  # (rows, C)
         positions = token_positions(keys).clamp(max=self.cfg.max_positions - 1)  # (rows, C)
         new = positions.index_select(1, position)  # (rows, 1)

@@ -56,6 +56,15 @@ def test_what_the_compiled_engine_cannot_take_is_refused_by_name():
     assert run_label("greedy", "fp32", "seqlab_compiled") == "greedy_compiled"
 
 
+def test_each_models_compiled_step_has_its_own_code_object():
+    """Dynamo counts a code object's programs against one recompile limit (8): five models of two searches each
+    in one process (the one-source bench's) would exceed it if their steps shared one."""
+    from seqlab.engines.compiled import compile_step
+
+    steps = [compile_step(trained_toy_model()) for _ in range(2)]
+    assert steps[0]._torchdynamo_orig_callable.__code__ is not steps[1]._torchdynamo_orig_callable.__code__
+
+
 def test_the_compiled_step_decodes_what_the_eager_step_decodes_one_source_a_call_and_in_a_batch():
     """Sources of different lengths one a call (the source's length a symbol from the first compile: two
     compiles at most for all of them), then a batch with rows finishing at different steps, and beam search (its

@@ -1,6 +1,7 @@
 """The compiled CPU step (engines.compiled): the static step of engines.graphs through torch.compile decodes what
 the eager step decodes, one source a call as in a batch, an encoder-decoder and a one-stack model, compiling once
-for sources of every length; what it cannot take is refused by name before anything compiles."""
+for sources of every length, one row on the model's own products and more on its oneDNN copy; what it cannot
+take is refused by name before anything compiles."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from seqlab.decoding.labels import run_label
 from seqlab.engines.choice import check_engine
 from seqlab.engines.compiled import CompiledEngine
 from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.model.onednn import onednn_available
 
 from ..helpers import toy_batch, trained_toy_model
 
@@ -67,9 +69,9 @@ def test_each_models_compiled_step_has_its_own_code_object():
 
 def test_the_compiled_step_decodes_what_the_eager_step_decodes_one_source_a_call_and_in_a_batch():
     """Sources of different lengths one a call (the source's length a symbol from the first compile: two
-    compiles at most for all of them), then a batch with rows finishing at different steps, and beam search (its
-    rows another program). Inductor's caches off: every program compiled as on a fresh machine, where an
-    earlier build failed in its shape guards once the rows changed."""
+    compiles at most for all of them), then a batch with rows finishing at different steps, and beam search (more
+    rows: the program of the model's copy on oneDNN's packed weights). Inductor's caches off: every program
+    compiled as on a fresh machine, where an earlier build failed in its shape guards once the rows changed."""
     from torch._dynamo.utils import counters
 
     model = trained_toy_model()
@@ -83,10 +85,12 @@ def test_the_compiled_step_decodes_what_the_eager_step_decodes_one_source_a_call
                                                                                 m[None, :int((~m).sum())], GREEDY))[0]
                                                                for s, m in zip(src, pad, strict=True)]
         assert counters["stats"]["unique_graphs"] <= 2
+        assert engine.packed is None  # one row: the model's own products, no packed copy made
         for cfg in (GREEDY, BEAM):
             eager, compiled = generate(model, src, pad, cfg), engine.generate(model, src, pad, cfg)
             assert torch.equal(eager.sequences, compiled.sequences)
             torch.testing.assert_close(eager.token_logprobs, compiled.token_logprobs, rtol=1e-4, atol=1e-4)
+    assert (engine.packed is not None) == onednn_available()  # more rows: the oneDNN copy's frozen program
 
 
 def test_a_one_stack_models_compiled_step_decodes_what_its_eager_step_decodes():
@@ -112,3 +116,4 @@ def test_a_one_stack_models_compiled_step_decodes_what_its_eager_step_decodes():
         for cfg in (GREEDY, BEAM):
             eager, compiled = generate(model, src, pad, cfg), engine.generate(model, src, pad, cfg)
             assert torch.equal(eager.sequences, compiled.sequences)
+    assert (engine.packed is not None) == onednn_available()

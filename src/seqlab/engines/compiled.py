@@ -11,6 +11,14 @@ step of every search; the shapes that change between searches (a source's or pro
 capacity) are symbols from the first compile on, the rows (one source's beams) one program per number. Its
 writes into the cache are in place (model.cache.StaticKV), so a step reads and writes only its own positions.
 
+The products are chosen by the rows. One row (greedy search of one source) keeps the model's own product
+(model.products: the row beside a zero row, the weight on the left), the fastest measured for a matrix-vector
+step. More rows (a beam, a batch) run on a copy of the model whose linear layers hold oneDNN's packed weights
+(model.onednn), compiled with Inductor's freezing: the packed weights become the program's constants, which
+Inductor's own oneDNN linear needs, and the products read them in oneDNN's blocked layout. At beam 5, one source
+a call on the AVX-512 EPYC of docs/performance.md, that took a t5-small step from 14.9 to 9.0 ms and a GPT-2
+step from 40.7 to 22.7; the copy is made at the first search of more than one row.
+
 Compiling takes tens of seconds per model and process (Inductor's cache under the system's temporary folder
 shortens later processes' compiles); the engine pays it at its first search, so it pays off for a long
 session of calls (`seqlab translate` reading a stream, a server), not for one call. Outputs are seqlab's
@@ -32,15 +40,21 @@ from seqlab.decoding.engine import BaseEngine, DecodeBatch, search
 from seqlab.engines.graphs import GraphedStep, check_graphable
 from seqlab.model import DecoderCache, Model
 from seqlab.model.cache import StaticCache
+from seqlab.model.onednn import onednn_available, onednn_linears
 
 SETTING = "engine=seqlab_compiled"
 
 
-def compile_step(model: Model) -> Callable[[Tensor, Tensor, StaticCache], Tensor]:
+Program = Callable[[Tensor, Tensor, StaticCache], Tensor]
+
+
+def compile_step(model: Model, freeze: bool = False) -> Program:
     """`model.step_at` compiled whole, (rows,) last tokens -> (rows, V) fp32 logits (`fullgraph`: a break in it
     is an error, not a silent slow path). Static shapes (`dynamic=False`): a shape compiled as a symbol only where
     `CompiledStep` marks it, never because Dynamo saw it change (its automatic symbols put guards on the
-    strides and offsets of views of one storage that it then cannot build on a fresh cache)."""
+    strides and offsets of views of one storage that it then cannot build on a fresh cache). `freeze`: the
+    model's parameters and buffers become the program's constants (Inductor's freezing; it applies without
+    gradients, as decoding runs), as oneDNN's packed linear layers need."""
 
     def step(tokens: Tensor, position: Tensor, cache: StaticCache) -> Tensor:
         return model.step_at(tokens[:, None], position, cache)[:, -1].float()
@@ -48,7 +62,10 @@ def compile_step(model: Model) -> Callable[[Tensor, Tensor, StaticCache], Tensor
     # A code object of its own: Dynamo keeps its programs, and counts them against its recompile limit (8), per
     # code object, so the models of one process (a bench's five, a server's) would otherwise share one limit.
     step.__code__ = step.__code__.replace(co_name=f"compiled_step_{id(model):x}")
-    return torch.compile(step, fullgraph=True, dynamic=False)
+    program = torch.compile(step, fullgraph=True, dynamic=False)
+    # Dynamo reads `freezing` as it traces (the parameters become graph constants), Inductor as it compiles; a
+    # compile may come at any call (a new shape), so every call runs under it (~20 us a step).
+    return torch._inductor.config.patch(freezing=True)(program) if freeze else program
 
 
 class CompiledStep(GraphedStep):
@@ -57,14 +74,16 @@ class CompiledStep(GraphedStep):
 
     What changes from one search to the next is compiled as a symbol from the first search on: the source's
     (or prompt's) length and the buffers' capacity. The rows are compiled per number (greedy search's one
-    source, beam search's beams): a product's kernel is chosen by its rows (model.products)."""
+    source, beam search's beams), each by the program `program_for(rows)` gives (the engine's choice of products)."""
 
-    def __init__(self, model: Model, compiled: Callable[[Tensor, Tensor, StaticCache], Tensor]) -> None:
+    def __init__(self, model: Model, program_for: Callable[[int], Program]) -> None:
         super().__init__(model, capture=False)
-        self.compiled = compiled
+        self.program_for = program_for
+        self.compiled = program_for(1)
 
     def _bind(self, cache: DecoderCache, rows: int) -> None:
         super()._bind(cache, rows)
+        self.compiled = self.program_for(rows)
         static = self.cache
         torch._dynamo.maybe_mark_dynamic(static.slab, 3)  # capacity
         for k, v in static.cross_kv:
@@ -84,7 +103,19 @@ class CompiledEngine(BaseEngine):
         if next(model.parameters()).device.type != "cpu":
             raise ConfigError(f"{SETTING} compiles the step for a CPU; on a GPU use engine=seqlab_graphs")
         check_graphable(model, SETTING)
-        self.step = partial(CompiledStep, compiled=compile_step(model))
+        self.model = model
+        self.own = compile_step(model)
+        self.packed: Program | None = None  # the oneDNN copy's program, made at the first search of more rows
+        self.step = partial(CompiledStep, program_for=self.program_for)
+
+    def program_for(self, rows: int) -> Program:
+        """One row: the model's own products; more: its copy on oneDNN's packed weights, where torch has them
+        (module docstring)."""
+        if rows == 1 or not onednn_available():
+            return self.own
+        if self.packed is None:
+            self.packed = compile_step(onednn_linears(self.model), freeze=True)
+        return self.packed
 
     def decode(self, model: Model, batch: DecodeBatch) -> GenerateOutput:
         return search(model, batch, step=self.step)

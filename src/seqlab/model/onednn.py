@@ -10,6 +10,7 @@ logits can differ in the last bits, and an output can change where two hypothese
 from __future__ import annotations
 
 import copy
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -17,7 +18,8 @@ from torch import Tensor, nn
 from seqlab.hardware import best_ms
 from seqlab.model import products
 from seqlab.model.layers import fuse_relu, replace_layers
-from seqlab.model.transformer import Seq2SeqTransformer
+
+M = TypeVar("M", bound=nn.Module)  # a model: encoder-decoder or one stack
 
 
 def onednn_available() -> bool:
@@ -42,7 +44,7 @@ class PackedLinear(nn.Module):
         return out.view(*x.shape[:-1], self.out_features)
 
 
-def onednn_linears(model: Seq2SeqTransformer) -> Seq2SeqTransformer:
+def onednn_linears(model: M) -> M:
     """A CPU copy of `model` (eval mode) whose nn.Linear layers run through oneDNN with packed weights, the
     feed-forward ReLU fused into the first one; the original is untouched (a tied output layer gets its own
     packed copy of the embedding)."""

@@ -85,7 +85,7 @@ def test_the_compiled_step_decodes_what_the_eager_step_decodes_one_source_a_call
                                                                                 m[None, :int((~m).sum())], GREEDY))[0]
                                                                for s, m in zip(src, pad, strict=True)]
         assert counters["stats"]["unique_graphs"] <= 2
-        assert engine.packed is None  # one row: the model's own products, no packed copy made
+        assert engine.packed is None  # one row: the model's own products, no packed program compiled
         for cfg in (GREEDY, BEAM):
             eager, compiled = generate(model, src, pad, cfg), engine.generate(model, src, pad, cfg)
             assert torch.equal(eager.sequences, compiled.sequences)

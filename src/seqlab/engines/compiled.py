@@ -14,7 +14,7 @@ writes into the cache are in place (model.cache.StaticKV), so a step reads and w
 The products are chosen by their rows. A step of one row (greedy search of one source) keeps the model's own
 product (model.products: the row beside a zero row, the weight on the left), the fastest measured for a
 matrix-vector step. Everything else (the encoder, a prompt, a step of beams or of a batch) runs on a copy of
-the model whose linear layers hold oneDNN's packed weights (model.onednn), made at the first search; a step
+the model whose linear layers hold oneDNN's packed weights (model.onednn), made with the engine; a step
 of more rows is compiled from the copy with Inductor's freezing: the packed weights become the program's
 constants, which Inductor's own oneDNN linear needs. At beam 5, one source a call on the AVX-512 EPYC of
 docs/performance.md, that took a t5-small step from 14.9 to 9.0 ms and a GPT-2 step from 40.7 to 22.7.
@@ -105,23 +105,17 @@ class CompiledEngine(BaseEngine):
         check_graphable(model, SETTING)
         self.model = model
         self.own = compile_step(model)
-        self.copy: Model | None = None  # the model on oneDNN's packed weights, made at the first search
+        # the model on oneDNN's packed weights (None where torch has none), for everything but one-row steps
+        self.copy = onednn_linears(model) if onednn_available() else None
         self.packed: Program | None = None  # the copy's step, compiled at the first step of more than one row
         self.step = partial(CompiledStep, program_for=self.program_for)
 
-    def packed_copy(self) -> Model | None:
-        """The model with its linear layers on oneDNN's packed weights (None where torch has none)."""
-        if self.copy is None and onednn_available():
-            self.copy = onednn_linears(self.model)
-        return self.copy
-
     def program_for(self, rows: int) -> Program:
         """One row: the model's own products; more: the packed copy's (module docstring)."""
-        copy = self.packed_copy()
-        if rows == 1 or copy is None:
+        if rows == 1 or self.copy is None:
             return self.own
         if self.packed is None:
-            self.packed = compile_step(copy, freeze=True)
+            self.packed = compile_step(self.copy, freeze=True)
         return self.packed
 
     def decode(self, model: Model, batch: DecodeBatch) -> GenerateOutput:
@@ -129,4 +123,4 @@ class CompiledEngine(BaseEngine):
         steps through `program_for`."""
         if model is not self.model:
             raise ValueError(f"{SETTING}: this engine compiled another model's step; make one per model")
-        return search(self.packed_copy() or model, batch, step=self.step)
+        return search(self.copy or model, batch, step=self.step)

@@ -152,10 +152,12 @@ def test_a_models_later_batches_start_from_the_costs_its_first_batch_measured():
 @pytest.mark.parametrize("architecture", ["encoder_decoder", "decoder_only"])
 def test_a_batch_where_no_proposal_pays_decodes_as_plain_greedy_does(monkeypatch, architecture):
     """Once a model's costs say that no proposal pays (a position costs a row's step), its next batch verifies
-    none: its cache keeps no validity record and the decoder takes the plain path, so the log-probs are plain
-    greedy's to the bit, not only its tokens."""
-    from seqlab.decoding.speculative import PACINGS, Pacing
+    none: it is plain greedy search itself (not the speculative loop; its cache keeps no validity record), so the
+    log-probs are plain greedy's to the bit, not only its tokens, and it adds nothing to the measured costs."""
+    from seqlab.decoding.speculative import PACINGS, Pacing, pacing_for
     from seqlab.model import DecoderCache
+
+    generating = importlib.import_module("seqlab.decoding.generate")
 
     class Priced(Pacing):
         def observe(self, rows: int, positions: int, seconds: float) -> None:
@@ -166,14 +168,20 @@ def test_a_batch_where_no_proposal_pays_decodes_as_plain_greedy_does(monkeypatch
     cfg = DecodingConfig(max_length=12, draft="lookup", draft_tokens=3)
     PACINGS[model] = {(cfg.label, src.shape[0]): Priced()}
     generate(model, src, pad, cfg)  # measures: no proposal pays
+    pacing = PACINGS[model][(cfg.label, src.shape[0])]
+    measured = list(pacing.calls)
+    assert not pacing.pays(torch.full((src.shape[0],), 12), cfg.draft_tokens)
     admitted = []
     admit = DecoderCache.admit_
     monkeypatch.setattr(DecoderCache, "admit_", lambda cache, valid: admitted.append(valid) or admit(cache, valid))
+    monkeypatch.setattr(generating, "speculative_search", lambda *a, **k: pytest.fail("the speculative loop ran"))
     stats = SpeculativeStats()
     out = generate(model, src, pad, cfg, stats=stats)
     plain = generate(model, src, pad, replace(cfg, draft=None))
-    assert stats.proposed == 0 and admitted == []
+    assert stats.proposed == 0 and admitted == [] and pacing.calls == measured
+    assert stats.calls == stats.tokens == int(out.lengths.sum()) and stats.tokens_per_call == 1.0
     assert torch.equal(out.sequences, plain.sequences) and torch.equal(out.token_logprobs, plain.token_logprobs)
+    assert pacing_for(model, cfg.label, 1).pays(torch.full((1,), 12), cfg.draft_tokens)  # another size: unmeasured
 
 
 def test_pacing_verifies_the_likeliest_proposals_while_they_raise_the_tokens_a_second():

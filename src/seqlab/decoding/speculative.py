@@ -36,7 +36,9 @@ every model's output layer, and a one-stack model's layers, run on a call's real
 pays, the batch steps as plain greedy search (or sampling) does, through the plain decoder path while no row
 has a hole yet (a cache keeps no validity record until a call verifies a proposal). The costs are the model's
 and the machine's, not the batch's: a process keeps them per model, setting and batch size (`pacing_for`), so a
-run's first batch pays the measuring calls and its later batches start from what it measured.
+run's first batch pays the measuring calls and its later batches start from what it measured; a later batch
+whose first call would verify no proposal is decoded by plain greedy search (or sampling) itself
+(`Pacing.pays`), without the speculative loop's own work.
 `draft_positions=all` verifies every proposal. Outputs are the same either way.
 """
 
@@ -74,6 +76,11 @@ class SpeculativeStats:
     def acceptance(self) -> float:
         """The share of proposed tokens kept."""
         return self.accepted / self.proposed if self.proposed else 0.0
+
+    def add_plain(self, tokens: int) -> None:
+        """Count a batch decoded without proposing (`Pacing.pays`): one decoder call a row and token."""
+        self.calls += tokens
+        self.tokens += tokens
 
     @property
     def tokens_per_call(self) -> float:
@@ -129,6 +136,19 @@ class Pacing:
         y = torch.tensor([[t] for _, _, t in self.calls], dtype=torch.float64)
         a, b, c = torch.linalg.lstsq(x, y).solution[:, 0].tolist()
         return a, max(b, 0.0), max(c, 0.0)
+
+    def pays(self, max_new: Tensor, draft_tokens: int) -> bool:
+        """Whether a batch of rows with these limits (A,) verifies any proposal in its first call: True until the
+        costs are measured (its calls measure them), then whether any of its new rows' proposals pays at a new
+        row's chance. Where none does, no later call of the batch would verify one either (a row's chance moves
+        only with proposals verified), so the batch is plain decoding's: its own loop, none of the speculative
+        call's work."""
+        rows = max_new.shape[0]
+        if self.fit(rows) is None:
+            return True
+        none = torch.zeros_like(max_new)
+        k = draft_counts(torch.full_like(max_new, draft_tokens), none, max_new)
+        return bool(self.counts(k, kept_chance(none, none)).any())
 
     def counts(self, k: Tensor, chance: Tensor) -> Tensor:
         """(A,) how many proposals each row verifies this call, at most k (A,), given its chance (A,)."""
@@ -258,8 +278,14 @@ class Rows:
 
     @property
     def chance(self) -> Tensor:
-        """(A,) each row's chance of keeping a proposal: its share kept, one kept and one rejected counted in."""
-        return (self.accepted + 1.0) / (self.proposed + 2.0)
+        """(A,) each row's chance of keeping a proposal (`kept_chance`)."""
+        return kept_chance(self.accepted, self.proposed)
+
+
+def kept_chance(accepted: Tensor, proposed: Tensor) -> Tensor:
+    """(A,) a row's chance of keeping its next proposal: its share kept so far, one kept and one rejected counted
+    in (a new row: 1/2)."""
+    return (accepted + 1.0) / (proposed + 2.0)
 
 
 def verify(logits: Tensor, proposals: Tensor, counts: Tensor, choose: Chooser,

@@ -213,20 +213,6 @@ def test_pacing_verifies_the_likeliest_proposals_while_they_raise_the_tokens_a_s
     assert free.counts(k, chance).tolist() == [5, 5, 5, 2]
 
 
-def test_a_new_row_starts_from_the_share_of_proposals_its_predecessors_kept():
-    """A position costs 0.15 of a 1-second plain step of 4 rows, so a proposal pays where it is kept with chance
-    above 0.6: not at 1/2, a new row's chance before any proposal was verified; at 10 / 12 once 9 of 10 were kept
-    (one kept and one rejected counted in)."""
-    from seqlab.decoding.speculative import Pacing
-
-    pacing = Pacing(calls=[(4, 4, 1.0), (4, 6, 1.3), (4, 8, 1.6)])  # a = 0.4, b = 0.15, c = 0
-    limits = torch.full((4,), 20)
-    assert pacing.prior == 0.5 and not pacing.pays(limits, 3)
-    pacing.count(10, 9)
-    assert pacing.prior == pytest.approx(10 / 12) and pacing.pays(limits, 3)
-    assert Pacing().pays(limits, 3)  # unmeasured: its calls measure
-
-
 @pytest.mark.parametrize("architecture", ARCHITECTURES)
 def test_a_cache_with_holes_computes_what_the_kept_tokens_alone_give(architecture):
     """Decoding [a, filler, b, c] with the filler a hole and c rejected, then d, gives the logits of [a, b, d]

@@ -31,15 +31,14 @@ once, and costs about one plain step where the products are bound by reading the
 for the CPU), but up to k + 1 steps where they are bound by arithmetic (many rows; on a 2-core AVX2 CPU from
 about 8). `decoding.draft_positions=paying` (the default) measures it (`Pacing`): from the calls' seconds
 against the positions they verified, what one more position costs, and from each row's share of proposals kept
-so far (a new row starts from the share its predecessors kept), which proposals are likely enough to be kept to
-pay for it; the others are not verified (not computed:
+so far, which proposals are likely enough to be kept to pay for it; the others are not verified (not computed:
 every model's output layer, and a one-stack model's layers, run on a call's real positions only). Where none
 pays, the batch steps as plain greedy search (or sampling) does, through the plain decoder path while no row
-has a hole yet (a cache keeps no validity record until a call verifies a proposal). The costs and the share
-kept are the model's and the machine's, not the batch's: a process keeps them per model, setting and batch
-size (`pacing_for`), so a run's first batch pays the measuring calls and its later batches start from what it
-measured; a later batch whose first call would verify no proposal is decoded by plain greedy search (or
-sampling) itself (`Pacing.pays`), without the speculative loop's own work.
+has a hole yet (a cache keeps no validity record until a call verifies a proposal). The costs are the model's
+and the machine's, not the batch's: a process keeps them per model, setting and batch size (`pacing_for`), so a
+run's first batch pays the measuring calls and its later batches start from what it measured; a later batch
+whose first call would verify no proposal is decoded by plain greedy search (or sampling) itself
+(`Pacing.pays`), without the speculative loop's own work.
 `draft_positions=all` verifies every proposal. Outputs are the same either way.
 """
 
@@ -98,9 +97,7 @@ class Pacing:
     a + b R seconds, plus c where it verifies any proposal (the wider call: its masks, its packing, the choice at
     each position, the draft): b is next to nothing where the products are bound by reading the weights, a
     row's share of the step where they are bound by arithmetic. Row r's j-th proposal is kept with chance p_r^j
-    (after all before it), p_r its share kept so far with two proposals at `prior` counted in: a new row's chance
-    is the share kept of every proposal the calls so far verified (`prior`, 1/2 before any), since the rows of
-    one model, setting and batch size keep about as many as each other.
+    (after all before it), p_r its share kept so far with one kept and one rejected counted in (a new row: 1/2).
     Verifying the n likeliest proposals yields A + (their chances summed) tokens in a + c + b (A + n) seconds
     against A tokens in a + b A for a plain step; the call takes the n (0 included) with the most tokens a
     second. a, b and c are fitted by least squares to the calls so far (the process's, for this model, setting and
@@ -115,8 +112,6 @@ class Pacing:
     KEPT: ClassVar[int] = 32  # the latest plain and the latest proposing calls the fit reads, of each kind
     clock: Callable[[], float] = field(default=time.perf_counter, repr=False)
     calls: list[tuple[int, int, float]] = field(default_factory=list)  # (rows, positions, seconds) of each call
-    proposed: int = 0  # proposals the calls verified
-    kept: int = 0  # of them, kept
 
     def observe(self, rows: int, positions: int, seconds: float) -> None:
         """Add a call; the oldest of its kind (plain or proposing) leaves past `KEPT`, so the fit follows the
@@ -125,16 +120,6 @@ class Pacing:
         same = [i for i, (a, r, _) in enumerate(self.calls) if (r > a) == (positions > rows)]
         if len(same) > self.KEPT:
             del self.calls[same[0]]
-
-    def count(self, proposed: int, kept: int) -> None:
-        """Add a call's verified proposals and how many of them its rows kept (`prior`)."""
-        self.proposed, self.kept = self.proposed + proposed, self.kept + kept
-
-    @property
-    def prior(self) -> float:
-        """A new row's chance of keeping a proposal: the share kept of every proposal verified so far, one kept
-        and one rejected counted in (1/2 before any)."""
-        return (self.kept + 1.0) / (self.proposed + 2.0)
 
     @property
     def proposing(self) -> list[int]:
@@ -155,15 +140,15 @@ class Pacing:
     def pays(self, max_new: Tensor, draft_tokens: int) -> bool:
         """Whether a batch of rows with these limits (A,) verifies any proposal in its first call: True until the
         costs are measured (its calls measure them), then whether any of its new rows' proposals pays at a new
-        row's chance (`prior`). Where none does, no later call of the batch would verify one either (a row's
-        chance moves only with proposals verified), so the batch is plain decoding's: its own loop, none of the
-        speculative call's work."""
+        row's chance. Where none does, no later call of the batch would verify one either (a row's chance moves
+        only with proposals verified), so the batch is plain decoding's: its own loop, none of the speculative
+        call's work."""
         rows = max_new.shape[0]
         if self.fit(rows) is None:
             return True
         none = torch.zeros_like(max_new)
         k = draft_counts(torch.full_like(max_new, draft_tokens), none, max_new)
-        return bool(self.counts(k, kept_chance(none, none, self.prior)).any())
+        return bool(self.counts(k, kept_chance(none, none)).any())
 
     def counts(self, k: Tensor, chance: Tensor) -> Tensor:
         """(A,) how many proposals each row verifies this call, at most k (A,), given its chance (A,)."""
@@ -286,7 +271,6 @@ class Rows:
     lengths: Tensor  # (n,)
     proposed: Tensor  # (A,) proposals each row had verified
     accepted: Tensor  # (A,) of them, kept
-    prior: float  # a new row's chance of keeping a proposal (`Pacing.prior`)
 
     def keep(self, index: Tensor) -> None:
         self.active, self.last, self.k = self.active[index], self.last[index], self.k[index]
@@ -295,13 +279,13 @@ class Rows:
     @property
     def chance(self) -> Tensor:
         """(A,) each row's chance of keeping a proposal (`kept_chance`)."""
-        return kept_chance(self.accepted, self.proposed, self.prior)
+        return kept_chance(self.accepted, self.proposed)
 
 
-def kept_chance(accepted: Tensor, proposed: Tensor, prior: float) -> Tensor:
-    """(A,) a row's chance of keeping its next proposal: its share kept so far, with two proposals kept at
-    `prior` (a new row's chance, `Pacing.prior`) counted in."""
-    return (accepted + 2.0 * prior) / (proposed + 2.0)
+def kept_chance(accepted: Tensor, proposed: Tensor) -> Tensor:
+    """(A,) a row's chance of keeping its next proposal: its share kept so far, one kept and one rejected counted
+    in (a new row: 1/2)."""
+    return (accepted + 1.0) / (proposed + 2.0)
 
 
 def verify(logits: Tensor, proposals: Tensor, counts: Tensor, choose: Chooser,
@@ -338,8 +322,7 @@ def speculative_search(
     rows = Rows(torch.arange(n, device=device), start_tokens(start, ids.bos_id, (n,), device),
                 torch.full((n,), draft_tokens, dtype=torch.long, device=device),
                 torch.full((n, limit), ids.pad_id, dtype=torch.long, device=device),
-                torch.zeros((n, limit), device=device), none.clone(), none.clone(), none.clone(),
-                (pacing or Pacing()).prior)
+                torch.zeros((n, limit), device=device), none.clone(), none.clone(), none.clone())
     first = rows.last.clone()  # (n,) each example's decoder start
     choose, stats = Chooser(processors, ids, max_new, keys, seed, force_eos), stats or SpeculativeStats()
     while rows.active.numel():
@@ -373,7 +356,6 @@ def speculative_search(
         rows.last = last
         if pacing is not None:
             pacing.observe(active.shape[0], active.shape[0] + proposed, pacing.clock() - called)
-            pacing.count(proposed, accepted)
         running = ~ends(last, ids) & (rows.lengths[active] < max_new[active])
         if not bool(running.all()):
             keep = in_place_order(running)

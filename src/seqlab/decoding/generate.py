@@ -264,29 +264,27 @@ class Search:
             keys = mix32(base.repeat_interleave(rows) * 0x01000193
                          + torch.arange(rows, device=base.device).repeat(len(base)))
         start = None if self.start is None else self.start.repeat_interleave(rows)
-        drafter = self.draft_model() if self.speculation is not None else None
-        pacing = self.pacing() if self.speculation is not None else None
-        if self.speculation is not None and (pacing is None or self.pays(pacing)):
-            result = self.speculative(cache, keys, start, drafter, pacing)
+        limits = self.limits.repeat_interleave(rows)  # (B * rows,) each row's own
+        speculating = self.speculation is not None
+        drafter, pacing = (self.draft_model(), self.pacing(limits.shape[0])) if speculating else (None, None)
+        # a batch whose first call would verify no proposal is plain greedy search or sampling itself
+        if speculating and (pacing is None or pacing.pays(limits, cfg.draft_tokens)):
+            result = self.speculative(cache, keys, start, limits, drafter, pacing)
         else:
-            result = sample_or_greedy(self.step, cache, ids=self.ids, max_new=self.limits.repeat_interleave(rows),
-                                      processors=self.processors, keys=keys, seed=cfg.seed,
-                                      force_eos=cfg.force_eos or None, on_step=on_step, start=start)
-            if self.speculation is not None and self.speculation.stats is not None:
+            result = sample_or_greedy(self.step, cache, ids=self.ids, max_new=limits, processors=self.processors,
+                                      keys=keys, seed=cfg.seed, force_eos=cfg.force_eos or None, on_step=on_step,
+                                      start=start)
+            if speculating and self.speculation.stats is not None:
                 self.speculation.stats.add_plain(int(result.lengths.sum()))
         return GenerateOutput(result.sequences.view(b, rows, -1), result.scores.view(b, rows),
                               result.token_logprobs.view(b, rows, -1), result.lengths.view(b, rows))
 
-    def pacing(self) -> Pacing | None:
-        """The measured costs that choose the proposals a call verifies (`draft_positions=paying`), else None."""
+    def pacing(self, rows: int) -> Pacing | None:
+        """The measured costs that choose the proposals a call of `rows` rows verifies (`draft_positions=paying`,
+        `Pacing.pays`), else None."""
         if self.cfg.draft_positions != "paying":
             return None
-        return pacing_for(self.model, self.cfg.label, self.src_ids.shape[0] * self.cfg.rows_per_source)
-
-    def pays(self, pacing: Pacing) -> bool:
-        """Whether this batch speculates under measured costs: not where they say that its first call verifies no
-        proposal (`Pacing.pays`); it is then plain greedy search or sampling itself."""
-        return pacing.pays(self.limits.repeat_interleave(self.cfg.rows_per_source), self.cfg.draft_tokens)
+        return pacing_for(self.model, self.cfg.label, rows)
 
     def draft_model(self) -> DecodingModel | None:
         """The draft model of `cfg.draft=ckpt:PATH`, checked against the decoded one (None: prompt lookup)."""
@@ -299,12 +297,12 @@ class Search:
         check_draft(model.cfg, self.model.cfg, self.cfg.draft)
         return model
 
-    def speculative(self, cache: DecoderCache, keys: Tensor | None, start: Tensor | None,
+    def speculative(self, cache: DecoderCache, keys: Tensor | None, start: Tensor | None, limits: Tensor,
                     model: DecodingModel | None, pacing: Pacing | None) -> GenerateOutput:
-        """Greedy search or sampling with `cfg.draft`'s proposals (decoding.speculative): the same rows; `model`:
-        the draft model (None: prompt lookup); `pacing` chooses the proposals each call verifies (None: all)."""
+        """Greedy search or sampling with `cfg.draft`'s proposals (decoding.speculative): the same rows, each of
+        at most `limits` (B * rows,) tokens; `model`: the draft model (None: prompt lookup); `pacing` chooses the
+        proposals each call verifies (None: all)."""
         cfg, rows = self.cfg, self.cfg.rows_per_source
-        limits = self.limits.repeat_interleave(rows)
         first = start if start is not None else torch.full_like(limits, self.ids.bos_id)
         src_ids, src_pad_mask = self.src_ids.repeat_interleave(rows, 0), self.src_pad_mask.repeat_interleave(rows, 0)
         if model is None:

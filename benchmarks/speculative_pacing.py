@@ -17,12 +17,10 @@ import torch
 
 from ct2_bisect import cpu_report  # benchmarks/, beside this script
 from seqlab import hardware
-from seqlab.bench.causal import SHAPES
-from seqlab.bench.families import random_sources
+from seqlab.bench.speculative import random_gpt2
 from seqlab.bench.speed import BenchConfig
 from seqlab.decoding import DecodingConfig, generate
 from seqlab.decoding.speculative import PACINGS
-from seqlab.interop.hf import from_hf
 
 
 def milliseconds(fit: tuple[float, float, float] | None) -> list[float] | None:
@@ -35,15 +33,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--trials", type=int, default=3)
     args = parser.parse_args()
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     cfg = BenchConfig()
     torch.set_num_threads(2)
-    torch.manual_seed(cfg.seed)
-    kind, values = SHAPES["gpt2"]
-    model = from_hf(AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **values)).eval())
-    src, mask = random_sources(64, cfg.seq_len, model.cfg.src_vocab_size, model.cfg.pad_id, model.cfg.eos_id,
-                               torch.Generator().manual_seed(cfg.seed))
+    _, model, src, mask = random_gpt2(cfg, 64)
     decoding = DecodingConfig(max_length=cfg.max_new_tokens, suppress_special=False, draft="lookup",
                               draft_tokens=args.k)
     before = hardware.CpuClock.now()

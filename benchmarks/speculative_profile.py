@@ -19,12 +19,10 @@ from torch.profiler import ProfilerActivity, profile
 
 from ct2_bisect import cpu_report  # benchmarks/, beside this script
 from seqlab import hardware
-from seqlab.bench.causal import SHAPES
-from seqlab.bench.families import random_sources
+from seqlab.bench.speculative import random_gpt2
 from seqlab.bench.speed import BenchConfig
 from seqlab.decoding import DecodingConfig, generate
 from seqlab.decoding.speculative import SpeculativeStats
-from seqlab.interop.hf import from_hf
 
 
 def main() -> None:
@@ -37,15 +35,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="print each setting's operator summary")
     parser.add_argument("--rows", type=int, default=20, help="operators shown")
     args = parser.parse_args()
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     cfg = BenchConfig()
     torch.set_num_threads(2)
-    torch.manual_seed(cfg.seed)
-    kind, values = SHAPES["gpt2"]
-    model = from_hf(AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **values)).eval())
-    src, mask = random_sources(max(64, args.prompts), cfg.seq_len, model.cfg.src_vocab_size, model.cfg.pad_id,
-                               model.cfg.eos_id, torch.Generator().manual_seed(cfg.seed))
+    _, model, src, mask = random_gpt2(cfg, max(64, args.prompts))
     if args.onednn:
         from seqlab.model.onednn import onednn_linears
 

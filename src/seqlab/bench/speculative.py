@@ -32,6 +32,7 @@ from seqlab.decoding.speculative import SpeculativeStats
 from seqlab.hardware import best_of
 from seqlab.inference.evaluation import decode_texts, encode_sources
 from seqlab.interop.families import InteropError
+from seqlab.model import Model
 
 log = logging.getLogger("seqlab.bench")
 MAX_TOKENS = 8000  # source tokens x rows per batch: the evaluation's default
@@ -181,21 +182,10 @@ def causal_speculative_bench(cfg: BenchConfig) -> list[SpeculativeTiming]:
     takes no batch) against its own greedy search, and CTranslate2's greedy search against seqlab's. Random
     weights: how often the proposals are kept is what the random model's outputs give, not a real model's (the
     reference models' are in `speculative_bench`)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from seqlab.bench.causal import SHAPES
     from seqlab.bench.families import ct2_engine as random_ct2
-    from seqlab.bench.families import random_sources
-    from seqlab.interop.hf import from_hf
     from seqlab.model.onednn import onednn_available, onednn_linears
 
-    torch.manual_seed(cfg.seed)
-    kind, values = SHAPES["gpt2"]
-    hf = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **values)).eval()
-    model = from_hf(hf)
-    prompts = max(batch for batch, _ in BATCHES)
-    src, mask = random_sources(prompts, cfg.seq_len, model.cfg.src_vocab_size, model.cfg.pad_id, model.cfg.eos_id,
-                               torch.Generator().manual_seed(cfg.seed))
+    hf, model, src, mask = random_gpt2(cfg, max(batch for batch, _ in BATCHES))
     greedy = DecodingConfig(max_length=cfg.max_new_tokens, suppress_special=False)
     lookups = [replace(greedy, draft="lookup", draft_tokens=k, draft_positions=positions)
                for k, positions in ((2, "paying"), (5, "paying"), (5, "all"))]
@@ -240,6 +230,25 @@ def timings(best: dict, model: str, batch: int, reference: tuple | None = None,
         log.info("%s batch %d %s: %.1fs, %.2fx greedy", model or "checkpoint", batch, name, seconds,
                  rows[-1].speedup)
     return rows
+
+
+def random_gpt2(cfg: BenchConfig, prompts: int) -> tuple[Any, Model, Tensor, Tensor]:
+    """The causal speculative bench's inputs (and its profiling scripts'): a random model of GPT-2 small's shape
+    (bench.causal) as Hugging Face's and as seqlab's import of it, and `prompts` random prompts (ids, pad mask),
+    all from `cfg.seed`."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from seqlab.bench.causal import SHAPES
+    from seqlab.bench.families import random_sources
+    from seqlab.interop.hf import from_hf
+
+    torch.manual_seed(cfg.seed)
+    kind, values = SHAPES["gpt2"]
+    hf = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **values)).eval()
+    model = from_hf(hf)
+    src, mask = random_sources(prompts, cfg.seq_len, model.cfg.src_vocab_size, model.cfg.pad_id, model.cfg.eos_id,
+                               torch.Generator().manual_seed(cfg.seed))
+    return hf, model, src, mask
 
 
 def seqlab_run(model: Any, src: Tensor, mask: Tensor, groups: list[slice], decoding: DecodingConfig

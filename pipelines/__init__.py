@@ -19,6 +19,7 @@ from pipelines import (
     bench_features,
     bench_finetune,
     bench_gpu,
+    bench_int8,
     bench_language_models,
     bench_levers,
     bench_neural,
@@ -41,5 +42,5 @@ from seqlab.pipeline.core import Pipeline
 PIPELINES: dict[str, Pipeline] = {m.PIPELINE.name: m.PIPELINE for m in (
     mt_bible_small, sum_debian_small, decoding_sweep, truncation, mbr, beam_curse, no_repeat, constraints, arch_study,
     arch_study_trained, bench, bench_families, bench_features, bench_gpu, bench_levers, bench_language_models,
-    bench_finetune, bench_speculative, bench_neural, bench_norms, bench_one_source, distillation, quality_aware,
-    lm_workflow)}
+    bench_finetune, bench_speculative, bench_neural, bench_norms, bench_one_source, bench_int8, distillation,
+    quality_aware, lm_workflow)}

@@ -9,6 +9,8 @@ with shapes=[qwen2.5-0.5b-instruct]: that shape alone (an instruct model's end t
 no training
 seqlab bench one_source=true: one source a call at the families' and the causal LMs' shapes, the compiled step
 (engine=seqlab_compiled) against the eager one and CTranslate2 (bench.one_source)
+seqlab bench int8=true: int8 decoding at the same shapes, seqlab's int8 engine against CTranslate2's int8, 64
+sources a call and one a call, each compared with seqlab fp32's outputs (bench.int8)
 seqlab bench features=true: ensembles, the coverage penalty and contrastive search against the plain searches
 (bench.features)
 seqlab bench levers=true: each training lever (fused loss, compiled layers) against the plain step and HF
@@ -48,6 +50,8 @@ from seqlab.bench.features import to_dict as features_dict
 from seqlab.bench.finetune import ROUNDS as FINETUNE_ROUNDS
 from seqlab.bench.finetune import finetune_bench
 from seqlab.bench.finetune import to_dict as finetune_dict
+from seqlab.bench.int8 import int8_bench
+from seqlab.bench.int8 import to_dict as int8_dict
 from seqlab.bench.levers import lever_bench
 from seqlab.bench.levers import to_dict as levers_dict
 from seqlab.bench.norms import norm_bench
@@ -62,10 +66,12 @@ from seqlab.config import ConfigError, resolve_device
 from seqlab.engines.choice import choose_engine
 from seqlab.hardware import CpuClock, cpu_description
 from seqlab.io import atomic_write_text
+from seqlab.memory import keep_freed_memory
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="bench")
 def main(cfg: DictConfig) -> None:
+    keep_freed_memory()  # every bench times seqlab under the allocator its commands run under (seqlab.memory)
     try:
         bench = typed(BenchConfig, plain(cfg.bench), "bench")
         shapes = [str(s) for s in cfg.get("shapes") or []]
@@ -77,6 +83,8 @@ def main(cfg: DictConfig) -> None:
             record, text = families(bench, causal=True, shapes=shapes)
         elif cfg.get("one_source"):
             record, text = one_source_speeds(bench)
+        elif cfg.get("int8"):
+            record, text = int8_speeds(bench)
         elif cfg.get("features"):
             record, text = feature_costs(bench)
         elif cfg.get("levers"):
@@ -151,6 +159,16 @@ def one_source_speeds(bench: BenchConfig) -> tuple[dict, str]:
              f"eager" + (f"  {r.compiled_x_ct2:.2f}x CTranslate2" if r.compiled_x_ct2 is not None else "")
              + f"  first pass {r.first_pass_s:.1f} s" for r in rows]
     return measured("one_source", one_source_dict(rows), bench, clock), "\n".join(lines)
+
+
+def int8_speeds(bench: BenchConfig) -> tuple[dict, str]:
+    """int8 decoding, seqlab against CTranslate2: the record and a text table."""
+    clock = CpuClock.now()
+    rows = int8_bench(bench)
+    lines = [f"{r.shape:<12}{r.decoding:<6}{'one a call' if r.one_at_a_time else 'batch':<11}int8 "
+             f"{r.tokens / r.seqlab_s:>7,.0f} tok/s" + (f"  {r.x_ct2:.2f}x CTranslate2 int8" if r.x_ct2 else "")
+             + f"  ({r.equal_fp32} of {r.sources} equal fp32's)" for r in rows]
+    return measured("int8", int8_dict(rows), bench, clock), "\n".join(lines)
 
 
 def feature_costs(bench: BenchConfig) -> tuple[dict, str]:

@@ -121,6 +121,13 @@ def timing_row(shape: str, name: str, best: dict[str, tuple[list[list[int]], flo
     return row
 
 
+def search(beams: int, cfg: BenchConfig) -> DecodingConfig:
+    """The benches' rule set for greedy search (`beams` 1) or beam search: no forced or banned tokens, HF's early
+    stopping, length penalty 1, at most `cfg.max_new_tokens` new tokens."""
+    return DecodingConfig(method="beam" if beams > 1 else "greedy", num_beams=beams, max_length=cfg.max_new_tokens,
+                          early_stopping=True, suppress_special=False)
+
+
 def family_bench(cfg: BenchConfig, repeats: int | None = None) -> list[FamilyTiming]:
     """Every shape in SHAPES, greedy and beam 5, all sources in one call and `ONE_AT_A_TIME` one per call, seqlab
     (its default engine and its oneDNN engine) against generate and CTranslate2 (CPU, fp32)."""
@@ -145,8 +152,7 @@ def time_shape(shape: str, kind: str, values: dict[str, Any], cfg: BenchConfig, 
     packed = onednn_linears(model) if onednn_available() else None  # the engine=auto choice on many CPUs
     rows = []
     for name, beams in DECODINGS:
-        decoding = DecodingConfig(method="beam" if beams > 1 else "greedy", num_beams=beams,
-                                  max_length=cfg.max_new_tokens, early_stopping=True, suppress_special=False)
+        decoding = search(beams, cfg)
         beam_rules = dict(early_stopping=True, length_penalty=1.0) if beams > 1 else {}
         hf.generation_config = GenerationConfig(  # the same rules, nothing from the model's config
             num_beams=beams, max_new_tokens=cfg.max_new_tokens, do_sample=False, decoder_start_token_id=start,
@@ -203,9 +209,10 @@ def timed_hf(hf: Any, src: torch.Tensor, mask: torch.Tensor, eos: int) -> tuple[
     return [until_end(row[1:], (eos,)) for row in out.tolist()], seconds
 
 
-def ct2_engine(model: Any) -> Any:
-    """CTranslate2 fp32 on an export of `model` (its vocabulary named t<i>, the model's own special ids), or
-    None without CTranslate2."""
+def ct2_engine(model: Any, compute_type: str = "float32") -> Any:
+    """CTranslate2 on an fp32 export of `model` (its vocabulary named t<i>, the model's own special ids), in a
+    process of its own, computing in `compute_type` (int8: CTranslate2 quantizes the weights as it loads them),
+    or None without CTranslate2."""
     try:
         import ctranslate2  # noqa: F401
     except ImportError:
@@ -215,7 +222,8 @@ def ct2_engine(model: Any) -> Any:
     from seqlab.interop.ct2 import export_ctranslate2
 
     folder = Path(tempfile.mkdtemp(prefix="seqlab-ct2-"))
-    return CT2Engine(export_ctranslate2(model, None, folder / "model"), model, None, own_process=True)
+    return CT2Engine(export_ctranslate2(model, None, folder / "model"), model, None, compute_type=compute_type,
+                     own_process=True)
 
 
 def timed_ct2(engine: Any, src: torch.Tensor, mask: torch.Tensor, decoding: DecodingConfig

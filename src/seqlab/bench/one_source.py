@@ -26,6 +26,7 @@ from seqlab.bench.families import (
     ct2_engine,
     one_by_one,
     random_sources,
+    search,
     timed_ct2,
     timed_seqlab,
 )
@@ -103,8 +104,7 @@ def one_source_bench(cfg: BenchConfig, repeats: int | None = None,
         src, mask = src[:ONE_AT_A_TIME], mask[:ONE_AT_A_TIME]  # ... the first of them, as their one-a-call rows
         ct2, compiled = ct2_engine(model), CompiledEngine(model)
         for name, beams in DECODINGS:
-            decoding = DecodingConfig(method="beam" if beams > 1 else "greedy", num_beams=beams,
-                                      max_length=cfg.max_new_tokens, early_stopping=True, suppress_special=False)
+            decoding = search(beams, cfg)
             calls: dict[str, Any] = {"seqlab": partial(timed_seqlab, model, decoding=decoding),
                                      "compiled": partial(timed_engine, compiled, model, decoding=decoding)}
             if ct2 is not None:

@@ -51,7 +51,6 @@ from seqlab.engines.ct2 import CT2Engine
 from seqlab.hardware import CpuClock, best_of, busy_warning, cpu_description
 from seqlab.interop import to_hf
 from seqlab.interop.ct2 import export_ctranslate2
-from seqlab.memory import keep_freed_memory
 from seqlab.model import Model, Seq2SeqTransformer
 from seqlab.model.onednn import onednn_available, onednn_linears
 from seqlab.model.quantize import dynamic_int8
@@ -65,7 +64,6 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool
               profile: bool = False) -> BenchResult:
     device = resolve_device("bench", cfg.device)  # a bad value fails before anything is built
     clock = CpuClock.now()  # what else kept the machine busy while the bench ran (recorded, warned about)
-    keep_freed_memory()
     torch.manual_seed(cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed)
     tokenizer, texts = None, None

@@ -13,7 +13,8 @@ pickling) are added up in `overhead` (`CT2Engine.pipe_seconds`), which a timer s
 
 The process is a fresh interpreter (`python -c`, not multiprocessing's spawn, which would import the caller's
 main module again), speaking pickles over its standard input and output; this module imports nothing heavy
-at its top, so that process imports ctranslate2 only.
+at its top, so that process imports ctranslate2 and seqlab.memory only. It sets the allocator as `seqlab bench`
+does (seqlab.memory.keep_freed_memory), so that a ratio compares the toolkits, not two malloc settings.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ def main() -> None:
     requests = sys.stdin.buffer
     kind, path, options = pickle.load(requests)
     import ctranslate2
+
+    from seqlab.memory import keep_freed_memory
+
+    keep_freed_memory()  # the allocator seqlab's side runs under (`seqlab bench`), so both sides share it
 
     engine = getattr(ctranslate2, kind)(path, **options)
     send(replies, (True, None, 0.0))

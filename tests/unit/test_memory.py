@@ -9,13 +9,9 @@ import sys
 
 import pytest
 
-# Runs in a fresh interpreter: mallopt changes the whole process, and the test must see glibc's
-# defaults before keep_freed_memory. A 256 MiB block is malloc'ed, written and freed; mallinfo2
-# reports whether it came from mmap (hblkhd grows) and whether free gave the heap back to the OS (arena).
-PROBE = """
-import ctypes, ctypes.util, json, sys
-from seqlab.memory import keep_freed_memory, release_freed_memory
-applied = keep_freed_memory() if sys.argv[1] == "keep" else None
+# glibc's malloc, free and mallinfo2 through ctypes, for code run in a process of its own
+MALLINFO = """
+import ctypes, ctypes.util
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 class MallInfo2(ctypes.Structure):
     _fields_ = [(n, ctypes.c_size_t) for n in
@@ -23,6 +19,14 @@ class MallInfo2(ctypes.Structure):
                  "keepcost")]
 libc.mallinfo2.restype = MallInfo2
 libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+"""
+# Runs in a fresh interpreter: mallopt changes the whole process, and the test must see glibc's
+# defaults before keep_freed_memory. A 256 MiB block is malloc'ed, written and freed; mallinfo2
+# reports whether it came from mmap (hblkhd grows) and whether free gave the heap back to the OS (arena).
+PROBE = MALLINFO + """
+import json, sys
+from seqlab.memory import keep_freed_memory, release_freed_memory
+applied = keep_freed_memory() if sys.argv[1] == "keep" else None
 size = 256 << 20
 before = libc.mallinfo2()
 block = libc.malloc(size)
@@ -42,8 +46,11 @@ def probe(mode: str) -> dict:
     return json.loads(out.stdout)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or ctypes.util.find_library("c") is None,
-                    reason="glibc's malloc settings exist on Linux only")
+GLIBC = pytest.mark.skipif(not sys.platform.startswith("linux") or ctypes.util.find_library("c") is None,
+                           reason="glibc's malloc settings exist on Linux only")
+
+
+@GLIBC
 def test_keep_freed_memory_keeps_large_blocks_in_the_heap():
     try:
         default = probe("default")
@@ -63,3 +70,53 @@ def test_keep_freed_memory_keeps_large_blocks_in_the_heap():
     # ... until release_freed_memory, which the bench calls before measuring a phase's peak RSS.
     assert kept["released"] is True
     assert kept["heap_after_release"] < 64 << 20
+
+
+# A stand-in for ctranslate2 in the engine's own process: its "translation" is how many bytes of a 256 MiB
+# block glibc served with mmap there.
+FAKE_CT2 = MALLINFO + """
+from types import SimpleNamespace
+
+
+class Translator:
+    def __init__(self, path, **options):
+        pass
+
+    def translate_batch(self, batch):
+        before = libc.mallinfo2().hblkhd
+        block = libc.malloc(256 << 20)
+        mmapped = libc.mallinfo2().hblkhd - before
+        libc.free(block)
+        return [SimpleNamespace(hypotheses=[[str(mmapped)]])]
+"""
+
+
+@GLIBC
+def test_ctranslate2s_own_process_runs_under_the_allocator_the_bench_sets(tmp_path, monkeypatch):
+    """A bench's ratio compares the toolkits, not two malloc settings: CTranslate2's process keeps freed blocks
+    too (its large blocks come from the heap, not mmap)."""
+    from seqlab.engines.own_process import OwnProcess
+
+    (tmp_path / "ctranslate2.py").write_text(FAKE_CT2)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the process's PYTHONPATH is this one's sys.path
+    try:
+        mmapped = OwnProcess("Translator", "unused").translate_batch([["a"]])[0].hypotheses[0][0]
+    except RuntimeError as err:
+        if "mallinfo2" in str(err):
+            pytest.skip("glibc older than 2.33 (no mallinfo2)")
+        raise
+    assert mmapped == "0"
+
+
+def test_every_bench_mode_sets_the_allocator_first(tmp_path, monkeypatch):
+    """`seqlab bench` times seqlab under the allocator its commands run under, whatever the mode: the call comes
+    before the config is read (here a refused one)."""
+    import seqlab.app.bench as bench
+
+    calls = []
+    monkeypatch.setattr(bench, "keep_freed_memory", lambda: calls.append(True))
+    monkeypatch.setattr(sys, "argv", ["seqlab bench", "shapes=[gpt2]", f"hydra.run.dir={tmp_path}",
+                                      "hydra.output_subdir=null"])
+    with pytest.raises(SystemExit) as exit_:
+        bench.main()
+    assert exit_.value.code == 2 and calls == [True]

@@ -56,3 +56,46 @@ def test_packing_is_skipped_where_it_saves_nothing_and_round_trips_otherwise():
     rows = packing.pack(x)
     assert rows.tolist() == [[0.0, 1.0], [2.0, 3.0], [6.0, 7.0]]
     assert packing.unpack(rows).tolist() == (x * valid[:, :, None]).tolist()
+
+
+ENCODER_VARIANTS = [dict(), dict(positions="t5", norm="rmsnorm"), dict(norm_position="post"),
+                    dict(positions="rope", gated_ffn=True, activation="silu")]
+
+
+@pytest.mark.parametrize("variant", ENCODER_VARIANTS,
+                         ids=lambda v: "-".join(f"{k}={x}" for k, x in v.items()) or "default")
+def test_an_encoder_at_inference_computes_the_real_tokens_only_with_the_padded_numbers(monkeypatch, variant):
+    """The encoder's memory at every real token, and a greedy search over it, as without packing; the layers
+    saw the real tokens' rows only."""
+    from seqlab.decoding import DecodingConfig, generate
+
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(src_vocab_size=40, d_model=32, n_heads=4, encoder_layers=2,
+                                    decoder_layers=2, d_ff=48, dropout=0.0, max_positions=32, **variant)).eval()
+    src, pad = pad_right([[5, 6, 7, 8, 9, 3], [10, 11, 3], [12, 3], [13, 14, 15, 16, 3]], model.cfg.pad_id)
+    rows = []
+    model.encoder_layers[0].ffn.register_forward_hook(lambda m, args, out: rows.append(args[0].shape[0]))
+    decoding = DecodingConfig(method="greedy", max_length=8)
+    with torch.no_grad():
+        packed, searched = model.encode(src, pad), generate(model, src, pad, decoding)
+        assert rows[0] == int((~pad).sum())  # (R, d): the 15 real tokens, not 4 x 6 slots
+        unpacked(monkeypatch)
+        plain, plain_search = model.encode(src, pad), generate(model, src, pad, decoding)
+    assert rows[-1] == src.shape[0]  # (B, T, d)
+    assert torch.allclose(packed[~pad], plain[~pad], atol=1e-5)
+    assert torch.equal(searched.sequences, plain_search.sequences)
+
+
+def test_an_encoder_keeps_the_padded_layout_in_training_and_for_an_empty_source():
+    from seqlab.model.transformer import encoder_packing
+
+    pad = torch.tensor([[False, True], [False, False]])
+    assert encoder_packing(pad) is not None
+    assert encoder_packing(torch.tensor([[False, True], [True, True]])) is None  # the second source is empty
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(src_vocab_size=40, d_model=32, n_heads=4, encoder_layers=1,
+                                    decoder_layers=1, d_ff=48, dropout=0.0, max_positions=32))
+    shapes = []
+    model.encoder_layers[0].ffn.register_forward_hook(lambda m, args, out: shapes.append(tuple(args[0].shape)))
+    model.train()(torch.tensor([[5, 3], [6, 3]]), pad, torch.tensor([[4, 5], [4, 6]]))
+    assert shapes == [(2, 2, 32)]

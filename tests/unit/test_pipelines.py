@@ -481,6 +481,24 @@ def test_the_one_source_table_sets_the_compiled_step_against_the_eager_one_and_c
     assert "16 random sources of 20-40 tokens one a call, 40 new tokens at most, fp32, best of 3" in text
 
 
+def test_the_int8_table_sets_seqlab_int8_against_ctranslate2_int8_and_both_against_fp32(tmp_path):
+    """An int8 record: seqlab int8's tokens/s and its speed against CTranslate2 int8, one source a call named, each
+    toolkit's outputs against seqlab fp32's; without CTranslate2, dashes."""
+    from pipelines.bench_int8 import render
+
+    assert "make pipeline NAME=" in render(tmp_path)
+    config = {"decode_sources": 64, "seq_len": 40, "max_new_tokens": 40, "decode_repeats": 3}
+    row = {"shape": "opus-mt", "decoding": "beam5", "sources": 64, "one_at_a_time": False, "tokens": 2_560,
+           "seqlab_s": 2.0, "ct2_s": 2.5, "equal_fp32": 60, "ct2_equal_fp32": 58}
+    single = {**row, "sources": 16, "one_at_a_time": True, "tokens": 640, "ct2_s": None, "equal_fp32": 16,
+              "ct2_equal_fp32": None}
+    write_side_bench(tmp_path, "int8", {"int8": [row, single]}, config)
+    text = render(tmp_path)
+    assert "| opus-mt | beam5 | 1,280 | 1.25x | 60 of 64 | 58 of 64 |" in text
+    assert "| opus-mt | beam5, one source a call | 320 | – | 16 of 16 | – |" in text
+    assert "64 random sources of 20-40 tokens, 40 new tokens at most, best of 3" in text
+
+
 def test_the_reference_models_speculative_table_names_generates_rows_apart(tmp_path):
     """A reference model's speculative record: seqlab's settings by name, generate's one source a call under its
     own name (its "greedy" is not seqlab's), each against its own greedy search."""

@@ -30,6 +30,17 @@ from seqlab.model.positions import AttentionPositions, LearnedPositions, Rotary,
 from seqlab.model.products import Linear
 
 
+def encoder_packing(src_pad_mask: Tensor) -> Packing | None:
+    """Where a padded batch's real source tokens sit, for an encoder at inference to compute its position-wise
+    layers on them only (model.packing: at 20-40 tokens a source, a sixth to a third of the slots are padding).
+
+    Not in training, whose batches are bucketed by length and whose compiled layers (train.levers) see one
+    layout; nor for a batch holding an empty source, whose one attended slot (padding_to_attn_mask) is its
+    encoded padding."""
+    valid = ~src_pad_mask
+    return Packing.of(valid) if bool(valid.any(1).all()) else None
+
+
 class Checkpointable(nn.Module):
     """A layer that activation checkpointing can wrap (Chen et al. 2016, "Training deep nets with sublinear
     memory cost"): with `checkpointed` set (train.activation_checkpointing, `train.levers.checkpoint_layers`), a
@@ -182,11 +193,15 @@ class Seq2SeqTransformer(nn.Module):
         x = self.src_embed(src_ids)
         positions = self.self_attention_positions(self.encoder_positions, 0, src_ids.shape[1])
         attn_mask, _ = with_bias(padding_to_attn_mask(src_pad_mask), False, positions)  # (B, 1 or H, 1 or S, S)
+        packing = None if self.training else encoder_packing(src_pad_mask)
+        if packing is not None:
+            x = packing.pack(x)  # (R, d)
         skipped = dropped_layers(len(self.encoder_layers), self.cfg.encoder_layerdrop, self.training)
         for layer, skip in zip(self.encoder_layers, skipped, strict=True):
             if not skip:
-                x = layer(x, attn_mask, positions.rotary)
-        return self.encoder_norm(x)
+                x = layer(x, attn_mask, positions.rotary, packing=packing)
+        x = self.encoder_norm(x)
+        return x if packing is None else packing.unpack(x)  # zeros at padding, which cross-attention never reads
 
     @staticmethod
     def self_attention_positions(module: nn.Module | None, start: int, queries: int) -> AttentionPositions:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes.util
 import json
+import os
 import subprocess
 import sys
 
@@ -41,8 +42,9 @@ print(json.dumps({"applied": applied, "mmapped": held.hblkhd - before.hblkhd, "h
 """
 
 
-def probe(mode: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True)
+def probe(mode: str, env: dict[str, str] | None = None) -> dict:
+    out = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, check=True,
+                         env=None if env is None else {**os.environ, **env})
     return json.loads(out.stdout)
 
 
@@ -70,6 +72,9 @@ def test_keep_freed_memory_keeps_large_blocks_in_the_heap():
     # ... until release_freed_memory, which the bench calls before measuring a phase's peak RSS.
     assert kept["released"] is True
     assert kept["heap_after_release"] < 64 << 20
+    # SEQLAB_KEEP_FREED_MEMORY=0: the commands leave glibc's defaults
+    opted_out = probe("keep", {"SEQLAB_KEEP_FREED_MEMORY": "0"})
+    assert opted_out["applied"] is False and opted_out["mmapped"] >= 256 << 20
 
 
 # A stand-in for ctranslate2 in the engine's own process: its "translation" is how many bytes of a 256 MiB

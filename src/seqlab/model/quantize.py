@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.hardware import cpu_flags
+from seqlab.model.causal import CausalTransformer
 from seqlab.model.layers import fuse_relu, replace_layers
 from seqlab.model.products import plain_linears
 from seqlab.model.transformer import Seq2SeqTransformer
@@ -41,7 +42,7 @@ class Int8Linear(nn.Module):
         return op(x, self.linear._packed_params._packed_params, reduce_range=self.reduce_range).to(x.dtype)
 
 
-def dynamic_int8(model: Seq2SeqTransformer) -> Seq2SeqTransformer:
+def dynamic_int8(model: Seq2SeqTransformer | CausalTransformer) -> Seq2SeqTransformer | CausalTransformer:
     """A copy of `model` whose nn.Linear layers (attention projections, feed-forward, output) hold int8
     weights (per-tensor scale) and quantize their inputs per call (`Int8Linear`): PyTorch's dynamic
     quantization, run by its x86 (fbgemm) int8 kernels, the feed-forward ReLU fused into the first layer.

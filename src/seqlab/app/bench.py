@@ -166,7 +166,8 @@ def int8_speeds(bench: BenchConfig) -> tuple[dict, str]:
     clock = CpuClock.now()
     rows = int8_bench(bench)
     lines = [f"{r.shape:<12}{r.decoding:<6}{'one a call' if r.one_at_a_time else 'batch':<11}int8 "
-             f"{r.tokens / r.seqlab_s:>7,.0f} tok/s" + (f"  {r.x_ct2:.2f}x CTranslate2 int8" if r.x_ct2 is not None else "")
+             f"{r.tokens / r.seqlab_s:>7,.0f} tok/s"
+             + (f"  {r.x_ct2:.2f}x CTranslate2 int8" if r.x_ct2 is not None else "")
              + f"  ({r.equal_fp32} of {r.sources} equal fp32's)" for r in rows]
     return measured("int8", int8_dict(rows), bench, clock), "\n".join(lines)
 

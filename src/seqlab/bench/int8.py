@@ -28,12 +28,11 @@ from seqlab.bench.families import (
     ONE_AT_A_TIME,
     ct2_engine,
     one_by_one,
-    random_sources,
     search,
     timed_ct2,
     timed_seqlab,
 )
-from seqlab.bench.one_source import random_model
+from seqlab.bench.one_source import model_and_sources
 from seqlab.bench.speed import BenchConfig
 from seqlab.hardware import best_of
 from seqlab.model.quantize import dynamic_int8
@@ -70,10 +69,7 @@ def int8_bench(cfg: BenchConfig, repeats: int | None = None,
     per call (module docstring)."""
     rows = []
     for shape in shapes:
-        torch.manual_seed(cfg.seed)
-        model, pad, eos = random_model(shape)
-        src, mask = random_sources(cfg.decode_sources, cfg.seq_len, model.cfg.src_vocab_size, pad, eos,
-                                   torch.Generator().manual_seed(cfg.seed))  # the other benches' sources
+        model, src, mask = model_and_sources(shape, cfg)
         quantized, ct2 = dynamic_int8(model), ct2_engine(model, compute_type="int8")
         for name, beams in DECODINGS:
             decoding = search(beams, cfg)

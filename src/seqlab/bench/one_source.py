@@ -84,6 +84,16 @@ def random_model(shape: str) -> tuple[Model, int, int]:
     return model, model.cfg.pad_id, model.cfg.eos_id
 
 
+def model_and_sources(shape: str, cfg: BenchConfig) -> tuple[Model, torch.Tensor, torch.Tensor]:
+    """The shape's random model (seeded by `cfg.seed`) and the benches' random sources for it (sources, pad mask):
+    what the one-source and int8 benches decode at each shape, as the families and language-model benches do."""
+    torch.manual_seed(cfg.seed)
+    model, pad, eos = random_model(shape)
+    src, mask = random_sources(cfg.decode_sources, cfg.seq_len, model.cfg.src_vocab_size, pad, eos,
+                               torch.Generator().manual_seed(cfg.seed))
+    return model, src, mask
+
+
 def timed_engine(engine: CompiledEngine, model: Model, src: torch.Tensor, mask: torch.Tensor,
                  decoding: DecodingConfig) -> tuple[list[list[int]], float]:
     start = time.perf_counter()
@@ -97,11 +107,8 @@ def one_source_bench(cfg: BenchConfig, repeats: int | None = None,
     """Every shape in `shapes`, greedy and beam 5, one source a call (module docstring)."""
     rows = []
     for shape in shapes:
-        torch.manual_seed(cfg.seed)
-        model, pad, eos = random_model(shape)
-        src, mask = random_sources(cfg.decode_sources, cfg.seq_len, model.cfg.src_vocab_size, pad, eos,
-                                   torch.Generator().manual_seed(cfg.seed))  # the other benches' sources ...
-        src, mask = src[:ONE_AT_A_TIME], mask[:ONE_AT_A_TIME]  # ... the first of them, as their one-a-call rows
+        model, src, mask = model_and_sources(shape, cfg)
+        src, mask = src[:ONE_AT_A_TIME], mask[:ONE_AT_A_TIME]  # the first, as the other benches' one-a-call rows
         ct2, compiled = ct2_engine(model), CompiledEngine(model)
         for name, beams in DECODINGS:
             decoding = search(beams, cfg)

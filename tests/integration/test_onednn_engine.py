@@ -45,27 +45,27 @@ def test_onednn_with_another_precision_fails_before_loading(make_cfg, tmp_path):
 def test_engine_auto_takes_onednn_only_where_its_probe_is_faster_and_caches_the_probe(tmp_path, monkeypatch):
     import seqlab.engines.choice as engines
 
-    speedups = iter([2.0])
-    monkeypatch.setattr(engines, "packed_speedup", lambda **_: next(speedups))  # a second probe would raise
+    speedups = iter([1.3])
+    monkeypatch.setattr(engines, "search_speedup", lambda *_: next(speedups))  # a second probe would raise
     choice = engines.choose_engine("fp32", "cpu", tmp_path)
-    assert choice.engine == "seqlab_onednn" and "2.00x" in choice.reason
+    assert choice.engine == "seqlab_onednn" and "1.30x" in choice.reason
     assert engines.choose_engine("fp32", "cpu", tmp_path) == choice  # from the cache: no second probe
     assert json.loads((tmp_path / engines.AUTO_CACHE).read_text())  # keyed by CPU, torch and threads
     for precision, device in (("bf16", "cpu"), ("int8", "cpu"), ("fp32", "cuda")):
         assert engines.choose_engine(precision, device, tmp_path).engine == "seqlab"  # oneDNN: fp32 on a CPU
-    monkeypatch.setattr(engines, "packed_speedup", lambda **_: 1.14)  # under the margin: MKL stays
-    assert engines.choose_engine("fp32", "cpu", None).engine == "seqlab"  # (a whole search slower at 1.14x)
+    monkeypatch.setattr(engines, "search_speedup", lambda *_: 1.05)  # within the margin: the reference's sums stay
+    assert engines.choose_engine("fp32", "cpu", None).engine == "seqlab"
 
 
 def test_engine_auto_names_the_chosen_engine_in_the_label_and_folder(make_cfg, smoke_checkpoint, monkeypatch):
     import seqlab.engines.choice as engines
 
-    monkeypatch.setattr(engines, "packed_speedup", lambda **_: 3.0)
+    monkeypatch.setattr(engines, "search_speedup", lambda *_: 3.0)
     cfg = make_cfg("eval", [f"ckpt={smoke_checkpoint}", "engine=auto", *COMMON])
     cfg.paths.cache_dir = str(Path(cfg.results_dir).parent / "probed_cache")  # not the session's real probe
     auto = run_evaluation(cfg)
     assert auto["label"].endswith("_onednn") and auto["setting"]["engine"] == "seqlab_onednn"
-    monkeypatch.setattr(engines, "packed_speedup", lambda **_: 0.8)
+    monkeypatch.setattr(engines, "search_speedup", lambda *_: 0.8)
     cfg = make_cfg("eval", [f"ckpt={smoke_checkpoint}", "engine=auto", *COMMON])
     cfg.paths.cache_dir = str(Path(cfg.results_dir).parent / "fresh_cache")  # another machine's probe
     plain = run_evaluation(cfg)
@@ -73,26 +73,51 @@ def test_engine_auto_names_the_chosen_engine_in_the_label_and_folder(make_cfg, s
     assert cfg.engine == "auto"  # chosen once and passed on: the composed config is left as written
 
 
-def test_engine_auto_for_one_source_a_call_probes_that_steps_products_under_its_own_key(tmp_path, monkeypatch):
-    """A command decoding one source a call (rows: greedy's 1, beam 5's 5) is probed at those rows through
-    weights read from memory, cached apart from the batch probe: here oneDNN wins one source at a time only."""
+def test_engine_auto_probes_the_rows_and_sources_it_is_asked_for_each_under_its_own_key(tmp_path, monkeypatch):
+    """A batch and one source a call (greedy's 1 row, beam 5's 5) are probed apart and cached apart: here
+    oneDNN wins a batch's beam search and one source's, and loses one source's greedy search."""
     import seqlab.engines.choice as engines
-    from seqlab.model.onednn import PROBE_SHAPES, one_source_shapes
+    from seqlab.engines.probe import BATCH_SOURCES
 
     probed = []
 
-    def probe(shapes=PROBE_SHAPES, **_):
-        probed.append(shapes)
-        return 1.2 if shapes == PROBE_SHAPES else 2.5
+    def probe(rows, sources):
+        probed.append((rows, sources))
+        return {(5, BATCH_SOURCES): 1.3, (1, 1): 0.9, (5, 1): 1.35}[rows, sources]
 
-    monkeypatch.setattr(engines, "packed_speedup", probe)
-    assert engines.choose_engine("fp32", "cpu", tmp_path).engine == "seqlab"
-    one = engines.choose_engine("fp32", "cpu", tmp_path, rows=5)
-    assert one.engine == "seqlab_onednn" and "one source a call in 5 rows" in one.reason
-    assert engines.choose_engine("fp32", "cpu", tmp_path, rows=5) == one  # cached: no third probe
-    assert probed == [PROBE_SHAPES, one_source_shapes(5)]
-    assert all(m == 5 for m, _, _ in one_source_shapes(5)) and max(n for _, _, n in one_source_shapes(1)) >= 32000
-    assert len(json.loads((tmp_path / engines.AUTO_CACHE).read_text())) == 2
+    monkeypatch.setattr(engines, "search_speedup", probe)
+    assert engines.choose_engine("fp32", "cpu", tmp_path, rows=5).engine == "seqlab_onednn"
+    assert engines.choose_engine("fp32", "cpu", tmp_path, rows=1, one_source=True).engine == "seqlab"
+    one = engines.choose_engine("fp32", "cpu", tmp_path, rows=5, one_source=True)
+    assert one.engine == "seqlab_onednn" and "a search of one source in 5 rows each" in one.reason
+    assert engines.choose_engine("fp32", "cpu", tmp_path, rows=5, one_source=True) == one  # cached: no 4th probe
+    assert probed == [(5, BATCH_SOURCES), (1, 1), (5, 1)]
+    assert len(json.loads((tmp_path / engines.AUTO_CACHE).read_text())) == 3
+
+
+def test_the_probe_times_whole_searches_of_the_asked_rows_on_both_engines_alternating(monkeypatch):
+    """search_speedup runs seqlab's search itself, every row for PROBE_STEPS tokens, on the model and on its
+    oneDNN copy in turn (a warm-up each, then `repeats` each), and returns the first's time over the second's."""
+    import seqlab.engines.probe as probe
+    from seqlab.model import ModelConfig
+    from seqlab.model.onednn import PackedLinear
+
+    calls, real = [], probe.search
+
+    def spy(model, batch):
+        out = real(model, batch)
+        calls.append((any(isinstance(m, PackedLinear) for m in model.modules()), batch.cfg.num_beams,
+                      tuple(batch.src_ids.shape), int(out.lengths.min()), int(out.lengths.max())))
+        return out
+
+    monkeypatch.setattr(probe, "search", spy)
+    tiny = ModelConfig(src_vocab_size=64, d_model=32, n_heads=2, encoder_layers=1, decoder_layers=1, d_ff=64,
+                       dropout=0.0)
+    speedup = probe.search_speedup(3, 2, repeats=2, shape=tiny)
+    assert speedup > 0
+    assert [packed for packed, *_ in calls] == [False, True] * 3
+    assert {tuple(rest) for _, *rest in calls} == {(3, (2, probe.PROBE_SOURCE_LEN), probe.PROBE_STEPS,
+                                                   probe.PROBE_STEPS)}
 
 
 def test_translate_on_a_terminal_chooses_its_engine_for_one_source_a_call(make_cfg, smoke_checkpoint, monkeypatch):
@@ -100,8 +125,8 @@ def test_translate_on_a_terminal_chooses_its_engine_for_one_source_a_call(make_c
 
     asked = []
 
-    def choose(precision, device, cache_dir, rows=None):
-        asked.append(rows)
+    def choose(precision, device, cache_dir, rows=1, one_source=False):
+        asked.append((rows, one_source))
         return engines.EngineChoice("seqlab", "probed")
 
     monkeypatch.setattr("seqlab.app.infer.choose_engine", choose)
@@ -110,8 +135,8 @@ def test_translate_on_a_terminal_chooses_its_engine_for_one_source_a_call(make_c
         def isatty(self) -> bool:
             return True
 
-    for stdin, overrides, rows in ((io.StringIO("Dios\n"), [], None), (Terminal("Dios\n"), [], 1),
-                                   (io.StringIO("Dios\n"), ["chunk_size=1", "decoding=beam"], 5)):
+    for stdin, overrides, rows in ((io.StringIO("Dios\n"), [], (1, False)), (Terminal("Dios\n"), [], (1, True)),
+                                   (io.StringIO("Dios\n"), ["chunk_size=1", "decoding=beam"], (5, True))):
         cfg = make_cfg("translate", [f"ckpt={smoke_checkpoint}", "engine=auto", "decoding.max_length=4", *overrides])
         run_translate(cfg, stdin=stdin, stdout=io.StringIO())
         assert asked[-1] == rows
@@ -120,11 +145,10 @@ def test_translate_on_a_terminal_chooses_its_engine_for_one_source_a_call(make_c
 def test_the_families_record_says_what_engine_auto_takes_in_each_case(monkeypatch):
     import seqlab.engines.choice as engines
     from seqlab.app.bench import AUTO_CASES, auto_choices
-    from seqlab.model.onednn import PROBE_SHAPES
 
-    monkeypatch.setattr(engines, "packed_speedup", lambda shapes=PROBE_SHAPES, **_: 1.2 if shapes == PROBE_SHAPES
-                        else 2.0 if shapes[0][0] == 1 else 1.4)
+    monkeypatch.setattr(engines, "search_speedup", lambda rows, sources: 0.9 if (rows, sources) == (1, 1) else 1.3)
     auto = auto_choices()
-    assert list(auto) == [where for where, _ in AUTO_CASES]
-    assert [choice["engine"] for choice in auto.values()] == ["seqlab", "seqlab_onednn", "seqlab"]
-    assert "one source a call in 5 rows" in auto["one source a call, beam 5"]["reason"]
+    assert list(auto) == [where for where, *_ in AUTO_CASES]
+    assert [choice["engine"] for choice in auto.values()] == ["seqlab_onednn", "seqlab_onednn", "seqlab",
+                                                              "seqlab_onednn"]
+    assert "a search of one source in 5 rows each" in auto["one source a call, beam 5"]["reason"]

@@ -141,14 +141,15 @@ def families(bench: BenchConfig, causal: bool = False, shapes: list[str] | None 
     return {**record, "architectures": architectures_dict(trained)}, "\n".join(lines)
 
 
-# what engine=auto is asked on a CPU: a batch's step, and one source a call in greedy's and beam 5's rows
-AUTO_CASES = (("many sources a call", None), ("one source a call, greedy", 1), ("one source a call, beam 5", 5))
+# what engine=auto is asked on a CPU: (where, rows per source, one source a call), greedy and beam 5
+AUTO_CASES = (("many sources a call, greedy", 1, False), ("many sources a call, beam 5", 5, False),
+              ("one source a call, greedy", 1, True), ("one source a call, beam 5", 5, True))
 
 
 def auto_choices() -> dict[str, dict[str, str]]:
     """What `engine=auto` takes on this machine in each of AUTO_CASES, from fresh probes (not the cache), so that
     a record of both engines' speeds says which one a user gets."""
-    return {where: asdict(choose_engine("fp32", "cpu", None, rows)) for where, rows in AUTO_CASES}
+    return {where: asdict(choose_engine("fp32", "cpu", None, rows, one)) for where, rows, one in AUTO_CASES}
 
 
 def one_source_speeds(bench: BenchConfig) -> tuple[dict, str]:

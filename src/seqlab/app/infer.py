@@ -120,15 +120,15 @@ def chosen_engine(cfg: DictConfig, one_source: bool = False) -> str:
     """The engine a command decodes with: the config's, or for `engine=auto` this machine's choice (logged).
     A command asks once and passes the answer on, so its result folder, label, record and decoding all name
     one engine; the composed config is left as the user wrote it. `one_source`: the command decodes one
-    source a call (in the decoding's rows per source), which the choice weighs (`choose_engine`'s `rows`)."""
+    source a call; the choice weighs that and the decoding's rows per source (`choose_engine`)."""
     if cfg.get("engine") != "auto":
         return str(cfg.get("engine"))
     try:
         device = resolve_device("", cfg.get("device", "auto"))
     except ConfigError:  # a bad device fails, named and recorded, where the request is checked
         device = str(cfg.get("device"))
-    rows = typed(DecodingConfig, plain(cfg.decoding), "decoding").rows_per_source if one_source else None
-    choice = choose_engine(str(cfg.get("precision")), device, Path(cfg.paths.cache_dir), rows)
+    rows = typed(DecodingConfig, plain(cfg.decoding), "decoding").rows_per_source
+    choice = choose_engine(str(cfg.get("precision")), device, Path(cfg.paths.cache_dir), rows, one_source)
     log.info("engine=auto: %s (%s)", choice.engine, choice.reason)
     return choice.engine
 

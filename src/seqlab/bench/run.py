@@ -80,7 +80,7 @@ def run_bench(cfg: BenchConfig, ckpt: str | None, scaling: bool, positions: bool
     src = pad = None
     if cfg.decode or scaling or positions or profile:
         src, pad = decode_sources(cfg, g, tokenizer, texts, device)
-    auto = choose_engine("fp32", str(device), None)  # a fresh probe, not the cached one
+    auto = choose_engine("fp32", str(device), None, cfg.num_beams)  # the beam row's, probed afresh (not cached)
     decode = decode_comparison(cfg, model, src, pad) if cfg.decode else {}
     scaling_rows = scaling_table(cfg, model, src, pad) if scaling else None
     position_rows = positions_table(cfg, device, src, pad) if positions else {}

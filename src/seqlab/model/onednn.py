@@ -15,8 +15,6 @@ from typing import TypeVar
 import torch
 from torch import Tensor, nn
 
-from seqlab.hardware import best_ms
-from seqlab.model import products
 from seqlab.model.layers import fuse_relu, replace_layers
 
 M = TypeVar("M", bound=nn.Module)  # a model: encoder-decoder or one stack
@@ -52,32 +50,3 @@ def onednn_linears(model: M) -> M:
     fuse_relu(packed, lambda fc1: PackedLinear(fc1, "relu"))
     replace_layers(packed, nn.Linear, PackedLinear)
     return packed
-
-
-# A decoding step's products at the reference model's size: 64 sources x beam 5 rows through the feed-forward
-# layers (d 256 <-> 1,024) and the output layer (8k vocabulary).
-PROBE_SHAPES = ((320, 256, 1024), (320, 1024, 256), (320, 256, 8000))
-
-
-def one_source_shapes(rows: int) -> tuple[tuple[int, int, int], ...]:
-    """A step's products for one source a call (`seqlab translate` answering a line at a time): its `rows`
-    (1 greedy, the beams) through a t5-small-sized decoder's feed-forward (512 <-> 2,048) and output (32k
-    vocabulary) layers. At so few rows a product's time is the reading of its weights (4 MB, 66 MB: from
-    memory, not cache), which each engine does its own way (`products.linear`: one row beside a zero row, a
-    few weight-left; oneDNN: its blocked layout)."""
-    return (rows, 512, 2048), (rows, 2048, 512), (rows, 512, 32000)
-
-
-def packed_speedup(repeats: int = 10, shapes: tuple[tuple[int, int, int], ...] = PROBE_SHAPES) -> float:
-    """MKL's time over oneDNN's (packed weights) for the products (rows, in, out) `shapes`, on this machine
-    with torch's current threads: > 1 means oneDNN is faster (`engine=auto` reads it). MKL's side is the
-    default engine's own product (`products.linear`: a few rows weight-left)."""
-    g = torch.Generator().manual_seed(0)
-    mkl = onednn = 0.0
-    with torch.no_grad():
-        for m, k, n in shapes:
-            linear, x = nn.Linear(k, n), torch.randn(m, k, generator=g)
-            packed = PackedLinear(linear)
-            mkl += best_ms(lambda linear=linear, x=x: products.linear(x, linear.weight, linear.bias), repeats)
-            onednn += best_ms(lambda packed=packed, x=x: packed(x), repeats)
-    return mkl / onednn

@@ -77,13 +77,13 @@ def test_engine_auto_probes_the_rows_and_sources_it_is_asked_for_each_under_its_
     """A batch and one source a call (greedy's 1 row, beam 5's 5) are probed apart and cached apart: here
     oneDNN wins a batch's beam search and one source's, and loses one source's greedy search."""
     import seqlab.engines.choice as engines
-    from seqlab.engines.probe import BATCH_SOURCES
+    from seqlab.engines.probe import BATCH_ROWS, BATCH_SOURCES
 
     probed = []
 
     def probe(rows, sources):
         probed.append((rows, sources))
-        return {(5, BATCH_SOURCES): 1.3, (1, 1): 0.9, (5, 1): 1.35}[rows, sources]
+        return {(5, BATCH_SOURCES): 1.3, (1, 1): 0.9, (5, 1): 1.35, (64, BATCH_ROWS // 64): 1.2}[rows, sources]
 
     monkeypatch.setattr(engines, "search_speedup", probe)
     assert engines.choose_engine("fp32", "cpu", tmp_path, rows=5).engine == "seqlab_onednn"
@@ -93,6 +93,8 @@ def test_engine_auto_probes_the_rows_and_sources_it_is_asked_for_each_under_its_
     assert engines.choose_engine("fp32", "cpu", tmp_path, rows=5, one_source=True) == one  # cached: no 4th probe
     assert probed == [(5, BATCH_SOURCES), (1, 1), (5, 1)]
     assert len(json.loads((tmp_path / engines.AUTO_CACHE).read_text())) == 3
+    assert "a search of 5 sources in 64 rows each" in engines.choose_engine("fp32", "cpu", None, rows=64).reason
+    assert probed[-1] == (64, 5)  # many rows a source (MBR's samples): fewer sources, a probe of BATCH_ROWS rows
 
 
 def test_the_probe_times_whole_searches_of_the_asked_rows_on_both_engines_alternating(monkeypatch):

@@ -31,7 +31,7 @@ from seqlab.decoding.engine import BaseEngine, DecodeBatch, DecodingEngine, Sear
 from seqlab.engines.compiled import CompiledEngine
 from seqlab.engines.ct2 import CT2Engine, check_decodable
 from seqlab.engines.graphs import GraphedStep, check_graphable
-from seqlab.engines.probe import BATCH_SOURCES, search_speedup
+from seqlab.engines.probe import batch_sources, search_speedup
 from seqlab.hardware import cpu_model
 from seqlab.io import atomic_write_text
 from seqlab.model import Model
@@ -104,7 +104,7 @@ def choose_engine(precision: str, device: str, cache_dir: Path | None, rows: int
         return EngineChoice("seqlab", f"precision={precision} on {device}: seqlab's own search")
     if not onednn_available():
         return EngineChoice("seqlab", f"torch {torch.__version__} has no oneDNN packed linear here")
-    sources = 1 if one_source else BATCH_SOURCES
+    sources = 1 if one_source else batch_sources(rows)
     probe = f"a search of {'one source' if one_source else f'{sources} sources'} in {rows} row{'s' * (rows > 1)} each"
     key = f"{cpu_model()} | torch {torch.__version__} | {torch.get_num_threads()} threads | {probe}"
     path = None if cache_dir is None else Path(cache_dir) / AUTO_CACHE

@@ -25,6 +25,13 @@ PROBE_MODEL = ModelConfig(src_vocab_size=32000, dropout=0.0)  # t5-small's size:
 PROBE_SOURCE_LEN = 24  # tokens a source
 PROBE_STEPS = 6  # new tokens a search: every row runs them all (min_length = max_length)
 BATCH_SOURCES = 16  # a batch's sources; one source a call probes 1
+BATCH_ROWS = 320  # at most this many rows in a batch's probe (many rows a source: fewer sources)
+
+
+def batch_sources(rows_per_source: int) -> int:
+    """The sources a batch's probe decodes: BATCH_SOURCES, fewer where each takes many rows (MBR's samples,
+    wide beams), so that the probe stays a few seconds."""
+    return max(1, min(BATCH_SOURCES, BATCH_ROWS // rows_per_source))
 
 
 def search_speedup(rows_per_source: int, sources: int, repeats: int = 2, shape: ModelConfig = PROBE_MODEL) -> float:

@@ -1,9 +1,8 @@
 """engine=auto's probe: a short search of a random model, timed on seqlab's default engine and on oneDNN's.
 
-Timing the products alone (`model.onednn.packed_speedup`) did not predict the search: on an AMD EPYC with
-AVX-512 the products of a beam step ran 1.2-1.3x faster on oneDNN's packed weights while whole searches of
-the families' shapes ran 1.13-1.51x faster, and on an Intel Xeon with AMX products 1.14x faster gave a search
-0.89-0.99x as fast. A search also pays for what the engines do differently around the products (the packed
+Timing the products alone does not predict the search: on an AMD EPYC with AVX-512 the products of a beam
+step run 1.17-1.3x faster on oneDNN's packed weights while whole searches of the families' shapes run
+1.13-1.51x faster, and on an Intel Xeon with AMX products 1.14x faster gave a search 0.89-0.99x as fast. A search also pays for what the engines do differently around the products (the packed
 layer's reshapes, the fused ReLU, where each output lands in memory), and for the non-product work both
 share, which dilutes the products' gain. So the probe runs the search itself: a fixed number of steps of a
 random t5-small-sized encoder-decoder (d 512, 6 + 6 layers, 2,048-wide feed-forward, a 32k vocabulary: the

@@ -2,9 +2,10 @@
 
 Timing the products alone does not predict the search: on an AMD EPYC with AVX-512 the products of a beam
 step run 1.17-1.3x faster on oneDNN's packed weights while whole searches of the families' shapes run
-1.13-1.51x faster, and on an Intel Xeon with AMX products 1.14x faster gave a search 0.89-0.99x as fast. A search also pays for what the engines do differently around the products (the packed
-layer's reshapes, the fused ReLU, where each output lands in memory), and for the non-product work both
-share, which dilutes the products' gain. So the probe runs the search itself: a fixed number of steps of a
+1.13-1.51x faster, and on an Intel Xeon with AMX products 1.14x faster gave a search 0.89-0.99x as fast.
+A search also pays for what the engines do differently around the products (the packed layer's reshapes,
+the fused ReLU, where each output lands in memory), and for the non-product work both share, which dilutes
+the products' gain. So the probe runs the search itself: a fixed number of steps of a
 random t5-small-sized encoder-decoder (d 512, 6 + 6 layers, 2,048-wide feed-forward, a 32k vocabulary: the
 smallest of the pretrained families' shapes, where the non-product work weighs most) over random sources, in
 the rows the command decodes, the two engines alternating, best of a few.

@@ -25,8 +25,8 @@ def once(shape: str, beams: int, side: str, precision: str) -> float:
     """This process's best of 2 decodings after a warm-up, under whatever SEQLAB_KEEP_FREED_MEMORY says."""
     import torch
 
-    from seqlab.bench.families import random_sources, search, timed_ct2, timed_seqlab
-    from seqlab.bench.one_source import random_model
+    from seqlab.bench.families import search, timed_ct2, timed_seqlab
+    from seqlab.bench.one_source import model_and_sources
     from seqlab.bench.speed import BenchConfig
     from seqlab.engines.ct2 import CT2Engine
     from seqlab.interop.ct2 import export_ctranslate2
@@ -36,10 +36,7 @@ def once(shape: str, beams: int, side: str, precision: str) -> float:
     keep_freed_memory()
     torch.set_num_threads(2)
     cfg = BenchConfig()
-    torch.manual_seed(cfg.seed)
-    model, pad, eos = random_model(shape)
-    src, mask = random_sources(cfg.decode_sources, cfg.seq_len, model.cfg.src_vocab_size, pad, eos,
-                               torch.Generator().manual_seed(cfg.seed))
+    model, src, mask = model_and_sources(shape, cfg)
     if side == "seqlab":
         run = partial(timed_seqlab, dynamic_int8(model) if precision == "int8" else model, src, mask,
                       search(beams, cfg))

@@ -117,3 +117,30 @@ def test_a_one_stack_models_compiled_step_decodes_what_its_eager_step_decodes():
             eager, compiled = generate(model, src, pad, cfg), engine.generate(model, src, pad, cfg)
             assert torch.equal(eager.sequences, compiled.sequences)
     assert (engine.packed is not None) == onednn_available()
+
+
+@pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN linear")
+def test_one_row_steps_take_the_tuned_products_on_a_copy_that_shares_the_models_weights(monkeypatch):
+    """The engine tunes its one-row products (model.products.tune_one_row) on a copy of the model's modules: the
+    caller's model keeps its own products, no weight is copied, and a compiled step whose every layer takes one
+    row through oneDNN decodes what the eager step decodes."""
+    import seqlab.engines.compiled as compiled
+    from seqlab.model.products import ONEDNN, WEIGHT_LEFT, Linear, one_row_layers
+
+    def every_shape_onednn(model):
+        for layers in one_row_layers(model).values():
+            for m in layers:
+                m.one_row = ONEDNN
+        return {shape: 2.0 for shape in one_row_layers(model)}
+
+    monkeypatch.setattr(compiled, "tune_one_row", every_shape_onednn)
+    model = trained_toy_model()
+    src, pad, *_ = toy_batch(torch.Generator().manual_seed(2), 4, 40)
+    engine = CompiledEngine(model)
+    assert all(a is b for a, b in zip(model.parameters(), engine.one_row.parameters(), strict=True))
+    assert {m.one_row for m in model.modules() if isinstance(m, Linear)} == {WEIGHT_LEFT}
+    assert {m.one_row for m in engine.one_row.modules() if isinstance(m, Linear)} == {ONEDNN}
+    with torch.no_grad():
+        want = [firsts(generate(model, s[None, :int((~m).sum())], m[None, :int((~m).sum())], GREEDY))[0]
+                for s, m in zip(src, pad, strict=True)]
+        assert one_a_call(engine, model, src, pad, GREEDY) == want

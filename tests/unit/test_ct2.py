@@ -170,7 +170,8 @@ def test_no_repeat_ngrams_need_the_start_token_banned():
 
 def test_an_engine_in_its_own_process_decodes_as_in_this_one_and_names_its_errors(tmp_path):
     """engines.own_process: the same hypotheses through the pipe as from the Translator here, the pipe's seconds
-    counted apart, an error in the other process raised here with its message, the process ended when collected."""
+    counted apart, an error in the other process raised here with its message, the process ended when collected, and
+    its death by SIGKILL (the kernel's answer to a lack of memory) named as such."""
     import gc
 
     from seqlab.engines.ct2 import CT2Engine
@@ -189,3 +190,8 @@ def test_an_engine_in_its_own_process_decodes_as_in_this_one_and_names_its_error
     del apart
     gc.collect()
     assert process.wait(timeout=10) == 0
+    killed = CT2Engine(path, model, Pieces(), threads=1, own_process=True)
+    killed.engine.process.kill()  # as the kernel kills a process for want of memory
+    with pytest.raises(RuntimeError, match=r"ended \(exit -9\): killed by the system \(SIGKILL\), most often for want "
+                                           "of memory"):
+        killed.translate_ids(sources(2), DecodingConfig(max_length=10), 10)

@@ -27,6 +27,7 @@ from seqlab.bench.speed import BenchConfig, less_pipe
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate
 from seqlab.hardware import best_of, timed
+from seqlab.memory import release_freed_memory
 
 log = logging.getLogger("seqlab.bench")
 
@@ -228,7 +229,14 @@ def ct2_engine(model: Any, compute_type: str = "float32") -> Any:
 
 def timed_ct2(engine: Any, src: torch.Tensor, mask: torch.Tensor, decoding: DecodingConfig
               ) -> tuple[list[list[int]], float]:
-    """CTranslate2's outputs and seconds, less the pipe to its own process (engines.own_process)."""
+    """CTranslate2's outputs and seconds, less the pipe to its own process (engines.own_process).
+
+    This process's freed heap goes back to the system first, outside the timing: under the benches' allocator
+    (seqlab.memory.keep_freed_memory) each process keeps its peak heap, and two of them (this one after
+    `generate`'s beam search, CTranslate2's during its own) exceeded a 24 GB machine at Qwen2.5-0.5B-Instruct's
+    shape (11.6 and 12.5 GB resident when the kernel killed CTranslate2's). The run after CTranslate2's pays
+    the page faults of regrowing this heap, a cost on seqlab's side, never on its peer's."""
+    release_freed_memory()
     sources = [row[~m].tolist() for row, m in zip(src, mask, strict=True)]
     nbest, seconds = less_pipe(engine, lambda: timed(lambda: engine.translate_ids(sources, decoding,
                                                                                   decoding.max_length)))

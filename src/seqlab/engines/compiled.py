@@ -13,11 +13,14 @@ writes into the cache are in place (model.cache.StaticKV), so a step reads and w
 
 The products are chosen by their rows. A step of one row (greedy search of one source) keeps the model's own
 product (model.products: the row beside a zero row, the weight on the left), the fastest measured for a
-matrix-vector step. Everything else (the encoder, a prompt, a step of beams or of a batch) runs on a copy of
-the model whose linear layers hold oneDNN's packed weights (model.onednn), made with the engine; a step
-of more rows is compiled from the copy with Inductor's freezing: the packed weights become the program's
-constants, which Inductor's own oneDNN linear needs. At beam 5, one source a call on the AVX-512 EPYC of
-docs/performance.md, that took a t5-small step from 14.9 to 9.0 ms and a GPT-2 step from 40.7 to 22.7.
+matrix-vector step, except at the layer shapes that the engine, as it is made, measures faster through oneDNN's
+product on the plain weight (model.products.tune_one_row: the feed-forward output layers of GPT-2, t5-small,
+opus-mt and bart-base on the AVX-512 EPYC, 1.4-1.6x), set in a copy of the model's modules that shares its
+weights. Everything else (the encoder, a prompt, a step of beams or of a batch) runs on a copy of the model
+whose linear layers hold oneDNN's packed weights (model.onednn), made with the engine. Both programs are
+compiled with Inductor's freezing: the weights become the program's constants, which Inductor's own oneDNN
+linear needs. At beam 5, one source a call on the AVX-512 EPYC of docs/performance.md, the packed copy took a
+t5-small step from 14.9 to 9.0 ms and a GPT-2 step from 40.7 to 22.7.
 
 Compiling takes tens of seconds per model and process (Inductor's cache under the system's temporary folder
 shortens later processes' compiles); the engine pays it at its first search, so it pays off for a long
@@ -28,6 +31,8 @@ exact zeros, so a near-tie can break the other way, as between any two kernels.
 
 from __future__ import annotations
 
+import copy
+import logging
 from collections.abc import Callable
 from functools import partial
 
@@ -41,6 +46,9 @@ from seqlab.engines.graphs import GraphedStep, check_graphable
 from seqlab.model import DecoderCache, Model
 from seqlab.model.cache import StaticCache
 from seqlab.model.onednn import onednn_available, onednn_linears
+from seqlab.model.products import ONE_ROW_MARGIN, tune_one_row
+
+log = logging.getLogger(__name__)
 
 SETTING = "engine=seqlab_compiled"
 
@@ -66,6 +74,12 @@ def compile_step(model: Model, freeze: bool = False) -> Program:
     # Dynamo reads `freezing` as it traces (the parameters become graph constants), Inductor as it compiles; a
     # compile may come at any call (a new shape), so every call runs under it (~20 us a step).
     return torch._inductor.config.patch(freezing=True)(program) if freeze else program
+
+
+def shared_copy(model: Model) -> Model:
+    """A copy of the model's modules holding the model's own parameters and buffers (no second copy of the
+    weights), for settings of its layers that must not change the caller's model."""
+    return copy.deepcopy(model, {id(t): t for t in (*model.parameters(), *model.buffers())})
 
 
 class CompiledStep(GraphedStep):
@@ -104,7 +118,11 @@ class CompiledEngine(BaseEngine):
             raise ConfigError(f"{SETTING} compiles the step for a CPU; on a GPU use engine=seqlab_graphs")
         check_graphable(model, SETTING)
         self.model = model
-        self.own = compile_step(model)
+        self.one_row = shared_copy(model)  # its one-row products tuned; the caller's model keeps its own
+        self.one_row_speedups = tune_one_row(self.one_row)
+        log.info("%s: one-row products through oneDNN for %s", SETTING,
+                 [shape for shape, x in self.one_row_speedups.items() if x >= ONE_ROW_MARGIN] or "no layer shape")
+        self.own = compile_step(self.one_row, freeze=True)
         # the model on oneDNN's packed weights (None where torch has none), for everything but one-row steps
         self.copy = onednn_linears(model) if onednn_available() else None
         self.packed: Program | None = None  # the copy's step, compiled at the first step of more than one row

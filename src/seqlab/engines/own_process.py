@@ -80,8 +80,10 @@ class OwnProcess:
         try:
             ok, value, seconds = pickle.load(self.process.stdout)
         except EOFError:
-            raise RuntimeError(f"CTranslate2's own process ended (exit {self.process.wait()}); its error is "
-                               "above") from None
+            code = self.process.wait()
+            why = ("killed by the system (SIGKILL), most often for want of memory: decode fewer sources a call"
+                   if code == -9 else "its error is above")
+            raise RuntimeError(f"CTranslate2's own process ended (exit {code}): {why}") from None
         if not ok:
             raise RuntimeError(f"CTranslate2, in its own process: {value}")
         return value, seconds

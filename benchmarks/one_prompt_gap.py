@@ -2,7 +2,8 @@
 `python benchmarks/one_prompt_gap.py [--shape gpt2] [--prompts 16] [--repeats 3]`.
 
 At a one-source bench shape (random weights, the bench's random prompts), seqlab's default engine,
-`engine=seqlab_compiled` and CTranslate2 fp32 decode the first `--prompts` prompts one per call, greedy, with 1
+`engine=seqlab_compiled`, the same engine with every one-row product weight-left (`untuned`: as before the
+engine tuned them) and CTranslate2 fp32 decode the first `--prompts` prompts one per call, greedy, with 1
 and with 40 new tokens (the random models never end early): the first is each engine's cost of a call (its setup,
 the prompt's pass, one token), the difference its 39 later steps, printed as milliseconds a step. Then the floor
 under a step: the model's linear layers and output layer, one row through each, as the default engine takes
@@ -25,7 +26,7 @@ from seqlab import hardware
 from seqlab.bench.families import ONE_AT_A_TIME, ct2_engine, one_by_one, search, timed_ct2, timed_seqlab
 from seqlab.bench.one_source import model_and_sources, timed_engine
 from seqlab.bench.speed import BenchConfig
-from seqlab.engines.compiled import CompiledEngine, shared_copy
+from seqlab.engines.compiled import CompiledEngine, compile_step, shared_copy
 from seqlab.hardware import best_ms, best_of
 from seqlab.model import products
 from seqlab.model.products import tune_one_row
@@ -47,7 +48,7 @@ def main() -> None:
     parser.add_argument("--shape", default="gpt2")
     parser.add_argument("--prompts", type=int, default=ONE_AT_A_TIME)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--engines", default="seqlab,compiled,ct2")
+    parser.add_argument("--engines", default="seqlab,compiled,ct2", help="of seqlab,compiled,untuned,ct2; none")
     parser.add_argument("--profile", action="store_true", help="also torch.profiler's table of one compiled run")
     args = parser.parse_args()
     torch.set_num_threads(2)
@@ -61,13 +62,21 @@ def main() -> None:
     print(json.dumps({"onednn_one_row_speedup": {f"{i}->{o}": round(x, 2) for (i, o), x in speedups.items()}}),
           flush=True)
     compiled = CompiledEngine(model) if "compiled" in engines else None
+    untuned = CompiledEngine(model) if "untuned" in engines else None
+    if untuned is not None:
+        for m in untuned.one_row.modules():
+            if isinstance(m, products.Linear):
+                m.one_row = products.WEIGHT_LEFT
+        untuned.own = compile_step(untuned.one_row, freeze=True)
     ct2 = ct2_engine(model) if "ct2" in engines else None
     seconds: dict[int, dict[str, float]] = {}
-    for new in (1, 40) if set(engines) & {"seqlab", "compiled", "ct2"} else ():
+    for new in (1, 40) if set(engines) & {"seqlab", "compiled", "untuned", "ct2"} else ():
         decoding = search(1, BenchConfig(max_new_tokens=new))
         calls = {"seqlab": partial(timed_seqlab, model, decoding=decoding)}
         if compiled is not None:
             calls["compiled"] = partial(timed_engine, compiled, model, decoding=decoding)
+        if untuned is not None:
+            calls["untuned"] = partial(timed_engine, untuned, model, decoding=decoding)
         if ct2 is not None:
             calls["ct2"] = partial(timed_ct2, ct2, decoding=decoding)
         calls = {k: v for k, v in calls.items() if k in engines}

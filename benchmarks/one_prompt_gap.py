@@ -8,7 +8,7 @@ and with 40 new tokens (the random models never end early): the first is each en
 the prompt's pass, one token), the difference its 39 later steps, printed as milliseconds a step. Then the floor
 under a step: the model's linear layers and output layer, one row through each, as the default engine takes
 it (`model.products.linear`), at the GB/s its weights are read, and each layer shape's one-row speedup through
-oneDNN's product on the plain weight (`model.products.tune_one_row`, what engine=seqlab_compiled measures as it is
+oneDNN's product on the plain weight (`model.one_row.tune_one_row`, what engine=seqlab_compiled measures as it is
 made). `--engines none`: the floor and the shapes only. Prints the CPU's flags and other processes' load.
 """
 
@@ -29,7 +29,7 @@ from seqlab.bench.speed import BenchConfig
 from seqlab.engines.compiled import CompiledEngine, compile_step, shared_copy
 from seqlab.hardware import best_ms, best_of
 from seqlab.model import products
-from seqlab.model.products import tune_one_row
+from seqlab.model.one_row import tune_one_row
 
 
 def products_floor(model: torch.nn.Module, repeats: int) -> dict[str, float]:

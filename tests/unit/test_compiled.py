@@ -121,11 +121,12 @@ def test_a_one_stack_models_compiled_step_decodes_what_its_eager_step_decodes():
 
 @pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN linear")
 def test_one_row_steps_take_the_tuned_products_on_a_copy_that_shares_the_models_weights(monkeypatch):
-    """The engine tunes its one-row products (model.products.tune_one_row) on a copy of the model's modules: the
+    """The engine tunes its one-row products (model.one_row.tune_one_row) on a copy of the model's modules: the
     caller's model keeps its own products, no weight is copied, and a compiled step whose every layer takes one
     row through oneDNN decodes what the eager step decodes."""
     import seqlab.engines.compiled as compiled
-    from seqlab.model.products import ONEDNN, WEIGHT_LEFT, Linear, one_row_layers
+    from seqlab.model.one_row import one_row_layers
+    from seqlab.model.products import ONEDNN, WEIGHT_LEFT, Linear
 
     def every_shape_onednn(model):
         for layers in one_row_layers(model).values():

@@ -14,8 +14,8 @@ writes into the cache are in place (model.cache.StaticKV), so a step reads and w
 The products are chosen by their rows. A step of one row (greedy search of one source) keeps the model's own
 product (model.products: the row beside a zero row, the weight on the left), the fastest measured for a
 matrix-vector step, except at the layer shapes that the engine, as it is made, measures faster through oneDNN's
-product on the plain weight (model.products.tune_one_row: the feed-forward output layers of GPT-2, t5-small,
-opus-mt and bart-base on the AVX-512 EPYC, 1.4-1.6x), set in a copy of the model's modules that shares its
+product on the plain weight (model.one_row.tune_one_row: the feed-forward output layers of GPT-2, t5-small,
+opus-mt and bart-base on the AVX-512 EPYC, 1.36-1.64x), set in a copy of the model's modules that shares its
 weights. Everything else (the encoder, a prompt, a step of beams or of a batch) runs on a copy of the model
 whose linear layers hold oneDNN's packed weights (model.onednn), made with the engine. Both programs are
 compiled with Inductor's freezing: the weights become the program's constants, which Inductor's own oneDNN
@@ -45,8 +45,8 @@ from seqlab.decoding.engine import BaseEngine, DecodeBatch, search
 from seqlab.engines.graphs import GraphedStep, check_graphable
 from seqlab.model import DecoderCache, Model
 from seqlab.model.cache import StaticCache
+from seqlab.model.one_row import ONE_ROW_MARGIN, tune_one_row
 from seqlab.model.onednn import onednn_available, onednn_linears
-from seqlab.model.products import ONE_ROW_MARGIN, tune_one_row
 
 log = logging.getLogger(__name__)
 

@@ -14,27 +14,24 @@ bart-base's 12.4 instead of 28.7, opus-mt's 6.5 instead of 21.0, ahead of oneDNN
 9.6; `benchmarks/one_row_step.py`). Training (gradients on), autocast and other devices and types keep
 `F.linear`; so do engines that bring their own products (oneDNN's packed weights, int8).
 
-Not every shape: a one-row product whose weight is taller than wide reads worse weight-left. On the AVX-512
-EPYC, GPT-2's feed-forward output layer (3072 -> 768) took 466 us that way and 322 us through oneDNN's matrix
-product on the plain weight, t5-small's (2048 -> 512) 185 and 101 us; SmolLM-135M's (1536 -> 576) the other way
-round, 120 and 158 us (`benchmarks/one_prompt_gap.py`). So a layer can take one row through oneDNN instead
-(`Linear.one_row`), which `tune_one_row` decides per shape by timing both ways on the model's own weights:
-what engine=seqlab_compiled does for its one-row steps.
+Not every shape: some one-row products read worse weight-left, most of all a weight four times taller than
+wide. On the AVX-512 EPYC, oneDNN's matrix product on the plain weight took GPT-2's feed-forward output layer
+(3072 -> 768) 1.43x as fast, t5-small's (2048 -> 512) 1.64x and t5-small's cross-attention keys and values
+(512 -> 1024) 1.51x, while SmolLM-135M's feed-forward output layer (1536 -> 576) ran at 0.70x and the other
+layers between 0.65x and 1.2x, varying from run to run (`python benchmarks/one_prompt_gap.py --shape S
+--engines none`). So a layer can take one row through oneDNN instead (`Linear.one_row`), which model.one_row
+decides per shape by timing both ways on the model's own weights: what engine=seqlab_compiled does for its
+one-row steps.
 """
 
 from __future__ import annotations
-
-from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from seqlab.hardware import best_of, timed
-
 FEW_ROWS = range(1, 129)  # rows a product takes as (W x^T)^T, one row padded to two
 WEIGHT_LEFT, ONEDNN = "weight_left", "onednn"  # the ways a layer can take one row (`Linear.one_row`)
-ONE_ROW_MARGIN = 1.1  # oneDNN taken at this speedup or more: below it, the two are level within a run's spread
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None, one_row: str = WEIGHT_LEFT) -> Tensor:
@@ -60,55 +57,12 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, one_row: str = WEIGHT
 
 class Linear(nn.Linear):
     """nn.Linear through `linear`: the same parameters, names and initialization. `one_row`: how it takes a
-    one-row product (WEIGHT_LEFT, or ONEDNN where `tune_one_row` measured that faster)."""
+    one-row product (WEIGHT_LEFT, or ONEDNN where model.one_row.tune_one_row measured that faster)."""
 
     one_row = WEIGHT_LEFT
 
     def forward(self, x: Tensor) -> Tensor:
         return linear(x, self.weight, self.bias, self.one_row)
-
-
-def one_row_layers(model: nn.Module) -> dict[tuple[int, int], list[Linear]]:
-    """The model's layers that take a decoding step's rows through their own forward, by (in, out) shape (a
-    gated feed-forward's first layer takes its two halves apart: layers.FeedForward.gate_and_up)."""
-    from seqlab.model.layers import FeedForward
-
-    halves = {id(m.fc1) for m in model.modules() if isinstance(m, FeedForward) and m.gated}
-    shapes: dict[tuple[int, int], list[Linear]] = {}
-    for m in model.modules():
-        if isinstance(m, Linear) and id(m) not in halves:
-            shapes.setdefault((m.in_features, m.out_features), []).append(m)
-    return shapes
-
-
-def one_row_through(layers: list[Linear], x: Tensor, way: str) -> tuple[list[Tensor], float]:
-    """x through each layer in turn, the same row each time, `way`: (outputs, seconds)."""
-    return timed(lambda: [linear(x, m.weight, m.bias, way) for m in layers])
-
-
-def tune_one_row(model: nn.Module, repeats: int = 5, margin: float = ONE_ROW_MARGIN) -> dict[tuple[int, int], float]:
-    """In place: each layer shape whose one-row product runs `margin` times or more faster through oneDNN than
-    weight-left takes ONEDNN, the others WEIGHT_LEFT. Each way is timed on one row through all the model's
-    layers of the shape in turn (so the weights come from memory, as in a step), the two ways alternating,
-    the best of `repeats` after a warm-up (hardware.best_of). Returns each shape's speedup through oneDNN; an
-    empty dict where this torch has no oneDNN."""
-    from seqlab.model.onednn import onednn_available  # onednn -> layers -> this module
-
-    if not onednn_available():
-        return {}
-    speedups = {}
-    with torch.no_grad():
-        for (d_in, _), layers in one_row_layers(model).items():
-            x = torch.randn(1, d_in)
-            ways = {way: partial(one_row_through, layers, x, way) for way in (WEIGHT_LEFT, ONEDNN)}
-            for run in ways.values():
-                run()
-            best = best_of(ways, repeats)
-            speedup = best[WEIGHT_LEFT][1] / best[ONEDNN][1]
-            for m in layers:
-                m.one_row = ONEDNN if speedup >= margin else WEIGHT_LEFT
-            speedups[(d_in, layers[0].out_features)] = speedup
-    return speedups
 
 
 def plain_linears(model: nn.Module) -> None:

@@ -46,8 +46,8 @@ def tune_one_row(model: nn.Module, repeats: int = 5, margin: float = ONE_ROW_MAR
         return {}
     speedups = {}
     with torch.no_grad():
-        for (d_in, _), layers in one_row_layers(model).items():
-            x = torch.randn(1, d_in, generator=torch.Generator().manual_seed(0))  # the global RNG left as it is
+        for shape, layers in one_row_layers(model).items():
+            x = torch.randn(1, shape[0], generator=torch.Generator().manual_seed(0))  # the global RNG left as it is
             ways = {way: partial(one_row_through, layers, x, way) for way in (WEIGHT_LEFT, ONEDNN)}
             for run in ways.values():
                 run()
@@ -55,5 +55,5 @@ def tune_one_row(model: nn.Module, repeats: int = 5, margin: float = ONE_ROW_MAR
             speedup = best[WEIGHT_LEFT][1] / best[ONEDNN][1]
             for m in layers:
                 m.one_row = ONEDNN if speedup >= margin else WEIGHT_LEFT
-            speedups[(d_in, layers[0].out_features)] = speedup
+            speedups[shape] = speedup
     return speedups

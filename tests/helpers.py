@@ -5,12 +5,16 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
 import torch
 
 from seqlab.constants import BOS_ID, EOS_ID, PAD_ID
 from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.model.onednn import onednn_available
 from seqlab.train.levers import step_loss
 from seqlab.train.losses import label_smoothed_nll
+
+needs_onednn = pytest.mark.skipif(not onednn_available(), reason="this torch build has no oneDNN linear")
 
 
 def toy_batch(g: torch.Generator, n: int, vocab: int, max_len: int = 9) -> tuple[torch.Tensor, ...]:

@@ -11,9 +11,10 @@ import pytest
 from seqlab.app.evaluate import run_evaluation
 from seqlab.app.translate import run_translate
 from seqlab.config import ConfigError
-from seqlab.model.onednn import onednn_available
 
-pytestmark = pytest.mark.skipif(not onednn_available(), reason="this torch build has no oneDNN packed linear")
+from ..helpers import needs_onednn
+
+pytestmark = needs_onednn
 COMMON = ["logger=none", "decoding.max_length=10", "limit=8", "n_bootstrap=0"]
 
 

@@ -17,7 +17,7 @@ from seqlab.engines.compiled import CompiledEngine
 from seqlab.model import ModelConfig, Seq2SeqTransformer
 from seqlab.model.onednn import onednn_available
 
-from ..helpers import toy_batch, trained_toy_model
+from ..helpers import needs_onednn, toy_batch, trained_toy_model
 
 GREEDY = DecodingConfig(max_length=12)
 BEAM = DecodingConfig(method="beam", num_beams=4, max_length=12)
@@ -119,7 +119,7 @@ def test_a_one_stack_models_compiled_step_decodes_what_its_eager_step_decodes():
     assert (engine.packed is not None) == onednn_available()
 
 
-@pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN linear")
+@needs_onednn
 def test_one_row_steps_take_the_tuned_products_on_a_copy_that_shares_the_models_weights(monkeypatch):
     """The engine tunes its one-row products (model.one_row.tune_one_row) on a copy of the model's modules: the
     caller's model keeps its own products, no weight is copied, and a compiled step whose every layer takes one

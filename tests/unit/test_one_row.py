@@ -3,7 +3,6 @@ that gives oneDNN the shapes timed faster by the margin, the two ways' products 
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -11,10 +10,9 @@ from torch import nn
 from seqlab.model import ModelConfig, Seq2SeqTransformer, one_row
 from seqlab.model.layers import FeedForward
 from seqlab.model.one_row import ONE_ROW_MARGIN, one_row_layers, tune_one_row
-from seqlab.model.onednn import onednn_available
 from seqlab.model.products import ONEDNN, WEIGHT_LEFT
 
-needs_onednn = pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN linear")
+from ..helpers import needs_onednn
 
 
 def gated_model() -> nn.Module:

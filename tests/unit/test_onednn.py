@@ -13,9 +13,7 @@ from seqlab.decoding.labels import run_label
 from seqlab.engines.choice import check_engine
 from seqlab.model.onednn import PackedLinear, onednn_available, onednn_linears
 
-from ..helpers import toy_batch, trained_toy_model
-
-needs_onednn = pytest.mark.skipif(not onednn_available(), reason="this torch build has no oneDNN packed linear")
+from ..helpers import needs_onednn, toy_batch, trained_toy_model
 
 
 @needs_onednn

@@ -11,8 +11,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from seqlab.model import products
-from seqlab.model.onednn import onednn_available
 from seqlab.model.products import FEW_ROWS, ONEDNN, Linear, linear, plain_linears
+
+from ..helpers import needs_onednn
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -78,9 +79,6 @@ def test_one_row_is_taken_beside_a_zero_row_as_a_matrix_product(monkeypatch):
         out = linear(x, w, None)
     assert shapes == [(7, 2)] and out.shape == (1, 1, 11)
     torch.testing.assert_close(out, F.linear(x, w), rtol=1e-6, atol=1e-6)
-
-
-needs_onednn = pytest.mark.skipif(not onednn_available(), reason="this torch has no oneDNN linear")
 
 
 @needs_onednn

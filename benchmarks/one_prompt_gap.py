@@ -7,9 +7,10 @@ engine tuned them) and CTranslate2 fp32 decode the first `--prompts` prompts one
 and with 40 new tokens (the random models never end early): the first is each engine's cost of a call (its setup,
 the prompt's pass, one token), the difference its 39 later steps, printed as milliseconds a step. Then the floor
 under a step: the model's linear layers and output layer, one row through each, as the default engine takes
-it (`model.products.linear`), at the GB/s its weights are read, and each layer shape's one-row speedup through
-oneDNN's product on the plain weight (`model.one_row.tune_one_row`, what engine=seqlab_compiled measures as it is
-made). `--engines none`: the floor and the shapes only. Prints the CPU's flags and other processes' load.
+it (`model.products.linear`), at the GB/s its weights are read, and each layer shape's one-row speedup over
+weight-left through oneDNN's product on the plain weight and through Inductor's own loop
+(`model.one_row.tune_one_row`, what engine=seqlab_compiled measures as it is made). `--engines none`: the floor
+and the shapes only. Prints the CPU's flags and other processes' load.
 """
 
 from __future__ import annotations
@@ -59,8 +60,8 @@ def main() -> None:
     engines = args.engines.split(",")
     print(json.dumps({"shape": args.shape, **products_floor(model, 10 * args.repeats)}))
     speedups = tune_one_row(shared_copy(model), repeats=10 * args.repeats)
-    print(json.dumps({"onednn_one_row_speedup": {f"{i}->{o}": round(x, 2) for (i, o), x in speedups.items()}}),
-          flush=True)
+    print(json.dumps({"one_row_speedup_over_weight_left": {f"{i}->{o}": {way: round(x, 2) for way, x in ways.items()}
+                                                           for (i, o), ways in speedups.items()}}), flush=True)
     compiled = CompiledEngine(model) if "compiled" in engines else None
     untuned = CompiledEngine(model) if "untuned" in engines else None
     if untuned is not None:

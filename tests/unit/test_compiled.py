@@ -78,8 +78,8 @@ def test_the_compiled_step_decodes_what_the_eager_step_decodes_one_source_a_call
     src, pad, *_ = toy_batch(torch.Generator().manual_seed(1), 8, 40)
     assert len({int((~m).sum()) for m in pad}) > 2
     torch._dynamo.reset()
-    counters.clear()
     engine = CompiledEngine(model)
+    counters.clear()  # the step's programs only, not the tuning's (model.one_row)
     with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=False, autotune_local_cache=False):
         assert one_a_call(engine, model, src, pad, GREEDY) == [firsts(generate(model, s[None, :int((~m).sum())],
                                                                                 m[None, :int((~m).sum())], GREEDY))[0]
@@ -106,8 +106,8 @@ def test_a_one_stack_models_compiled_step_decodes_what_its_eager_step_decodes():
     src, pad, _ = batch(3)
     assert len({int((~m).sum()) for m in pad}) == 3
     torch._dynamo.reset()
-    counters.clear()
     engine = CompiledEngine(model)
+    counters.clear()  # the step's programs only, not the tuning's (model.one_row)
     with torch.no_grad(), torch._inductor.config.patch(fx_graph_cache=False, autotune_local_cache=False):
         alone = [firsts(generate(model, s[None, :int((~m).sum())], m[None, :int((~m).sum())], GREEDY))[0]
                  for s, m in zip(src, pad, strict=True)]
@@ -119,28 +119,28 @@ def test_a_one_stack_models_compiled_step_decodes_what_its_eager_step_decodes():
     assert (engine.packed is not None) == onednn_available()
 
 
-@needs_onednn
-def test_one_row_steps_take_the_tuned_products_on_a_copy_that_shares_the_models_weights(monkeypatch):
+@pytest.mark.parametrize("way", [pytest.param("onednn", marks=needs_onednn), "reduction"])
+def test_one_row_steps_take_the_tuned_products_on_a_copy_that_shares_the_models_weights(monkeypatch, way):
     """The engine tunes its one-row products (model.one_row.tune_one_row) on a copy of the model's modules: the
     caller's model keeps its own products, no weight is copied, and a compiled step whose every layer takes one
-    row through oneDNN decodes what the eager step decodes."""
+    row through oneDNN, or through Inductor's own loop, decodes what the eager step decodes."""
     import seqlab.engines.compiled as compiled
     from seqlab.model.one_row import one_row_layers
-    from seqlab.model.products import ONEDNN, WEIGHT_LEFT, Linear
+    from seqlab.model.products import WEIGHT_LEFT, Linear
 
-    def every_shape_onednn(model):
+    def every_shape_one_way(model):
         for layers in one_row_layers(model).values():
             for m in layers:
-                m.one_row = ONEDNN
-        return {shape: 2.0 for shape in one_row_layers(model)}
+                m.one_row = way
+        return {shape: {way: 2.0} for shape in one_row_layers(model)}
 
-    monkeypatch.setattr(compiled, "tune_one_row", every_shape_onednn)
+    monkeypatch.setattr(compiled, "tune_one_row", every_shape_one_way)
     model = trained_toy_model()
     src, pad, *_ = toy_batch(torch.Generator().manual_seed(2), 4, 40)
     engine = CompiledEngine(model)
     assert all(a is b for a, b in zip(model.parameters(), engine.one_row.parameters(), strict=True))
     assert {m.one_row for m in model.modules() if isinstance(m, Linear)} == {WEIGHT_LEFT}
-    assert {m.one_row for m in engine.one_row.modules() if isinstance(m, Linear)} == {ONEDNN}
+    assert {m.one_row for m in engine.one_row.modules() if isinstance(m, Linear)} == {way}
     with torch.no_grad():
         want = [firsts(generate(model, s[None, :int((~m).sum())], m[None, :int((~m).sum())], GREEDY))[0]
                 for s, m in zip(src, pad, strict=True)]

@@ -1,5 +1,5 @@
 """Which way each layer shape takes one row (seqlab.model.one_row): the layers grouped by shape, and the tuning
-that gives oneDNN the shapes timed faster by the margin, the two ways' products the same."""
+that gives each shape the way timed fastest by the margin, every way's products the same."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ from torch import nn
 
 from seqlab.model import ModelConfig, Seq2SeqTransformer, one_row
 from seqlab.model.layers import FeedForward
-from seqlab.model.one_row import ONE_ROW_MARGIN, one_row_layers, tune_one_row
-from seqlab.model.products import ONEDNN, WEIGHT_LEFT
-
-from ..helpers import needs_onednn
+from seqlab.model.one_row import ONE_ROW_MARGIN, one_row_layers, one_row_ways, tune_one_row
+from seqlab.model.onednn import onednn_available
+from seqlab.model.products import ONEDNN, REDUCTION, WEIGHT_LEFT
 
 
 def gated_model() -> nn.Module:
@@ -30,30 +29,37 @@ def test_one_row_layers_are_grouped_by_shape_without_a_gated_first_layer():
     assert all((m.in_features, m.out_features) == shape for shape, layers in shapes.items() for m in layers)
 
 
-@needs_onednn
-def test_tuning_gives_onednn_to_the_shapes_measured_faster_by_the_margin(monkeypatch):
-    """tune_one_row times each shape's layers both ways (hardware.best_of) and sets the faster by ONE_ROW_MARGIN."""
+def test_tuning_gives_each_shape_the_way_measured_fastest_by_the_margin(monkeypatch):
+    """tune_one_row times each shape's layers every way this torch has (hardware.best_of; the reduction
+    compiled), the products the same, and sets the fastest where it beats weight-left by ONE_ROW_MARGIN."""
     model = gated_model()
     shapes = one_row_layers(model)
-    fast = {(24, 16): 2.0, (16, 40): ONE_ROW_MARGIN * 0.99}  # oneDNN's speedup the fake timer reports
+    # each way's speedup over weight-left that the fake timer reports, by shape (1.0 where not named)
+    fast = {(24, 16): {ONEDNN: 2.0, REDUCTION: 1.5}, (16, 40): {ONEDNN: 1.05, REDUCTION: 1.3},
+            (16, 16): {REDUCTION: ONE_ROW_MARGIN * 0.99}}
     order = iter(shapes)  # tune_one_row times the shapes in one_row_layers' order
 
     def fake_best_of(ways, repeats):
         shape = next(order)
+        assert set(ways) == set(one_row_ways())
         out = {way: run()[0] for way, run in ways.items()}  # each way runs: the products themselves are real
-        assert [tuple(y.shape) for y in out[ONEDNN]] == [(1, shape[1])] * len(shapes[shape])
-        for a, b in zip(out[ONEDNN], out[WEIGHT_LEFT], strict=True):
-            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
-        return {WEIGHT_LEFT: (None, fast.get(shape, 1.0)), ONEDNN: (None, 1.0)}
+        for way, ys in out.items():
+            assert [tuple(y.shape) for y in ys] == [(1, shape[1])] * len(shapes[shape])
+            for a, b in zip(ys, out[WEIGHT_LEFT], strict=True):
+                torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5, msg=way)
+        return {way: (None, 1.0 / fast.get(shape, {}).get(way, 1.0)) for way in ways}
 
     monkeypatch.setattr(one_row, "best_of", fake_best_of)
     speedups = tune_one_row(model)
     assert speedups.keys() == shapes.keys()
     for shape, layers in shapes.items():
-        want = ONEDNN if fast.get(shape, 1.0) >= ONE_ROW_MARGIN else WEIGHT_LEFT
+        timed_ways = {way: x for way, x in fast.get(shape, {}).items() if way in one_row_ways()}
+        fastest = max(timed_ways, key=timed_ways.__getitem__, default=WEIGHT_LEFT)
+        want = fastest if timed_ways.get(fastest, 1.0) >= ONE_ROW_MARGIN else WEIGHT_LEFT
         assert {m.one_row for m in layers} == {want}, shape
-    assert shapes[(24, 16)][0].one_row == ONEDNN and shapes[(16, 40)][0].one_row == WEIGHT_LEFT
+    assert shapes[(16, 40)][0].one_row == REDUCTION and shapes[(16, 16)][0].one_row == WEIGHT_LEFT
+    assert shapes[(24, 16)][0].one_row == (ONEDNN if onednn_available() else REDUCTION)
     x = torch.randn(1, 1, 24)
-    with torch.no_grad():  # a tuned layer's forward takes oneDNN's one row, the same product
+    with torch.no_grad():  # a tuned layer's forward takes its way's one row, the same product
         layer = shapes[(24, 16)][0]
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-6, atol=1e-6)

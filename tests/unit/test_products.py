@@ -95,3 +95,22 @@ def test_one_row_through_onednn_is_the_same_product_and_more_rows_keep_the_weigh
         monkeypatch.setattr(products.torch.ops.mkldnn, "_linear_pointwise", None)  # any call would fail
         x = torch.randn(3, 7, generator=g)
         torch.testing.assert_close(linear(x, w, b, ONEDNN), F.linear(x, w, b), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_one_row_as_a_reduction_is_the_same_product_compiled_and_weight_left_eagerly(bias, monkeypatch):
+    """REDUCTION is a sum of products for Inductor to compile into one loop: compiled, the same product; eagerly
+    (where it would build the (out, in) products whole) the weight-left product; more rows never take it."""
+    g = torch.Generator().manual_seed(0)
+    w, b = torch.randn(11, 7, generator=g), torch.randn(11, generator=g) if bias else None
+    compiled = torch.compile(lambda x: linear(x, w, b, products.REDUCTION), fullgraph=True, dynamic=False)
+    with torch.no_grad():
+        for shape in [(1, 7), (1, 1, 7)]:
+            x = torch.randn(*shape, generator=g)
+            torch.testing.assert_close(compiled(x), F.linear(x, w, b), rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(linear(x, w, b, products.REDUCTION), linear(x, w, b), rtol=0, atol=0)
+        x = torch.randn(3, 7, generator=g)
+        with monkeypatch.context() as patched:
+            patched.setattr(products.torch.Tensor, "sum", None)  # any sum would fail
+            out = linear(x, w, b, products.REDUCTION)
+        torch.testing.assert_close(out, F.linear(x, w, b), rtol=1e-6, atol=1e-6)

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 FEW_ROWS = range(1, 129)  # rows a product takes as (W x^T)^T, one row padded to two
-WEIGHT_LEFT, ONEDNN = "weight_left", "onednn"  # the ways a layer can take one row (`Linear.one_row`)
+WEIGHT_LEFT, ONEDNN, REDUCTION = "weight_left", "onednn", "reduction"  # how a layer takes one row (`Linear.one_row`)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None, one_row: str = WEIGHT_LEFT) -> Tensor:
@@ -45,6 +45,10 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, one_row: str = WEIGHT
     if rows not in FEW_ROWS:
         return F.linear(x, weight, bias)
     flat = x.reshape(rows, x.shape[-1])
+    if rows == 1 and one_row == REDUCTION and torch.compiler.is_compiling():
+        out = (weight * flat).sum(-1)  # (out,): one loop of Inductor's, never the (out, in) product itself
+        out = out if bias is None else out + bias
+        return out.view(*x.shape[:-1], weight.shape[0])
     if rows == 1 and one_row == ONEDNN:
         out = torch.ops.mkldnn._linear_pointwise(flat, weight, bias, "none", [], "")  # (1, out)
         return out.view(*x.shape[:-1], weight.shape[0])

@@ -11,16 +11,16 @@ step of every search; the shapes that change between searches (a source's or pro
 capacity) are symbols from the first compile on, the rows (one source's beams) one program per number. Its
 writes into the cache are in place (model.cache.StaticKV), so a step reads and writes only its own positions.
 
-The products are chosen by their rows. A step of one row (greedy search of one source) keeps the model's own
-product (model.products: the row beside a zero row, the weight on the left), the fastest measured for a
-matrix-vector step, except at the layer shapes that the engine, as it is made, measures faster through oneDNN's
-product on the plain weight (model.one_row.tune_one_row: the feed-forward output layers of GPT-2, t5-small,
-opus-mt and bart-base on the AVX-512 EPYC, 1.36-1.64x), set in a copy of the model's modules that shares its
-weights. Everything else (the encoder, a prompt, a step of beams or of a batch) runs on a copy of the model
-whose linear layers hold oneDNN's packed weights (model.onednn), made with the engine. Both programs are
-compiled with Inductor's freezing: the weights become the program's constants, which Inductor's own oneDNN
-linear needs. At beam 5, one source a call on the AVX-512 EPYC of docs/performance.md, the packed copy took a
-t5-small step from 14.9 to 9.0 ms and a GPT-2 step from 40.7 to 22.7.
+The products are chosen by their rows. A step of one row (greedy search of one source) takes each layer
+shape's one-row product the way the engine, as it is made, measures fastest on the model's own weights,
+compiled (model.one_row.tune_one_row, a few seconds: the model's own weight-left product, oneDNN's product on
+the plain weight, or Inductor's own loop over the weight, model.products.REDUCTION), set in a copy of the
+model's modules that shares its weights. Everything else (the encoder, a prompt, a step of beams or of a
+batch) runs on a copy of the model whose linear layers hold oneDNN's packed weights (model.onednn), made with
+the engine. Both programs are compiled with Inductor's freezing: the weights become the program's constants,
+which Inductor's own oneDNN linear needs. At beam 5, one source a call on the AVX-512 EPYC of
+docs/performance.md, the packed copy took a t5-small step from 14.9 to 9.0 ms and a GPT-2 step from 40.7 to
+22.7.
 
 Compiling takes tens of seconds per model and process (Inductor's cache under the system's temporary folder
 shortens later processes' compiles); the engine pays it at its first search, so it pays off for a long

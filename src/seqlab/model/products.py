@@ -17,11 +17,15 @@ bart-base's 12.4 instead of 28.7, opus-mt's 6.5 instead of 21.0, ahead of oneDNN
 Not every shape: some one-row products read worse weight-left, most of all a weight four times taller than
 wide. On the AVX-512 EPYC, oneDNN's matrix product on the plain weight took GPT-2's feed-forward output layer
 (3072 -> 768) 1.43x as fast, t5-small's (2048 -> 512) 1.64x and t5-small's cross-attention keys and values
-(512 -> 1024) 1.51x, while SmolLM-135M's feed-forward output layer (1536 -> 576) ran at 0.70x and the other
-layers between 0.65x and 1.2x, varying from run to run (`python benchmarks/one_prompt_gap.py --shape S
---engines none`). So a layer can take one row through oneDNN instead (`Linear.one_row`), which model.one_row
-decides per shape by timing both ways on the model's own weights: what engine=seqlab_compiled does for its
-one-row steps.
+(512 -> 1024) 1.51x, while SmolLM-135M's feed-forward output layer (1536 -> 576) ran at 0.70x. Inside a
+compiled program a third way is open: the row times the weight, summed along each of its rows
+(`REDUCTION`), which Inductor compiles into one loop over the weight (never the products whole), with the
+bias and the step's neighbouring work fused in. It read GPT-2's layers faster still (its attention output
+768 -> 768 1.6-2.0x weight-left, 3072 -> 768 1.7x), its output layer not (0.9-1.1x), and t5-small's step
+not at all. So a layer can take one row another way (`Linear.one_row`), which model.one_row decides per shape
+by timing every way, compiled, on the model's own weights (`python benchmarks/one_prompt_gap.py --shape S
+--engines none` prints them): what engine=seqlab_compiled does for its one-row steps. Eagerly REDUCTION is
+weight-left: the sum would first build the (out, in) products.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ WEIGHT_LEFT, ONEDNN, REDUCTION = "weight_left", "onednn", "reduction"  # how a l
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None, one_row: str = WEIGHT_LEFT) -> Tensor:
     """(..., in) -> (..., out): x W^T + b, as (W x^T)^T for `FEW_ROWS` rows of fp32 on a CPU without
     gradients or autocast (the rounding of a different summation order, well inside fp32's; outputs
-    contiguous); one row through oneDNN's product on the plain weight where `one_row` is ONEDNN."""
+    contiguous); one row through oneDNN's product on the plain weight where `one_row` is ONEDNN, as a
+    sum of products for Inductor's loop where it is REDUCTION and this runs compiled."""
     if (torch.is_grad_enabled() or x.device.type != "cpu" or x.dtype != torch.float32
             or weight.dtype != torch.float32 or torch.is_autocast_enabled("cpu")):
         return F.linear(x, weight, bias)  # training's products first: no guard on their shapes when compiled
@@ -61,7 +66,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, one_row: str = WEIGHT
 
 class Linear(nn.Linear):
     """nn.Linear through `linear`: the same parameters, names and initialization. `one_row`: how it takes a
-    one-row product (WEIGHT_LEFT, or ONEDNN where model.one_row.tune_one_row measured that faster)."""
+    one-row product (WEIGHT_LEFT; ONEDNN or REDUCTION where model.one_row.tune_one_row measured it faster)."""
 
     one_row = WEIGHT_LEFT
 

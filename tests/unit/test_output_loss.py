@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from seqlab.model import ModelConfig, Seq2SeqTransformer
+from seqlab.train import output_loss
 from seqlab.train.losses import label_smoothed_nll
-from seqlab.train.output_loss import block_loss, blocks, fused_label_smoothed_nll
+from seqlab.train.output_loss import CPU_MIN_ROWS, block_loss, blocks, fused_label_smoothed_nll
 
 VARIANTS = {
     "tied": {},
@@ -52,7 +53,8 @@ def fused(model, src, pad, tgt_in, tgt, eps, compiled=False):
 def test_fused_loss_and_every_gradient_equal_the_unfused_path_in_fp32(monkeypatch, variant, eps):
     import seqlab.train.losses as losses
 
-    monkeypatch.setattr(losses, "BLOCK_ELEMENTS", 4 * 53)  # blocks of 4 rows: several blocks, one partial
+    monkeypatch.setattr(losses, "BLOCK_ELEMENTS", 4 * 53)
+    monkeypatch.setattr(output_loss, "CPU_MIN_ROWS", 1)  # blocks of 4 rows: several blocks, one partial
     model, src, pad, tgt_in, tgt = model_and_batch(variant)
     ref_loss, ref_nll, ref_n = unfused(model, src, pad, tgt_in, tgt, eps)
     ref = grads(model, ref_loss / ref_n)
@@ -109,6 +111,17 @@ def test_gpu_blocks_are_at_least_four_and_cover_every_row_once():
     assert blocks(10, vocab, torch.device("cuda"))[0] == slice(0, 3)
 
 
+def test_cpu_blocks_are_cache_sized_but_never_below_the_minimum_rows_and_cover_every_row_once():
+    """A block's projection reads the whole output weight: a 250k vocabulary's cache-sized blocks (2 rows) take
+    CPU_MIN_ROWS rows instead; a small vocabulary keeps its cache-sized blocks where they are larger."""
+    cpu = torch.device("cpu")
+    for n, vocab in [(300, 250_027), (1000, 1000), (5, 250_027)]:
+        got = blocks(n, vocab, cpu)
+        assert [i for b in got for i in range(b.start, b.stop)] == list(range(n))
+        want = max(CPU_MIN_ROWS, output_loss.losses.BLOCK_ELEMENTS // vocab)
+        assert all(b.stop - b.start == want for b in got[:-1]) and got[-1].stop - got[-1].start <= want
+
+
 def test_a_copy_attention_model_refuses_the_fused_loss_by_name():
     cfg = ModelConfig(src_vocab_size=53, d_model=16, n_heads=2, d_ff=32, encoder_layers=1, decoder_layers=1,
                       copy_attention=True)
@@ -141,7 +154,8 @@ def test_the_compiled_fused_loss_keeps_the_loss_and_every_gradient(monkeypatch):
     loss's values and gradients up to the compiler's reordering of fp32 sums."""
     import seqlab.train.losses as losses
 
-    monkeypatch.setattr(losses, "BLOCK_ELEMENTS", 4 * 53)  # several blocks, one partial: two shapes compiled
+    monkeypatch.setattr(losses, "BLOCK_ELEMENTS", 4 * 53)
+    monkeypatch.setattr(output_loss, "CPU_MIN_ROWS", 1)  # several blocks, one partial: two shapes compiled
     model, src, pad, tgt_in, tgt = model_and_batch("untied_with_bias", seed=4)
     ref_loss, ref_nll, ref_n = fused(model, src, pad, tgt_in, tgt, 0.1)
     ref = grads(model, ref_loss / ref_n)
@@ -162,3 +176,29 @@ def test_compiling_the_loss_needs_the_fused_loss():
         TrainConfig(compile="loss")
     both = TrainConfig(compile="all", fused_loss=True)
     assert both.compiles_layers and both.compiles_loss and not TrainConfig(compile="layers").compiles_loss
+
+
+@pytest.mark.parametrize("frozen", ["output", "all_but_output"])
+def test_a_frozen_input_gets_no_gradient_and_the_others_the_unfused_ones(monkeypatch, frozen):
+    """Fine-tuning with adapters freezes the output layer: the fused loss then makes no (V, d) gradient for it
+    (no fp32 weight-sized buffer, no product a block into it), and the hidden states' gradients are the
+    unfused path's. Freezing everything before the output layer leaves its own gradients whole."""
+    import seqlab.train.losses as losses
+
+    monkeypatch.setattr(losses, "BLOCK_ELEMENTS", 4 * 53)
+    monkeypatch.setattr(output_loss, "CPU_MIN_ROWS", 1)
+    model, src, pad, tgt_in, tgt = model_and_batch("untied_with_bias")
+    for name, p in model.named_parameters():
+        p.requires_grad_(name.startswith("output.") != (frozen == "output"))
+    ref_loss, _, n = unfused(model, src, pad, tgt_in, tgt, 0.1)
+    ref = grads(model, ref_loss / n)
+    made = []
+    real_zeros = torch.zeros
+    monkeypatch.setattr(output_loss.torch, "zeros", lambda *a, **k: made.append(a[0]) or real_zeros(*a, **k))
+    loss, _, n = fused(model, src, pad, tgt_in, tgt, 0.1)
+    ours = grads(model, loss / n)
+    assert ours.keys() == ref.keys() and ours
+    assert all(not name.startswith("output.") for name in ours) == (frozen == "output")
+    assert (model.output.weight.shape in made) == (frozen != "output")
+    for name, g in ref.items():
+        torch.testing.assert_close(ours[name], g, rtol=1e-5, atol=1e-7, msg=name)

@@ -23,7 +23,15 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from seqlab.constants import PAD_ID
-from seqlab.train.losses import GPU_BLOCK_ELEMENTS, row_blocks
+from seqlab.train import losses
+from seqlab.train.losses import GPU_BLOCK_ELEMENTS
+
+# Each block's projection reads the whole (V, d) output weight, forward and backward: cache-sized blocks of a
+# large vocabulary (2 rows at 250k) read it once per row or two. In fp32 on the 2-core AVX-512 EPYC, 128 rows
+# through mBART's frozen 250k x 1024 output layer took 15.4 s in blocks of 2 rows, 1.4 s in 64-row and 1.3 s
+# in 128-row blocks (the unfused loss 1.3 s); at opus-mt's 58k x 512, 944, 319 and 275 ms (unfused 248)
+# (`python benchmarks/fused_loss_blocks.py`). The fused loss is for memory, not for speed, on a CPU in fp32.
+CPU_MIN_ROWS = 128
 
 
 class _LinearLabelSmoothedCE(torch.autograd.Function):
@@ -42,13 +50,15 @@ class _LinearLabelSmoothedCE(torch.autograd.Function):
             eps_i = epsilon / (vocab - 1)
             on_target = 1.0 - epsilon - eps_i
             # inside forward grad mode is off, and needs_input_grad ignores it: the caller says (validation: no)
-            want_grad = grad_enabled and any(ctx.needs_input_grad[:3])
+            # each gradient only where its input takes one: a frozen output layer (LoRA) has no (V, d) fp32
+            # gradient to allocate and add to once a block, which at a 250k vocabulary is most of the step
+            need_h, need_w, need_b = (grad_enabled and need for need in ctx.needs_input_grad[:3])
+            want_grad = need_h or need_w or need_b
             loss_sum = h.new_zeros((), dtype=torch.float32)
             nll_sum = h.new_zeros((), dtype=torch.float32)
-            grad_h = torch.empty_like(h) if want_grad else None  # (N, d)
-            grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=device) if want_grad else None
-            grad_b = torch.zeros(vocab, dtype=torch.float32, device=device) if want_grad and bias is not None \
-                else None
+            grad_h = torch.empty_like(h) if need_h else None  # (N, d)
+            grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=device) if need_w else None
+            grad_b = torch.zeros(vocab, dtype=torch.float32, device=device) if need_b and bias is not None else None
             block = compiled_block() if compiled else block_loss
             for rows in blocks(n, vocab, device):
                 hb = h[rows].to(dtype)  # (n_b, d)
@@ -58,27 +68,26 @@ class _LinearLabelSmoothedCE(torch.autograd.Function):
                 nll_sum += nll_b
                 if g is None:
                     continue
-                grad_h[rows] = (g @ w).to(h.dtype)
-                if dtype == torch.float32:
+                if grad_h is not None:
+                    grad_h[rows] = (g @ w).to(h.dtype)
+                if grad_w is not None and dtype == torch.float32:
                     grad_w.addmm_(g.t(), hb)  # (V, d)
-                else:
+                elif grad_w is not None:
                     grad_w += torch.mm(g.t(), hb).float()
                 if grad_b is not None:
                     grad_b += g.float().sum(0)
-        ctx.save_for_backward(*(t for t in (grad_h, grad_w, grad_b) if t is not None))
-        ctx.layout = (grad_h is not None, grad_b is not None, weight.dtype, None if bias is None else bias.dtype)
+        grads = (grad_h, grad_w, grad_b)
+        ctx.save_for_backward(*(g for g in grads if g is not None))
+        dtypes = (h.dtype, weight.dtype, None if bias is None else bias.dtype)
+        ctx.layout = [(g is not None, dtype) for g, dtype in zip(grads, dtypes, strict=True)]
         ctx.mark_non_differentiable(nll_sum)
         return loss_sum, nll_sum
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor, grad_nll: Tensor | None) -> tuple[Tensor | None, ...]:
-        has_grad, has_bias, w_dtype, b_dtype = ctx.layout
-        if not has_grad:
-            return None, None, None, None, None, None, None, None
-        saved = list(ctx.saved_tensors)
-        grad_h, grad_w = saved[0] * grad_loss, (saved[1] * grad_loss).to(w_dtype)
-        grad_b = (saved[2] * grad_loss).to(b_dtype) if has_bias else None
-        return grad_h, grad_w, grad_b, None, None, None, None, None
+        saved = iter(ctx.saved_tensors)
+        grads = [(next(saved) * grad_loss).to(dtype) if kept else None for kept, dtype in ctx.layout]
+        return *grads, None, None, None, None, None
 
 
 def block_loss(logits: Tensor, target: Tensor, keep: Tensor, on_target: float, eps_i: float, want_grad: bool,
@@ -113,10 +122,12 @@ def compiled_block() -> Callable[..., tuple[Tensor, Tensor, Tensor | None]]:
 
 
 def blocks(n: int, vocab: int, device: torch.device) -> list[slice]:
-    """The loss's row blocks (`row_blocks`): cache-sized on a CPU; on a GPU about GPU_BLOCK_ELEMENTS, but at
-    least four, so that the fp32 temporaries of one block stay a fraction of the unfused logits."""
+    """The loss's row blocks: on a CPU cache-sized (losses.BLOCK_ELEMENTS) but of CPU_MIN_ROWS rows at least;
+    on a GPU about GPU_BLOCK_ELEMENTS, but at least four, so that the fp32 temporaries of one block stay a
+    fraction of the unfused logits."""
     if device.type == "cpu":
-        return row_blocks(n, vocab, device)
+        step = max(CPU_MIN_ROWS, losses.BLOCK_ELEMENTS // vocab)
+        return [slice(i, min(i + step, n)) for i in range(0, n, step)]
     step = max(1, min(GPU_BLOCK_ELEMENTS // vocab, -(-n // 4)))
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 

@@ -127,8 +127,8 @@ def blocks(n: int, vocab: int, device: torch.device) -> list[slice]:
     fraction of the unfused logits."""
     if device.type == "cpu":
         step = max(CPU_MIN_ROWS, losses.BLOCK_ELEMENTS // vocab)
-        return [slice(i, min(i + step, n)) for i in range(0, n, step)]
-    step = max(1, min(GPU_BLOCK_ELEMENTS // vocab, -(-n // 4)))
+    else:
+        step = max(1, min(GPU_BLOCK_ELEMENTS // vocab, -(-n // 4)))
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 

@@ -192,6 +192,7 @@ def test_an_engine_in_its_own_process_decodes_as_in_this_one_and_names_its_error
     assert process.wait(timeout=10) == 0
     killed = CT2Engine(path, model, Pieces(), threads=1, own_process=True)
     killed.engine.process.kill()  # as the kernel kills a process for want of memory
+    killed.engine.process.wait()  # gone before the call: its pipe breaks as the call is written
     with pytest.raises(RuntimeError, match=r"ended \(exit -9\): killed by the system \(SIGKILL\), most often for want "
                                            "of memory"):
         killed.translate_ids(sources(2), DecodingConfig(max_length=10), 10)

@@ -76,10 +76,10 @@ class OwnProcess:
 
     def _exchange(self, message: Any) -> Any:
         assert self.process.stdin is not None and self.process.stdout is not None
-        send(self.process.stdin, message)
-        try:
+        try:  # a process already gone breaks the pipe as it is written to; one that dies in the call, as it is read
+            send(self.process.stdin, message)
             ok, value, seconds = pickle.load(self.process.stdout)
-        except EOFError:
+        except (BrokenPipeError, EOFError):
             code = self.process.wait()
             why = ("killed by the system (SIGKILL), most often for want of memory: decode fewer sources a call"
                    if code == -9 else "its error is above")

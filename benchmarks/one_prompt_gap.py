@@ -2,8 +2,9 @@
 `python benchmarks/one_prompt_gap.py [--shape gpt2] [--prompts 16] [--repeats 3]`.
 
 At a one-source bench shape (random weights, the bench's random prompts), seqlab's default engine,
-`engine=seqlab_compiled`, the same engine with every one-row product weight-left (`untuned`: as before the
-engine tuned them) and CTranslate2 fp32 decode the first `--prompts` prompts one per call, greedy, with 1
+`engine=seqlab_compiled`, the same engine with every one-row product taken one way (`weight_left`: as before
+the engine tuned them, `onednn`, `reduction`; in one process, so that the ways compare on one machine state:
+the same engine's step moved by up to 1.5x between processes here) and CTranslate2 fp32 decode the first `--prompts` prompts one per call, greedy, with 1
 and with 40 new tokens (the random models never end early): the first is each engine's cost of a call (its setup,
 the prompt's pass, one token), the difference its 39 later steps, printed as milliseconds a step. Then the floor
 under a step: the model's linear layers and output layer, one row through each, as the default engine takes
@@ -33,6 +34,19 @@ from seqlab.model import products
 from seqlab.model.one_row import tune_one_row
 
 
+WAYS = (products.WEIGHT_LEFT, products.ONEDNN, products.REDUCTION)
+
+
+def one_way_engine(model: torch.nn.Module, way: str) -> CompiledEngine:
+    """engine=seqlab_compiled with every one-row product taken `way`, whatever its tuning measured."""
+    engine = CompiledEngine(model)
+    for m in engine.one_row.modules():
+        if isinstance(m, products.Linear):
+            m.one_row = way
+    engine.own = compile_step(engine.one_row, freeze=True)
+    return engine
+
+
 def products_floor(model: torch.nn.Module, repeats: int) -> dict[str, float]:
     """One row through every linear layer of the model (the output layer included): best ms and GB/s."""
     weights = [(m.weight, m.bias) for m in model.modules() if isinstance(m, torch.nn.Linear)]
@@ -49,7 +63,7 @@ def main() -> None:
     parser.add_argument("--shape", default="gpt2")
     parser.add_argument("--prompts", type=int, default=ONE_AT_A_TIME)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--engines", default="seqlab,compiled,ct2", help="of seqlab,compiled,untuned,ct2; none")
+    parser.add_argument("--engines", default="seqlab,compiled,ct2", help="of seqlab,compiled,weight_left,onednn,reduction,ct2; none")
     parser.add_argument("--profile", action="store_true", help="also torch.profiler's table of one compiled run")
     args = parser.parse_args()
     torch.set_num_threads(2)
@@ -63,21 +77,16 @@ def main() -> None:
     print(json.dumps({"one_row_speedup_over_weight_left": {f"{i}->{o}": {way: round(x, 2) for way, x in ways.items()}
                                                            for (i, o), ways in speedups.items()}}), flush=True)
     compiled = CompiledEngine(model) if "compiled" in engines else None
-    untuned = CompiledEngine(model) if "untuned" in engines else None
-    if untuned is not None:
-        for m in untuned.one_row.modules():
-            if isinstance(m, products.Linear):
-                m.one_row = products.WEIGHT_LEFT
-        untuned.own = compile_step(untuned.one_row, freeze=True)
+    one_way = {way: one_way_engine(model, way) for way in WAYS if way in engines}
     ct2 = ct2_engine(model) if "ct2" in engines else None
     seconds: dict[int, dict[str, float]] = {}
-    for new in (1, 40) if set(engines) & {"seqlab", "compiled", "untuned", "ct2"} else ():
+    for new in (1, 40) if set(engines) & {"seqlab", "compiled", "ct2", *WAYS} else ():
         decoding = search(1, BenchConfig(max_new_tokens=new))
         calls = {"seqlab": partial(timed_seqlab, model, decoding=decoding)}
         if compiled is not None:
             calls["compiled"] = partial(timed_engine, compiled, model, decoding=decoding)
-        if untuned is not None:
-            calls["untuned"] = partial(timed_engine, untuned, model, decoding=decoding)
+        for way, engine in one_way.items():
+            calls[way] = partial(timed_engine, engine, model, decoding=decoding)
         if ct2 is not None:
             calls["ct2"] = partial(timed_ct2, ct2, decoding=decoding)
         calls = {k: v for k, v in calls.items() if k in engines}

@@ -20,13 +20,28 @@ def gated_model() -> nn.Module:
     return Seq2SeqTransformer(cfg).eval()
 
 
-def test_one_row_layers_are_grouped_by_shape_without_a_gated_first_layer():
+def test_one_row_layers_are_grouped_by_shape_with_a_gated_first_layer_whole():
     model = gated_model()
     shapes = one_row_layers(model)
-    gated = {id(m.fc1) for m in model.modules() if isinstance(m, FeedForward)}
-    assert gated and not any(id(m) in gated for layers in shapes.values() for m in layers)
+    gated = [m.fc1 for m in model.modules() if isinstance(m, FeedForward)]
+    assert gated and {id(m) for m in gated} <= {id(m) for m in shapes[(16, 48)]}  # both halves, one weight
     assert (24, 16) in shapes and (16, 40) in shapes  # the feed-forward output layers, the output layer
     assert all((m.in_features, m.out_features) == shape for shape, layers in shapes.items() for m in layers)
+
+
+def test_a_gated_feed_forward_takes_one_row_through_its_first_layers_tuned_way():
+    """One row through a gated feed-forward: fc1 whole, the way fc1 is tuned to (the reduction, compiled),
+    the same output as the two half products that more rows take; without the reduction's program it would
+    not be the reduction (eagerly REDUCTION is weight-left)."""
+    ffn = next(m for m in gated_model().modules() if isinstance(m, FeedForward))
+    x = torch.randn(3, 1, 16, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        rows = ffn(x)  # (3, 1, 16): three rows, the two half products
+        ffn.fc1.one_row = REDUCTION
+        alone = torch.compile(ffn, fullgraph=True)
+        for i in range(3):
+            torch.testing.assert_close(alone(x[i:i + 1]), rows[i:i + 1], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(ffn(x[i:i + 1]), rows[i:i + 1], rtol=1e-5, atol=1e-5)
 
 
 def test_tuning_gives_each_shape_the_way_measured_fastest_by_the_margin(monkeypatch):
@@ -36,7 +51,7 @@ def test_tuning_gives_each_shape_the_way_measured_fastest_by_the_margin(monkeypa
     shapes = one_row_layers(model)
     # each way's speedup over weight-left that the fake timer reports, by shape (1.0 where not named)
     fast = {(24, 16): {ONEDNN: 2.0, REDUCTION: 1.5}, (16, 40): {ONEDNN: 1.05, REDUCTION: 1.3},
-            (16, 16): {REDUCTION: ONE_ROW_MARGIN * 0.99}}
+            (16, 16): {REDUCTION: ONE_ROW_MARGIN * 0.99}, (16, 48): {REDUCTION: 1.2}}
     order = iter(shapes)  # tune_one_row times the shapes in one_row_layers' order
 
     def fake_best_of(ways, repeats):
@@ -58,6 +73,7 @@ def test_tuning_gives_each_shape_the_way_measured_fastest_by_the_margin(monkeypa
         want = fastest if timed_ways.get(fastest, 1.0) >= ONE_ROW_MARGIN else WEIGHT_LEFT
         assert {m.one_row for m in layers} == {want}, shape
     assert shapes[(16, 40)][0].one_row == REDUCTION and shapes[(16, 16)][0].one_row == WEIGHT_LEFT
+    assert shapes[(16, 48)][0].one_row == REDUCTION  # the gated first layer, whole
     assert shapes[(24, 16)][0].one_row == (ONEDNN if onednn_available() else REDUCTION)
     x = torch.randn(1, 1, 24)
     with torch.no_grad():  # a tuned layer's forward takes its way's one row, the same product

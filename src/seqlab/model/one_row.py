@@ -16,7 +16,6 @@ import torch
 from torch import Tensor, nn
 
 from seqlab.hardware import best_of, timed
-from seqlab.model.layers import FeedForward
 from seqlab.model.onednn import onednn_available
 from seqlab.model.products import ONEDNN, REDUCTION, WEIGHT_LEFT, Linear, linear
 
@@ -24,12 +23,11 @@ ONE_ROW_MARGIN = 1.05  # another way taken at this speedup over weight-left or m
 
 
 def one_row_layers(model: nn.Module) -> dict[tuple[int, int], list[Linear]]:
-    """The model's layers that take a decoding step's rows through their own forward, by (in, out) shape (a
-    gated feed-forward's first layer takes its two halves apart: layers.FeedForward.gate_and_up)."""
-    halves = {id(m.fc1) for m in model.modules() if isinstance(m, FeedForward) and m.gated}
+    """The model's layers that take a one-row step through their own forward, by (in, out) shape (a gated
+    feed-forward's first layer too: one row takes it whole, layers.FeedForward.gate_and_up)."""
     shapes: dict[tuple[int, int], list[Linear]] = {}
     for m in model.modules():
-        if isinstance(m, Linear) and id(m) not in halves:
+        if isinstance(m, Linear):
             shapes.setdefault((m.in_features, m.out_features), []).append(m)
     return shapes
 

@@ -3,10 +3,11 @@
 
 At a one-source bench shape (random weights, the bench's random prompts), seqlab's default engine,
 `engine=seqlab_compiled`, the same engine with every one-row product taken one way (`weight_left`: as before
-the engine tuned them, `onednn`, `reduction`; in one process, so that the ways compare on one machine state:
-the same engine's step moved by up to 1.5x between processes here) and CTranslate2 fp32 decode the first `--prompts` prompts one per call, greedy, with 1
-and with 40 new tokens (the random models never end early): the first is each engine's cost of a call (its setup,
-the prompt's pass, one token), the difference its 39 later steps, printed as milliseconds a step. Then the floor
+the engine tuned them, `onednn`, `reduction`) and CTranslate2 fp32 decode the first `--prompts` prompts one per
+call, greedy, with 1 and with 40 new tokens (the random models never end early): the first is each engine's
+cost of a call (its setup, the prompt's pass, one token), the difference its 39 later steps, printed as
+milliseconds a step. All in one process, so that they compare on one machine state: the same engine's step
+moved by up to 1.5x between processes on the AVX-512 EPYC. Then the floor
 under a step: the model's linear layers and output layer, one row through each, as the default engine takes
 it (`model.products.linear`), at the GB/s its weights are read, and each layer shape's one-row speedup over
 weight-left through oneDNN's product on the plain weight and through Inductor's own loop
@@ -32,7 +33,6 @@ from seqlab.engines.compiled import CompiledEngine, compile_step, shared_copy
 from seqlab.hardware import best_ms, best_of
 from seqlab.model import products
 from seqlab.model.one_row import tune_one_row
-
 
 WAYS = (products.WEIGHT_LEFT, products.ONEDNN, products.REDUCTION)
 

@@ -63,7 +63,8 @@ def main() -> None:
     parser.add_argument("--shape", default="gpt2")
     parser.add_argument("--prompts", type=int, default=ONE_AT_A_TIME)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--engines", default="seqlab,compiled,ct2", help="of seqlab,compiled,weight_left,onednn,reduction,ct2; none")
+    parser.add_argument("--engines", default="seqlab,compiled,ct2",
+                        help="of seqlab,compiled,weight_left,onednn,reduction,ct2; none")
     parser.add_argument("--profile", action="store_true", help="also torch.profiler's table of one compiled run")
     args = parser.parse_args()
     torch.set_num_threads(2)

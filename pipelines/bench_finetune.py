@@ -6,14 +6,24 @@ its gradient checkpointing, on the same batches: peak resident memory and tokens
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 from pipelines.bench import bench_records, machine_heading
 from pipelines.tables import table
-from seqlab.bench.finetune import from_dict
+from seqlab.bench.finetune import FinetuneRun, from_dict
 from seqlab.pipeline.core import Pipeline, Stage, Table
 
 DOC = "docs/performance.md"
+
+
+def median_ratio(ours: FinetuneRun, theirs: FinetuneRun) -> str:
+    """seqlab's speed over Hugging Face's from each side's median run (the rows' tokens/s are the fastest runs'),
+    with each side's slowest run over its fastest: '-' for a record without its runs."""
+    if not ours.runs_s or not theirs.runs_s:
+        return "-"
+    spread = "; ".join(f"{side} {max(r.runs_s) / min(r.runs_s):.2f}" for side, r in (("seqlab", ours), ("HF", theirs)))
+    return f"{statistics.median(theirs.runs_s) / statistics.median(ours.runs_s):.2f}x (slowest/fastest: {spread})"
 
 
 def render(archive: Path) -> str:
@@ -28,11 +38,12 @@ def render(archive: Path) -> str:
             ours, theirs = sides["seqlab"], sides["hf"]
             if ours.skipped:
                 rows.append([shape, mode, f"{ours.parameters:,}", "-", "-", "-", "-", "-", "-",
-                             f"not run: {ours.skipped}"])
+                             f"not run: {ours.skipped}", "-"])
                 continue
             rows.append([shape, mode, f"{ours.parameters:,}", f"{ours.trainable:,}", f"{theirs.trainable:,}",
                          f"{ours.peak_mb:,.0f}", f"{theirs.peak_mb:,.0f}", f"{ours.tokens_per_s:,.0f}",
-                         f"{theirs.tokens_per_s:,.0f}", f"{ours.tokens_per_s / theirs.tokens_per_s:.2f}x"])
+                         f"{theirs.tokens_per_s:,.0f}", f"{ours.tokens_per_s / theirs.tokens_per_s:.2f}x",
+                         median_ratio(ours, theirs)])
         cfg, rounds = record["result"]["config"], record["result"].get("rounds")
         turns = f", the toolkits in turn, the best of {rounds} runs each" if rounds else ""
         heading = machine_heading(record, f"random weights, batches of {cfg['batch']} x {cfg['seq_len']} source and "
@@ -40,7 +51,8 @@ def render(archive: Path) -> str:
                                           f"{cfg['warmup_steps']}{turns}")
         parts.append(heading + "\n\n" + table(
             ["shape", "fine-tuning", "parameters", "trained (seqlab)", "trained (HF + peft)", "peak MiB (seqlab)",
-             "peak MiB (HF)", "tokens/s (seqlab)", "tokens/s (HF)", "seqlab vs HF"], rows))
+             "peak MiB (HF)", "tokens/s (seqlab)", "tokens/s (HF)", "seqlab vs HF", "seqlab vs HF, median runs"],
+            rows))
     return "\n\n".join(parts) or f"_No archived fine-tuning bench yet: `make pipeline NAME={archive.name}`._"
 
 

@@ -58,6 +58,7 @@ def test_the_toolkits_take_turns_and_a_row_keeps_its_sides_fastest_step_and_larg
     mine, theirs = rows
     assert (mine.side, mine.step_s, mine.tokens_per_s, mine.peak_mb) == ("seqlab", 2.0, 4.0, 130.0)
     assert (theirs.side, theirs.step_s, theirs.peak_mb) == ("hf", 5.0, 160.0)
+    assert (mine.runs_s, theirs.runs_s) == ([3.0, 2.0], [5.0, 6.0])  # every run kept, in turn
     skipped = finetune.FinetuneRun("x", "full", "hf", 10, 10, None, None, None, "no room")
     assert finetune.best_of([skipped, skipped]) == skipped
 

@@ -499,6 +499,29 @@ def test_the_int8_table_sets_seqlab_int8_against_ctranslate2_int8_and_both_again
     assert "64 random sources of 20-40 tokens, 40 new tokens at most, best of 3" in text
 
 
+def test_the_finetune_table_sets_the_fastest_runs_and_the_median_runs_side_by_side(tmp_path):
+    """A fine-tuning record: each side's fastest run, and seqlab against HF from their median runs with each
+    side's spread; a record without the runs (older ones) gets a dash, a skipped mode says why."""
+    from pipelines.bench_finetune import render
+
+    assert "make pipeline NAME=" in render(tmp_path)
+    config = {"batch": 4, "seq_len": 32, "train_steps": 2, "warmup_steps": 1}
+    mine = {"shape": "nllb-1.3b", "mode": "lora", "side": "seqlab", "parameters": 1_000, "trainable": 10,
+            "tokens_per_s": 40.0, "step_s": 6.4, "peak_mb": 100.0, "skipped": None, "runs_s": [8.0, 6.4, 7.0]}
+    theirs = {**mine, "side": "hf", "trainable": 12, "tokens_per_s": 32.0, "step_s": 8.0, "peak_mb": 120.0,
+              "runs_s": [8.0, 8.4, 8.8]}
+    old = [{**r, "mode": "full", "runs_s": None} for r in (mine, theirs)]
+    skipped = [{**r, "mode": "lora + checkpointing", "tokens_per_s": None, "step_s": None, "peak_mb": None,
+                "skipped": "no room", "runs_s": None} for r in (mine, theirs)]
+    write_side_bench(tmp_path, "finetune", {"finetune": [mine, theirs, *old, *skipped], "rounds": 3}, config)
+    text = render(tmp_path)
+    assert ("| nllb-1.3b | lora | 1,000 | 10 | 12 | 100 | 120 | 40 | 32 | 1.25x | "
+            "1.20x (slowest/fastest: seqlab 1.25; HF 1.10) |") in text
+    assert "| nllb-1.3b | full | 1,000 | 10 | 12 | 100 | 120 | 40 | 32 | 1.25x | - |" in text
+    assert "| nllb-1.3b | lora + checkpointing | 1,000 | - | - | - | - | - | - | not run: no room | - |" in text
+    assert "the best of 3 runs each" in text
+
+
 def test_the_reference_models_speculative_table_names_generates_rows_apart(tmp_path):
     """A reference model's speculative record: seqlab's settings by name, generate's one source a call under its
     own name (its "greedy" is not seqlab's), each against its own greedy search."""

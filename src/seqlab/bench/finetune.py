@@ -78,6 +78,7 @@ class FinetuneRun:
     step_s: float | None
     peak_mb: float | None
     skipped: str | None = None
+    runs_s: list[float] | None = None  # a row's every run's step seconds, in turn (its step_s: the fastest)
 
 
 def machine_mb() -> float:
@@ -189,12 +190,13 @@ def finetune_bench(cfg: BenchConfig, shapes: dict[str, Shape] | None = None, rou
 
 
 def best_of(runs: list[FinetuneRun]) -> FinetuneRun:
-    """One side's runs of a shape and mode as one row: the fastest step, the largest peak memory."""
+    """One side's runs of a shape and mode as one row: the fastest step, the largest peak memory, and every
+    run's step (`runs_s`: how far the machine's speed moved the runs apart)."""
     timed = [r for r in runs if r.step_s is not None]
     if not timed:
         return runs[0]  # skipped: every run says why alike
     fastest = min(timed, key=lambda r: r.step_s)
-    return replace(fastest, peak_mb=max(r.peak_mb for r in timed))
+    return replace(fastest, peak_mb=max(r.peak_mb for r in timed), runs_s=[r.step_s for r in timed])
 
 
 def run_or_skip(cfg: BenchConfig, shape: str, spec: Shape, mode: str, side: str, available: float) -> FinetuneRun:

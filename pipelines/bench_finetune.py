@@ -17,19 +17,24 @@ from seqlab.pipeline.core import Pipeline, Stage, Table
 DOC = "docs/performance.md"
 
 
-def median_ratio(ours: FinetuneRun, theirs: FinetuneRun) -> str:
-    """seqlab's speed over Hugging Face's from each side's median run (the rows' tokens/s are the fastest runs'),
-    with each side's slowest run over its fastest: '-' for a record without its runs."""
+def timed_as(ours: FinetuneRun, theirs: FinetuneRun, rounds: int | None) -> str:
+    """How a row pair's speeds were measured: the median of alternating steps with both models built, or the
+    fastest of runs in turn (then also the ratio of the median runs); each side's slowest step or run over its
+    fastest. Older records kept no runs: what their heading says."""
     if not ours.runs_s or not theirs.runs_s:
-        return "-"
+        return f"fastest of {rounds} runs in turn" if rounds else "-"
     spread = "; ".join(f"{side} {max(r.runs_s) / min(r.runs_s):.2f}" for side, r in (("seqlab", ours), ("HF", theirs)))
-    return f"{statistics.median(theirs.runs_s) / statistics.median(ours.runs_s):.2f}x (slowest/fastest: {spread})"
+    if ours.timing == "paired":
+        return f"median of {len(ours.runs_s)} alternating steps (slowest/fastest: {spread})"
+    median = statistics.median(theirs.runs_s) / statistics.median(ours.runs_s)
+    return f"fastest of {len(ours.runs_s)} runs in turn (median runs {median:.2f}x; slowest/fastest: {spread})"
 
 
 def render(archive: Path) -> str:
     parts = []
     for record in bench_records(archive, "finetune-*.json"):
         found = from_dict(record["result"]["finetune"])
+        cfg, rounds = record["result"]["config"], record["result"].get("rounds")
         pairs = {(r.shape, r.mode): {} for r in found}
         for r in found:
             pairs[(r.shape, r.mode)][r.side] = r
@@ -43,15 +48,13 @@ def render(archive: Path) -> str:
             rows.append([shape, mode, f"{ours.parameters:,}", f"{ours.trainable:,}", f"{theirs.trainable:,}",
                          f"{ours.peak_mb:,.0f}", f"{theirs.peak_mb:,.0f}", f"{ours.tokens_per_s:,.0f}",
                          f"{theirs.tokens_per_s:,.0f}", f"{ours.tokens_per_s / theirs.tokens_per_s:.2f}x",
-                         median_ratio(ours, theirs)])
-        cfg, rounds = record["result"]["config"], record["result"].get("rounds")
-        turns = f", the toolkits in turn, the best of {rounds} runs each" if rounds else ""
+                         timed_as(ours, theirs, rounds)])
         heading = machine_heading(record, f"random weights, batches of {cfg['batch']} x {cfg['seq_len']} source and "
-                                          f"{cfg['seq_len']} target tokens, {cfg['train_steps']} timed steps after "
-                                          f"{cfg['warmup_steps']}{turns}")
+                                          f"{cfg['seq_len']} target tokens, {cfg['warmup_steps']} warm-up step(s) a "
+                                          f"run; a run alone: {cfg['train_steps']} timed steps")
         parts.append(heading + "\n\n" + table(
             ["shape", "fine-tuning", "parameters", "trained (seqlab)", "trained (HF + peft)", "peak MiB (seqlab)",
-             "peak MiB (HF)", "tokens/s (seqlab)", "tokens/s (HF)", "seqlab vs HF", "seqlab vs HF, median runs"],
+             "peak MiB (HF)", "tokens/s (seqlab)", "tokens/s (HF)", "seqlab vs HF", "timed as"],
             rows))
     return "\n\n".join(parts) or f"_No archived fine-tuning bench yet: `make pipeline NAME={archive.name}`._"
 

@@ -23,10 +23,11 @@ for _, values, _ in SMALL.values():
 
 def test_every_mode_runs_on_both_toolkits_and_lora_trains_the_same_sliver():
     cfg = BenchConfig(batch=2, seq_len=6, train_steps=1, warmup_steps=1)
-    rows = finetune.finetune_bench(cfg, SMALL, rounds=1)
+    rows = finetune.finetune_bench(cfg, SMALL, rounds=1, steps=2)
     assert [(r.shape, r.mode, r.side) for r in rows] == [(s, m, side) for s in SMALL for m in finetune.MODES
                                                           for side in ("seqlab", "hf")]
     assert all(r.skipped is None and r.step_s > 0 and r.peak_mb > 0 for r in rows)
+    assert all(r.timing == "paired" and len(r.runs_s) == 2 for r in rows)  # small models: both fit together
     for shape in SMALL:
         mine = {r.mode: r for r in rows if r.shape == shape and r.side == "seqlab"}
         theirs = {r.mode: r for r in rows if r.shape == shape and r.side == "hf"}
@@ -53,7 +54,7 @@ def test_the_toolkits_take_turns_and_a_row_keeps_its_sides_fastest_step_and_larg
 
     monkeypatch.setattr(finetune, "run_or_skip", fake_run)
     monkeypatch.setattr(finetune, "MODES", ("lora",))
-    rows = finetune.finetune_bench(BenchConfig(batch=2, seq_len=2), {"x": SMALL["mbart-large"]}, rounds=2)
+    rows = finetune.finetune_bench(BenchConfig(batch=2, seq_len=2), {"x": SMALL["mbart-large"]}, rounds=2, steps=0)
     assert calls == [("lora", "seqlab"), ("lora", "hf")] * 2
     mine, theirs = rows
     assert (mine.side, mine.step_s, mine.tokens_per_s, mine.peak_mb) == ("seqlab", 2.0, 4.0, 130.0)
@@ -61,6 +62,35 @@ def test_the_toolkits_take_turns_and_a_row_keeps_its_sides_fastest_step_and_larg
     assert (mine.runs_s, theirs.runs_s) == ([3.0, 2.0], [5.0, 6.0])  # every run kept, in turn
     skipped = finetune.FinetuneRun("x", "full", "hf", 10, 10, None, None, None, "no room")
     assert finetune.best_of([skipped, skipped]) == skipped
+
+
+@pytest.mark.parametrize("peak_mb, timing", [(100.0, "paired"), (10_000.0, "turns")])
+def test_both_models_step_in_turn_where_they_fit_together_else_the_runs_take_turns(monkeypatch, peak_mb, timing):
+    """Each side runs alone for its peak; where the two peaks fit in FIT of the machine together, each row's step
+    is the median of its side's alternating steps (paired_steps), its peak the run's alone; else more runs in
+    turn, and the fastest."""
+    alone = iter([2.0, 3.0, 1.5, 2.5])  # seqlab, hf, then the second round's
+
+    def fake_run(cfg, shape, spec, mode, side, available):
+        step = next(alone)
+        return finetune.FinetuneRun(shape, mode, side, 10, 2, 8 / step, step, peak_mb)
+
+    def fake_paired(cfg, spec, mode, steps):
+        assert steps == 3
+        return {"seqlab": [1.0, 4.0, 2.0], "hf": [3.0, 3.5, 2.5]}
+
+    monkeypatch.setattr(finetune, "run_or_skip", fake_run)
+    monkeypatch.setattr(finetune, "paired_steps", fake_paired)
+    monkeypatch.setattr(finetune, "machine_mb", lambda: 12_000.0)
+    monkeypatch.setattr(finetune, "MODES", ("lora",))
+    mine, theirs = finetune.finetune_bench(BenchConfig(batch=2, seq_len=2), {"x": SMALL["mbart-large"]}, rounds=2,
+                                           steps=3)
+    assert (mine.timing, theirs.timing) == (timing, timing) and mine.peak_mb == theirs.peak_mb == peak_mb
+    if timing == "paired":
+        assert (mine.step_s, mine.runs_s, mine.tokens_per_s) == (2.0, [1.0, 4.0, 2.0], 4.0)
+        assert (theirs.step_s, theirs.runs_s) == (3.0, [3.0, 3.5, 2.5])
+    else:  # 20,000 MiB together do not fit 0.8 of 12,000: the second round's runs, the fastest of each side
+        assert (mine.step_s, mine.runs_s, theirs.step_s, theirs.runs_s) == (1.5, [2.0, 1.5], 2.5, [3.0, 2.5])
 
 
 @pytest.mark.parametrize("shape", list(SMALL))

@@ -499,27 +499,33 @@ def test_the_int8_table_sets_seqlab_int8_against_ctranslate2_int8_and_both_again
     assert "64 random sources of 20-40 tokens, 40 new tokens at most, best of 3" in text
 
 
-def test_the_finetune_table_sets_the_fastest_runs_and_the_median_runs_side_by_side(tmp_path):
-    """A fine-tuning record: each side's fastest run, and seqlab against HF from their median runs with each
-    side's spread; a record without the runs (older ones) gets a dash, a skipped mode says why."""
+def test_the_finetune_table_says_how_each_pair_of_rows_was_timed(tmp_path):
+    """A fine-tuning record: seqlab against HF from the median of alternating steps, or from the fastest of runs
+    in turn with the median runs' ratio beside it, each side's spread; a record without the runs (older ones)
+    names its rounds, a skipped mode says why."""
     from pipelines.bench_finetune import render
 
     assert "make pipeline NAME=" in render(tmp_path)
     config = {"batch": 4, "seq_len": 32, "train_steps": 2, "warmup_steps": 1}
     mine = {"shape": "nllb-1.3b", "mode": "lora", "side": "seqlab", "parameters": 1_000, "trainable": 10,
-            "tokens_per_s": 40.0, "step_s": 6.4, "peak_mb": 100.0, "skipped": None, "runs_s": [8.0, 6.4, 7.0]}
+            "tokens_per_s": 40.0, "step_s": 6.4, "peak_mb": 100.0, "skipped": None, "runs_s": [8.0, 6.4, 7.0],
+            "timing": "turns"}
     theirs = {**mine, "side": "hf", "trainable": 12, "tokens_per_s": 32.0, "step_s": 8.0, "peak_mb": 120.0,
               "runs_s": [8.0, 8.4, 8.8]}
-    old = [{**r, "mode": "full", "runs_s": None} for r in (mine, theirs)]
-    skipped = [{**r, "mode": "lora + checkpointing", "tokens_per_s": None, "step_s": None, "peak_mb": None,
-                "skipped": "no room", "runs_s": None} for r in (mine, theirs)]
-    write_side_bench(tmp_path, "finetune", {"finetune": [mine, theirs, *old, *skipped], "rounds": 3}, config)
+    paired = [{**r, "mode": "lora + checkpointing", "timing": "paired"} for r in (mine, theirs)]
+    old = [{k: v for k, v in r.items() if k not in ("runs_s", "timing")} | {"mode": "full"} for r in (mine, theirs)]
+    skipped = [{**r, "shape": "x", "tokens_per_s": None, "step_s": None, "peak_mb": None, "skipped": "no room",
+                "runs_s": None} for r in (mine, theirs)]
+    write_side_bench(tmp_path, "finetune", {"finetune": [mine, theirs, *paired, *old, *skipped], "rounds": 3},
+                     config)
     text = render(tmp_path)
-    assert ("| nllb-1.3b | lora | 1,000 | 10 | 12 | 100 | 120 | 40 | 32 | 1.25x | "
-            "1.20x (slowest/fastest: seqlab 1.25; HF 1.10) |") in text
-    assert "| nllb-1.3b | full | 1,000 | 10 | 12 | 100 | 120 | 40 | 32 | 1.25x | - |" in text
-    assert "| nllb-1.3b | lora + checkpointing | 1,000 | - | - | - | - | - | - | not run: no room | - |" in text
-    assert "the best of 3 runs each" in text
+    assert ("| nllb-1.3b | lora | 1,000 | 10 | 12 | 100 | 120 | 40 | 32 | 1.25x | fastest of 3 runs in turn "
+            "(median runs 1.20x; slowest/fastest: seqlab 1.25; HF 1.10) |") in text
+    assert ("| nllb-1.3b | lora + checkpointing | 1,000 | 10 | 12 | 100 | 120 | 40 | 32 | 1.25x | median of 3 "
+            "alternating steps (slowest/fastest: seqlab 1.25; HF 1.10) |") in text
+    assert "| nllb-1.3b | full | 1,000 | 10 | 12 | 100 | 120 | 40 | 32 | 1.25x | fastest of 3 runs in turn |" in text
+    assert "| x | lora | 1,000 | - | - | - | - | - | - | not run: no room | - |" in text
+    assert "1 warm-up step(s) a run; a run alone: 2 timed steps" in text
 
 
 def test_the_reference_models_speculative_table_names_generates_rows_apart(tmp_path):

@@ -4,8 +4,10 @@ users fine-tune (mBART-large, NLLB-1.3B, flan-t5-large), each built from its fam
 projections), and LoRA with activation checkpointing; seqlab (the same shape through `interop.catalog`) against
 Hugging Face's model with peft's adapters and its gradient checkpointing, on the same random batches, AdamW on
 what trains. Each run builds its model alone in the process and reads the peak resident memory from before the
-build to after the last step (weights, gradients, optimizer state, activations), so a run's peak is its own;
-the two toolkits take turns, `ROUNDS` runs each, and a row keeps its side's fastest step (`finetune_bench`).
+build to after the last step (weights, gradients, optimizer state, activations), so a run's peak is its own.
+The step times then come from both models built together, their steps alternating (`paired_steps`), where the
+two fit in the machine's memory; else the toolkits take turns, `ROUNDS` runs each, and a row keeps its side's
+fastest step (`finetune_bench` says why).
 
 Both sides compute the same step, without randomness: every dropout and LayerDrop of the family's config is
 set to zero (`STILL`). The families' defaults would leave some on: M2M100/NLLB's config skips each layer with
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 import gc
 import logging
+import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -62,6 +66,11 @@ SIDES = ("seqlab", "hf")
 # 3% while two runs of the same side, same process, differed by up to 25% (3.0 s and 3.7 s a step at
 # flan-t5-large's LoRA), so a row's fastest step needs a few runs to find the machine's faster state
 ROUNDS = 3
+# timed steps of each side where both models fit together, alternating after the warm-up: each pair of steps
+# meets one machine state, so the median step of each side compares (the flan-t5-large LoRA step measured 0.86x
+# and 1.05x HF's in two records of separate runs, 1.00x in alternating steps)
+PAIRED_STEPS = 6
+FIT = 0.8  # share of the machine's memory a run (or two models together) may take
 LORA_R, LORA_ALPHA = 16, 32.0
 
 
@@ -78,7 +87,8 @@ class FinetuneRun:
     step_s: float | None
     peak_mb: float | None
     skipped: str | None = None
-    runs_s: list[float] | None = None  # a row's every run's step seconds, in turn (its step_s: the fastest)
+    runs_s: list[float] | None = None  # every run's (turns) or every step's (paired) seconds, in order
+    timing: str = "turns"  # turns: step_s the fastest of runs in turn; paired: the median of alternating steps
 
 
 def machine_mb() -> float:
@@ -142,11 +152,8 @@ Shape = tuple[str, dict[str, Any], tuple[str, ...]]
 
 def one_run(cfg: BenchConfig, shape: str, spec: Shape, mode: str, side: str) -> FinetuneRun:
     """Build the model, take warm-up and timed steps, read the peak; the model is freed before returning."""
-    kind, values, targets = spec
     reset_peak_memory()
-    seconds, parameters, trainable = timed_steps(
-        cfg, seqlab_model(kind, values, mode) if side == "seqlab" else hf_model(kind, values, mode, targets),
-        side, values["vocab_size"])
+    seconds, parameters, trainable = timed_steps(cfg, build(spec, mode, side), side, spec[1]["vocab_size"])
     peak = peak_memory_mb()
     gc.collect()
     log.info("%s %s %s: %.1f s a step, peak %.0f MiB", shape, mode, side, seconds, peak)
@@ -154,39 +161,81 @@ def one_run(cfg: BenchConfig, shape: str, spec: Shape, mode: str, side: str) -> 
                        peak)
 
 
-def timed_steps(cfg: BenchConfig, model: torch.nn.Module, side: str, vocab: int) -> tuple[float, int, int]:
-    """(seconds a step after the warm-up steps, parameters, trainable parameters) of `model`'s training steps
-    (forward, label-smoothed loss, backward, AdamW on what has gradients)."""
+def build(spec: Shape, mode: str, side: str) -> torch.nn.Module:
+    kind, values, targets = spec
+    return seqlab_model(kind, values, mode) if side == "seqlab" else hf_model(kind, values, mode, targets)
+
+
+def trainer(model: torch.nn.Module, side: str) -> Callable[[dict[str, torch.Tensor]], float]:
+    """batch -> seconds of one training step of `model` (forward, label-smoothed loss, backward, AdamW on what
+    has gradients)."""
     model.train()
     step = seqlab_train_step(model, 0.1) if side == "seqlab" else hf_train_step(model, 0.1)
     opt = bench_optimizer(model)  # AdamW as training builds it; it skips the frozen weights (no gradient)
-    total = 0.0
-    for i, b in enumerate(batches(cfg, vocab, cfg.warmup_steps + cfg.train_steps)):
+
+    def train(b: dict[str, torch.Tensor]) -> float:
         start = time.perf_counter()
         step(b).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if i >= cfg.warmup_steps:
-            total += time.perf_counter() - start
-    return (total / max(cfg.train_steps, 1), sum(p.numel() for p in model.parameters()),
+        return time.perf_counter() - start
+    return train
+
+
+def timed_steps(cfg: BenchConfig, model: torch.nn.Module, side: str, vocab: int) -> tuple[float, int, int]:
+    """(seconds a step after the warm-up steps, parameters, trainable parameters) of `model`'s training steps."""
+    train = trainer(model, side)
+    seconds = [train(b) for b in batches(cfg, vocab, cfg.warmup_steps + cfg.train_steps)][cfg.warmup_steps:]
+    return (sum(seconds) / max(len(seconds), 1), sum(p.numel() for p in model.parameters()),
             sum(p.numel() for p in model.parameters() if p.requires_grad))
 
 
-def finetune_bench(cfg: BenchConfig, shapes: dict[str, Shape] | None = None, rounds: int = ROUNDS
-                   ) -> list[FinetuneRun]:
+def paired_steps(cfg: BenchConfig, spec: Shape, mode: str, steps: int) -> dict[str, list[float]]:
+    """Both sides' models built together and trained in alternating steps (seqlab, HF, seqlab, ...) on the same
+    batches, `steps` timed steps each after `cfg.warmup_steps`: each side's step seconds, in order."""
+    trainers = {side: trainer(build(spec, mode, side), side) for side in SIDES}
+    seconds: dict[str, list[float]] = {side: [] for side in SIDES}
+    for i, b in enumerate(batches(cfg, spec[1]["vocab_size"], cfg.warmup_steps + steps)):
+        for side, train in trainers.items():
+            took = train(b)
+            if i >= cfg.warmup_steps:
+                seconds[side].append(took)
+    del trainers
+    gc.collect()
+    return seconds
+
+
+def finetune_bench(cfg: BenchConfig, shapes: dict[str, Shape] | None = None, rounds: int = ROUNDS,
+                   steps: int = PAIRED_STEPS) -> list[FinetuneRun]:
     """Every shape and mode, one seqlab and one Hugging Face row (a mode that cannot fit is a skipped row).
 
-    The two sides take turns, `rounds` runs each (seqlab, HF, seqlab, HF, ...), and each row keeps its side's
-    fastest step and largest peak: the machine's speed drifts by ~10% within minutes, so one run of each side
-    in sequence measures the drift between them as much as the toolkits."""
+    Each side first runs alone, for its peak memory. The machine's speed drifts by 10-25% within minutes, so
+    runs in sequence measure the drift between them as much as the toolkits: where the two peaks together fit
+    in FIT of the machine's memory, the step times are `paired_steps`' (`steps` a side, each row the median of
+    its side's); else the sides take turns, `rounds` runs each (seqlab, HF, seqlab, HF, ...), and each row
+    keeps its side's fastest step and largest peak."""
     available = machine_mb()
     rows = []
     for shape, spec in (shapes or SHAPES).items():
         for mode in MODES:
-            runs = [run_or_skip(cfg, shape, spec, mode, side, available) for _ in range(rounds)
-                    for side in SIDES]
+            alone = [run_or_skip(cfg, shape, spec, mode, side, available) for side in SIDES]
+            if steps and not any(r.skipped for r in alone) and sum(r.peak_mb for r in alone) <= FIT * available:
+                seconds = paired_steps(cfg, spec, mode, steps)
+                rows += [paired_row(cfg, r, seconds[r.side]) for r in alone]
+                continue
+            runs = alone + [run_or_skip(cfg, shape, spec, mode, side, available) for _ in range(rounds - 1)
+                            for side in SIDES]
             rows += [best_of([r for r in runs if r.side == side]) for side in SIDES]
     return rows
+
+
+def paired_row(cfg: BenchConfig, alone: FinetuneRun, seconds: list[float]) -> FinetuneRun:
+    """A side's row from its run alone (its peak) and its alternating steps (the median one)."""
+    step = statistics.median(seconds)
+    log.info("%s %s %s: %.2f s a step, the median of %d alternating steps", alone.shape, alone.mode, alone.side,
+             step, len(seconds))
+    return replace(alone, step_s=step, tokens_per_s=2 * cfg.batch * cfg.seq_len / step, runs_s=seconds,
+                   timing="paired")
 
 
 def best_of(runs: list[FinetuneRun]) -> FinetuneRun:
@@ -200,7 +249,7 @@ def best_of(runs: list[FinetuneRun]) -> FinetuneRun:
 
 
 def run_or_skip(cfg: BenchConfig, shape: str, spec: Shape, mode: str, side: str, available: float) -> FinetuneRun:
-    """`one_run`, unless full fine-tuning's state alone would not fit 80% of `available` MiB (from seqlab's
+    """`one_run`, unless full fine-tuning's state alone would not fit FIT of `available` MiB (from seqlab's
     analytic parameter count of the shape: nothing allocated)."""
     if mode == "full":
         from transformers import AutoConfig
@@ -211,7 +260,7 @@ def run_or_skip(cfg: BenchConfig, shape: str, spec: Shape, mode: str, side: str,
         kind, values, _ = spec
         parameters = analytic_counts(model_config(AutoConfig.for_model(kind, **values).to_dict())).total
         need = state_mb(parameters, parameters)
-        if need > 0.8 * available:
+        if need > FIT * available:
             why = (f"weights, gradients and AdamW state need {need / 1024:.1f} GiB of this machine's "
                    f"{available / 1024:.1f} GiB")
             log.info("%s full %s: skipped (%s)", shape, side, why)

@@ -18,14 +18,18 @@ DOC = "docs/performance.md"
 
 
 def timed_as(ours: FinetuneRun, theirs: FinetuneRun, rounds: int | None) -> str:
-    """How a row pair's speeds were measured: the median of alternating steps with both models built, or the
-    fastest of runs in turn (then also the ratio of the median runs); each side's slowest step or run over its
-    fastest. Older records kept no runs: what their heading says."""
+    """How a row pair's speeds were measured: the median of alternating steps with both models built (then how
+    many pairs of steps seqlab's step won, and the range of the pairs' ratios), or the fastest of runs in turn
+    (then the ratio of the median runs and each side's slowest run over its fastest). Older records kept no
+    runs: the rounds their record names."""
     if not ours.runs_s or not theirs.runs_s:
         return f"fastest of {rounds} runs in turn" if rounds else "-"
+    if ours.timing == "paired":  # the i-th steps of the two sides ran one after the other
+        pairs = [t / o for o, t in zip(ours.runs_s, theirs.runs_s, strict=True)]
+        faster = sum(x > 1 for x in pairs)
+        return (f"median of {len(pairs)} alternating steps; seqlab's the faster of a pair in {faster} of "
+                f"{len(pairs)} ({min(pairs):.2f}x-{max(pairs):.2f}x)")
     spread = "; ".join(f"{side} {max(r.runs_s) / min(r.runs_s):.2f}" for side, r in (("seqlab", ours), ("HF", theirs)))
-    if ours.timing == "paired":
-        return f"median of {len(ours.runs_s)} alternating steps (slowest/fastest: {spread})"
     median = statistics.median(theirs.runs_s) / statistics.median(ours.runs_s)
     return f"fastest of {len(ours.runs_s)} runs in turn (median runs {median:.2f}x; slowest/fastest: {spread})"
 

@@ -67,8 +67,8 @@ SIDES = ("seqlab", "hf")
 # flan-t5-large's LoRA), so a row's fastest step needs a few runs to find the machine's faster state
 ROUNDS = 3
 # timed steps of each side where both models fit together, alternating after the warm-up: each pair of steps
-# meets one machine state, so the median step of each side compares (the flan-t5-large LoRA step measured 0.86x
-# and 1.05x HF's in two records of separate runs, 1.00x in alternating steps)
+# meets one machine state, so the median step of each side compares (the flan-t5-large LoRA step read 1.05x and
+# 0.86x HF's in two AVX-512 records of runs in turn, commits 006475e and b7ad3ce)
 PAIRED_STEPS = 6
 FIT = 0.8  # share of the machine's memory a run (or two models together) may take
 LORA_R, LORA_ALPHA = 16, 32.0
@@ -162,6 +162,7 @@ def one_run(cfg: BenchConfig, shape: str, spec: Shape, mode: str, side: str) -> 
 
 
 def build(spec: Shape, mode: str, side: str) -> torch.nn.Module:
+    """`side`'s model of the shape in `mode` (seqlab's, or Hugging Face's with peft's adapters)."""
     kind, values, targets = spec
     return seqlab_model(kind, values, mode) if side == "seqlab" else hf_model(kind, values, mode, targets)
 

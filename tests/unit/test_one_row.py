@@ -42,6 +42,10 @@ def test_a_gated_feed_forward_takes_one_row_through_its_first_layers_tuned_way()
         for i in range(3):
             torch.testing.assert_close(alone(x[i:i + 1]), rows[i:i + 1], rtol=1e-5, atol=1e-5)
             torch.testing.assert_close(ffn(x[i:i + 1]), rows[i:i + 1], rtol=1e-5, atol=1e-5)
+        whole = []  # fc1's own forward runs (its tuned way) for one row only; more rows take its halves apart
+        ffn.fc1.register_forward_hook(lambda module, args, out: whole.append(tuple(out.shape)))
+        ffn(x[:1]), ffn(x)
+    assert whole == [(1, 1, 48)]
 
 
 def test_tuning_gives_each_shape_the_way_measured_fastest_by_the_margin(monkeypatch):

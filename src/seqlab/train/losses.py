@@ -71,7 +71,11 @@ def row_blocks(n: int, vocab: int, device: torch.device | None = None) -> list[s
     bf16 logits. Rows are independent, so every blocking gives the whole-array result.
     """
     elements = BLOCK_ELEMENTS if device is None or device.type == "cpu" else GPU_BLOCK_ELEMENTS
-    step = max(1, elements // vocab)
+    return slices(n, max(1, elements // vocab))
+
+
+def slices(n: int, step: int) -> list[slice]:
+    """n rows as consecutive slices of `step` rows (the last one shorter)."""
     return [slice(i, min(i + step, n)) for i in range(0, n, step)]
 
 

@@ -129,7 +129,7 @@ def blocks(n: int, vocab: int, device: torch.device) -> list[slice]:
         step = max(CPU_MIN_ROWS, losses.BLOCK_ELEMENTS // vocab)
     else:
         step = max(1, min(GPU_BLOCK_ELEMENTS // vocab, -(-n // 4)))
-    return [slice(i, min(i + step, n)) for i in range(0, n, step)]
+    return losses.slices(n, step)
 
 
 def fused_label_smoothed_nll(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, epsilon: float,

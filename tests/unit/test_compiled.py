@@ -39,11 +39,13 @@ def firsts(out) -> list[list[int]]:
 
 
 def test_what_the_compiled_engine_cannot_take_is_refused_by_name():
-    for precision in ("bf16", "int8"):
-        with pytest.raises(ConfigError, match=f"eval.engine=seqlab_compiled compiles the fp32 step; use "
-                                              f"eval.precision=fp32 with it, or engine=seqlab for "
-                                              f"precision={precision}"):
-            check_engine("eval", "seqlab_compiled", precision, DecodingConfig())
+    with pytest.raises(ConfigError, match="eval.engine=seqlab_compiled compiles the fp32 or int8 step; use "
+                                          "eval.precision=fp32 or int8 with it, or engine=seqlab for precision=bf16"):
+        check_engine("eval", "seqlab_compiled", "bf16", DecodingConfig())
+    for precision in ("fp32", "int8"):
+        check_engine("eval", "seqlab_compiled", precision, DecodingConfig())
+    with pytest.raises(ConfigError, match="engine=seqlab_compiled compiles the fp32 or int8 step, not precision=bf16"):
+        CompiledEngine(trained_toy_model(), "bf16")
     with pytest.raises(ConfigError, match="engine=seqlab_compiled runs a one-token step, which decoding.draft"):
         check_engine("translate", "seqlab_compiled", "fp32", DecodingConfig(draft="lookup"))
     coverage = DecodingConfig(method="beam", num_beams=2, coverage_penalty="wu", coverage_beta=0.2)
@@ -56,6 +58,7 @@ def test_what_the_compiled_engine_cannot_take_is_refused_by_name():
     with pytest.raises(ConfigError, match="engine=seqlab_compiled: copy attention is not a plain output projection"):
         CompiledEngine(copying)
     assert run_label("greedy", "fp32", "seqlab_compiled") == "greedy_compiled"
+    assert run_label("greedy", "int8", "seqlab_compiled") == "greedy_int8_compiled"
 
 
 def test_each_models_compiled_step_has_its_own_code_object():
@@ -145,3 +148,28 @@ def test_one_row_steps_take_the_tuned_products_on_a_copy_that_shares_the_models_
         want = [firsts(generate(model, s[None, :int((~m).sum())], m[None, :int((~m).sum())], GREEDY))[0]
                 for s, m in zip(src, pad, strict=True)]
         assert one_a_call(engine, model, src, pad, GREEDY) == want
+
+
+def test_the_int8_compiled_step_decodes_what_the_eager_int8_engine_decodes():
+    """precision=int8: the search and its compiled step on the engine's int8 copy, whose every product is the
+    eager int8 layer's kernel (`seqlab::int8_linear`), so one source a call (every row of the step live: an int8
+    product quantizes its activations over all of its rows) decodes what the eager engine decodes on the same
+    copy, greedy and beam; the caller's fp32 model is untouched, and it is the model the engine was made for."""
+    from seqlab.model.quantize import Int8Linear
+
+    model = trained_toy_model()
+    weights = [p.clone() for p in model.parameters()]
+    src, pad, *_ = toy_batch(torch.Generator().manual_seed(3), 6, 40)
+    engine = CompiledEngine(model, "int8")
+    int8 = engine.searched
+    assert int8 is not model and any(isinstance(m, Int8Linear) for m in int8.modules())
+    assert engine.copy is None and engine.program_for(4) is engine.own  # one program, whatever the rows
+    with torch.no_grad():
+        for cfg in (GREEDY, BEAM):
+            want = [firsts(generate(int8, s[None, :int((~m).sum())], m[None, :int((~m).sum())], cfg))[0]
+                    for s, m in zip(src, pad, strict=True)]
+            assert one_a_call(engine, model, src, pad, cfg) == want
+        assert engine.generate(model, src, pad, GREEDY).sequences.shape[0] == 6  # a batch decodes too
+    assert all(torch.equal(a, b) for a, b in zip(weights, model.parameters(), strict=True))
+    with pytest.raises(ValueError, match="this engine compiled another model's step"):
+        engine.generate(int8, src, pad, GREEDY)

@@ -124,3 +124,34 @@ def test_cpu_forms_decode_relative_positions(positions):
             torch.testing.assert_close(ours.scores, packed.scores, rtol=1e-5, atol=1e-5)
         int8 = generate(dynamic_int8(model), src, pad, cfg)
     assert int8.sequences.shape[:2] == ours.sequences.shape[:2] and torch.isfinite(int8.scores).all()
+
+
+def test_a_compiled_int8_layer_runs_the_eager_layers_own_product():
+    """torch.compile cannot take a packed int8 weight into a program, so a compiled Int8Linear passes its key to
+    `seqlab::int8_linear`, which runs that layer's eager product: the compiled layer gives the eager layer's
+    numbers bitwise (the ReLU-fused one too), a copy is a layer of its own (its weight changed, the compiled copy
+    follows and the original does not), and a layer that is gone leaves the registry."""
+    import copy
+    import gc
+
+    from seqlab.model import quantize
+    from seqlab.model.quantize import Int8Linear
+
+    linears = torch.ao.quantization.quantize_dynamic(nn.Sequential(nn.Linear(16, 8), nn.Linear(16, 8)), {nn.Linear},
+                                                     dtype=torch.qint8)
+    plain, fused = Int8Linear(linears[0], reduce_range=False), Int8Linear(linears[1], relu=True, reduce_range=False)
+    x = torch.randn(3, 16, generator=torch.Generator().manual_seed(0))
+    for layer in (plain, fused):
+        assert torch.equal(torch.compile(layer, fullgraph=True)(x), layer(x))
+    assert (fused(x) >= 0).all() and (plain(x) < 0).any()
+    twin = copy.deepcopy(plain)
+    assert twin.key != plain.key and torch.equal(twin(x), plain(x))
+    bias = twin.linear.bias()
+    twin.linear.set_weight_bias(torch.quantize_per_tensor(torch.zeros(8, 16), 1.0, 0, torch.qint8), bias)
+    assert torch.equal(torch.compile(twin, fullgraph=True)(x), bias.expand(3, 8))
+    assert torch.equal(torch.compile(plain, fullgraph=True)(x), plain(x)) and not torch.equal(plain(x), twin(x))
+    keys = {twin.key, plain.key, fused.key}
+    assert keys <= set(quantize._LAYERS)
+    del plain, fused, twin, linears, layer
+    gc.collect()
+    assert not keys & set(quantize._LAYERS)

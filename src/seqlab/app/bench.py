@@ -9,8 +9,8 @@ with shapes=[qwen2.5-0.5b-instruct]: that shape alone (an instruct model's end t
 no training
 seqlab bench one_source=true: one source a call at the families' and the causal LMs' shapes, the compiled step
 (engine=seqlab_compiled) against the eager one and CTranslate2 (bench.one_source)
-seqlab bench int8=true: int8 decoding at the same shapes, seqlab's int8 engine against CTranslate2's int8, 64
-sources a call and one a call, each compared with seqlab fp32's outputs (bench.int8)
+seqlab bench int8=true: int8 decoding at the same shapes, seqlab's int8 engine (eager and compiled) against
+CTranslate2's int8, 64 sources a call and one a call, each compared with seqlab fp32's outputs (bench.int8)
 seqlab bench features=true: ensembles, the coverage penalty and contrastive search against the plain searches
 (bench.features)
 seqlab bench levers=true: each training lever (fused loss, compiled layers) against the plain step and HF
@@ -163,12 +163,12 @@ def one_source_speeds(bench: BenchConfig) -> tuple[dict, str]:
 
 
 def int8_speeds(bench: BenchConfig) -> tuple[dict, str]:
-    """int8 decoding, seqlab against CTranslate2: the record and a text table."""
+    """int8 decoding, seqlab (eager and compiled) against CTranslate2: the record and a text table."""
     clock = CpuClock.now()
     rows = int8_bench(bench)
     lines = [f"{r.shape:<12}{r.decoding:<6}{'one a call' if r.one_at_a_time else 'batch':<11}int8 "
              f"{r.tokens / r.seqlab_s:>7,.0f} tok/s"
-             + (f"  {r.x_ct2:.2f}x CTranslate2 int8" if r.x_ct2 is not None else "")
+             + (f"  {r.x_ct2:.2f}x, compiled {r.compiled_x_ct2:.2f}x CTranslate2 int8" if r.ct2_s is not None else "")
              + f"  ({r.equal_fp32} of {r.sources} equal fp32's)" for r in rows]
     return measured("int8", int8_dict(rows), bench, clock), "\n".join(lines)
 

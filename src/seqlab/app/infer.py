@@ -41,13 +41,13 @@ class InferenceSettings:
     ckpt: str  # a .ckpt file or a training run folder (its best.ckpt)
     device: str = "auto"  # auto (CUDA when torch sees a GPU) | cpu | cuda | cuda:N
     # fp32 | bf16: the model under bf16 autocast while decoding (faster on bf16 hardware; some outputs change,
-    # docs/performance.md; references are scored in fp32) | int8: int8 linear layers on a CPU (engine=seqlab) or
-    # CTranslate2's int8. Labels get _bf16 / _int8.
+    # docs/performance.md; references are scored in fp32) | int8: int8 linear layers on a CPU (engine=seqlab or
+    # seqlab_compiled) or CTranslate2's int8. Labels get _bf16 / _int8.
     precision: DecodePrecision = "fp32"
     # auto: the fastest of seqlab and seqlab_onednn here (engines.choice.choose_engine; logged) | seqlab |
     # seqlab_onednn: the same search, its fp32 linear layers on oneDNN's packed weights (a CPU; labels get
     # _onednn) | seqlab_graphs: the same search, its decoder step replayed as a CUDA graph (a GPU; labels get
-    # _graphs) | seqlab_compiled: the same search, its decoder step compiled once for a CPU (fp32; pays off
+    # _graphs) | seqlab_compiled: the same search, its decoder step compiled once for a CPU (fp32 or int8; pays off
     # over many calls of one source each; labels get _compiled) | ctranslate2: CTranslate2 on an export of the
     # checkpoint (cached in paths.cache_dir; greedy and beam; precision fp32 | bf16 | int8; labels get _ct2).
     engine: Engine = "auto"

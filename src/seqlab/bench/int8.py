@@ -3,13 +3,15 @@
 At each shape of the families bench (t5-small, bart-base, opus-mt) and of the language-model bench (GPT-2
 small, SmolLM-135M), random weights as there, the same random sources are decoded greedily and with beam 5,
 all in one call and the first `ONE_AT_A_TIME` one per call, by seqlab with `precision=int8` (model.quantize:
-int8 weights, activations quantized per call, PyTorch's x86 kernels) and by CTranslate2 with
-`compute_type=int8` on the fp32 export (it quantizes the weights as it loads them), each after a warm-up run,
-the best of `repeats`.
+int8 weights, activations quantized per call, PyTorch's x86 kernels), eagerly and with its step compiled
+(`engine=seqlab_compiled precision=int8`: the same int8 products, the work around them fused), and by
+CTranslate2 with `compute_type=int8` on the fp32 export (it quantizes the weights as it loads them), each after
+a warm-up run (the compiled engine's compiles: its `first_pass_s`), the best of `repeats`.
 
 The two toolkits quantize differently (seqlab one scale per weight matrix, CTranslate2 one per output row), so
 their outputs are not expected to agree with each other; each is compared with seqlab's fp32 outputs on the
-same sources, decoded once untimed: how often int8 leaves a search's result unchanged.
+same sources, decoded once untimed: how often int8 leaves a search's result unchanged. The compiled engine's
+outputs are compared with the eager int8 engine's: the same products, the rest summed in the compiler's order.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ from seqlab.bench.families import (
     timed_ct2,
     timed_seqlab,
 )
-from seqlab.bench.one_source import model_and_sources
+from seqlab.bench.one_source import model_and_sources, timed_engine
 from seqlab.bench.speed import BenchConfig
+from seqlab.engines.compiled import CompiledEngine
 from seqlab.hardware import best_of
-from seqlab.model.quantize import dynamic_int8
 
 log = logging.getLogger("seqlab.bench")
 
@@ -56,11 +58,19 @@ class Int8Timing:
     ct2_s: float | None  # None: CTranslate2 not installed
     equal_fp32: int  # sources whose seqlab int8 output equals seqlab fp32's
     ct2_equal_fp32: int | None  # sources whose CTranslate2 int8 output equals seqlab fp32's
+    compiled_s: float | None = None  # engine=seqlab_compiled precision=int8 (None: a record from before it)
+    first_pass_s: float | None = None  # the compiled engine's warm-up run, its compiles included
+    equal_compiled: int | None = None  # sources whose compiled int8 output equals the eager int8 engine's
 
     @property
     def x_ct2(self) -> float | None:
-        """seqlab int8 against CTranslate2 int8: > 1 is faster."""
+        """seqlab int8 (eager) against CTranslate2 int8: > 1 is faster."""
         return None if self.ct2_s is None else self.ct2_s / self.seqlab_s
+
+    @property
+    def compiled_x_ct2(self) -> float | None:
+        """seqlab int8 compiled against CTranslate2 int8: > 1 is faster."""
+        return None if self.ct2_s is None or self.compiled_s is None else self.ct2_s / self.compiled_s
 
 
 def int8_bench(cfg: BenchConfig, repeats: int | None = None,
@@ -70,18 +80,20 @@ def int8_bench(cfg: BenchConfig, repeats: int | None = None,
     rows = []
     for shape in shapes:
         model, src, mask = model_and_sources(shape, cfg)
-        quantized, ct2 = dynamic_int8(model), ct2_engine(model, compute_type="int8")
+        compiled, ct2 = CompiledEngine(model, "int8"), ct2_engine(model, compute_type="int8")
+        quantized = compiled.searched  # the eager engine's int8 copy: the compiled step's own weights
         for name, beams in DECODINGS:
             decoding = search(beams, cfg)
             for singly in (False, True):
                 some = (src[:ONE_AT_A_TIME], mask[:ONE_AT_A_TIME]) if singly else (src, mask)
                 fp32 = run_of(partial(timed_seqlab, model, decoding=decoding), *some, singly)()[0]
-                runs = {"seqlab": run_of(partial(timed_seqlab, quantized, decoding=decoding), *some, singly)}
+                runs = {"seqlab": run_of(partial(timed_seqlab, quantized, decoding=decoding), *some, singly),
+                        "compiled": run_of(partial(timed_engine, compiled, model, decoding=decoding), *some, singly)}
                 if ct2 is not None:
                     runs["ct2"] = run_of(partial(timed_ct2, ct2, decoding=decoding), *some, singly)
-                for run in runs.values():  # warm-up
-                    run()
-                rows.append(row_of(shape, name, singly, best_of(runs, repeats or cfg.decode_repeats), fp32))
+                first = {k: run()[1] for k, run in runs.items()}  # the warm-up: the compiled engine compiles here
+                rows.append(row_of(shape, name, singly, best_of(runs, repeats or cfg.decode_repeats), fp32,
+                                   first["compiled"]))
     return rows
 
 
@@ -92,16 +104,18 @@ def run_of(timed: Callable[[torch.Tensor, torch.Tensor], tuple[Outputs, float]],
     return partial(one_by_one, timed, src, mask) if singly else partial(timed, src, mask)
 
 
-def row_of(shape: str, name: str, singly: bool, best: dict[str, tuple[Outputs, float]], fp32: Outputs
-           ) -> Int8Timing:
-    def equal(outputs: Outputs) -> int:
-        return sum(a == b for a, b in zip(outputs, fp32, strict=True))
+def row_of(shape: str, name: str, singly: bool, best: dict[str, tuple[Outputs, float]], fp32: Outputs,
+           first_pass_s: float) -> Int8Timing:
+    def equal(outputs: Outputs, to: Outputs = fp32) -> int:
+        return sum(a == b for a, b in zip(outputs, to, strict=True))
 
-    ours, ct2 = best["seqlab"], best.get("ct2")
+    ours, compiled, ct2 = best["seqlab"], best["compiled"], best.get("ct2")
     row = Int8Timing(shape, name, len(fp32), singly, sum(map(len, ours[0])), ours[1], ct2[1] if ct2 else None,
-                     equal(ours[0]), equal(ct2[0]) if ct2 else None)
-    log.info("%s %s%s int8: seqlab %.2fs, CTranslate2 %s", shape, name, ", one a call" if singly else "",
-             row.seqlab_s, f"{row.ct2_s:.2f}s" if ct2 else "-")
+                     equal(ours[0]), equal(ct2[0]) if ct2 else None, compiled[1], first_pass_s,
+                     equal(compiled[0], ours[0]))
+    log.info("%s %s%s int8: seqlab %.2fs, compiled %.2fs (first pass %.1fs), CTranslate2 %s", shape, name,
+             ", one a call" if singly else "", row.seqlab_s, compiled[1], first_pass_s,
+             f"{row.ct2_s:.2f}s" if ct2 else "-")
     return row
 
 

@@ -28,6 +28,7 @@ from seqlab.config import ConfigError, check_choice
 from seqlab.data.tokenizer import Tokenizer
 from seqlab.decoding import DecodingConfig, GenerateOutput, precision_context
 from seqlab.decoding.engine import BaseEngine, DecodeBatch, DecodingEngine, SearchEngine, search
+from seqlab.engines.compiled import PRECISIONS as COMPILED_PRECISIONS
 from seqlab.engines.compiled import CompiledEngine
 from seqlab.engines.ct2 import CT2Engine, check_decodable
 from seqlab.engines.graphs import GraphedStep, check_graphable
@@ -57,9 +58,9 @@ def check_engine(owner: str, engine: str, precision: str, decoding: DecodingConf
     if engine == "seqlab_graphs" and precision not in ("fp32", "bf16"):
         raise ConfigError(f"{owner}.engine=seqlab_graphs captures the fp32 or bf16 step; use "
                           f"{owner}.precision=fp32 or bf16 with it")
-    if engine == "seqlab_compiled" and precision != "fp32":
-        raise ConfigError(f"{owner}.engine=seqlab_compiled compiles the fp32 step; use {owner}.precision=fp32 "
-                          f"with it, or engine=seqlab for precision={precision}")
+    if engine == "seqlab_compiled" and precision not in COMPILED_PRECISIONS:
+        raise ConfigError(f"{owner}.engine=seqlab_compiled compiles the fp32 or int8 step; use {owner}.precision="
+                          f"fp32 or int8 with it, or engine=seqlab for precision={precision}")
     if engine in STATIC_STEP:
         if decoding is not None and decoding.draft is not None:
             raise ConfigError(f"{owner}.engine={engine} runs a one-token step, which decoding.draft="
@@ -167,6 +168,6 @@ def make_engine(engine: str, checkpoint: Path, model: Model, tokenizer: Tokenize
     if engine == "seqlab_graphs":
         return GraphEngine(model, precision)
     if engine == "seqlab_compiled":
-        return CompiledEngine(model)
+        return CompiledEngine(model, precision)
     quantization, compute_type = CT2_PRECISION[precision]
     return CT2Engine.for_checkpoint(checkpoint, model.cpu(), tokenizer, cache_dir, quantization, compute_type)

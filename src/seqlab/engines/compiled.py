@@ -22,6 +22,15 @@ which Inductor's own oneDNN linear needs. At beam 5, one source a call on the AV
 docs/performance.md, the packed copy took a t5-small step from 14.9 to 9.0 ms and a GPT-2 step from 40.7 to
 22.7.
 
+`precision=int8` compiles the step of the model's int8 copy (model.quantize.dynamic_int8), for every number of
+rows: its products are fbgemm's int8 kernels whatever the rows, so nothing is tuned or packed, and the program
+keeps each whole (`seqlab::int8_linear`, the eager layer's own product) while it fuses the work around them.
+An int8 product quantizes its activations over all of its rows at once, so a row's numbers depend on the rows
+beside it, and the static step computes the finished rows of a batch too: one source a call, the compiled
+engine decodes what the eager int8 engine decodes (up to rounding); in a batch a result can differ from the
+eager engine's as from one batch to another. On the AVX-512 EPYC the compiled step took t5-small's greedy
+search of one source a call from 3.7 to 2.2 s for 16 sources (docs/performance.md).
+
 Compiling takes tens of seconds per model and process (Inductor's cache under the system's temporary folder
 shortens later processes' compiles); the engine pays it at its first search, so it pays off for a long
 session of calls (`seqlab translate` reading a stream, a server), not for one call. Outputs are seqlab's
@@ -47,10 +56,12 @@ from seqlab.model import DecoderCache, Model
 from seqlab.model.cache import StaticCache
 from seqlab.model.one_row import ONE_ROW_MARGIN, tune_one_row
 from seqlab.model.onednn import onednn_available, onednn_linears
+from seqlab.model.quantize import dynamic_int8
 
 log = logging.getLogger(__name__)
 
 SETTING = "engine=seqlab_compiled"
+PRECISIONS = ("fp32", "int8")  # what the compiled step computes in (bf16: engine=seqlab or seqlab_graphs)
 
 
 Program = Callable[[Tensor, Tensor, StaticCache], Tensor]
@@ -110,14 +121,26 @@ class CompiledStep(GraphedStep):
 
 
 class CompiledEngine(BaseEngine):
-    """seqlab's own search with its decoder step compiled once for this model (module docstring); fp32 on a
-    CPU, checked before decoding."""
+    """seqlab's own search with its decoder step compiled once for this model (module docstring), on a CPU,
+    checked before decoding. `precision=int8`: the search and its step on the model's int8 copy
+    (model.quantize.dynamic_int8), whose products are fbgemm's int8 kernels at every number of rows, so
+    nothing is tuned or packed: one program (per number of rows) fuses the work around them."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, precision: str = "fp32") -> None:
         if next(model.parameters()).device.type != "cpu":
             raise ConfigError(f"{SETTING} compiles the step for a CPU; on a GPU use engine=seqlab_graphs")
+        if precision not in PRECISIONS:
+            raise ConfigError(f"{SETTING} compiles the fp32 or int8 step, not precision={precision}")
         check_graphable(model, SETTING)
         self.model = model
+        self.packed: Program | None = None  # the copy's step, compiled at the first step of more than one row
+        self.step = partial(CompiledStep, program_for=self.program_for)
+        if precision == "int8":
+            self.searched: Model = dynamic_int8(model)
+            self.own = compile_step(self.searched, freeze=True)
+            self.copy: Model | None = None
+            return
+        self.searched = model
         self.one_row = shared_copy(model)  # its one-row products tuned; the caller's model keeps its own
         speedups = tune_one_row(self.one_row)
         log.info("%s: one-row products' speedup over weight-left by layer shape and way (the fastest taken at "
@@ -126,11 +149,9 @@ class CompiledEngine(BaseEngine):
         self.own = compile_step(self.one_row, freeze=True)
         # the model on oneDNN's packed weights (None where torch has none), for everything but one-row steps
         self.copy = onednn_linears(model) if onednn_available() else None
-        self.packed: Program | None = None  # the copy's step, compiled at the first step of more than one row
-        self.step = partial(CompiledStep, program_for=self.program_for)
 
     def program_for(self, rows: int) -> Program:
-        """One row: the model's own products; more: the packed copy's (module docstring)."""
+        """One row: the model's own products; more: the packed copy's (module docstring). int8: its own program."""
         if rows == 1 or self.copy is None:
             return self.own
         if self.packed is None:
@@ -138,8 +159,8 @@ class CompiledEngine(BaseEngine):
         return self.packed
 
     def decode(self, model: Model, batch: DecodeBatch) -> GenerateOutput:
-        """The search on the packed copy (the encoder's and the prompt's products are of many rows), its
-        steps through `program_for`."""
+        """The search on the packed copy (the encoder's and the prompt's products are of many rows), or the int8
+        copy, its steps through `program_for`."""
         if model is not self.model:
             raise ValueError(f"{SETTING}: this engine compiled another model's step; make one per model")
-        return search(self.copy or model, batch, step=self.step)
+        return search(self.copy or self.searched, batch, step=self.step)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import warnings
+import weakref
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -26,20 +29,49 @@ def full_range_activations(flags: set[str] | None = None) -> bool:
     return bool(VNNI_FLAGS & (cpu_flags() if flags is None else flags))
 
 
+# Every live Int8Linear by its key. torch.compile cannot take a packed int8 weight (a TorchScript object) into a
+# program, so a compiled Int8Linear passes its key to `seqlab::int8_linear`, an operator the compiler keeps whole,
+# which runs that layer's own eager product: the same kernel on the same weight, the activations' quantization
+# included (engines.compiled).
+_LAYERS: weakref.WeakValueDictionary[int, Int8Linear] = weakref.WeakValueDictionary()
+_KEYS = itertools.count()
+_LIBRARY = torch.library.Library("seqlab", "DEF")
+_LIBRARY.define("int8_linear(Tensor x, int key) -> Tensor")
+_LIBRARY.impl("int8_linear", lambda x, key: _LAYERS[key].product(x), "CPU")
+torch.library.register_fake("seqlab::int8_linear", lambda x, key: x.new_empty(
+    (*x.shape[:-1], _LAYERS[key].linear.out_features)), lib=_LIBRARY)
+
+
 class Int8Linear(nn.Module):
     """PyTorch's dynamically quantized linear layer (int8 weights, activations quantized per call), with
     the activation range chosen for this CPU, and optionally the ReLU after it in the same kernel
-    (`linear_relu_dynamic`: the same numbers as relu(linear(x)))."""
+    (`linear_relu_dynamic`: the same numbers as relu(linear(x))). Compiled, it runs its product through
+    `seqlab::int8_linear` (above)."""
 
     def __init__(self, linear: nn.Module, relu: bool = False, reduce_range: bool | None = None) -> None:
         super().__init__()
         self.linear = linear  # torch.ao.nn.quantized.dynamic.Linear: holds the packed int8 weight
         self.relu = relu
         self.reduce_range = not full_range_activations() if reduce_range is None else reduce_range
+        self._register()
 
-    def forward(self, x: Tensor) -> Tensor:
+    def _register(self) -> None:
+        self.key = next(_KEYS)
+        _LAYERS[self.key] = self
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy (copy.deepcopy, pickle) holds a packed weight of its own: it gets a key of its own."""
+        super().__setstate__(state)
+        self._register()
+
+    def product(self, x: Tensor) -> Tensor:  # (..., in) -> (..., out)
         op = torch.ops.quantized.linear_relu_dynamic if self.relu else torch.ops.quantized.linear_dynamic
         return op(x, self.linear._packed_params._packed_params, reduce_range=self.reduce_range).to(x.dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if torch.compiler.is_compiling():
+            return torch.ops.seqlab.int8_linear(x, self.key)
+        return self.product(x)
 
 
 def dynamic_int8(model: Seq2SeqTransformer | CausalTransformer) -> Seq2SeqTransformer | CausalTransformer:

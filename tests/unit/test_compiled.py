@@ -163,7 +163,8 @@ def test_the_int8_compiled_step_decodes_what_the_eager_int8_engine_decodes():
     engine = CompiledEngine(model, "int8")
     int8 = engine.searched
     assert int8 is not model and any(isinstance(m, Int8Linear) for m in int8.modules())
-    assert engine.copy is None and engine.program_for(4) is engine.own  # one program, whatever the rows
+    assert engine.copy is None and engine.program_for(1) is engine.own  # a program for each number of rows
+    assert engine.program_for(4) is engine.program_for(4) is not engine.own
     with torch.no_grad():
         for cfg in (GREEDY, BEAM):
             want = [firsts(generate(int8, s[None, :int((~m).sum())], m[None, :int((~m).sum())], cfg))[0]

@@ -23,8 +23,9 @@ docs/performance.md, the packed copy took a t5-small step from 14.9 to 9.0 ms an
 22.7.
 
 `precision=int8` compiles the step of the model's int8 copy (model.quantize.dynamic_int8), for every number of
-rows: its products are fbgemm's int8 kernels whatever the rows, so nothing is tuned or packed, and the program
-keeps each whole (`seqlab::int8_linear`, the eager layer's own product) while it fuses the work around them.
+rows (a program for each number): its products are fbgemm's int8 kernels whatever the rows, so nothing is tuned
+or packed, and the program keeps each whole (`seqlab::int8_linear`, the eager layer's own product) while it
+fuses the work around them.
 An int8 product quantizes its activations over all of its rows at once, so a row's numbers depend on the rows
 beside it, and the static step computes the finished rows of a batch too: one source a call, the compiled
 engine decodes what the eager int8 engine decodes (up to rounding); in a batch a result can differ from the
@@ -135,10 +136,12 @@ class CompiledEngine(BaseEngine):
         self.model = model
         self.packed: Program | None = None  # the copy's step, compiled at the first step of more than one row
         self.step = partial(CompiledStep, program_for=self.program_for)
+        self.int8: dict[int, Program] | None = None  # int8: the int8 copy's program for each number of rows
         if precision == "int8":
             self.searched: Model = dynamic_int8(model)
-            self.own = compile_step(self.searched, freeze=True)
             self.copy: Model | None = None
+            self.int8 = {}
+            self.own = self.program_for(1)
             return
         self.searched = model
         self.one_row = shared_copy(model)  # its one-row products tuned; the caller's model keeps its own
@@ -151,7 +154,12 @@ class CompiledEngine(BaseEngine):
         self.copy = onednn_linears(model) if onednn_available() else None
 
     def program_for(self, rows: int) -> Program:
-        """One row: the model's own products; more: the packed copy's (module docstring). int8: its own program."""
+        """One row: the model's own products; more: the packed copy's (module docstring). int8: a program of its
+        own for each number of rows (a search meets two or three: Dynamo's limit of 8 compiles counts per program)."""
+        if self.int8 is not None:
+            if rows not in self.int8:
+                self.int8[rows] = compile_step(self.searched, freeze=True)
+            return self.int8[rows]
         if rows == 1 or self.copy is None:
             return self.own
         if self.packed is None:

@@ -25,10 +25,12 @@ def render(archive: Path) -> str:
                  "–" if r.first_pass_s is None else f"{r.first_pass_s:.0f} s",
                  "–" if r.equal_compiled is None else f"{r.equal_compiled} of {r.sources}",
                  f"{r.equal_fp32} of {r.sources}",
+                 "–" if r.compiled_equal_fp32 is None else f"{r.compiled_equal_fp32} of {r.sources}",
                  "–" if r.ct2_equal_fp32 is None else f"{r.ct2_equal_fp32} of {r.sources}"] for r in found]
         header = ["shape (random weights)", "decoding", "seqlab int8 tokens/s", "vs CTranslate2 int8",
                   "compiled vs CTranslate2 int8", "compiled's first pass", "compiled's outputs equal eager int8's",
-                  "seqlab int8 outputs equal seqlab fp32's", "CTranslate2 int8's equal seqlab fp32's"]
+                  "seqlab int8 outputs equal seqlab fp32's", "compiled int8's equal seqlab fp32's",
+                  "CTranslate2 int8's equal seqlab fp32's"]
         what = (f"{cfg['decode_sources']} random sources of {cfg['seq_len'] // 2}-{cfg['seq_len']} tokens, "
                 f"{cfg['max_new_tokens']} new tokens at most, best of {cfg['decode_repeats']}")
         parts.append(machine_heading(record, what) + "\n\n" + table(header, rows))

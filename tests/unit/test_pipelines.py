@@ -491,15 +491,16 @@ def test_the_int8_table_sets_seqlab_int8_against_ctranslate2_int8_and_both_again
     config = {"decode_sources": 64, "seq_len": 40, "max_new_tokens": 40, "decode_repeats": 3}
     row = {"shape": "opus-mt", "decoding": "beam5", "sources": 64, "one_at_a_time": False, "tokens": 2_560,
            "seqlab_s": 2.0, "ct2_s": 2.5, "equal_fp32": 60, "ct2_equal_fp32": 58, "compiled_s": 1.25,
-           "first_pass_s": 21.4, "equal_compiled": 63}
+           "first_pass_s": 21.4, "equal_compiled": 63, "compiled_equal_fp32": 59}
     single = {**row, "sources": 16, "one_at_a_time": True, "tokens": 640, "ct2_s": None, "equal_fp32": 16,
-              "ct2_equal_fp32": None, "equal_compiled": 16}
-    old = {k: v for k, v in row.items() if k not in ("compiled_s", "first_pass_s", "equal_compiled")}
+              "ct2_equal_fp32": None, "equal_compiled": 16, "compiled_equal_fp32": 16}
+    old = {k: v for k, v in row.items() if k not in ("compiled_s", "first_pass_s", "equal_compiled",
+                                                      "compiled_equal_fp32")}
     write_side_bench(tmp_path, "int8", {"int8": [row, single, {**old, "shape": "t5-small"}]}, config)
     text = render(tmp_path)
-    assert "| opus-mt | beam5 | 1,280 | 1.25x | 2.00x | 21 s | 63 of 64 | 60 of 64 | 58 of 64 |" in text
-    assert "| opus-mt | beam5, one source a call | 320 | – | – | 21 s | 16 of 16 | 16 of 16 | – |" in text
-    assert "| t5-small | beam5 | 1,280 | 1.25x | – | – | – | 60 of 64 | 58 of 64 |" in text
+    assert "| opus-mt | beam5 | 1,280 | 1.25x | 2.00x | 21 s | 63 of 64 | 60 of 64 | 59 of 64 | 58 of 64 |" in text
+    assert "| opus-mt | beam5, one source a call | 320 | – | – | 21 s | 16 of 16 | 16 of 16 | 16 of 16 | – |" in text
+    assert "| t5-small | beam5 | 1,280 | 1.25x | – | – | – | 60 of 64 | – | 58 of 64 |" in text
     assert "64 random sources of 20-40 tokens, 40 new tokens at most, best of 3" in text
 
 

@@ -153,8 +153,9 @@ def test_one_row_steps_take_the_tuned_products_on_a_copy_that_shares_the_models_
 def test_the_int8_compiled_step_decodes_what_the_eager_int8_engine_decodes():
     """precision=int8: the search and its compiled step on the engine's int8 copy, whose every product is the
     eager int8 layer's kernel (`seqlab::int8_linear`), so one source a call (every row of the step live: an int8
-    product quantizes its activations over all of its rows) decodes what the eager engine decodes on the same
-    copy, greedy and beam; the caller's fp32 model is untouched, and it is the model the engine was made for."""
+    product quantizes its activations over all of its rows), on a trained model (its choices further apart than
+    int8's rounding moves them), it decodes what the eager engine decodes on the same copy, greedy and beam; the
+    caller's fp32 model is untouched, and it is the model the engine was made for."""
     from seqlab.model.quantize import Int8Linear
 
     model = trained_toy_model()

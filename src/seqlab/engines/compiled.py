@@ -26,11 +26,12 @@ docs/performance.md, the packed copy took a t5-small step from 14.9 to 9.0 ms an
 rows (a program for each number): its products are fbgemm's int8 kernels whatever the rows, so nothing is tuned
 or packed, and the program keeps each whole (`seqlab::int8_linear`, the eager layer's own product) while it
 fuses the work around them.
-An int8 product quantizes its activations over all of its rows at once, so a row's numbers depend on the rows
-beside it, and the static step computes the finished rows of a batch too: one source a call, the compiled
-engine decodes what the eager int8 engine decodes (up to rounding); in a batch a result can differ from the
-eager engine's as from one batch to another. On the AVX-512 EPYC the compiled step took t5-small's greedy
-search of one source a call from 3.7 to 2.2 s for 16 sources (docs/performance.md).
+Its outputs are the eager int8 engine's up to rounding, which int8 can turn into another output: a rounding
+difference that moves an activation across a quantization step moves it by a whole step. And an int8 product
+quantizes its activations over all of its rows at once, so a row's numbers depend on the rows beside it, and
+the static step computes a batch's finished rows too. On the bench's random models, whose words lie within
+int8's error of each other, the compiled engine's outputs part from the eager int8 engine's in some rows, and
+equal fp32's as often as the eager engine's do (docs/performance.md).
 
 Compiling takes tens of seconds per model and process (Inductor's cache under the system's temporary folder
 shortens later processes' compiles); the engine pays it at its first search, so it pays off for a long

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.bench import bench_records, side_heading
-from pipelines.tables import table
+from pipelines.tables import of, ratio, table
 from seqlab.bench.families import from_dict
 from seqlab.pipeline.core import Pipeline, Stage, Table
 
@@ -21,15 +21,13 @@ def render(archive: Path) -> str:
         found = from_dict(record["result"]["families"])
         rows = [[r.shape, f"{r.decoding}, one source a call" if r.one_at_a_time else r.decoding,
                  f"{r.tokens / r.seqlab_s:,.0f}", f"{r.x_hf:.2f}x",
-                 "–" if r.x_ct2 is None else f"{r.x_ct2:.2f}x",
-                 f"{r.equal_hf} of {r.sources}", "–" if r.equal_ct2 is None else f"{r.equal_ct2} of {r.sources}"]
+                 ratio(r.x_ct2), of(r.equal_hf, r.sources), of(r.equal_ct2, r.sources)]
                 for r in found]
         header = ["shape (random weights)", "decoding", "seqlab tokens/s", "vs generate", "vs CTranslate2 fp32",
                   "outputs equal generate's", "equal CTranslate2's"]
         if any(r.onednn_s is not None for r in found):  # the oneDNN engine, where the record timed it
             for row, r in zip(rows, found, strict=True):
-                row += ["–" if r.onednn_x_ct2 is None else f"{r.onednn_x_ct2:.2f}x",
-                        "–" if r.equal_onednn is None else f"{r.equal_onednn} of {r.sources}"]
+                row += [ratio(r.onednn_x_ct2), of(r.equal_onednn, r.sources)]
             header += ["oneDNN engine vs CTranslate2 fp32", "its outputs equal generate's"]
         parts.append(side_heading(record) + "\n\n" + table(header, rows) + auto_line(record["result"]))
     return "\n\n".join(parts) or f"_No archived bench yet: `make pipeline NAME={archive.name}`._"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.bench import bench_records, machine_heading
-from pipelines.tables import table
+from pipelines.tables import of, ratio, table
 from seqlab.bench.int8 import from_dict
 from seqlab.pipeline.core import Pipeline, Stage, Table
 
@@ -23,10 +23,8 @@ def render(archive: Path) -> str:
         rows = [[r.shape, r.decoding + (", one source a call" if r.one_at_a_time else ""),
                  f"{r.tokens / r.seqlab_s:,.0f}", ratio(r.x_ct2), ratio(r.compiled_x_ct2),
                  "–" if r.first_pass_s is None else f"{r.first_pass_s:.0f} s",
-                 "–" if r.equal_compiled is None else f"{r.equal_compiled} of {r.sources}",
-                 f"{r.equal_fp32} of {r.sources}",
-                 "–" if r.compiled_equal_fp32 is None else f"{r.compiled_equal_fp32} of {r.sources}",
-                 "–" if r.ct2_equal_fp32 is None else f"{r.ct2_equal_fp32} of {r.sources}"] for r in found]
+                 of(r.equal_compiled, r.sources), of(r.equal_fp32, r.sources),
+                 of(r.compiled_equal_fp32, r.sources), of(r.ct2_equal_fp32, r.sources)] for r in found]
         header = ["shape (random weights)", "decoding", "seqlab int8 tokens/s", "vs CTranslate2 int8",
                   "compiled vs CTranslate2 int8", "compiled's first pass", "compiled's outputs equal eager int8's",
                   "seqlab int8 outputs equal seqlab fp32's", "compiled int8's equal seqlab fp32's",
@@ -35,10 +33,6 @@ def render(archive: Path) -> str:
                 f"{cfg['max_new_tokens']} new tokens at most, best of {cfg['decode_repeats']}")
         parts.append(machine_heading(record, what) + "\n\n" + table(header, rows))
     return "\n\n".join(parts) or f"_No archived bench yet: `make pipeline NAME={archive.name}`._"
-
-
-def ratio(x: float | None) -> str:
-    return "–" if x is None else f"{x:.2f}x"
 
 
 PIPELINE = Pipeline(

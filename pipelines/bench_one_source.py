@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.bench import bench_records, machine_heading
-from pipelines.tables import table
+from pipelines.tables import of, ratio, table
 from seqlab.bench.one_source import from_dict
 from seqlab.pipeline.core import Pipeline, Stage, Table
 
@@ -20,13 +20,9 @@ def render(archive: Path) -> str:
     for record in bench_records(archive, "one_source-*.json"):
         found = from_dict(record["result"]["one_source"])
         cfg = record["result"]["config"]
-
-        def ratio(x: float | None) -> str:
-            return "–" if x is None else f"{x:.2f}x"
-
         rows = [[r.shape, r.decoding, f"{r.tokens / r.compiled_s:,.0f}", f"{r.compiled_x_seqlab:.2f}x",
                  ratio(r.compiled_x_ct2), ratio(r.seqlab_x_ct2), f"{r.first_pass_s:.0f} s",
-                 f"{r.equal_compiled} of {r.sources}", "–" if r.equal_ct2 is None else f"{r.equal_ct2} of {r.sources}"]
+                 of(r.equal_compiled, r.sources), of(r.equal_ct2, r.sources)]
                 for r in found]
         header = ["shape (random weights)", "decoding", "compiled tokens/s", "compiled vs eager",
                   "compiled vs CTranslate2 fp32", "eager vs CTranslate2 fp32", "compiled first pass (compiles)",

@@ -85,6 +85,16 @@ def delta(test: Row | None, digits: int = 2) -> str:
     return f"{test['delta']:+.{digits}f} (p {ps})" + (" *" if significant(test) else "")
 
 
+def ratio(x: float | None) -> str:
+    """A speed ratio of a bench's table, '1.23x', or a dash where one side was not measured."""
+    return "–" if x is None else f"{x:.2f}x"
+
+
+def of(n: int | None, total: int) -> str:
+    """'12 of 16' (outputs equal another's), or a dash where they were not compared."""
+    return "–" if n is None else f"{n} of {total}"
+
+
 def table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(["| " + " | ".join(head) + " |", "|---" * len(head) + "|",
                       *("| " + " | ".join(r) + " |" for r in rows)])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.bench import bench_records, machine_heading
-from pipelines.tables import table
+from pipelines.tables import ratio, table
 from seqlab.pipeline.core import Pipeline, Stage, Table
 
 LIBRARY_PYTHON = ".venv-comet/bin/python"  # relative to the checkout the pipeline runs in
@@ -20,7 +20,7 @@ def render(archive: Path) -> str:
     for record in bench_records(archive, "comet-*.json"):
         rows = [[r["task"], f"{r['items']:,}", f"{r['seqlab_s']:.2f}", str(r["encoded"]),
                  "–" if r["library_s"] is None else f"{r['library_s']:.2f}",
-                 "–" if r["x_library"] is None else f"{r['x_library']:.2f}x",
+                 ratio(r["x_library"]),
                  "–" if r["max_diff"] is None else f"{r['max_diff']:.1e}"]
                 for r in record["result"]["neural"]]
         heading = machine_heading(record, "a random COMET regression model (XLM-R shape: 6 layers, d 256), fp32")

@@ -157,8 +157,12 @@ def one_run(cfg: BenchConfig, shape: str, spec: Shape, mode: str, side: str) -> 
     peak = peak_memory_mb()
     gc.collect()
     log.info("%s %s %s: %.1f s a step, peak %.0f MiB", shape, mode, side, seconds, peak)
-    return FinetuneRun(shape, mode, side, parameters, trainable, 2 * cfg.batch * cfg.seq_len / seconds, seconds,
-                       peak)
+    return FinetuneRun(shape, mode, side, parameters, trainable, rate(cfg, seconds), seconds, peak)
+
+
+def rate(cfg: BenchConfig, step_s: float) -> float:
+    """A step's tokens (the batch's source and target tokens) over its seconds."""
+    return 2 * cfg.batch * cfg.seq_len / step_s
 
 
 def build(spec: Shape, mode: str, side: str) -> torch.nn.Module:
@@ -235,7 +239,7 @@ def paired_row(cfg: BenchConfig, alone: FinetuneRun, seconds: list[float]) -> Fi
     step = statistics.median(seconds)
     log.info("%s %s %s: %.2f s a step, the median of %d alternating steps", alone.shape, alone.mode, alone.side,
              step, len(seconds))
-    return replace(alone, step_s=step, tokens_per_s=2 * cfg.batch * cfg.seq_len / step, runs_s=seconds,
+    return replace(alone, step_s=step, tokens_per_s=rate(cfg, step), runs_s=seconds,
                    timing="paired")
 
 

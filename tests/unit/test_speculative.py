@@ -16,7 +16,7 @@ from seqlab.config import ConfigError
 from seqlab.data.sequences import pad_right
 from seqlab.decoding import DecodingConfig, generate
 from seqlab.decoding.speculative import SpeculativeStats, check_draft, lookup
-from seqlab.model import ModelConfig, build_model
+from seqlab.model import DecoderCache, ModelConfig, build_model
 
 VOCAB = 40
 ARCHITECTURES = ["encoder_decoder", "decoder_only", "prefix_lm"]
@@ -234,6 +234,37 @@ def test_a_cache_with_holes_computes_what_the_kept_tokens_alone_give(architectur
         last, _ = model.decode(d, None, None, holes)
     assert torch.allclose(first[:, [0, 2]], expected[:, :2], atol=1e-5)
     assert torch.allclose(last[:, 0], expected[:, 2], atol=1e-5)
+
+
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_squeezing_a_caches_holes_changes_no_logit(architecture, monkeypatch):
+    """Rows keeping different numbers of tokens leave holes at different positions; moving each row's kept
+    positions to the front (`DecoderCache._squeeze`) shortens the buffers and the next calls compute the same
+    logits as over the holes."""
+    model = model_of(architecture, positions="rope")
+    src, pad = sources()
+    n = src.shape[0]
+    g = torch.Generator().manual_seed(3)
+    calls = [torch.randint(4, VOCAB, (n, 4), generator=g) for _ in range(3)]
+    patterns = torch.tensor([[1, 1, 0, 1], [1, 0, 1, 0], [1, 0, 0, 1]], dtype=torch.bool)
+    kept = [patterns[(torch.arange(n) + c) % 3] for c in range(len(calls))]  # each row's own holes
+    results, default = {}, DecoderCache.SQUEEZE
+    for squeeze in (default, 2.0):  # 2.0: never squeezed
+        monkeypatch.setattr(DecoderCache, "SQUEEZE", squeeze)
+        with torch.no_grad():
+            cache = model.start_cache(model.encode(src, pad), pad, capacity=4, src_ids=src)
+            logits = []
+            for ids, keep in zip(calls, kept, strict=True):
+                cache.admit_(torch.ones(n, 4, dtype=torch.bool))
+                out, cache = model.decode(ids, None, None, cache)
+                logits.append(torch.where(keep[..., None], out, 0.0))  # the kept positions' logits
+                cache.reject_(keep)
+        results[squeeze] = (logits, cache.length, cache.valid.clone())
+    (squeezed, short, valid), (plain, long, holes) = results[default], results[2.0]
+    assert short < long  # the squeeze freed positions
+    assert torch.equal(valid.sum(1), holes.sum(1))  # and kept every row's tokens
+    for a, b in zip(squeezed, plain, strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
 
 
 def test_prompt_lookup_proposes_what_hugging_faces_proposes():

@@ -5,7 +5,8 @@ Builds the bench's random GPT-2-shaped model and prompts (seqlab.bench.speculati
 `--prompts` prompts `--batch` at a time greedily and with prompt lookup of k tokens (the proposals that pay,
 then every proposal), alternately, best of `--rounds`; prints seconds, decoder calls and seconds per call of
 each, and with `--profile` torch.profiler's operator summary of each, so the operators a call adds over a step
-stand out. Prints the CPU's flags and other processes' load.
+stand out; and the decoder calls a batch took against the calls its rows' mean rate would need (tokens a row
+and call): a batch decodes until its slowest row ends. Prints the CPU's flags and other processes' load.
 """
 
 from __future__ import annotations
@@ -46,30 +47,43 @@ def main() -> None:
     lookups = [replace(greedy, draft="lookup", draft_tokens=args.k, draft_positions=p) for p in ("paying", "all")]
     settings = {"greedy": greedy, **{d.label: d for d in lookups}}
 
-    def run(decoding: DecodingConfig) -> tuple[float, SpeculativeStats, list[list[int]]]:
+    decoder_calls = [0]
+    decode = type(model).decode
+
+    def counted(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        decoder_calls[0] += 1
+        return decode(self, *args, **kwargs)
+
+    type(model).decode = counted
+
+    def run(decoding: DecodingConfig) -> tuple[float, SpeculativeStats, list[list[int]], int]:
         stats, outputs, seconds = SpeculativeStats(), [], 0.0
+        decoder_calls[0] = 0
         for i in range(0, args.prompts, args.batch):
             began = time.perf_counter()
             out = generate(model, src[i:i + args.batch], mask[i:i + args.batch], decoding, stats=stats)
             seconds += time.perf_counter() - began
             outputs += [out.sequences[r, 0, : out.lengths[r, 0]].tolist() for r in range(out.sequences.shape[0])]
-        return seconds, stats, outputs
+        return seconds, stats, outputs, decoder_calls[0]
 
     for decoding in settings.values():
         run(decoding)  # warm-up
     before = hardware.CpuClock.now()
-    best: dict[str, tuple[float, SpeculativeStats, list[list[int]]]] = {}
+    best: dict[str, tuple[float, SpeculativeStats, list[list[int]], int]] = {}
     for _ in range(args.rounds):
         for name, decoding in settings.items():
             result = run(decoding)
             best[name] = min(best.get(name, result), result, key=lambda r: r[0])
     print(cpu_report(before))
-    for name, (seconds, stats, outputs) in best.items():
-        calls = stats.calls or sum(map(len, outputs))  # plain greedy: one call per row and token
-        print(f"{name}: {seconds:.2f} s ({best['greedy'][0] / seconds:.2f}x greedy), {sum(map(len, outputs))} "
+    batches = -(-args.prompts // args.batch)
+    for name, (seconds, stats, outputs, decoder) in best.items():
+        tokens = sum(map(len, outputs))
+        calls = stats.calls or tokens  # plain greedy: one call per row and token
+        print(f"{name}: {seconds:.2f} s ({best['greedy'][0] / seconds:.2f}x greedy), {tokens} "
               f"tokens, {calls} row-calls, {seconds / calls * args.batch * 1e3:.1f} ms per call, proposed "
               f"{stats.proposed}, acceptance {stats.acceptance:.2f}, outputs equal greedy's: "
-              f"{outputs == best['greedy'][2]}")
+              f"{outputs == best['greedy'][2]}; {decoder / batches:.2f} decoder calls a batch, "
+              f"{calls / len(outputs):.2f} a row on average")
     for name, decoding in settings.items() if args.profile else ():
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             run(decoding)

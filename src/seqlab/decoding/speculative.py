@@ -179,8 +179,8 @@ class Pacing:
 def cache_room(limit: int) -> int:
     """Positions a speculative search's cache (the model's, or a draft model's) starts with, for rows of up to
     `limit` new tokens: twice a plain search's `limit + 1`, since a row keeps holes where it rejected what another
-    row kept (`DecoderCache.reject_` drops only the positions no row kept), so that the buffers are not copied
-    into larger ones mid-batch."""
+    row kept (`DecoderCache.reject_` drops the positions no row kept, and squeezes the holes out where they come
+    to a quarter of the generated positions), so that the buffers are seldom copied into larger ones mid-batch."""
     return 2 * (limit + 1)
 
 

@@ -22,8 +22,10 @@ beam search (docs/performance.md).
 
 A search whose rows advance by different numbers of tokens per step (speculative decoding) keeps `valid`, which
 of each row's generated positions hold a token it kept: a rejected draft token becomes a hole, masked out of
-every key, and each token's position counts the kept ones before it (as left padding is counted). Without it
-every position is valid, and the models compute exactly what they did before.
+every key, and each token's position counts the kept ones before it (as left padding is counted). Where the
+holes come to a quarter of the generated positions, each row's kept ones move to the front (`_squeeze`), so the
+buffers and every later call's attention stay about as long as the longest row. Without it every position is
+valid, and the models compute exactly what they did before.
 
 Cross-attention keys/values are computed once per source and kept once per source: with `group`
 rows (beams) per source they are (N / group, H, S, Dh), and each source's beams attend to them

@@ -111,7 +111,7 @@ class MultiHeadAttention(nn.Module):
         if group > 1:  # one source's beams form one group of queries over its keys: (G, H, K*T, Dh)
             q = q.view(b // group, group, h, t, dh).transpose(1, 2).reshape(b // group, h, group * t, dh)
         p_drop = self.dropout if self.training else 0.0
-        if uses_math_attention(self.kernel, q, t, cache is not None) or self.softcap is not None:
+        if uses_math_attention(self.kernel, q, t) or self.softcap is not None:
             out = math_attention(q, k, v, attn_mask, is_causal, p_drop, self.dropout_kernel, self.scale, self.softcap)
         else:
             if attn_mask is not None and attn_mask.is_floating_point():
@@ -141,25 +141,17 @@ def fold_heads(q: Tensor, mask: Tensor | None, kv_heads: int) -> tuple[Tensor, T
     return q, mask.reshape(mask.shape[0], kv_heads, g * mask.shape[2], mask.shape[3])  # per head: (B, KV, g*T, S)
 
 
-FEW_QUERIES = 8  # queries per row up to which a decoder call over a cache writes attention out on a CPU
-
-
-def uses_math_attention(kernel: AttentionKernel, q: Tensor, queries: int, cached: bool = False) -> bool:
-    """Whether attention runs as `math_attention` rather than the fused kernel; `queries` per row, `cached`:
-    a decoder call over a cache.
+def uses_math_attention(kernel: AttentionKernel, q: Tensor, queries: int) -> bool:
+    """Whether attention runs as `math_attention` rather than the fused kernel; `queries` per row.
 
     "auto" writes it out on a CPU in bf16, where the fused CPU kernel is several times slower at these
     shapes, and for a decoding step (one query per row), where there is too little work per head for
     the fused kernel's blocking: it took a quarter of fp32 beam search, 1.2x the written-out time
-    (docs/performance.md). So does a speculative call's few queries a row (up to FEW_QUERIES) over a
-    cache: at GPT-2's shape, 8 rows of 2 queries over 60-170 keys, 0.29-0.30 ms a layer against the fused
-    kernel's 0.39-0.50 (and the same products a plain step takes). Training and encoding in fp32 keep the
-    fused kernel.
+    (docs/performance.md). Training and encoding in fp32 keep the fused kernel.
     """
     if kernel != "auto":
         return kernel == "math"
-    few = queries == 1 or (cached and queries <= FEW_QUERIES)
-    return q.device.type == "cpu" and (q.dtype != torch.float32 or few)
+    return q.device.type == "cpu" and (q.dtype != torch.float32 or queries == 1)
 
 
 def causal_mask(n_new: int, n_past: int, device: torch.device) -> Tensor:

@@ -5,8 +5,8 @@ Builds the bench's random GPT-2-shaped model and prompts (seqlab.bench.speculati
 `--prompts` prompts `--batch` at a time greedily and with prompt lookup of k tokens (the proposals that pay,
 then every proposal), alternately, best of `--rounds`; prints seconds, decoder calls and seconds per call of
 each, and with `--profile` torch.profiler's operator summary of each, so the operators a call adds over a step
-stand out; and the decoder calls a batch took against the calls its rows' mean rate would need (tokens a row
-and call): a batch decodes until its slowest row ends. Prints the CPU's flags and other processes' load.
+stand out; and the decoder calls a batch took against the calls a row took on average: a batch decodes until
+its slowest row ends. Prints the CPU's flags and other processes' load.
 """
 
 from __future__ import annotations

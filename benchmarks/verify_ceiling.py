@@ -15,7 +15,6 @@ flags and other processes' load, a 1,024^3 product's rate (the cores' arithmetic
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
@@ -24,15 +23,7 @@ from seqlab import hardware
 from seqlab.bench.speculative import random_gpt2
 from seqlab.bench.speed import BenchConfig
 
-
-def best_ms(run, reps: int = 5) -> float:
-    run()
-    times = []
-    for _ in range(reps):
-        began = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - began)
-    return min(times) * 1e3
+REPEATS = 5  # each timing the fastest of these, after one warm-up call
 
 
 def products_ms(linears: list[tuple[torch.nn.Module, int]], rows: int) -> float:
@@ -44,7 +35,7 @@ def products_ms(linears: list[tuple[torch.nn.Module, int]], rows: int) -> float:
             layer(x)
 
     with torch.no_grad():
-        return best_ms(run)
+        return hardware.best_ms(run, REPEATS, warmup=1)
 
 
 def step_ms(model: torch.nn.Module, src: torch.Tensor, mask: torch.Tensor, batch: int) -> float:
@@ -62,7 +53,7 @@ def step_ms(model: torch.nn.Module, src: torch.Tensor, mask: torch.Tensor, batch
                 layer.length = length
             model.decode(ids, None, None, cache)
 
-        return best_ms(run)
+        return hardware.best_ms(run, REPEATS, warmup=1)
 
 
 def main() -> None:
@@ -84,8 +75,7 @@ def main() -> None:
     layers = [m for m in model.modules() if isinstance(m, kind)]
     linears = [(layer, width) for layer, (width, _) in zip(layers, shapes, strict=True)]
     before = hardware.CpuClock.now()
-    square = torch.randn(1024, 1024)
-    peak = 2 * 1024**3 / best_ms(lambda: square @ square) / 1e6
+    peak = hardware.gemm_rate(torch.float32) / 1e9
     flops = 2 * sum(width * out for width, out in shapes)  # a row's, per call
     rows = sorted({b * (1 + n) for b in batches for n in range(args.most + 1)})
     cost = {r: products_ms(linears, r) for r in rows}

@@ -81,19 +81,21 @@ class Slab:
         self.data = like.new_empty(2 * self.layers, n, h, capacity, dh)
         self.rows = n
 
-    def take_(self, index: Tensor, length: int, capacity: int | None = None) -> None:
-        """A new tensor (of `capacity` positions, default the same) holding rows `index` (any number) of the
-        first `length` positions."""
-        d, n = self.data, index.shape[0]
-        new = d.new_empty(d.shape[0], n, d.shape[2], capacity or d.shape[3], d.shape[4])
-        if n <= d.shape[1] and bool((index == torch.arange(n, device=index.device)).all()):
-            # the first n rows as they are (a cache outgrowing its room): one strided copy, where
-            # index_select builds the rows in a tensor of their own first (at GPT-2's shape, 4 live rows of 8
-            # slots and 112 positions grown to 224: 14-79 ms against 6-13)
-            new[:, :, :, :length] = d[:, :n, :, :length]
-        else:
-            new[:, :, :, :length] = d[:, :, :, :length].index_select(1, index)
-        self.data, self.rows = new, n
+    def take_(self, index: Tensor, length: int) -> None:
+        """A new tensor of as many positions holding rows `index` (any number) of the first `length` positions."""
+        d = self.data
+        new = d.new_empty(d.shape[0], index.shape[0], d.shape[2], d.shape[3], d.shape[4])
+        new[:, :, :, :length] = d[:, :, :, :length].index_select(1, index)
+        self.data, self.rows = new, index.shape[0]
+
+    def grow_(self, length: int, capacity: int) -> None:
+        """A new tensor of `capacity` positions holding the live rows' first `length` positions as they are: one
+        strided copy, where `take_`'s index_select would build the rows in a tensor of their own first (at GPT-2's
+        shape, 4 live rows of 8 slots and 112 positions grown to 224: 6-13 ms against 14-79)."""
+        d = self.data
+        new = d.new_empty(d.shape[0], self.rows, d.shape[2], capacity, d.shape[4])
+        new[:, :, :, :length] = d[:, : self.rows, :, :length]
+        self.data = new
 
     def zero_from_(self, length: int) -> None:
         """Zeros at every layer's positions from `length` on (what a captured step's masked reads see)."""
@@ -196,8 +198,7 @@ class KVBuffer:
         if self.slab.data is None:
             self.slab.allocate(k, max(self.slab.capacity, t))
         elif self.length + t > self.capacity:
-            self.slab.take_(torch.arange(self.rows, device=k.device), self.length,
-                            max(2 * self.capacity, self.length + t))
+            self.slab.grow_(self.length, max(2 * self.capacity, self.length + t))
         if n != self.rows:
             raise ValueError(f"the cache holds {self.rows} rows but the decoder step has {n}")
         keys, values = self._views()

@@ -184,7 +184,7 @@ def test_a_batch_where_no_proposal_pays_decodes_as_plain_greedy_does(monkeypatch
     assert pacing_for(model, cfg.label, 1).pays(torch.full((1,), 12), cfg.draft_tokens)  # another size: unmeasured
 
 
-def test_pacing_verifies_the_likeliest_proposals_while_they_raise_the_tokens_a_second():
+def test_pacing_verifies_the_likeliest_proposals_that_save_more_than_they_cost():
     from seqlab.decoding.speculative import Pacing
 
     k, chance = torch.tensor([5, 5, 5, 2]), torch.tensor([0.9, 0.5, 0.3, 0.9])
@@ -194,12 +194,15 @@ def test_pacing_verifies_the_likeliest_proposals_while_they_raise_the_tokens_a_s
     assert pacing.counts(k, chance).tolist() == [1, 1, 0, 0]  # measuring: A / 2 proposals, then A
     pacing.observe(4, 6, 1.2)
     assert pacing.counts(k, chance).tolist() == [1, 1, 1, 1]
-    pacing.observe(4, 8, 1.4)  # a = 0.6, b = 0.1, c = 0: a plain step 1.0 s for 4 tokens
-    # the n likeliest (0.9, 0.9, 0.81, 0.81, 0.73, 0.66, 0.59, then 0.5, ...) while (4 + sum) / (1 + 0.1 n) grows:
-    # 7 of them, but the fit answers for 8 + 4 / 2 positions at most (the widest call measured, then a step)
+    pacing.observe(4, 8, 1.4)  # a = 0.6, b = 0.1, c = 0: a plain step 1.0 s for 4 tokens, 0.25 s a row
+    # a proposal kept with chance p saves 0.25 p s and costs 0.1 s: every one above 0.4 (0.9, 0.9, 0.81, 0.81,
+    # 0.73, 0.66, 0.59, 0.5), but the fit answers for 8 + 4 / 2 positions at most (the widest call measured,
+    # then a step)
     assert pacing.counts(k, chance).tolist() == [4, 0, 0, 2]
     pacing.observe(4, 10, 1.6)  # the step measured on the line: the range widens to 12 positions
-    assert pacing.counts(k, chance).tolist() == [5, 0, 0, 2]
+    # the eight: the 0.5 too, which lowers this call's tokens a second ((4 + 5.9) / 1.8 < (4 + 5.4) / 1.7) and
+    # still saves the batch 0.125 s for its 0.1
+    assert pacing.counts(k, chance).tolist() == [5, 1, 0, 2]
     dear = Pacing(calls=[(4, 4, 1.0), (4, 6, 1.5), (4, 8, 2.0)])  # a = 0: a position costs a row's step
     assert dear.counts(k, chance).tolist() == [0, 0, 0, 0]
     overhead = Pacing(calls=[(4, 4, 1.0), (4, 6, 2.5), (4, 8, 2.6)])  # c = 1.4: a proposing call's fixed cost

@@ -90,18 +90,22 @@ class SpeculativeStats:
 
 @dataclass
 class Pacing:
-    """Which proposals a call verifies under `decoding.draft_positions=paying`: as many as make the batch's
-    expected tokens per second highest, the likeliest to be kept first, from costs measured on its own calls.
+    """Which proposals a call verifies under `decoding.draft_positions=paying`: those expected to save the batch more
+    time than they add to the call, the likeliest to be kept first, from costs measured on its own calls.
 
     A call verifying R positions in all (each of its A rows' own token, then their proposals) takes about
     a + b R seconds, plus c where it verifies any proposal (the wider call: its masks, its packing, the choice at
     each position, the draft): b is next to nothing where the products are bound by reading the weights, a
     row's share of the step where they are bound by arithmetic. Row r's j-th proposal is kept with chance p_r^j
     (after all before it), p_r its share kept so far with one kept and one rejected counted in (a new row: 1/2).
-    Verifying the n likeliest proposals yields A + (their chances summed) tokens in a + c + b (A + n) seconds
-    against A tokens in a + b A for a plain step; the call takes the n (0 included) with the most tokens a
-    second. a, b and c are fitted by least squares to the calls so far (the process's, for this model, setting and
-    batch size: `pacing_for`): the first call is a plain step, the next ones verify A/2 then A proposals (one a
+    A batch generates the same tokens however its calls share them, so a kept proposal saves a row's step that a
+    later call need not take: while the batch's rows decode together, a plain step's seconds per row,
+    s = (a + b A) / A. Verifying the n likeliest proposals saves s times their chances summed and adds
+    b n + c seconds to the call; the call takes the n (0 included) that saves most. (Taking instead the n that
+    makes this call's tokens per second highest stops where the next proposal's chance falls below the call's
+    own rate, already above a plain step's, and leaves out proposals that would still save more than they
+    cost.) a, b and c are fitted by least squares to the calls so far (the process's, for this model, setting
+    and batch size: `pacing_for`): the first call is a plain step, the next ones verify A/2 then A proposals (one a
     row, or more where A < 2) until the proposing calls' positions spread over a quarter of A; where proposing
     does not pay, those are all a run pays. The line holds only as far as it was measured (a product of few
     rows takes another kernel than a wide one, so the time per position jumps where the rows cross it): a call
@@ -168,9 +172,9 @@ class Pacing:
         widest = max(r for _, r, _ in self.calls) + max(1, int(rows * self.WIDEN))  # the most the fit answers for
         ranked = ranked[ranked > 0][: max(0, widest - rows)]
         n = torch.arange(ranked.numel() + 1, dtype=torch.float64, device=k.device)
-        tokens = rows + torch.cat([ranked.new_zeros(1), ranked.cumsum(0)]).double()
-        seconds = a + b * (rows + n) + c * (n > 0).double()
-        best = int((tokens / seconds.clamp(min=1e-12)).argmax())
+        kept = torch.cat([ranked.new_zeros(1), ranked.cumsum(0)]).double()  # (n + 1,) tokens expected beyond A
+        saved = kept * (a + b * rows) / rows - b * n - c * (n > 0).double()  # seconds, against a plain step
+        best = int(saved.argmax())  # the first of equals: fewest positions
         taken = torch.zeros(odds.numel(), dtype=torch.long, device=k.device)
         taken[order[:best]] = 1
         return taken.view(odds.shape).sum(1)
